@@ -1,0 +1,84 @@
+package builders
+
+import (
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Options are operator-wide settings that shape the built objects.
+type Options struct {
+	// DefaultImages maps a framework to the image used when spec.image is empty.
+	DefaultImages map[mlv1.Framework]string
+}
+
+// The accessors below read optional spec fields with the API's defaults, so builders behave the same
+// whether or not the API server has defaulted the object (fake clients and unit tests do not).
+
+func gpusPerWorker(tj *mlv1.TrainingJob) int32 {
+	if tj.Spec.GPUsPerWorker == nil {
+		return 1
+	}
+	return *tj.Spec.GPUsPerWorker
+}
+
+func framework(tj *mlv1.TrainingJob) mlv1.Framework {
+	if tj.Spec.Framework == "" {
+		return mlv1.FrameworkPyTorch
+	}
+	return tj.Spec.Framework
+}
+
+func masterPort(tj *mlv1.TrainingJob) int32 {
+	if n := tj.Spec.Networking; n != nil && n.MasterPort != 0 {
+		return n.MasterPort
+	}
+	return DefaultMasterPort
+}
+
+func metricsPort(tj *mlv1.TrainingJob) int32 {
+	if m := tj.Spec.Monitoring; m != nil && m.MetricsPort != 0 {
+		return m.MetricsPort
+	}
+	return DefaultMetricsPrt
+}
+
+func backend(tj *mlv1.TrainingJob) mlv1.Backend {
+	if n := tj.Spec.Networking; n != nil && n.Backend != "" {
+		return n.Backend
+	}
+	if gpusPerWorker(tj) > 0 {
+		return mlv1.BackendNCCL
+	}
+	return mlv1.BackendGloo
+}
+
+func rdmaEnabled(tj *mlv1.TrainingJob) bool {
+	n := tj.Spec.Networking
+	return n != nil && n.RDMAEnabled != nil && *n.RDMAEnabled
+}
+
+func restartPolicy(tj *mlv1.TrainingJob) mlv1.RestartPolicy {
+	if f := tj.Spec.FailurePolicy; f != nil && f.RestartPolicy != "" {
+		return f.RestartPolicy
+	}
+	return mlv1.RestartOnFailure
+}
+
+func backoffLimit(tj *mlv1.TrainingJob) int32 {
+	if f := tj.Spec.FailurePolicy; f != nil && f.BackoffLimit != nil {
+		return *f.BackoffLimit
+	}
+	return 3
+}
+
+// Image is the worker image: spec.image, else the operator's default for the framework.
+func Image(tj *mlv1.TrainingJob, opts Options) string {
+	if tj.Spec.Image != "" {
+		return tj.Spec.Image
+	}
+	return opts.DefaultImages[framework(tj)]
+}
+
+// Suspended reports whether spec.suspend is true.
+func Suspended(tj *mlv1.TrainingJob) bool {
+	return tj.Spec.Suspend != nil && *tj.Spec.Suspend
+}

@@ -1,0 +1,110 @@
+package builders
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// ReservedEnvNames are the environment variables the operator injects or will inject into workers.
+// spec.env may not set them; the CRD's CEL rule on spec.env lists the same names (a test keeps the two equal).
+var ReservedEnvNames = []string{
+	"MASTER_ADDR", "MASTER_PORT", "RANK", "NODE_RANK", "WORLD_SIZE",
+	"PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+	"TF_CONFIG", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
+	"TRAININGJOB_NAME", "TRAININGJOB_NAMESPACE", "TRAININGJOB_CONFIG", "MODEL_NAME", "DATASET_NAME",
+	"METRICS_PORT", "PYTHONUNBUFFERED", "DIST_BACKEND", "NCCL_IB_DISABLE",
+	"CHECKPOINT_DIR", "CHECKPOINT_URI", "CHECKPOINT_FREQUENCY", "RESUME_FROM",
+}
+
+// WorkerEnv is the environment of every worker container: the injected contract (documented in the
+// README) followed by spec.env. Entries may refer to earlier ones with $(NAME), which the kubelet expands.
+func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	env := identityEnv(tj)
+	env = append(env, rendezvousEnv(tj)...)
+	env = append(env, frameworkEnv(tj)...)
+	env = append(env, backendEnv(tj)...)
+	return append(env, tj.Spec.Env...)
+}
+
+func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		value("TRAININGJOB_NAME", tj.Name),
+		value("TRAININGJOB_NAMESPACE", tj.Namespace),
+		value("MODEL_NAME", tj.Spec.Model),
+		value("DATASET_NAME", tj.Spec.Dataset),
+		value("TRAININGJOB_CONFIG", ConfigMountPath+"/"+ConfigFileName),
+		value("METRICS_PORT", itoa(metricsPort(tj))),
+		value("PYTHONUNBUFFERED", "1"),
+	}
+}
+
+// rendezvousEnv follows Kubeflow's PyTorchJob: one process per pod, RANK is the pod's index.
+func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	rank := corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+		FieldPath: fmt.Sprintf("metadata.annotations['%s']", RankAnnotation),
+	}}}
+	return []corev1.EnvVar{
+		rank,
+		value("NODE_RANK", "$(RANK)"),
+		value("WORLD_SIZE", itoa(tj.Spec.NumWorkers)),
+		value("MASTER_ADDR", WorkerDNSName(tj, 0)),
+		value("MASTER_PORT", itoa(masterPort(tj))),
+		value("DIST_BACKEND", string(backend(tj))),
+	}
+}
+
+func frameworkEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	switch framework(tj) {
+	case mlv1.FrameworkTensorFlow:
+		return []corev1.EnvVar{value("TF_CONFIG", tfConfig(tj))}
+	case mlv1.FrameworkJAX:
+		return []corev1.EnvVar{
+			value("JAX_COORDINATOR_ADDRESS", "$(MASTER_ADDR):$(MASTER_PORT)"),
+			value("JAX_NUM_PROCESSES", itoa(tj.Spec.NumWorkers)),
+			value("JAX_PROCESS_ID", "$(RANK)"),
+		}
+	default:
+		nproc := gpusPerWorker(tj)
+		if nproc == 0 {
+			nproc = 1
+		}
+		return []corev1.EnvVar{
+			value("PET_MASTER_ADDR", "$(MASTER_ADDR)"),
+			value("PET_MASTER_PORT", "$(MASTER_PORT)"),
+			value("PET_NNODES", itoa(tj.Spec.NumWorkers)),
+			value("PET_NODE_RANK", "$(RANK)"),
+			value("PET_NPROC_PER_NODE", itoa(nproc)),
+		}
+	}
+}
+
+// tfConfig is TF_CONFIG for MultiWorkerMirroredStrategy: every worker's address, and this worker's index
+// through $(RANK) expansion (the task index is the only per-pod part).
+func tfConfig(tj *mlv1.TrainingJob) string {
+	workers := make([]string, tj.Spec.NumWorkers)
+	for i := range workers {
+		workers[i] = WorkerDNSName(tj, int32(i)) + ":" + itoa(masterPort(tj))
+	}
+	cluster, _ := json.Marshal(map[string][]string{"worker": workers}) // a map of strings always marshals
+	return `{"cluster":` + string(cluster) + `,"task":{"type":"worker","index":$(RANK)}}`
+}
+
+func backendEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	if backend(tj) != mlv1.BackendNCCL {
+		return nil
+	}
+	disable := "1"
+	if rdmaEnabled(tj) {
+		disable = "0"
+	}
+	return []corev1.EnvVar{value("NCCL_IB_DISABLE", disable)}
+}
+
+func value(name, v string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: v} }
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }

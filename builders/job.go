@@ -1,0 +1,100 @@
+package builders
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// GPUResource is the extended resource name of NVIDIA GPUs.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// Job builds the Indexed Job that runs the workers: one pod per rank, host name "<job>-<rank>" under the
+// headless Service, so rank 0 has a stable DNS name.
+func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
+	labels := Labels(tj)
+	if s := tj.Spec.Scheduling; s != nil && s.QueueName != "" {
+		labels[QueueLabel] = s.QueueName
+	}
+	var deadline *int64
+	if f := tj.Spec.FailurePolicy; f != nil {
+		deadline = f.ActiveDeadlineSeconds
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: JobName(tj), Namespace: tj.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			CompletionMode:        ptr.To(batchv1.IndexedCompletion),
+			Completions:           ptr.To(tj.Spec.NumWorkers),
+			Parallelism:           ptr.To(tj.Spec.NumWorkers),
+			BackoffLimit:          ptr.To(backoffLimit(tj)),
+			ActiveDeadlineSeconds: deadline,
+			Suspend:               ptr.To(Suspended(tj)),
+			// A replacement pod waits until the failed one is gone, so two pods never share a rank's host name.
+			PodReplacementPolicy: ptr.To(batchv1.Failed),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: Labels(tj)},
+				Spec:       podSpec(tj, opts),
+			},
+		},
+	}
+}
+
+func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		Subdomain:     ServiceName(tj),
+		RestartPolicy: corev1.RestartPolicy(restartPolicy(tj)),
+		Containers:    []corev1.Container{container(tj, opts)},
+		Volumes: []corev1.Volume{{
+			Name: ConfigVolumeName,
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(tj)},
+			}},
+		}},
+	}
+	if s := tj.Spec.Scheduling; s != nil {
+		spec.PriorityClassName = s.Priority
+		spec.NodeSelector = s.NodeSelector
+		spec.Affinity = s.Affinity
+		spec.Tolerations = s.Tolerations
+		spec.SchedulerName = s.SchedulerName
+	}
+	return spec
+}
+
+func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
+	return corev1.Container{
+		Name:    ContainerName,
+		Image:   Image(tj, opts),
+		Command: tj.Spec.Command,
+		Args:    tj.Spec.Args,
+		Env:     WorkerEnv(tj),
+		Ports: []corev1.ContainerPort{
+			{Name: MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
+			{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
+		},
+		Resources:    Resources(tj),
+		VolumeMounts: []corev1.VolumeMount{{Name: ConfigVolumeName, MountPath: ConfigMountPath, ReadOnly: true}},
+	}
+}
+
+// Resources are spec.resources with nvidia.com/gpu set to gpusPerWorker in the limits (the scheduler
+// takes an extended resource's request from its limit). CPU-only workers get no GPU entry.
+func Resources(tj *mlv1.TrainingJob) corev1.ResourceRequirements {
+	var r corev1.ResourceRequirements
+	if tj.Spec.Resources != nil {
+		r = *tj.Spec.Resources.DeepCopy()
+	}
+	gpus := gpusPerWorker(tj)
+	if gpus == 0 {
+		return r
+	}
+	if r.Limits == nil {
+		r.Limits = corev1.ResourceList{}
+	}
+	r.Limits[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+	return r
+}

@@ -1,0 +1,69 @@
+// Package builders turns a TrainingJob into the Kubernetes objects that run it. Every function here is
+// pure: no client, no clock, no I/O. Names and labels come from this file only.
+package builders
+
+import (
+	"fmt"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Labels and annotations the operator sets or reads.
+const (
+	// NameLabel is set on every child of a TrainingJob and on its pods.
+	NameLabel = "ml.example.com/trainingjob-name"
+	// RankLabel is the pod label carrying a worker's rank. The Job controller sets it on every pod of an
+	// Indexed Job, so the operator reads it rather than setting its own.
+	RankLabel = "batch.kubernetes.io/job-completion-index"
+	// RankAnnotation is the pod annotation carrying a worker's rank; env reads it through the downward API.
+	RankAnnotation = "batch.kubernetes.io/job-completion-index"
+	// ManagedByLabel marks objects the operator manages.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the ManagedByLabel value.
+	ManagedByValue = "trainingjob-operator"
+	// QueueLabel is Kueue's queue label, copied from spec.scheduling.queueName to the Job.
+	QueueLabel = "kueue.x-k8s.io/queue-name"
+)
+
+// Container, port and volume names in worker pods.
+const (
+	ContainerName     = "trainer"
+	MetricsPortName   = "metrics"
+	MasterPortName    = "rendezvous"
+	ConfigVolumeName  = "trainingjob-config"
+	ConfigMountPath   = "/etc/trainingjob"
+	ConfigFileName    = "config.json"
+	DefaultMasterPort = 29500
+	DefaultMetricsPrt = 8080
+)
+
+// JobName is the name of the Indexed Job that runs the workers. Worker pods get host names
+// "<JobName>-<rank>".
+func JobName(tj *mlv1.TrainingJob) string { return tj.Name + "-worker" }
+
+// ServiceName is the name of the headless Service that gives workers stable DNS names.
+func ServiceName(tj *mlv1.TrainingJob) string { return tj.Name + "-headless" }
+
+// ConfigMapName is the name of the ConfigMap holding the run's configuration.
+func ConfigMapName(tj *mlv1.TrainingJob) string { return tj.Name + "-config" }
+
+// WorkerHostname is the host name of the worker with the given rank.
+func WorkerHostname(tj *mlv1.TrainingJob, rank int32) string {
+	return fmt.Sprintf("%s-%d", JobName(tj), rank)
+}
+
+// WorkerDNSName is the stable DNS name of the worker with the given rank, resolvable through the
+// headless Service before the worker is Ready.
+func WorkerDNSName(tj *mlv1.TrainingJob, rank int32) string {
+	return fmt.Sprintf("%s.%s.%s.svc", WorkerHostname(tj, rank), ServiceName(tj), tj.Namespace)
+}
+
+// SelectorLabels select every worker pod of a TrainingJob.
+func SelectorLabels(tj *mlv1.TrainingJob) map[string]string {
+	return map[string]string{NameLabel: tj.Name}
+}
+
+// Labels are set on every object the operator creates for a TrainingJob.
+func Labels(tj *mlv1.TrainingJob) map[string]string {
+	return map[string]string{NameLabel: tj.Name, ManagedByLabel: ManagedByValue}
+}

@@ -1,0 +1,88 @@
+// Command manager runs the trainingjob-operator: the TrainingJob controllers, health probes and the
+// Prometheus metrics endpoint.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+type config struct {
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	leaderElectionNS       string
+	namespaces             string
+	images                 map[mlv1.Framework]*string
+}
+
+func parseFlags(args []string) (config, zap.Options) {
+	fs := flag.NewFlagSet("manager", flag.ExitOnError)
+	c := config{images: map[mlv1.Framework]*string{}}
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
+	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
+	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
+	c.images[mlv1.FrameworkPyTorch] = fs.String("default-image-pytorch", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "worker image for pytorch jobs without spec.image")
+	c.images[mlv1.FrameworkTensorFlow] = fs.String("default-image-tensorflow", "tensorflow/tensorflow:2.18.0-gpu", "worker image for tensorflow jobs without spec.image")
+	c.images[mlv1.FrameworkJAX] = fs.String("default-image-jax", "ghcr.io/nvidia/jax:jax-2025-01-01", "worker image for jax jobs without spec.image")
+	// JSON logs in a cluster, console logs elsewhere; --zap-devel and friends override.
+	zo := zap.Options{Development: os.Getenv("KUBERNETES_SERVICE_HOST") == ""}
+	zo.BindFlags(fs)
+	_ = fs.Parse(args) // ExitOnError: Parse exits on a bad flag
+	return c, zo
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	c, zo := parseFlags(args)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	var namespaces []string
+	if c.namespaces != "" {
+		namespaces = strings.Split(c.namespaces, ",")
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  controllers.NewScheme(),
+		Cache:                   controllers.CacheOptions(namespaces),
+		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
+		HealthProbeBindAddress:  c.probeAddr,
+		LeaderElection:          c.leaderElect,
+		LeaderElectionID:        "trainingjob-operator.ml.example.com",
+		LeaderElectionNamespace: c.leaderElectionNS,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}}
+	for fw, img := range c.images {
+		opts.DefaultImages[fw] = *img
+	}
+	if err := controllers.Setup(mgr, opts); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readyz: %w", err)
+	}
+	ctrl.Log.Info("starting manager", "namespaces", namespaces)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,66 @@
+package controllers
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// NewScheme is the scheme of the operator: the built-in types and the TrainingJob API.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err) // registering static types cannot fail
+	}
+	if err := mlv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
+// objects the operator owns, so a cluster's other pods and config maps are not held in memory.
+func CacheOptions(namespaces []string) cache.Options {
+	owned, _ := labels.NewRequirement(builders.NameLabel, selection.Exists, nil) // a fixed, valid requirement
+	sel := labels.NewSelector().Add(*owned)
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:       {Label: sel},
+		&batchv1.Job{}:      {Label: sel},
+		&corev1.Service{}:   {Label: sel},
+		&corev1.ConfigMap{}: {Label: sel},
+	}}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// Setup registers the operator's controllers with mgr.
+func Setup(mgr ctrl.Manager, opts builders.Options) error {
+	jr := &JobReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("trainingjob-operator"),
+		Clock:    clock.RealClock{},
+		Options:  opts,
+	}
+	if err := jr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the job controller: %w", err)
+	}
+	return nil
+}

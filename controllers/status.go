@@ -1,0 +1,195 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Observed is what a reconcile saw of a TrainingJob's children.
+type Observed struct {
+	// Job is the workers' Job, nil when it does not exist.
+	Job *batchv1.Job
+	// Pods are the workers' pods.
+	Pods []corev1.Pod
+}
+
+// phase is a state with the reason and message that explain it.
+type phase struct {
+	state   mlv1.State
+	reason  string
+	message string
+}
+
+// DeriveStatus computes a TrainingJob's status from what was observed. It is a pure function: the same
+// inputs give the same status, and now is used only for the time of new condition transitions.
+func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
+	st := *tj.Status.DeepCopy()
+	st.ObservedGeneration = tj.Generation
+	if obs.Job != nil {
+		st.Workers = workerCounts(obs)
+		st.RestartCount = restartCount(obs)
+	}
+	ph := derivePhase(tj, obs)
+	st.State = ph.state
+	if ph.state == mlv1.StateFailed {
+		st.FailureReason = ph.message
+	}
+	setConditions(&st, obs.Job != nil, ph, now)
+	setTimes(&st, obs.Job, ph, now)
+	return st
+}
+
+func derivePhase(tj *mlv1.TrainingJob, obs Observed) phase {
+	switch prev := tj.Status.State; {
+	case prev == mlv1.StateCompleted || prev == mlv1.StateFailed:
+		// Terminal states are final, even if the Job is deleted afterwards.
+		return phase{prev, conditionReason(tj.Status, string(prev)), conditionMessage(tj.Status, string(prev))}
+	case obs.Job == nil && builders.Suspended(tj):
+		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
+	case obs.Job == nil:
+		return phase{mlv1.StatePending, "Creating", "creating the workers' Job, Service and ConfigMap"}
+	}
+	if c := jobCondition(obs.Job, batchv1.JobComplete); c != nil {
+		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
+	}
+	if c := jobCondition(obs.Job, batchv1.JobFailed); c != nil {
+		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.Pods)}
+	}
+	if builders.Suspended(tj) {
+		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; workers are stopped"}
+	}
+	return activePhase(tj, obs)
+}
+
+// activePhase is Running when every rank runs (or ran and is being restarted), else Initializing with
+// the most telling reason a worker is not running yet.
+func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
+	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	msg := fmt.Sprintf("%d of %d workers running", running, tj.Spec.NumWorkers)
+	if running >= int(tj.Spec.NumWorkers) {
+		return phase{mlv1.StateRunning, "AllWorkersRunning", msg}
+	}
+	if tj.Status.State == mlv1.StateRunning {
+		return phase{mlv1.StateRunning, "WorkersRestarting", msg}
+	}
+	if reason, why := waitingReason(obs.Pods); reason != "" {
+		return phase{mlv1.StateInitializing, reason, msg + "; " + why}
+	}
+	return phase{mlv1.StateInitializing, "WorkersStarting", msg}
+}
+
+// waitingReason finds why a worker does not run yet: unschedulable, or a container stuck waiting
+// (image pull errors, a missing Secret or ConfigMap).
+func waitingReason(pods []corev1.Pod) (string, string) {
+	for i := range pods {
+		p := &pods[i]
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return "Unschedulable", fmt.Sprintf("pod %s: %s", p.Name, c.Message)
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+				return w.Reason, fmt.Sprintf("pod %s: %s", p.Name, w.Message)
+			}
+		}
+	}
+	return "", ""
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func conditionReason(st mlv1.TrainingJobStatus, t string) string {
+	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+		return c.Reason
+	}
+	return t
+}
+
+func conditionMessage(st mlv1.TrainingJobStatus, t string) string {
+	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func countPods(pods []corev1.Pod, match func(*corev1.Pod) bool) int {
+	n := 0
+	for i := range pods {
+		if pods[i].DeletionTimestamp == nil && match(&pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+func workerCounts(obs Observed) mlv1.WorkerCounts {
+	js := obs.Job.Status
+	return mlv1.WorkerCounts{
+		Active:    js.Active,
+		Ready:     ptrValue(js.Ready),
+		Succeeded: js.Succeeded,
+		Failed:    js.Failed,
+		Pending: int32(countPods(obs.Pods, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodPending || p.Status.Phase == ""
+		})),
+	}
+}
+
+// restartCount is the number of replaced pods plus in-place container restarts of current pods.
+func restartCount(obs Observed) int32 {
+	n := obs.Job.Status.Failed
+	for i := range obs.Pods {
+		for _, cs := range obs.Pods[i].Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	return n
+}
+
+func setTimes(st *mlv1.TrainingJobStatus, job *batchv1.Job, ph phase, now metav1.Time) {
+	if job != nil && st.StartTime == nil && job.Status.StartTime != nil {
+		st.StartTime = job.Status.StartTime.DeepCopy()
+	}
+	if st.CompletionTime == nil && (ph.state == mlv1.StateCompleted || ph.state == mlv1.StateFailed) {
+		st.CompletionTime = finishTime(job, ph.state, now)
+	}
+	if st.StartTime != nil && st.CompletionTime != nil {
+		st.Duration = st.CompletionTime.Sub(st.StartTime.Time).Round(time.Second).String()
+	}
+}
+
+func finishTime(job *batchv1.Job, state mlv1.State, now metav1.Time) *metav1.Time {
+	if job == nil {
+		return &now
+	}
+	if state == mlv1.StateCompleted && job.Status.CompletionTime != nil {
+		return job.Status.CompletionTime.DeepCopy()
+	}
+	if c := jobCondition(job, batchv1.JobFailed); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.DeepCopy()
+	}
+	return &now
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

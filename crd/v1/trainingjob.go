@@ -1,0 +1,56 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TrainingJob is one distributed training run: workers, rendezvous, hyperparameters, checkpoints and progress.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tj,categories=ml
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.currentEpoch`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.status.workers.active`,priority=1
+// +kubebuilder:printcolumn:name="Loss",type=number,JSONPath=`.status.metrics.loss`,priority=1
+// +kubebuilder:printcolumn:name="Accuracy",type=number,JSONPath=`.status.metrics.accuracy`,priority=1
+// +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.eta`,priority=1
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`,priority=1
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 52",message="metadata.name must be a DNS-1035 label of at most 52 characters (it names the workers' host names)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?model == oldSelf.spec.?model",message="spec.model is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.model"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?dataset == oldSelf.spec.?dataset",message="spec.dataset is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.dataset"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?numWorkers == oldSelf.spec.?numWorkers",message="spec.numWorkers is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.numWorkers"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?gpusPerWorker == oldSelf.spec.?gpusPerWorker",message="spec.gpusPerWorker is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.gpusPerWorker"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?framework == oldSelf.spec.?framework",message="spec.framework is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.framework"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?image == oldSelf.spec.?image",message="spec.image is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.image"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?command == oldSelf.spec.?command",message="spec.command is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.command"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?args == oldSelf.spec.?args",message="spec.args is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.args"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?env == oldSelf.spec.?env",message="spec.env is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.env"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?resources == oldSelf.spec.?resources",message="spec.resources is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.resources"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?hyperparameters == oldSelf.spec.?hyperparameters",message="spec.hyperparameters is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.hyperparameters"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?scheduling == oldSelf.spec.?scheduling",message="spec.scheduling is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.scheduling"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?networking == oldSelf.spec.?networking",message="spec.networking is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.networking"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || self.spec.?checkpoint == oldSelf.spec.?checkpoint",message="spec.checkpoint is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.checkpoint"
+type TrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the training run the user asks for.
+	// +required
+	Spec TrainingJobSpec `json:"spec"`
+
+	// status is what the operator observes of the run.
+	// +optional
+	Status TrainingJobStatus `json:"status,omitempty"`
+}
+
+// TrainingJobList is a list of TrainingJobs.
+//
+// +kubebuilder:object:root=true
+type TrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainingJob `json:"items"`
+}

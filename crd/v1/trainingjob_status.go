@@ -1,0 +1,160 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// State is the phase of a TrainingJob.
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Completed;Failed;Suspended
+type State string
+
+// States of a TrainingJob.
+const (
+	StatePending      State = "Pending"
+	StateInitializing State = "Initializing"
+	StateRunning      State = "Running"
+	StateCompleted    State = "Completed"
+	StateFailed       State = "Failed"
+	StateSuspended    State = "Suspended"
+)
+
+// Condition types of a TrainingJob.
+const (
+	// ConditionCreated is True once the Job, Service and ConfigMap exist.
+	ConditionCreated = "Created"
+	// ConditionRunning is True while every worker runs.
+	ConditionRunning = "Running"
+	// ConditionCompleted is True when the run succeeded.
+	ConditionCompleted = "Completed"
+	// ConditionFailed is True when the run failed; its message says why.
+	ConditionFailed = "Failed"
+	// ConditionSuspended is True while the run is suspended.
+	ConditionSuspended = "Suspended"
+)
+
+// TrainingJobStatus is what the operator observes of the run.
+type TrainingJobStatus struct {
+	// state is Pending, Initializing, Running, Completed, Failed or Suspended.
+	// +optional
+	State State `json:"state,omitempty"`
+
+	// conditions are the latest observations of the run's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// progress is the share of epochs done, for example "45%".
+	// +optional
+	Progress string `json:"progress,omitempty"`
+
+	// currentEpoch is the epoch rank 0 last reported.
+	// +optional
+	CurrentEpoch int32 `json:"currentEpoch,omitempty"`
+
+	// totalEpochs is the number of epochs the run will do.
+	// +optional
+	TotalEpochs int32 `json:"totalEpochs,omitempty"`
+
+	// eta is the estimated time left, for example "12m30s".
+	// +optional
+	ETA string `json:"eta,omitempty"`
+
+	// metrics are the training metrics rank 0 last reported.
+	// +optional
+	Metrics *TrainingMetrics `json:"metrics,omitempty"`
+
+	// workers counts the worker pods by phase.
+	// +optional
+	Workers WorkerCounts `json:"workers,omitempty"`
+
+	// checkpoint describes the newest checkpoint.
+	// +optional
+	Checkpoint *CheckpointStatus `json:"checkpoint,omitempty"`
+
+	// startTime is when the workers' Job started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the run completed or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// duration is completionTime - startTime, for example "1h2m3s".
+	// +optional
+	Duration string `json:"duration,omitempty"`
+
+	// failureReason says why the run failed, naming the rank and its exit code when known.
+	// +optional
+	FailureReason string `json:"failureReason,omitempty"`
+
+	// restartCount is the number of worker restarts: container restarts plus replaced pods.
+	// +optional
+	RestartCount int32 `json:"restartCount,omitempty"`
+}
+
+// TrainingMetrics are metrics reported by rank 0.
+type TrainingMetrics struct {
+	// loss is the latest training loss.
+	// +optional
+	Loss *float64 `json:"loss,omitempty"`
+	// accuracy is the latest accuracy, 0 to 1.
+	// +optional
+	Accuracy *float64 `json:"accuracy,omitempty"`
+	// learningRate is the current learning rate.
+	// +optional
+	LearningRate *float64 `json:"learningRate,omitempty"`
+	// throughput is samples per second.
+	// +optional
+	Throughput *float64 `json:"throughput,omitempty"`
+	// gpuUtilization is the GPU utilisation in percent.
+	// +optional
+	GPUUtilization *float64 `json:"gpuUtilization,omitempty"`
+	// custom holds other metrics rank 0 exposes, formatted as strings.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Custom map[string]string `json:"custom,omitempty"`
+}
+
+// WorkerCounts counts worker pods.
+type WorkerCounts struct {
+	// active is the number of pods not yet finished.
+	// +optional
+	Active int32 `json:"active,omitempty"`
+	// ready is the number of pods passing their readiness checks.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// succeeded is the number of pods that finished successfully.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// failed is the number of pods that failed.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// pending is the number of pods waiting to be scheduled or started.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+}
+
+// CheckpointStatus describes checkpoints.
+type CheckpointStatus struct {
+	// latest is the URI or path of the newest complete checkpoint.
+	// +optional
+	Latest string `json:"latest,omitempty"`
+	// latestEpoch is the epoch of the newest complete checkpoint.
+	// +optional
+	LatestEpoch int32 `json:"latestEpoch,omitempty"`
+	// count is the number of complete checkpoints kept.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// lastTime is when the newest checkpoint was written.
+	// +optional
+	LastTime *metav1.Time `json:"lastTime,omitempty"`
+	// sizeBytes is the size of the newest checkpoint.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}

@@ -1,0 +1,433 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Framework is the training framework a TrainingJob runs.
+// +kubebuilder:validation:Enum=pytorch;tensorflow;jax
+type Framework string
+
+// Frameworks a TrainingJob can run.
+const (
+	FrameworkPyTorch    Framework = "pytorch"
+	FrameworkTensorFlow Framework = "tensorflow"
+	FrameworkJAX        Framework = "jax"
+)
+
+// TrainingJobSpec is what the user asks for: one distributed training run.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits) || quantity(string(self.resources.limits['nvidia.com/gpu'])).compareTo(quantity(string(self.gpusPerWorker))) == 0",message="resources.limits[nvidia.com/gpu] must equal gpusPerWorker",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests) || quantity(string(self.resources.requests['nvidia.com/gpu'])).compareTo(quantity(string(self.gpusPerWorker))) == 0",message="resources.requests[nvidia.com/gpu] must equal gpusPerWorker",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="monitoring.metricsPort must differ from networking.masterPort",fieldPath=".monitoring.metricsPort"
+// +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
+type TrainingJobSpec struct {
+	// model names the model to train. It is passed to workers as MODEL_NAME and in the config file.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="model must not be blank"
+	Model string `json:"model"`
+
+	// dataset names the dataset to train on. It is passed to workers as DATASET_NAME and in the config file.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="dataset must not be blank"
+	Dataset string `json:"dataset"`
+
+	// numWorkers is the number of worker pods (ranks). Each runs one copy of the training program.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	NumWorkers int32 `json:"numWorkers"`
+
+	// gpusPerWorker is the number of nvidia.com/gpu each worker requests. 0 means CPU-only.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	GPUsPerWorker *int32 `json:"gpusPerWorker,omitempty"`
+
+	// framework selects the rendezvous environment injected into workers: pytorch, tensorflow or jax.
+	// +optional
+	// +kubebuilder:default=pytorch
+	Framework Framework `json:"framework,omitempty"`
+
+	// image is the worker container image. When empty, the operator's default image for the framework is used.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == self.trim() && !self.contains(' ')",message="image must not contain spaces"
+	Image string `json:"image,omitempty"`
+
+	// command overrides the image's entrypoint.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+
+	// args are the arguments to the command.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+
+	// env is extra environment for every worker. Names the operator injects (see the README) are rejected.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','PYTHONUNBUFFERED','DIST_BACKEND','NCCL_IB_DISABLE','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable the operator injects (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, TRAININGJOB_*, CHECKPOINT_*, ...)"
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// resources are each worker's compute requests and limits. A nvidia.com/gpu entry must equal gpusPerWorker;
+	// when absent the operator adds it.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// hyperparameters are passed to workers in the config file mounted at /etc/trainingjob/config.json.
+	// +optional
+	Hyperparameters *Hyperparameters `json:"hyperparameters,omitempty"`
+
+	// checkpoint configures where and how often checkpoints are written, kept and resumed.
+	// +optional
+	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
+
+	// scheduling places the workers: priority, node selection, tolerations, scheduler and queue.
+	// +optional
+	Scheduling *SchedulingSpec `json:"scheduling,omitempty"`
+
+	// monitoring configures how progress is exposed and tracked.
+	// +optional
+	Monitoring *MonitoringSpec `json:"monitoring,omitempty"`
+
+	// networking configures the collective-communication backend and rendezvous port.
+	// +optional
+	Networking *NetworkingSpec `json:"networking,omitempty"`
+
+	// failurePolicy decides how worker failures are retried.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// successPolicy ends the run early when a target metric is reached.
+	// +optional
+	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
+
+	// suspend, when true, keeps (or stops) the workers from running; set it to false to start them.
+	// It follows the Kueue convention for suspended workloads.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+}
+
+// Optimizer is a training optimizer.
+// +kubebuilder:validation:Enum=adam;sgd;adamw;rmsprop
+type Optimizer string
+
+// Hyperparameters of the training program.
+type Hyperparameters struct {
+	// learningRate is the optimizer's learning rate, a YAML number such as 0.001.
+	// +optional
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	LearningRate *float64 `json:"learningRate,omitempty"`
+
+	// batchSize is the per-worker batch size.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	BatchSize *int32 `json:"batchSize,omitempty"`
+
+	// epochs is the number of passes over the dataset; progress is measured against it.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	Epochs *int32 `json:"epochs,omitempty"`
+
+	// warmupSteps is the number of learning-rate warm-up steps.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WarmupSteps *int32 `json:"warmupSteps,omitempty"`
+
+	// gradientAccumulationSteps is the number of micro-batches accumulated per optimizer step.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	GradientAccumulationSteps *int32 `json:"gradientAccumulationSteps,omitempty"`
+
+	// optimizer is one of adam, sgd, adamw or rmsprop.
+	// +optional
+	Optimizer Optimizer `json:"optimizer,omitempty"`
+
+	// mixedPrecision turns on mixed-precision training.
+	// +optional
+	MixedPrecision *bool `json:"mixedPrecision,omitempty"`
+
+	// additionalParams are free-form parameters passed through to the training program.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	AdditionalParams map[string]string `json:"additionalParams,omitempty"`
+}
+
+// StorageType is where checkpoints are stored.
+// +kubebuilder:validation:Enum=pvc;s3;gcs;nfs
+type StorageType string
+
+// Storage types for checkpoints.
+const (
+	StoragePVC StorageType = "pvc"
+	StorageS3  StorageType = "s3"
+	StorageGCS StorageType = "gcs"
+	StorageNFS StorageType = "nfs"
+)
+
+// CheckpointSpec configures checkpoints.
+// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.storage)",message="checkpoint.storage is required when checkpoint.enabled is true",fieldPath=".storage"
+type CheckpointSpec struct {
+	// enabled turns checkpointing on.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// frequency is the number of epochs between checkpoints.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Frequency *int32 `json:"frequency,omitempty"`
+
+	// storage is where checkpoints are written.
+	// +optional
+	Storage *CheckpointStorage `json:"storage,omitempty"`
+
+	// resumeFrom is a checkpoint URI (s3://, gs://) or path to resume from when the job first starts.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('/') || self.startsWith('pvc://') || self.startsWith('nfs://')",message="resumeFrom must be an s3://, gs://, pvc:// or nfs:// URI or an absolute path"
+	ResumeFrom string `json:"resumeFrom,omitempty"`
+
+	// retention is the number of newest complete checkpoints to keep; older ones are deleted.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Retention *int32 `json:"retention,omitempty"`
+}
+
+// CheckpointStorage is a checkpoint location. Which fields apply depends on type.
+// +kubebuilder:validation:XValidation:rule="self.type != 'pvc' || has(self.claimName)",message="storage.claimName is required for type pvc",fieldPath=".claimName"
+// +kubebuilder:validation:XValidation:rule="self.type != 's3' || has(self.s3Bucket)",message="storage.s3Bucket is required for type s3",fieldPath=".s3Bucket"
+// +kubebuilder:validation:XValidation:rule="self.type != 'gcs' || has(self.gcsBucket)",message="storage.gcsBucket is required for type gcs",fieldPath=".gcsBucket"
+// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || has(self.nfs)",message="storage.nfs is required for type nfs",fieldPath=".nfs"
+// +kubebuilder:validation:XValidation:rule="!has(self.s3Bucket) || self.type == 's3'",message="storage.s3Bucket is only valid for type s3",fieldPath=".s3Bucket"
+// +kubebuilder:validation:XValidation:rule="!has(self.gcsBucket) || self.type == 'gcs'",message="storage.gcsBucket is only valid for type gcs",fieldPath=".gcsBucket"
+// +kubebuilder:validation:XValidation:rule="!has(self.claimName) || self.type == 'pvc'",message="storage.claimName is only valid for type pvc",fieldPath=".claimName"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) && !has(self.region) || self.type == 's3'",message="storage.endpoint and storage.region are only valid for type s3",fieldPath=".endpoint"
+type CheckpointStorage struct {
+	// type is pvc, s3, gcs or nfs.
+	// +required
+	Type StorageType `json:"type"`
+
+	// claimName is the PersistentVolumeClaim mounted into every worker (type pvc).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	ClaimName string `json:"claimName,omitempty"`
+
+	// s3Bucket is the S3 bucket (type s3).
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	S3Bucket string `json:"s3Bucket,omitempty"`
+
+	// gcsBucket is the Google Cloud Storage bucket (type gcs).
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=222
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9._-]*[a-z0-9]$`
+	GCSBucket string `json:"gcsBucket,omitempty"`
+
+	// nfs is the NFS export (type nfs).
+	// +optional
+	NFS *NFSStorage `json:"nfs,omitempty"`
+
+	// prefix is prepended to checkpoint paths inside the bucket or volume.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="storage.prefix must not contain '..'"
+	Prefix string `json:"prefix,omitempty"`
+
+	// endpoint is an S3-compatible endpoint URL, for example a MinIO server (type s3).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://`
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// region is the S3 region (type s3).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+
+	// secretRef names a Secret in the job's namespace holding storage credentials. When empty, the workers'
+	// own identity (workload identity, instance role) is used.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// NFSStorage is an NFS export.
+type NFSStorage struct {
+	// server is the NFS server's host name or address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Server string `json:"server"`
+
+	// path is the exported path.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path"`
+}
+
+// SchedulingSpec places the workers.
+type SchedulingSpec struct {
+	// priority is the name of a PriorityClass for the workers.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Priority string `json:"priority,omitempty"`
+
+	// nodeSelector restricts workers to nodes with these labels.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// affinity is the workers' affinity.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// tolerations are the workers' tolerations.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// schedulerName is the scheduler for the workers, for example a gang scheduler.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SchedulerName string `json:"schedulerName,omitempty"`
+
+	// queueName is the Kueue LocalQueue; it becomes the kueue.x-k8s.io/queue-name label of the Job.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	QueueName string `json:"queueName,omitempty"`
+}
+
+// MonitoringSpec configures progress reporting.
+type MonitoringSpec struct {
+	// enabled turns on progress scraping from rank 0.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// metricsPort is the port on which rank 0 serves Prometheus metrics; passed to workers as METRICS_PORT.
+	// +optional
+	// +kubebuilder:default=8080
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	MetricsPort int32 `json:"metricsPort,omitempty"`
+
+	// tensorboardEnabled asks the training program to write TensorBoard logs.
+	// +optional
+	TensorboardEnabled *bool `json:"tensorboardEnabled,omitempty"`
+
+	// mlflowTrackingUri is the MLflow tracking server, for example http://mlflow.mlflow:5000.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^https?://`
+	MLflowTrackingURI string `json:"mlflowTrackingUri,omitempty"`
+
+	// wandbProject is the Weights & Biases project.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	WandbProject string `json:"wandbProject,omitempty"`
+}
+
+// Backend is a collective-communication backend.
+// +kubebuilder:validation:Enum=nccl;gloo;mpi
+type Backend string
+
+// Backends.
+const (
+	BackendNCCL Backend = "nccl"
+	BackendGloo Backend = "gloo"
+	BackendMPI  Backend = "mpi"
+)
+
+// NetworkingSpec configures rendezvous and collectives.
+type NetworkingSpec struct {
+	// backend is nccl, gloo or mpi. When empty: nccl with GPUs, gloo without.
+	// +optional
+	Backend Backend `json:"backend,omitempty"`
+
+	// masterPort is the rendezvous port on rank 0 (MASTER_PORT).
+	// +optional
+	// +kubebuilder:default=29500
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	MasterPort int32 `json:"masterPort,omitempty"`
+
+	// rdmaEnabled lets NCCL use InfiniBand/RoCE (NCCL_IB_DISABLE=0).
+	// +optional
+	RDMAEnabled *bool `json:"rdmaEnabled,omitempty"`
+}
+
+// RestartPolicy is how a failed worker is restarted.
+// +kubebuilder:validation:Enum=OnFailure;Never
+type RestartPolicy string
+
+// Restart policies.
+const (
+	RestartOnFailure RestartPolicy = "OnFailure"
+	RestartNever     RestartPolicy = "Never"
+)
+
+// FailurePolicy decides how worker failures are retried.
+type FailurePolicy struct {
+	// restartPolicy is OnFailure (restart the worker's container in place) or Never (replace the pod).
+	// +optional
+	// +kubebuilder:default=OnFailure
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+
+	// backoffLimit is the number of retries before the TrainingJob fails.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// activeDeadlineSeconds bounds the run's wall time; past it the TrainingJob fails.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// SuccessPolicy ends a run early when a target is reached.
+type SuccessPolicy struct {
+	// targetAccuracy completes the run when rank 0 reports accuracy at or above it (0 to 1).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	TargetAccuracy *float64 `json:"targetAccuracy,omitempty"`
+
+	// targetLoss completes the run when rank 0 reports loss at or below it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TargetLoss *float64 `json:"targetLoss,omitempty"`
+
+	// earlyStoppingPatience completes the run after this many epochs without improvement.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	EarlyStoppingPatience *int32 `json:"earlyStoppingPatience,omitempty"`
+}
