@@ -85,8 +85,8 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 // takes an extended resource's request from its limit). CPU-only workers get no GPU entry.
 func Resources(tj *mlv1.TrainingJob) corev1.ResourceRequirements {
 	var r corev1.ResourceRequirements
-	if tj.Spec.Resources != nil {
-		r = *tj.Spec.Resources.DeepCopy()
+	if res := tj.Spec.Resources.DeepCopy(); res != nil {
+		r.Limits, r.Requests = res.Limits, res.Requests
 	}
 	gpus := gpusPerWorker(tj)
 	if gpus == 0 {

@@ -6,6 +6,7 @@ import (
 
 // State is the phase of a TrainingJob.
 // +kubebuilder:validation:Enum=Pending;Initializing;Running;Completed;Failed;Suspended
+// +kubebuilder:validation:MaxLength=16
 type State string
 
 // States of a TrainingJob.

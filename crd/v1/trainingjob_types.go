@@ -2,6 +2,7 @@ package v1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Framework is the training framework a TrainingJob runs.
@@ -16,8 +17,8 @@ const (
 )
 
 // TrainingJobSpec is what the user asks for: one distributed training run.
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits) || quantity(string(self.resources.limits['nvidia.com/gpu'])).compareTo(quantity(string(self.gpusPerWorker))) == 0",message="resources.limits[nvidia.com/gpu] must equal gpusPerWorker",fieldPath=".resources.limits"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests) || quantity(string(self.resources.requests['nvidia.com/gpu'])).compareTo(quantity(string(self.gpusPerWorker))) == 0",message="resources.requests[nvidia.com/gpu] must equal gpusPerWorker",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits) || self.resources.limits['nvidia.com/gpu'] == self.gpusPerWorker || self.resources.limits['nvidia.com/gpu'] == string(self.gpusPerWorker)",message="resources.limits[nvidia.com/gpu] must be a whole number equal to gpusPerWorker",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests) || self.resources.requests['nvidia.com/gpu'] == self.gpusPerWorker || self.resources.requests['nvidia.com/gpu'] == string(self.gpusPerWorker)",message="resources.requests[nvidia.com/gpu] must be a whole number equal to gpusPerWorker",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="monitoring.metricsPort must differ from networking.masterPort",fieldPath=".monitoring.metricsPort"
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
 type TrainingJobSpec struct {
@@ -62,12 +63,14 @@ type TrainingJobSpec struct {
 	// command overrides the image's entrypoint.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
 	// +listType=atomic
 	Command []string `json:"command,omitempty"`
 
 	// args are the arguments to the command.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
 	// +listType=atomic
 	Args []string `json:"args,omitempty"`
 
@@ -82,7 +85,7 @@ type TrainingJobSpec struct {
 	// resources are each worker's compute requests and limits. A nvidia.com/gpu entry must equal gpusPerWorker;
 	// when absent the operator adds it.
 	// +optional
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources *Resources `json:"resources,omitempty"`
 
 	// hyperparameters are passed to workers in the config file mounted at /etc/trainingjob/config.json.
 	// +optional
@@ -116,6 +119,19 @@ type TrainingJobSpec struct {
 	// It follows the Kueue convention for suspended workloads.
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
+}
+
+// Resources are a worker's compute requests and limits, as in a container's resources.
+type Resources struct {
+	// limits are the most a worker may use, for example cpu, memory and nvidia.com/gpu.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Limits map[corev1.ResourceName]resource.Quantity `json:"limits,omitempty"`
+
+	// requests are what a worker is guaranteed and scheduled by.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Requests map[corev1.ResourceName]resource.Quantity `json:"requests,omitempty"`
 }
 
 // Optimizer is a training optimizer.

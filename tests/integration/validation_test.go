@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+type change = func(*mlv1.TrainingJob)
+
+func hp(f func(*mlv1.Hyperparameters)) change {
+	return func(tj *mlv1.TrainingJob) {
+		if tj.Spec.Hyperparameters == nil {
+			tj.Spec.Hyperparameters = &mlv1.Hyperparameters{}
+		}
+		f(tj.Spec.Hyperparameters)
+	}
+}
+
+func storage(s mlv1.CheckpointStorage) change {
+	return func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &s}
+	}
+}
+
+func ckpt(f func(*mlv1.CheckpointSpec)) change {
+	return func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		f(tj.Spec.Checkpoint)
+	}
+}
+
+func gpuResources(list string, qty string) change {
+	return func(tj *mlv1.TrainingJob) {
+		rl := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(qty)}
+		tj.Spec.Resources = &mlv1.Resources{}
+		if list == "limits" {
+			tj.Spec.Resources.Limits = rl
+		} else {
+			tj.Spec.Resources.Requests = rl
+		}
+	}
+}
+
+func envVar(name string) change {
+	return func(tj *mlv1.TrainingJob) { tj.Spec.Env = append(tj.Spec.Env, corev1.EnvVar{Name: name, Value: "x"}) }
+}
+
+func TestAdmissionRejectsInvalid(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name  string
+		tj    change
+		field string
+	}{
+		{"empty model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "" }, "spec.model"},
+		{"blank model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "   " }, "spec.model"},
+		{"empty dataset", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "" }, "spec.dataset"},
+		{"zero workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 0 }, "spec.numWorkers"},
+		{"too many workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1025 }, "spec.numWorkers"},
+		{"negative gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](-1) }, "spec.gpusPerWorker"},
+		{"too many gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](17) }, "spec.gpusPerWorker"},
+		{"unknown framework", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = "mxnet" }, "spec.framework"},
+		{"image with space", func(tj *mlv1.TrainingJob) { tj.Spec.Image = "my image:1" }, "spec.image"},
+		{"env overrides RANK", envVar("RANK"), "spec.env"},
+		{"env overrides MASTER_ADDR", envVar("MASTER_ADDR"), "spec.env"},
+		{"env overrides TF_CONFIG", envVar("TF_CONFIG"), "spec.env"},
+		{"env overrides PET_NNODES", envVar("PET_NNODES"), "spec.env"},
+		{"gpu limit disagrees", gpuResources("limits", "2"), "spec.resources.limits"},
+		{"gpu request disagrees", gpuResources("requests", "4"), "spec.resources.requests"},
+		{"zero learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.0) }), "spec.hyperparameters.learningRate"},
+		{"negative learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(-0.1) }), "spec.hyperparameters.learningRate"},
+		{"zero batch size", hp(func(h *mlv1.Hyperparameters) { h.BatchSize = ptr.To[int32](0) }), "spec.hyperparameters.batchSize"},
+		{"zero epochs", hp(func(h *mlv1.Hyperparameters) { h.Epochs = ptr.To[int32](0) }), "spec.hyperparameters.epochs"},
+		{"unknown optimizer", hp(func(h *mlv1.Hyperparameters) { h.Optimizer = "lion" }), "spec.hyperparameters.optimizer"},
+		{"zero accumulation", hp(func(h *mlv1.Hyperparameters) { h.GradientAccumulationSteps = ptr.To[int32](0) }), "spec.hyperparameters.gradientAccumulationSteps"},
+		{"s3 without bucket", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3}), "spec.checkpoint.storage.s3Bucket"},
+		{"gcs without bucket", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS}), "spec.checkpoint.storage.gcsBucket"},
+		{"pvc without claim", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC}), "spec.checkpoint.storage.claimName"},
+		{"nfs without export", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS}), "spec.checkpoint.storage.nfs"},
+		{"unknown storage type", storage(mlv1.CheckpointStorage{Type: "azure"}), "spec.checkpoint.storage.type"},
+		{"s3 bucket on gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket", S3Bucket: "s-bucket"}), "spec.checkpoint.storage.s3Bucket"},
+		{"endpoint on gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket", Endpoint: "http://x"}), "spec.checkpoint.storage.endpoint"},
+		{"relative nfs path", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "nfs", Path: "exports"}}), "spec.checkpoint.storage.nfs.path"},
+		{"bucket with upper case", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "MyBucket"}), "spec.checkpoint.storage.s3Bucket"},
+		{"prefix escaping", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b-1", Prefix: "../other"}), "spec.checkpoint.storage.prefix"},
+		{"enabled without storage", func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)} }, "spec.checkpoint.storage"},
+		{"zero frequency", ckpt(func(c *mlv1.CheckpointSpec) { c.Frequency = ptr.To[int32](0) }), "spec.checkpoint.frequency"},
+		{"zero retention", ckpt(func(c *mlv1.CheckpointSpec) { c.Retention = ptr.To[int32](0) }), "spec.checkpoint.retention"},
+		{"relative resumeFrom", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "checkpoints/epoch-3" }), "spec.checkpoint.resumeFrom"},
+		{"metrics port out of range", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 70000} }, "spec.monitoring.metricsPort"},
+		{"metrics port is master port", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 29500}
+			tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 29500}
+		}, "spec.monitoring.metricsPort"},
+		{"mlflow not http", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "ftp://mlflow"} }, "spec.monitoring.mlflowTrackingUri"},
+		{"unknown backend", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: "tcp"} }, "spec.networking.backend"},
+		{"nccl without gpus", func(tj *mlv1.TrainingJob) {
+			tj.Spec.GPUsPerWorker = ptr.To[int32](0)
+			tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendNCCL}
+		}, "spec.networking.backend"},
+		{"master port out of range", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 65536} }, "spec.networking.masterPort"},
+		{"restart policy Always", func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: "Always"} }, "spec.failurePolicy.restartPolicy"},
+		{"negative backoff", func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{BackoffLimit: ptr.To[int32](-1)} }, "spec.failurePolicy.backoffLimit"},
+		{"zero deadline", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To[int64](0)}
+		}, "spec.failurePolicy.activeDeadlineSeconds"},
+		{"accuracy above 1", func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetAccuracy: ptr.To(1.5)} }, "spec.successPolicy.targetAccuracy"},
+		{"negative target loss", func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetLoss: ptr.To(-1.0)} }, "spec.successPolicy.targetLoss"},
+		{"zero patience", func(tj *mlv1.TrainingJob) {
+			tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](0)}
+		}, "spec.successPolicy.earlyStoppingPatience"},
+		{"bad queue name", func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "Team_Queue"} }, "spec.scheduling.queueName"},
+		{"name too long", func(tj *mlv1.TrainingJob) { tj.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		{"name starts with digit", func(tj *mlv1.TrainingJob) { tj.Name = "1-resnet" }, "metadata.name"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := testenv.NewTJ(ns, fmt.Sprintf("invalid-%d", i)).With(tc.tj).Obj()
+			err := env.Client.Create(context.Background(), tj)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("Create() error = %v, want Invalid", err)
+			}
+			if fields := causeFields(err); !contains(fields, tc.field) {
+				t.Errorf("rejection names fields %q, want %q; error: %v", fields, tc.field, err)
+			}
+		})
+	}
+	if len(cases) < 30 {
+		t.Fatalf("only %d invalid cases", len(cases))
+	}
+}
+
+// causeFields are the fields an Invalid error names. A rule on the object's root (metadata.name) has
+// no field path, so its message must name the field instead.
+func causeFields(err error) []string {
+	var fields []string
+	if se, ok := err.(apierrors.APIStatus); ok && se.Status().Details != nil {
+		for _, c := range se.Status().Details.Causes {
+			f := strings.TrimSuffix(c.Field, "[nvidia.com/gpu]")
+			if f == "" || f == "<nil>" {
+				f, _, _ = strings.Cut(strings.TrimPrefix(c.Message, "Invalid value: "), " ")
+			}
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tj-test-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+

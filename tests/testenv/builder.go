@@ -1,0 +1,70 @@
+package testenv
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// TJ is a fluent builder of TrainingJobs for tests.
+type TJ struct{ tj mlv1.TrainingJob }
+
+// NewTJ starts a minimal valid TrainingJob: model, dataset and numWorkers.
+func NewTJ(namespace, name string) *TJ {
+	return &TJ{tj: mlv1.TrainingJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: mlv1.GroupVersion.String(), Kind: "TrainingJob"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       mlv1.TrainingJobSpec{Model: "cnn", Dataset: "mnist", NumWorkers: 2},
+	}}
+}
+
+// Workers sets numWorkers.
+func (b *TJ) Workers(n int32) *TJ { b.tj.Spec.NumWorkers = n; return b }
+
+// GPUs sets gpusPerWorker.
+func (b *TJ) GPUs(n int32) *TJ { b.tj.Spec.GPUsPerWorker = ptr.To(n); return b }
+
+// Framework sets framework.
+func (b *TJ) Framework(f mlv1.Framework) *TJ { b.tj.Spec.Framework = f; return b }
+
+// Image sets image and command.
+func (b *TJ) Image(image string, command ...string) *TJ {
+	b.tj.Spec.Image, b.tj.Spec.Command = image, command
+	return b
+}
+
+// Env appends a literal environment variable.
+func (b *TJ) Env(name, value string) *TJ {
+	b.tj.Spec.Env = append(b.tj.Spec.Env, corev1.EnvVar{Name: name, Value: value})
+	return b
+}
+
+// Epochs sets hyperparameters.epochs.
+func (b *TJ) Epochs(n int32) *TJ {
+	b.hp().Epochs = ptr.To(n)
+	return b
+}
+
+// BackoffLimit sets failurePolicy.backoffLimit and restartPolicy.
+func (b *TJ) BackoffLimit(n int32, policy mlv1.RestartPolicy) *TJ {
+	b.tj.Spec.FailurePolicy = &mlv1.FailurePolicy{BackoffLimit: ptr.To(n), RestartPolicy: policy}
+	return b
+}
+
+// Suspend sets suspend.
+func (b *TJ) Suspend(s bool) *TJ { b.tj.Spec.Suspend = ptr.To(s); return b }
+
+// With applies any change.
+func (b *TJ) With(f func(*mlv1.TrainingJob)) *TJ { f(&b.tj); return b }
+
+// Obj returns a copy of the TrainingJob.
+func (b *TJ) Obj() *mlv1.TrainingJob { return b.tj.DeepCopy() }
+
+func (b *TJ) hp() *mlv1.Hyperparameters {
+	if b.tj.Spec.Hyperparameters == nil {
+		b.tj.Spec.Hyperparameters = &mlv1.Hyperparameters{}
+	}
+	return b.tj.Spec.Hyperparameters
+}
