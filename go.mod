@@ -3,6 +3,7 @@ module github.com/trainingjob-operator/trainingjob-operator
 go 1.26.8
 
 require (
+	github.com/google/go-cmp v0.7.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
