@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +51,10 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if !tj.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil // children go with it through owner references
 	}
+	if tj.Status.State == "" {
+		// Record that the job was accepted before anything is created, so every job passes Pending.
+		return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{}, metav1.NewTime(r.Clock.Now())))
+	}
 	var obs Observed
 	var err error
 	if !finished(tj) {
@@ -76,7 +81,9 @@ func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, s
 	}
 	old := tj.Status.State
 	tj.Status = st
-	if err := r.Status().Update(ctx, tj); err != nil {
+	if err := r.Status().Update(ctx, tj); apierrors.IsConflict(err) {
+		return nil // the cache is behind; the newer object's event brings another reconcile
+	} else if err != nil {
 		return fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
 	if old != st.State {

@@ -55,7 +55,7 @@ func derivePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 	case obs.Job == nil && builders.Suspended(tj):
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
 	case obs.Job == nil:
-		return phase{mlv1.StatePending, "Creating", "creating the workers' Job, Service and ConfigMap"}
+		return phase{mlv1.StatePending, "Accepted", "accepted; creating the workers' Job, Service and ConfigMap"}
 	}
 	if c := jobCondition(obs.Job, batchv1.JobComplete); c != nil {
 		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}

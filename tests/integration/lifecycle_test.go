@@ -1,0 +1,245 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+// TestLifecycleCompleted walks a TrainingJob through Pending → Initializing → Running → Completed with
+// the real Job controller creating the indexed pods and the test playing the kubelet.
+func TestLifecycleCompleted(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+
+	tj := testenv.NewTJ(ns, "mnist").Workers(2).GPUs(0).Epochs(3).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	waitForState(t, key, mlv1.StateInitializing)
+	assertChildren(t, tj)
+
+	pods := workerPods(t, tj, 2)
+	if diff := cmp.Diff([]string{"0", "1"}, ranks(pods)); diff != "" {
+		t.Errorf("pod ranks (-want +got):\n%s", diff)
+	}
+	setPodStatus(t, &pods[0], corev1.PodRunning, running(), 0)
+	got := waitForState(t, key, mlv1.StateInitializing)
+	setPodStatus(t, &pods[1], corev1.PodRunning, running(), 0)
+	got = waitForState(t, key, mlv1.StateRunning)
+	eventually(t, "two active workers", func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if got.Status.Workers.Active != 2 || got.Status.StartTime == nil {
+			return fmt.Errorf("workers %+v, startTime %v", got.Status.Workers, got.Status.StartTime)
+		}
+		return nil
+	})
+
+	for i := range pods {
+		setPodStatus(t, &pods[i], corev1.PodSucceeded, terminated(0, "Completed"), 0)
+	}
+	got = waitForState(t, key, mlv1.StateCompleted)
+	if got.Status.CompletionTime == nil || got.Status.Duration == "" || got.Status.FailureReason != "" {
+		t.Errorf("completed status: completionTime %v, duration %q, failureReason %q", got.Status.CompletionTime, got.Status.Duration, got.Status.FailureReason)
+	}
+	for _, c := range []string{mlv1.ConditionCreated, mlv1.ConditionCompleted} {
+		if !conditionTrue(got, c) {
+			t.Errorf("condition %s not True: %+v", c, got.Status.Conditions)
+		}
+	}
+	eventually(t, "transition events", func(ctx context.Context) error {
+		reasons, err := eventReasons(ctx, got)
+		if err != nil {
+			return err
+		}
+		want := []string{"Normal/Pending", "Normal/Initializing", "Normal/Running", "Normal/Completed"}
+		if diff := cmp.Diff(want, reasons); diff != "" {
+			return fmt.Errorf("events (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+	assertColumns(t, ns, "mnist", "Completed")
+}
+
+// TestLifecycleFailed: a rank killed with exit code 137 fails the Job (no retries) and the TrainingJob
+// says which rank failed and how, in status and in a Warning event.
+func TestLifecycleFailed(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+
+	tj := testenv.NewTJ(ns, "oom").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartNever).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	pods := workerPods(t, tj, 2)
+	for i := range pods {
+		setPodStatus(t, &pods[i], corev1.PodRunning, running(), 0)
+	}
+	waitForState(t, key, mlv1.StateRunning)
+	rank1 := &pods[1]
+	if ranks(pods)[1] != "1" {
+		rank1 = &pods[0]
+	}
+	setPodStatus(t, rank1, corev1.PodFailed, terminated(137, "OOMKilled"), 0)
+
+	got := waitForState(t, key, mlv1.StateFailed)
+	for _, want := range []string{"BackoffLimitExceeded", "rank 1", "exited with code 137 (OOMKilled)"} {
+		if !strings.Contains(got.Status.FailureReason, want) {
+			t.Errorf("failureReason = %q, want it to contain %q", got.Status.FailureReason, want)
+		}
+	}
+	if !conditionTrue(got, mlv1.ConditionFailed) || got.Status.CompletionTime == nil {
+		t.Errorf("failed status: %+v", got.Status)
+	}
+	eventually(t, "a Warning event", func(ctx context.Context) error {
+		reasons, err := eventReasons(ctx, got)
+		if err != nil {
+			return err
+		}
+		if reasons[len(reasons)-1] != "Warning/Failed" {
+			return fmt.Errorf("events %v", reasons)
+		}
+		return nil
+	})
+}
+
+// TestLifecycleDeleteCascades: deleting a TrainingJob removes its Job, pods, Service and ConfigMap
+// through owner references and the real garbage collector.
+func TestLifecycleDeleteCascades(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+
+	tj := testenv.NewTJ(ns, "gone").Workers(3).GPUs(0).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	workerPods(t, tj, 3)
+	if err := env.Client.Delete(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builders.JobName(tj)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builders.ServiceName(tj)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builders.ConfigMapName(tj)}},
+	} {
+		eventually(t, fmt.Sprintf("%T %s to be deleted", obj, obj.GetName()), func(ctx context.Context) error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (err %v)", err)
+			}
+			return nil
+		})
+	}
+	workerPods(t, tj, 0)
+}
+
+// TestSuspendStopsWorkers: a suspended TrainingJob keeps its Job suspended and reports Suspended;
+// resuming starts the workers.
+func TestSuspendResume(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+
+	tj := testenv.NewTJ(ns, "queued").Workers(2).GPUs(0).Suspend(true).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	got := waitForState(t, key, mlv1.StateSuspended)
+	if !conditionTrue(got, mlv1.ConditionSuspended) {
+		t.Errorf("Suspended condition not True: %+v", got.Status.Conditions)
+	}
+	workerPods(t, tj, 0)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Suspend = new(bool)
+	if err := env.Client.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	workerPods(t, tj, 2)
+	waitForState(t, key, mlv1.StateInitializing)
+}
+
+func assertChildren(t *testing.T, tj *mlv1.TrainingJob) {
+	t.Helper()
+	ctx := context.Background()
+	job := &batchv1.Job{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.JobName(tj)}, job); err != nil {
+		t.Fatal(err)
+	}
+	if *job.Spec.CompletionMode != batchv1.IndexedCompletion || *job.Spec.Parallelism != 2 || *job.Spec.Completions != 2 {
+		t.Errorf("job spec: mode %v, parallelism %d, completions %d", *job.Spec.CompletionMode, *job.Spec.Parallelism, *job.Spec.Completions)
+	}
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ServiceName(tj)}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("service not headless with unready addresses: %+v", svc.Spec)
+	}
+	for _, obj := range []client.Object{job, svc} {
+		if refs := obj.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != tj.Name || !*refs[0].Controller {
+			t.Errorf("%T owner references = %+v", obj, refs)
+		}
+	}
+}
+
+func assertColumns(t *testing.T, ns, name, state string) {
+	t.Helper()
+	tbl := table(t, ns)
+	var cols, wide []string
+	for _, c := range tbl.ColumnDefinitions {
+		if c.Priority == 0 {
+			cols = append(cols, c.Name)
+		} else {
+			wide = append(wide, c.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"Name", "State", "Progress", "Epoch", "Age"}, cols); diff != "" {
+		t.Errorf("kubectl get columns (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Workers", "Loss", "Accuracy", "ETA", "Restarts"}, wide); diff != "" {
+		t.Errorf("kubectl get -o wide extra columns (-want +got):\n%s", diff)
+	}
+	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[0] != name || tbl.Rows[0].Cells[1] != state {
+		t.Errorf("rows = %+v, want %s %s", tbl.Rows, name, state)
+	}
+}
+
+func ranks(pods []corev1.Pod) []string {
+	var r []string
+	for _, p := range pods {
+		r = append(r, p.Labels[builders.RankLabel])
+	}
+	return r
+}
+
+func conditionTrue(tj *mlv1.TrainingJob, t string) bool {
+	for _, c := range tj.Status.Conditions {
+		if c.Type == t {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}

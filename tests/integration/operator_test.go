@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// startOperator runs the operator's controllers, watching only ns, until the test ends.
+func startOperator(t *testing.T, ns string) {
+	t.Helper()
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Cache:                  controllers.CacheOptions([]string{ns}),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)}, // one manager per test
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{mlv1.FrameworkPyTorch: "pytorch:test"}}
+	if err := controllers.Setup(mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// startControllerManager runs the real kube-controller-manager's Job controller and garbage collector.
+func startControllerManager(t *testing.T) {
+	t.Helper()
+	p, err := env.StartControllerManager(t.TempDir(), "job,garbagecollector,serviceaccount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// eventually polls cond until it holds, failing the test with the last error after a generous bound.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = cond(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, last)
+	}
+}
+
+func waitForState(t *testing.T, key client.ObjectKey, state mlv1.State) *mlv1.TrainingJob {
+	t.Helper()
+	tj := &mlv1.TrainingJob{}
+	eventually(t, fmt.Sprintf("%s to be %s", key, state), func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, key, tj); err != nil {
+			return err
+		}
+		if tj.Status.State != state {
+			return fmt.Errorf("state is %q (%+v)", tj.Status.State, tj.Status.Conditions)
+		}
+		return nil
+	})
+	return tj
+}
+
+func workerPods(t *testing.T, tj *mlv1.TrainingJob, n int) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	eventually(t, fmt.Sprintf("%d worker pods", n), func(ctx context.Context) error {
+		if err := env.Client.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(builders.SelectorLabels(tj))); err != nil {
+			return err
+		}
+		if len(pods.Items) != n {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		return nil
+	})
+	return pods.Items
+}
+
+// setPodStatus plays the kubelet: it writes a pod's phase and its trainer container's state.
+func setPodStatus(t *testing.T, pod *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState, restarts int32) {
+	t.Helper()
+	eventually(t, "pod status write", func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		ready := phase == corev1.PodRunning
+		pod.Status.Phase = phase
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: boolCondition(ready)}}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: builders.ContainerName, Image: pod.Spec.Containers[0].Image, State: state, Ready: ready, RestartCount: restarts,
+		}}
+		return env.Client.Status().Update(ctx, pod)
+	})
+}
+
+func boolCondition(b bool) corev1.ConditionStatus {
+	if b {
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
+
+func running() corev1.ContainerState {
+	return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+}
+
+func terminated(code int32, reason string) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: code, Reason: reason, StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
+	}}
+}
+
+// eventReasons are the reasons of the events recorded for a TrainingJob, oldest first.
+func eventReasons(ctx context.Context, tj *mlv1.TrainingJob) ([]string, error) {
+	var list eventsv1.EventList
+	if err := env.Client.List(ctx, &list, client.InNamespace(tj.Namespace)); err != nil {
+		return nil, err
+	}
+	var reasons []string
+	for _, e := range list.Items {
+		if e.Regarding.UID == tj.UID {
+			reasons = append(reasons, e.Type+"/"+e.Reason)
+		}
+	}
+	return reasons, nil
+}
+
+// table is what `kubectl get trainingjobs` prints: the API server's Table for the resource.
+func table(t *testing.T, ns string) *metav1.Table {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/ml.example.com/v1/namespaces", ns, "trainingjobs").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("getting table: %v", err)
+	}
+	tbl := &metav1.Table{}
+	if err := json.Unmarshal(body, tbl); err != nil {
+		t.Fatalf("decoding table: %v\n%s", err, body)
+	}
+	return tbl
+}
