@@ -34,9 +34,8 @@ type JobReconciler struct {
 	Options  builders.Options
 }
 
-// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch

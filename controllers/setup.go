@@ -64,3 +64,7 @@ func Setup(mgr ctrl.Manager, opts builders.Options) error {
 	}
 	return nil
 }
+
+// Leader election uses a Lease in the operator's namespace.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=trainingjob-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=events,verbs=create;patch

@@ -1,0 +1,15 @@
+# Builds the manager as a static binary into a distroless, non-root image.
+FROM golang:1.26.8-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY builders/ builders/
+COPY controllers/ controllers/
+COPY crd/ crd/
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/manager /manager
+USER 65532:65532
+ENTRYPOINT ["/manager"]

@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+type kustomization struct {
+	Namespace string   `json:"namespace"`
+	Resources []string `json:"resources"`
+}
+
+// deployObjects reads every object the kustomization in deploy/ lists.
+func deployObjects(t *testing.T) (kustomization, []*unstructured.Unstructured) {
+	t.Helper()
+	dir := filepath.Join(testenv.RepoRoot(), "deploy")
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.Unmarshal(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, res := range k.Resources {
+		data, err := os.ReadFile(filepath.Join(dir, res))
+		if err != nil {
+			t.Fatalf("kustomization resource: %v", err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", res, err)
+			}
+			if len(u.Object) > 0 {
+				objs = append(objs, u)
+			}
+		}
+	}
+	return k, objs
+}
+
+// TestDeployManifestsAreAccepted sends every install manifest to the real API server (dry run after the
+// namespace), so a schema error in deploy/ fails here rather than in a user's cluster.
+func TestDeployManifestsAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	k, objs := deployObjects(t)
+	for _, u := range objs {
+		if u.GetKind() == "CustomResourceDefinition" {
+			continue // installed by the test environment from the same file
+		}
+		if u.GetKind() != "Namespace" && u.GetNamespace() == "" && isNamespaced(u.GetKind()) {
+			u.SetNamespace(k.Namespace)
+		}
+		var opts []client.CreateOption
+		if u.GetKind() != "Namespace" {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := env.Client.Create(ctx, u, opts...); err != nil {
+			t.Errorf("%s %s rejected: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+func isNamespaced(kind string) bool {
+	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace"}, kind)
+}
+
+// TestDeployManagerIsHardened: the manager runs non-root, read-only, without capabilities, with probes.
+func TestDeployManagerIsHardened(t *testing.T) {
+	_, objs := deployObjects(t)
+	var dep appsv1.Deployment
+	for _, u := range objs {
+		if u.GetKind() == "Deployment" {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("deployment containers = %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	got := []bool{
+		pod.SecurityContext != nil && *pod.SecurityContext.RunAsNonRoot,
+		sc != nil && *sc.ReadOnlyRootFilesystem && !*sc.AllowPrivilegeEscalation,
+		sc != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}),
+		c.LivenessProbe != nil && c.ReadinessProbe != nil,
+		c.Resources.Requests.Cpu().MilliValue() > 0 && c.Resources.Requests.Memory().Value() > 0,
+	}
+	if diff := cmp.Diff([]bool{true, true, true, true, true}, got); diff != "" {
+		t.Errorf("nonRoot, readOnly, dropAll, probes, requests (-want +got):\n%s", diff)
+	}
+}
+
+// TestReservedEnvNamesMatchCRD keeps the CRD's CEL rule on spec.env and builders.ReservedEnvNames equal.
+func TestReservedEnvNamesMatchCRD(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "crd", "ml.example.com_trainingjobs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	envSchema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["env"]
+	if len(envSchema.XValidations) != 1 {
+		t.Fatalf("spec.env has %d CEL rules, want 1", len(envSchema.XValidations))
+	}
+	var inRule []string
+	for _, m := range regexp.MustCompile(`'([A-Z_]+)'`).FindAllStringSubmatch(envSchema.XValidations[0].Rule, -1) {
+		inRule = append(inRule, m[1])
+	}
+	want := slices.Clone(builders.ReservedEnvNames)
+	slices.Sort(want)
+	slices.Sort(inRule)
+	if diff := cmp.Diff(want, inRule); diff != "" {
+		t.Errorf("CEL rule names vs builders.ReservedEnvNames (-want +got):\n%s", diff)
+	}
+	for _, fw := range []mlv1.Framework{mlv1.FrameworkPyTorch, mlv1.FrameworkTensorFlow, mlv1.FrameworkJAX} {
+		for _, e := range builders.WorkerEnv(testenv.NewTJ("ns", "x").Framework(fw).Obj()) {
+			if !slices.Contains(builders.ReservedEnvNames, e.Name) {
+				t.Errorf("%s: injected %s is not reserved", fw, e.Name)
+			}
+		}
+	}
+}
