@@ -24,6 +24,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 type kustomization struct {
@@ -145,7 +146,7 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 		t.Errorf("CEL rule names vs builders.ReservedEnvNames (-want +got):\n%s", diff)
 	}
 	for _, fw := range []mlv1.Framework{mlv1.FrameworkPyTorch, mlv1.FrameworkTensorFlow, mlv1.FrameworkJAX} {
-		for _, e := range builders.WorkerEnv(testenv.NewTJ("ns", "x").Framework(fw).Obj()) {
+		for _, e := range builders.WorkerEnv(tjtest.NewTJ("ns", "x").Framework(fw).Obj()) {
 			if !slices.Contains(builders.ReservedEnvNames, e.Name) {
 				t.Errorf("%s: injected %s is not reserved", fw, e.Name)
 			}

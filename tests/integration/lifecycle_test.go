@@ -15,7 +15,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 // TestLifecycleCompleted walks a TrainingJob through Pending → Initializing → Running → Completed with
@@ -26,7 +26,7 @@ func TestLifecycleCompleted(t *testing.T) {
 	startControllerManager(t)
 	startOperator(t, ns)
 
-	tj := testenv.NewTJ(ns, "mnist").Workers(2).GPUs(0).Epochs(3).Image("busybox:1.36", "train").Obj()
+	tj := tjtest.NewTJ(ns, "mnist").Workers(2).GPUs(0).Epochs(3).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestLifecycleFailed(t *testing.T) {
 	startControllerManager(t)
 	startOperator(t, ns)
 
-	tj := testenv.NewTJ(ns, "oom").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartNever).Image("busybox:1.36", "train").Obj()
+	tj := tjtest.NewTJ(ns, "oom").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartNever).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestLifecycleDeleteCascades(t *testing.T) {
 	startControllerManager(t)
 	startOperator(t, ns)
 
-	tj := testenv.NewTJ(ns, "gone").Workers(3).GPUs(0).Image("busybox:1.36", "train").Obj()
+	tj := tjtest.NewTJ(ns, "gone").Workers(3).GPUs(0).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestSuspendResume(t *testing.T) {
 	startControllerManager(t)
 	startOperator(t, ns)
 
-	tj := testenv.NewTJ(ns, "queued").Workers(2).GPUs(0).Suspend(true).Image("busybox:1.36", "train").Obj()
+	tj := tjtest.NewTJ(ns, "queued").Workers(2).GPUs(0).Suspend(true).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}

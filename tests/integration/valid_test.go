@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
@@ -98,7 +98,7 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tj := testenv.NewTJ(ns, fmt.Sprintf("valid-%d", i)).With(tc.tj).Obj()
+			tj := tjtest.NewTJ(ns, fmt.Sprintf("valid-%d", i)).With(tc.tj).Obj()
 			if err := env.Client.Create(context.Background(), tj); err != nil {
 				t.Fatalf("Create() error = %v", err)
 			}
@@ -111,7 +111,7 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 
 func TestAdmissionDefaults(t *testing.T) {
 	ns := newNamespace(t)
-	tj := testenv.NewTJ(ns, "defaults").With(func(tj *mlv1.TrainingJob) {
+	tj := tjtest.NewTJ(ns, "defaults").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "c"}}
 		tj.Spec.Monitoring = &mlv1.MonitoringSpec{}
 		tj.Spec.Networking = &mlv1.NetworkingSpec{}
@@ -122,9 +122,9 @@ func TestAdmissionDefaults(t *testing.T) {
 	}
 	type defaults struct {
 		GPUs, Frequency, Retention, MetricsPort, MasterPort, Backoff int32
-		Framework                                                   mlv1.Framework
-		Restart                                                     mlv1.RestartPolicy
-		MonitoringEnabled                                           bool
+		Framework                                                    mlv1.Framework
+		Restart                                                      mlv1.RestartPolicy
+		MonitoringEnabled                                            bool
 	}
 	s := tj.Spec
 	got := defaults{*s.GPUsPerWorker, *s.Checkpoint.Frequency, *s.Checkpoint.Retention, s.Monitoring.MetricsPort,
@@ -140,7 +140,7 @@ func TestAdmissionDefaults(t *testing.T) {
 func TestAdmissionImmutableWhileRunning(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	tj := testenv.NewTJ(ns, "immutable").Obj()
+	tj := tjtest.NewTJ(ns, "immutable").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +189,3 @@ func TestAdmissionImmutableWhileRunning(t *testing.T) {
 		t.Fatalf("changing numWorkers while Suspended: %v", err)
 	}
 }
-

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 type change = func(*mlv1.TrainingJob)
@@ -103,7 +103,9 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 29500}
 			tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 29500}
 		}, "spec.monitoring.metricsPort"},
-		{"mlflow not http", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "ftp://mlflow"} }, "spec.monitoring.mlflowTrackingUri"},
+		{"mlflow not http", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "ftp://mlflow"}
+		}, "spec.monitoring.mlflowTrackingUri"},
 		{"unknown backend", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: "tcp"} }, "spec.networking.backend"},
 		{"nccl without gpus", func(tj *mlv1.TrainingJob) {
 			tj.Spec.GPUsPerWorker = ptr.To[int32](0)
@@ -111,7 +113,9 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		}, "spec.networking.backend"},
 		{"master port out of range", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 65536} }, "spec.networking.masterPort"},
 		{"restart policy Always", func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: "Always"} }, "spec.failurePolicy.restartPolicy"},
-		{"negative backoff", func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{BackoffLimit: ptr.To[int32](-1)} }, "spec.failurePolicy.backoffLimit"},
+		{"negative backoff", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{BackoffLimit: ptr.To[int32](-1)}
+		}, "spec.failurePolicy.backoffLimit"},
 		{"zero deadline", func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To[int64](0)}
 		}, "spec.failurePolicy.activeDeadlineSeconds"},
@@ -126,7 +130,7 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tj := testenv.NewTJ(ns, fmt.Sprintf("invalid-%d", i)).With(tc.tj).Obj()
+			tj := tjtest.NewTJ(ns, fmt.Sprintf("invalid-%d", i)).With(tc.tj).Obj()
 			err := env.Client.Create(context.Background(), tj)
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("Create() error = %v, want Invalid", err)
@@ -174,4 +178,3 @@ func newNamespace(t *testing.T) string {
 	}
 	return ns.Name
 }
-

@@ -1,4 +1,5 @@
-package testenv
+// Package tjtest has a fluent builder of TrainingJobs for tests.
+package tjtest
 
 import (
 	corev1 "k8s.io/api/core/v1"

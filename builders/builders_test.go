@@ -1,0 +1,208 @@
+package builders_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+var opts = builders.Options{DefaultImages: map[mlv1.Framework]string{
+	mlv1.FrameworkPyTorch: "torch:1", mlv1.FrameworkTensorFlow: "tf:1", mlv1.FrameworkJAX: "jax:1",
+}}
+
+func envMap(env []corev1.EnvVar) map[string]string {
+	m := map[string]string{}
+	for _, e := range env {
+		if e.ValueFrom != nil {
+			m[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			continue
+		}
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+func TestWorkerEnv(t *testing.T) {
+	common := map[string]string{
+		"TRAININGJOB_NAME": "mnist", "TRAININGJOB_NAMESPACE": "ml", "MODEL_NAME": "cnn", "DATASET_NAME": "mnist",
+		"TRAININGJOB_CONFIG": "/etc/trainingjob/config.json", "METRICS_PORT": "8080", "PYTHONUNBUFFERED": "1",
+		"RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
+		"NODE_RANK": "$(RANK)", "WORLD_SIZE": "2", "MASTER_ADDR": "mnist-worker-0.mnist-headless.ml.svc", "MASTER_PORT": "29500",
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range common {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	cases := []struct {
+		name string
+		tj   *mlv1.TrainingJob
+		want map[string]string
+	}{
+		{"pytorch with gpus", tjtest.NewTJ("ml", "mnist").GPUs(4).Obj(), with(map[string]string{
+			"DIST_BACKEND": "nccl", "NCCL_IB_DISABLE": "1", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "4",
+		})},
+		{"pytorch cpu-only with user env", tjtest.NewTJ("ml", "mnist").GPUs(0).Env("MY_RANK", "$(RANK)").Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1", "MY_RANK": "$(RANK)",
+		})},
+		{"tensorflow", tjtest.NewTJ("ml", "mnist").GPUs(0).Framework(mlv1.FrameworkTensorFlow).Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo",
+			"TF_CONFIG":    `{"cluster":{"worker":["mnist-worker-0.mnist-headless.ml.svc:29500","mnist-worker-1.mnist-headless.ml.svc:29500"]},"task":{"type":"worker","index":$(RANK)}}`,
+		})},
+		{"jax with rdma", tjtest.NewTJ("ml", "mnist").Framework(mlv1.FrameworkJAX).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Networking = &mlv1.NetworkingSpec{RDMAEnabled: ptr.To(true)}
+		}).Obj(), with(map[string]string{
+			"DIST_BACKEND": "nccl", "NCCL_IB_DISABLE": "0", "JAX_COORDINATOR_ADDRESS": "$(MASTER_ADDR):$(MASTER_PORT)",
+			"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "$(RANK)",
+		})},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := builders.WorkerEnv(tc.tj)
+			if diff := cmp.Diff(tc.want, envMap(env)); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			if len(env) != len(tc.want) {
+				t.Errorf("env has %d entries for %d names: a name is duplicated", len(env), len(tc.want))
+			}
+			assertReferencesDefinedEarlier(t, env)
+		})
+	}
+}
+
+// assertReferencesDefinedEarlier: the kubelet expands $(VAR) only from entries defined before.
+func assertReferencesDefinedEarlier(t *testing.T, env []corev1.EnvVar) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, e := range env {
+		for _, ref := range []string{"RANK", "MASTER_ADDR", "MASTER_PORT"} {
+			if strings.Contains(e.Value, "$("+ref+")") && !seen[ref] {
+				t.Errorf("%s refers to $(%s) before it is defined", e.Name, ref)
+			}
+		}
+		seen[e.Name] = true
+	}
+}
+
+func TestJob(t *testing.T) {
+	gpu := func(n int64) corev1.ResourceList {
+		return corev1.ResourceList{builders.GPUResource: *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+	cases := []struct {
+		name  string
+		tj    *mlv1.TrainingJob
+		check func(t *testing.T, job *batchv1.Job)
+	}{
+		{"indexed, one pod per worker, under the headless service", tjtest.NewTJ("ml", "mnist").Workers(8).Obj(), func(t *testing.T, job *batchv1.Job) {
+			s := job.Spec
+			got := []any{job.Name, *s.CompletionMode, *s.Completions, *s.Parallelism, *s.BackoffLimit, *s.Suspend, *s.PodReplacementPolicy,
+				s.Template.Spec.Subdomain, s.Template.Spec.RestartPolicy, s.Template.Spec.Containers[0].Image, s.Template.Labels[builders.NameLabel]}
+			want := []any{"mnist-worker", batchv1.IndexedCompletion, int32(8), int32(8), int32(3), false, batchv1.Failed,
+				"mnist-headless", corev1.RestartPolicyOnFailure, "torch:1", "mnist"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("job (-want +got):\n%s", diff)
+			}
+		}},
+		{"gpu limit from gpusPerWorker", tjtest.NewTJ("ml", "a").GPUs(2).Obj(), func(t *testing.T, job *batchv1.Job) {
+			if diff := cmp.Diff(gpu(2), job.Spec.Template.Spec.Containers[0].Resources.Limits); diff != "" {
+				t.Errorf("limits (-want +got):\n%s", diff)
+			}
+		}},
+		{"cpu-only has no gpu", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), func(t *testing.T, job *batchv1.Job) {
+			if l := job.Spec.Template.Spec.Containers[0].Resources.Limits; len(l) != 0 {
+				t.Errorf("limits = %v, want none", l)
+			}
+		}},
+		{"user resources kept", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Resources = &mlv1.Resources{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			r := job.Spec.Template.Spec.Containers[0].Resources
+			if r.Requests.Cpu().String() != "2" || r.Limits.Name(builders.GPUResource, resource.DecimalSI).Value() != 1 {
+				t.Errorf("resources = %+v", r)
+			}
+		}},
+		{"scheduling, queue, failure policy, suspend", tjtest.NewTJ("ml", "a").Suspend(true).BackoffLimit(0, mlv1.RestartNever).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Priority: "high", NodeSelector: map[string]string{"gpu": "a100"}, SchedulerName: "volcano", QueueName: "team-a",
+				Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}}
+			tj.Spec.FailurePolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			p := job.Spec.Template.Spec
+			got := []any{p.PriorityClassName, p.NodeSelector["gpu"], p.SchedulerName, len(p.Tolerations), job.Labels[builders.QueueLabel],
+				p.RestartPolicy, *job.Spec.BackoffLimit, *job.Spec.ActiveDeadlineSeconds, *job.Spec.Suspend}
+			want := []any{"high", "a100", "volcano", 1, "team-a", corev1.RestartPolicyNever, int32(0), int64(60), true}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+		{"ports and config mount", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 9100}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			c := job.Spec.Template.Spec.Containers[0]
+			got := []any{c.Ports[0].ContainerPort, c.Ports[1].ContainerPort, c.VolumeMounts[0].MountPath, job.Spec.Template.Spec.Volumes[0].ConfigMap.Name}
+			if diff := cmp.Diff([]any{int32(29500), int32(9100), "/etc/trainingjob", "a-config"}, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := builders.Job(tc.tj, opts)
+			tc.check(t, job)
+			if diff := cmp.Diff(job, builders.Job(tc.tj, opts)); diff != "" {
+				t.Errorf("building twice differs (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestService(t *testing.T) {
+	svc := builders.Service(tjtest.NewTJ("ml", "mnist").Obj())
+	got := []any{svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses, svc.Spec.Selector, len(svc.Spec.Ports)}
+	want := []any{"mnist-headless", "None", true, map[string]string{builders.NameLabel: "mnist"}, 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("service (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfigMap(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "mnist").GPUs(0).Epochs(10).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Hyperparameters.LearningRate = ptr.To(0.00005)
+		tj.Spec.Hyperparameters.AdditionalParams = map[string]string{"dropout": "0.1"}
+	}).Obj()
+	cm, err := builders.ConfigMap(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got builders.RunConfig
+	if err := json.Unmarshal([]byte(cm.Data[builders.ConfigFileName]), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := builders.RunConfig{
+		TrainingJob: "mnist", Namespace: "ml", Model: "cnn", Dataset: "mnist", Framework: mlv1.FrameworkPyTorch,
+		NumWorkers: 2, GPUsPerWorker: 0, Hyperparameters: tj.Spec.Hyperparameters, MetricsPort: 8080,
+		Networking: builders.NetworkConfig{Backend: mlv1.BackendGloo, MasterAddr: "mnist-worker-0.mnist-headless.ml.svc", MasterPort: 29500},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config.json (-want +got):\n%s", diff)
+	}
+	if cm.Name != "mnist-config" || cm.Labels[builders.NameLabel] != "mnist" {
+		t.Errorf("configmap meta = %+v", cm.ObjectMeta)
+	}
+}

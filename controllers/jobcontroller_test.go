@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+func newReconciler(objs ...client.Object) *JobReconciler {
+	s := NewScheme()
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
+	return &JobReconciler{Client: c, Scheme: s, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(t0.Time)}
+}
+
+func reconcileN(t *testing.T, r *JobReconciler, key types.NamespacedName, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+	}
+}
+
+func countChildren(t *testing.T, c client.Client, ns string) []int {
+	t.Helper()
+	ctx := context.Background()
+	var jobs batchv1.JobList
+	var svcs corev1.ServiceList
+	var cms corev1.ConfigMapList
+	for _, l := range []client.ObjectList{&jobs, &svcs, &cms} {
+		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []int{len(jobs.Items), len(svcs.Items), len(cms.Items)}
+}
+
+// TestReconcileIsIdempotent: a ConfigMap left by a reconcile that crashed before creating the rest is
+// reused, and repeated reconciles never create duplicates.
+func TestReconcileIsIdempotent(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "mnist").Obj()
+	tj.UID = "uid-1"
+	leftover, err := builders.ConfigMap(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReconciler(tj, leftover)
+	key := types.NamespacedName{Namespace: "ml", Name: "mnist"}
+	reconcileN(t, r, key, 4)
+	if diff := cmp.Diff([]int{1, 1, 1}, countChildren(t, r.Client, "ml")); diff != "" {
+		t.Errorf("jobs, services, configmaps (-want +got):\n%s", diff)
+	}
+	got := &mlv1.TrainingJob{}
+	if err := r.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.State != mlv1.StateInitializing {
+		t.Errorf("state = %q, want Initializing", got.Status.State)
+	}
+}
+
+// TestReconcileFinishedJobIsNotRecreated: once Completed, a deleted Job is not created again.
+func TestReconcileFinishedJobIsNotRecreated(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "done").Obj()
+	tj.Status.State = mlv1.StateCompleted
+	r := newReconciler(tj)
+	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "done"}, 2)
+	if diff := cmp.Diff([]int{0, 0, 0}, countChildren(t, r.Client, "ml")); diff != "" {
+		t.Errorf("jobs, services, configmaps (-want +got):\n%s", diff)
+	}
+}
+
+// TestReconcileForeignJob: a Job of the same name that the TrainingJob does not own is an error, not
+// silently adopted.
+func TestReconcileForeignJob(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "x").Obj()
+	tj.Status.State = mlv1.StatePending
+	foreign := builders.Job(tj, builders.Options{})
+	r := newReconciler(tj, foreign)
+	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "x"}})
+	if err == nil {
+		t.Fatal("Reconcile() error = nil, want an error about the foreign job")
+	}
+}

@@ -1,0 +1,129 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+var t0 = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+type podB struct{ p corev1.Pod }
+
+func pod(rank string, phase corev1.PodPhase) *podB {
+	return &podB{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "w-" + rank, Labels: map[string]string{builders.RankLabel: rank}},
+		Status:     corev1.PodStatus{Phase: phase},
+	}}
+}
+
+func (b *podB) exited(code int32, reason string, last bool) *podB {
+	t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}
+	cs := corev1.ContainerStatus{Name: "trainer"}
+	if last {
+		cs.LastTerminationState.Terminated, cs.RestartCount = t, 1
+	} else {
+		cs.State.Terminated = t
+	}
+	b.p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	return b
+}
+
+func (b *podB) waiting(reason, msg string) *podB {
+	b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+	return b
+}
+
+func (b *podB) unschedulable(msg string) *podB {
+	b.p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}
+	return b
+}
+
+func pods(bs ...*podB) []corev1.Pod {
+	var out []corev1.Pod
+	for _, b := range bs {
+		out = append(out, b.p)
+	}
+	return out
+}
+
+func job(conds ...batchv1.JobCondition) *batchv1.Job {
+	start := metav1.NewTime(t0.Add(-time.Hour))
+	return &batchv1.Job{Status: batchv1.JobStatus{Conditions: conds, StartTime: &start, Active: 2}}
+}
+
+func jobCond(t batchv1.JobConditionType, reason, msg string) batchv1.JobCondition {
+	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: t0}
+}
+
+func TestDeriveStatus(t *testing.T) {
+	base := tjtest.NewTJ("ml", "mnist")
+	running := base.Obj()
+	running.Status.State = mlv1.StateRunning
+	failed := base.Obj()
+	failed.Status = mlv1.TrainingJobStatus{State: mlv1.StateFailed, Conditions: []metav1.Condition{{Type: mlv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "boom"}}}
+	cases := []struct {
+		name        string
+		tj          *mlv1.TrainingJob
+		obs         Observed
+		wantState   mlv1.State
+		wantReason  string
+		wantFailure string
+	}{
+		{"no job yet", base.Obj(), Observed{}, mlv1.StatePending, "Accepted", ""},
+		{"suspended before start", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{}, mlv1.StateSuspended, "Suspended", ""},
+		{"job without pods", base.Obj(), Observed{Job: job()}, mlv1.StateInitializing, "WorkersStarting", ""},
+		{"one of two running", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateInitializing, "WorkersStarting", ""},
+		{"unschedulable", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).unschedulable("0/3 nodes have nvidia.com/gpu"))}, mlv1.StateInitializing, "Unschedulable", ""},
+		{"missing secret", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).waiting("CreateContainerConfigError", `secret "hf" not found`))}, mlv1.StateInitializing, "CreateContainerConfigError", ""},
+		{"all running", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, mlv1.StateRunning, "AllWorkersRunning", ""},
+		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
+		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
+		{"job failed names the rank", running, Observed{
+			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false), pod("0", corev1.PodFailed).exited(1, "Error", true)),
+		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded: Job has reached the specified backoff limit; rank 0 (pod w-0, container trainer) exited with code 1"},
+		{"deadline exceeded", running, Observed{Job: job(jobCond(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline"))},
+			mlv1.StateFailed, "DeadlineExceeded", "DeadlineExceeded: Job was active longer than specified deadline"},
+		{"suspended while running", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{Job: job()}, mlv1.StateSuspended, "Suspended", ""},
+		{"failed is final", failed, Observed{}, mlv1.StateFailed, "BackoffLimitExceeded", "boom"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := DeriveStatus(tc.tj, tc.obs, t0)
+			running := conditionReason(st, mlv1.ConditionRunning)
+			got := []any{st.State, running, st.FailureReason}
+			want := []any{tc.wantState, tc.wantReason, tc.wantFailure}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("state, Running reason, failureReason (-want +got):\n%s", diff)
+			}
+			again := tc.tj.DeepCopy()
+			again.Status = st
+			if diff := cmp.Diff(st, DeriveStatus(again, tc.obs, metav1.NewTime(t0.Add(time.Minute)))); diff != "" {
+				t.Errorf("status is not stable on a second reconcile (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeriveStatusTimes(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "mnist").Obj()
+	j := job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))
+	done := metav1.NewTime(t0.Add(-15 * time.Minute))
+	j.Status.CompletionTime = &done
+	j.Status.Failed, j.Status.Succeeded = 1, 2
+	st := DeriveStatus(tj, Observed{Job: j, Pods: pods(pod("0", corev1.PodSucceeded).exited(0, "Completed", true))}, t0)
+	got := []any{st.StartTime.Time, st.CompletionTime.Time, st.Duration, st.RestartCount, st.Workers.Succeeded, st.Workers.Failed}
+	want := []any{t0.Add(-time.Hour), done.Time, "45m0s", int32(2), int32(2), int32(1)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("start, completion, duration, restarts, succeeded, failed (-want +got):\n%s", diff)
+	}
+}
