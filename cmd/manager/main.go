@@ -3,11 +3,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,6 +25,7 @@ type config struct {
 	leaderElect            bool
 	leaderElectionNS       string
 	namespaces             string
+	kubeconfig             string
 	images                 map[mlv1.Framework]*string
 }
 
@@ -33,6 +36,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	c.images[mlv1.FrameworkPyTorch] = fs.String("default-image-pytorch", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "worker image for pytorch jobs without spec.image")
 	c.images[mlv1.FrameworkTensorFlow] = fs.String("default-image-tensorflow", "tensorflow/tensorflow:2.18.0-gpu", "worker image for tensorflow jobs without spec.image")
@@ -45,20 +49,26 @@ func parseFlags(args []string) (config, zap.Options) {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), os.Args[1:], ctrl.GetConfigOrDie); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run runs the manager until ctx is done. restConfig is called after flags are parsed (it reads --kubeconfig).
+func run(ctx context.Context, args []string, restConfig func() *rest.Config) error {
 	c, zo := parseFlags(args)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	if c.kubeconfig != "" {
+		if err := os.Setenv("KUBECONFIG", c.kubeconfig); err != nil {
+			return fmt.Errorf("setting KUBECONFIG: %w", err)
+		}
+	}
 	var namespaces []string
 	if c.namespaces != "" {
 		namespaces = strings.Split(c.namespaces, ",")
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(restConfig(), ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
 		Cache:                   controllers.CacheOptions(namespaces),
 		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
@@ -84,5 +94,5 @@ func run(args []string) error {
 		return fmt.Errorf("adding readyz: %w", err)
 	}
 	ctrl.Log.Info("starting manager", "namespaces", namespaces)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

@@ -153,3 +153,27 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestExamplesAreAccepted creates every TrainingJob in examples/ on the real API server.
+func TestExamplesAreAccepted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples (%v)", err)
+	}
+	ns := newNamespace(t)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tj := &mlv1.TrainingJob{}
+		if err := yaml.UnmarshalStrict(data, tj); err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+			continue
+		}
+		tj.Namespace = ns
+		if err := env.Client.Create(context.Background(), tj); err != nil {
+			t.Errorf("%s rejected: %v", filepath.Base(f), err)
+		}
+	}
+}
