@@ -10,7 +10,7 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
-CACHE_ROOT="${TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainingjob-operator}"
+CACHE_ROOT="${TESTBIN_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/trainingjob-operator}"
 BIN_DIR="$CACHE_ROOT/testbin/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 WORK_DIR="$CACHE_ROOT/build"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"

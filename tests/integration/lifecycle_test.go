@@ -116,7 +116,7 @@ func TestLifecycleFailed(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if reasons[len(reasons)-1] != "Warning/Failed" {
+		if len(reasons) == 0 || reasons[len(reasons)-1] != "Warning/Failed" {
 			return fmt.Errorf("events %v", reasons)
 		}
 		return nil
