@@ -38,7 +38,7 @@ func metricsPort(tj *mlv1.TrainingJob) int32 {
 	if m := tj.Spec.Monitoring; m != nil && m.MetricsPort != 0 {
 		return m.MetricsPort
 	}
-	return DefaultMetricsPrt
+	return DefaultMetricsPort
 }
 
 func backend(tj *mlv1.TrainingJob) mlv1.Backend {

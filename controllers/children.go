@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -76,7 +77,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob) (*b
 		}
 		return want, r.createOwned(ctx, tj, want)
 	}
-	if !metav1IsControlledBy(job, tj) {
+	if !metav1.IsControlledBy(job, tj) {
 		return nil, fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
 	}
 	if suspend := builders.Suspended(tj); ptr.Deref(job.Spec.Suspend, false) != suspend && !finished(tj) {
@@ -100,13 +101,4 @@ func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob) ([]c
 
 func finished(tj *mlv1.TrainingJob) bool {
 	return tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed
-}
-
-func metav1IsControlledBy(obj client.Object, owner client.Object) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.UID == owner.GetUID() {
-			return true
-		}
-	}
-	return false
 }

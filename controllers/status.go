@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -142,7 +143,7 @@ func workerCounts(obs Observed) mlv1.WorkerCounts {
 	js := obs.Job.Status
 	return mlv1.WorkerCounts{
 		Active:    js.Active,
-		Ready:     ptrValue(js.Ready),
+		Ready:     ptr.Deref(js.Ready, 0),
 		Succeeded: js.Succeeded,
 		Failed:    js.Failed,
 		Pending: int32(countPods(obs.Pods, func(p *corev1.Pod) bool {
@@ -185,11 +186,4 @@ func finishTime(job *batchv1.Job, state mlv1.State, now metav1.Time) *metav1.Tim
 		return c.LastTransitionTime.DeepCopy()
 	}
 	return &now
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

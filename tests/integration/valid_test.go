@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -177,7 +178,7 @@ func TestAdmissionImmutableWhileRunning(t *testing.T) {
 		{"spec.networking", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 1234} }},
 	} {
 		err := update(tc.f)
-		if !apierrors.IsInvalid(err) || !contains(causeFields(err), tc.field) {
+		if !apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), tc.field) {
 			t.Errorf("changing %s while Running: error = %v, want Invalid naming %s", tc.field, err, tc.field)
 		}
 	}

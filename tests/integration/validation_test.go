@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,7 +136,7 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("Create() error = %v, want Invalid", err)
 			}
-			if fields := causeFields(err); !contains(fields, tc.field) {
+			if fields := causeFields(err); !slices.Contains(fields, tc.field) {
 				t.Errorf("rejection names fields %q, want %q; error: %v", fields, tc.field, err)
 			}
 		})
@@ -159,15 +160,6 @@ func causeFields(err error) []string {
 		}
 	}
 	return fields
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func newNamespace(t *testing.T) string {
