@@ -206,3 +206,17 @@ func TestConfigMap(t *testing.T) {
 		t.Errorf("configmap meta = %+v", cm.ObjectMeta)
 	}
 }
+
+func TestJobSuspendAndSpecHash(t *testing.T) {
+	base := tjtest.NewTJ("ml", "a")
+	queued := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "q"} }).Obj()
+	plain, suspended := builders.Job(base.Obj(), opts), builders.Job(tjtest.NewTJ("ml", "a").Suspend(true).Obj(), opts)
+	more := builders.Job(tjtest.NewTJ("ml", "a").Workers(3).Obj(), opts)
+	hash := func(j *batchv1.Job) string { return j.Annotations[builders.SpecHashAnnotation] }
+	got := []any{*plain.Spec.Suspend, *suspended.Spec.Suspend, *builders.Job(queued, opts).Spec.Suspend,
+		hash(plain) == hash(suspended), hash(plain) == hash(more), hash(plain) == builders.SpecHash(plain), len(hash(plain))}
+	want := []any{false, true, true, true, false, true, 16}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("suspend plain/suspended/queued, hash ignores suspend, hash sees workers, hash reproducible, length (-want +got):\n%s", diff)
+	}
+}

@@ -1,6 +1,10 @@
 package builders
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,14 +21,14 @@ const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 // headless Service, so rank 0 has a stable DNS name.
 func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 	labels := Labels(tj)
-	if s := tj.Spec.Scheduling; s != nil && s.QueueName != "" {
-		labels[QueueLabel] = s.QueueName
+	if q := QueueName(tj); q != "" {
+		labels[QueueLabel] = q
 	}
 	var deadline *int64
 	if f := tj.Spec.FailurePolicy; f != nil {
 		deadline = f.ActiveDeadlineSeconds
 	}
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName(tj), Namespace: tj.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
 			CompletionMode:        ptr.To(batchv1.IndexedCompletion),
@@ -32,7 +36,7 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 			Parallelism:           ptr.To(tj.Spec.NumWorkers),
 			BackoffLimit:          ptr.To(backoffLimit(tj)),
 			ActiveDeadlineSeconds: deadline,
-			Suspend:               ptr.To(Suspended(tj)),
+			Suspend:               ptr.To(JobSuspend(tj)),
 			// A replacement pod waits until the failed one is gone, so two pods never share a rank's host name.
 			PodReplacementPolicy: ptr.To(batchv1.Failed),
 			Template: corev1.PodTemplateSpec{
@@ -41,6 +45,23 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 			},
 		},
 	}
+	job.Annotations = map[string]string{SpecHashAnnotation: SpecHash(job)}
+	return job
+}
+
+// JobSuspend is the suspend field a new Job gets: true when the user suspends the TrainingJob, and when a
+// queue decides when it starts (Kueue admits a Job by setting suspend to false).
+func JobSuspend(tj *mlv1.TrainingJob) bool { return Suspended(tj) || QueueName(tj) != "" }
+
+// SpecHash identifies what a Job runs: its spec without the suspend field. A suspended Job whose hash
+// differs from the one built from the current TrainingJob is stale.
+func SpecHash(job *batchv1.Job) string {
+	spec := job.Spec.DeepCopy()
+	spec.Suspend = nil
+	data, _ := json.Marshal(spec) // a JobSpec always marshals
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {

@@ -23,6 +23,8 @@ const (
 	ManagedByValue = "trainingjob-operator"
 	// QueueLabel is Kueue's queue label, copied from spec.scheduling.queueName to the Job.
 	QueueLabel = "kueue.x-k8s.io/queue-name"
+	// SpecHashAnnotation on the Job is SpecHash of the Job as built; see SpecHash.
+	SpecHashAnnotation = "ml.example.com/spec-hash"
 )
 
 // Container, port and volume names in worker pods.

@@ -6,8 +6,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -40,54 +42,112 @@ func (r *JobReconciler) getOptional(ctx context.Context, key client.ObjectKey, o
 	return true, nil
 }
 
+// ensureConfigMap creates the ConfigMap, or brings its data up to date. The data changes only while no
+// worker runs: admission rejects changes to the hyperparameters of an Initializing or Running job.
 func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
-	cm, err := builders.ConfigMap(tj)
+	want, err := builders.ConfigMap(tj)
 	if err != nil {
 		return err
 	}
-	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
-	if err != nil || found {
+	cm := &corev1.ConfigMap{}
+	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), cm)
+	if err != nil {
 		return err
 	}
-	return r.createOwned(ctx, tj, cm)
+	if !found {
+		return r.createOwned(ctx, tj, want)
+	}
+	if apiequality.Semantic.DeepEqual(cm.Data, want.Data) {
+		return nil
+	}
+	cm.Data = want.Data
+	return r.update(ctx, tj, cm)
 }
 
+// ensureService creates the headless Service, or brings its ports and selector up to date.
 func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob) error {
-	svc := builders.Service(tj)
-	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{})
-	if err != nil || found {
+	want := builders.Service(tj)
+	svc := &corev1.Service{}
+	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), svc)
+	if err != nil {
 		return err
 	}
-	return r.createOwned(ctx, tj, svc)
+	if !found {
+		return r.createOwned(ctx, tj, want)
+	}
+	if apiequality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) && apiequality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) {
+		return nil
+	}
+	svc.Spec.Ports, svc.Spec.Selector = want.Spec.Ports, want.Spec.Selector
+	return r.update(ctx, tj, svc)
 }
 
-// ensureJob creates the workers' Job, or keeps its suspend field in step with the TrainingJob's. It
-// returns the Job as observed, nil when it does not exist. A finished TrainingJob's Job is never
-// recreated.
+// ensureJob creates the workers' Job, keeps its suspend field in step with the TrainingJob's and
+// replaces a suspended Job built from an older spec. It returns the Job as observed, nil when it does
+// not exist. A finished TrainingJob's Job is never recreated.
 func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob) (*batchv1.Job, error) {
 	want := builders.Job(tj, r.Options)
 	job := &batchv1.Job{}
 	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), job)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if !found {
-		if finished(tj) || builders.Suspended(tj) {
-			return nil, nil
-		}
+	case !found && (finished(tj) || builders.Suspended(tj)):
+		return nil, nil
+	case !found:
 		return want, r.createOwned(ctx, tj, want)
-	}
-	if !metav1.IsControlledBy(job, tj) {
+	case !metav1.IsControlledBy(job, tj):
 		return nil, fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
+	case finished(tj):
+		return job, nil
+	case isStale(job, want):
+		return nil, r.deleteStale(ctx, job)
 	}
-	if suspend := builders.Suspended(tj); ptr.Deref(job.Spec.Suspend, false) != suspend && !finished(tj) {
-		patch := client.MergeFrom(job.DeepCopy())
-		job.Spec.Suspend = ptr.To(suspend)
-		if err := r.Patch(ctx, job, patch); err != nil {
-			return nil, fmt.Errorf("setting suspend=%t on job %s: %w", suspend, job.Name, err)
-		}
+	return job, r.syncSuspend(ctx, tj, job)
+}
+
+// isStale: the Job is suspended, runs no pod, and was built from a spec edited since (spec edits are
+// admitted only while suspended). Its pod template is immutable, so it is replaced.
+func isStale(job, want *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && job.Status.Active == 0 &&
+		job.Annotations[builders.SpecHashAnnotation] != want.Annotations[builders.SpecHashAnnotation]
+}
+
+func (r *JobReconciler) deleteStale(ctx context.Context, job *batchv1.Job) error {
+	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("replacing job %s built from an older spec: %w", job.Name, err)
 	}
-	return job, nil
+	return nil
+}
+
+// syncSuspend suspends the Job when the user suspends the TrainingJob, and resumes it when the user
+// resumes, unless a queue (Kueue) decides when it runs.
+func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	current := ptr.Deref(job.Spec.Suspend, false)
+	want := current
+	switch {
+	case builders.Suspended(tj):
+		want = true
+	case builders.QueueName(tj) == "":
+		want = false
+	}
+	if want == current {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr.To(want)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("setting suspend=%t on job %s: %w", want, job.Name, err)
+	}
+	return nil
+}
+
+func (r *JobReconciler) update(ctx context.Context, tj *mlv1.TrainingJob, obj client.Object) error {
+	if err := r.Update(ctx, obj); err != nil {
+		return fmt.Errorf("updating %T %s of %s: %w", obj, obj.GetName(), klog.KObj(tj), err)
+	}
+	return nil
 }
 
 // listPods lists the workers' pods.

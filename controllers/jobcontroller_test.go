@@ -2,14 +2,17 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -93,5 +96,45 @@ func TestReconcileForeignJob(t *testing.T) {
 	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "x"}})
 	if err == nil {
 		t.Fatal("Reconcile() error = nil, want an error about the foreign job")
+	}
+}
+
+// TestReconcileReplacesStaleSuspendedJob: spec edits made while suspended reach the workers on resume:
+// the stale suspended Job is replaced and the ConfigMap updated.
+func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
+	ctx := context.Background()
+	old := tjtest.NewTJ("ml", "s").Suspend(true).Epochs(5).Obj()
+	old.UID = "uid-s"
+	staleJob := builders.Job(old, builders.Options{})
+	staleJob.OwnerReferences = []metav1.OwnerReference{{APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "s", UID: "uid-s", Controller: ptr.To(true)}}
+	staleCM, _ := builders.ConfigMap(old)
+	edited := old.DeepCopy()
+	edited.Spec.NumWorkers, edited.Spec.Hyperparameters.Epochs = 3, ptr.To[int32](9)
+	edited.Status.State = mlv1.StateSuspended
+	r := newReconciler(edited, staleJob, staleCM)
+	key := types.NamespacedName{Namespace: "ml", Name: "s"}
+	reconcileN(t, r, key, 1)
+	if diff := cmp.Diff([]int{0, 1, 1}, countChildren(t, r.Client, "ml")); diff != "" {
+		t.Fatalf("stale job not removed while suspended; jobs, services, configmaps (-want +got):\n%s", diff)
+	}
+	resumed := &mlv1.TrainingJob{}
+	if err := r.Get(ctx, key, resumed); err != nil {
+		t.Fatal(err)
+	}
+	resumed.Spec.Suspend = ptr.To(false)
+	if err := r.Update(ctx, resumed); err != nil {
+		t.Fatal(err)
+	}
+	reconcileN(t, r, key, 1)
+	job, cm := &batchv1.Job{}, &corev1.ConfigMap{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: "s-worker"}, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: "s-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	got := []any{*job.Spec.Parallelism, *job.Spec.Suspend, strings.Contains(cm.Data[builders.ConfigFileName], `"epochs": 9`)}
+	if diff := cmp.Diff([]any{int32(3), false, true}, got); diff != "" {
+		t.Errorf("parallelism, suspend, config has new epochs (-want +got):\n%s", diff)
 	}
 }

@@ -67,7 +67,18 @@ func derivePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 	if builders.Suspended(tj) {
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; workers are stopped"}
 	}
+	if ptr.Deref(obs.Job.Spec.Suspend, false) {
+		return queuedPhase(tj)
+	}
 	return activePhase(tj, obs)
+}
+
+// queuedPhase: the Job is suspended although the user did not ask: a queue has not admitted it yet.
+func queuedPhase(tj *mlv1.TrainingJob) phase {
+	if q := builders.QueueName(tj); q != "" {
+		return phase{mlv1.StateSuspended, "Queued", fmt.Sprintf("waiting for queue %q (Kueue) to admit the workers' Job", q)}
+	}
+	return phase{mlv1.StateSuspended, "JobSuspended", "the workers' Job is suspended"}
 }
 
 // activePhase is Running when every rank runs (or ran and is being restarted), else Initializing with

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -60,6 +61,12 @@ func job(conds ...batchv1.JobCondition) *batchv1.Job {
 	return &batchv1.Job{Status: batchv1.JobStatus{Conditions: conds, StartTime: &start, Active: 2}}
 }
 
+func suspendedJob() *batchv1.Job {
+	j := job()
+	j.Spec.Suspend, j.Status.Active = ptr.To(true), 0
+	return j
+}
+
 func jobCond(t batchv1.JobConditionType, reason, msg string) batchv1.JobCondition {
 	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: t0}
 }
@@ -95,6 +102,9 @@ func TestDeriveStatus(t *testing.T) {
 			mlv1.StateFailed, "DeadlineExceeded", "DeadlineExceeded: Job was active longer than specified deadline"},
 		{"suspended while running", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{Job: job()}, mlv1.StateSuspended, "Suspended", ""},
 		{"failed is final", failed, Observed{}, mlv1.StateFailed, "BackoffLimitExceeded", "boom"},
+		{"waiting for kueue", tjtest.NewTJ("ml", "q").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
+		}).Obj(), Observed{Job: suspendedJob()}, mlv1.StateSuspended, "Queued", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -235,11 +236,14 @@ func ranks(pods []corev1.Pod) []string {
 	return r
 }
 
-func conditionTrue(tj *mlv1.TrainingJob, t string) bool {
-	for _, c := range tj.Status.Conditions {
-		if c.Type == t {
-			return c.Status == metav1.ConditionTrue
-		}
+// condition is the TrainingJob's condition of type t, or a zero Condition.
+func condition(tj *mlv1.TrainingJob, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(tj.Status.Conditions, t); c != nil {
+		return *c
 	}
-	return false
+	return metav1.Condition{}
+}
+
+func conditionTrue(tj *mlv1.TrainingJob, t string) bool {
+	return condition(tj, t).Status == metav1.ConditionTrue
 }

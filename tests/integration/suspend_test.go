@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+func patchTJ(t *testing.T, key client.ObjectKey, f func(*mlv1.TrainingJob)) {
+	t.Helper()
+	eventually(t, "patching the TrainingJob", func(ctx context.Context) error {
+		tj := &mlv1.TrainingJob{}
+		if err := env.Client.Get(ctx, key, tj); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(tj.DeepCopy())
+		f(tj)
+		return env.Client.Patch(ctx, tj, patch)
+	})
+}
+
+func getJob(t *testing.T, tj *mlv1.TrainingJob) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	eventually(t, "the workers' Job", func(ctx context.Context) error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.JobName(tj)}, job)
+	})
+	return job
+}
+
+// TestQueuedUntilKueueAdmits: with a queueName the Job is created suspended and stays so (the operator
+// does not admit it itself); the test plays Kueue by resuming the Job, and the workers start.
+func TestQueuedUntilKueueAdmits(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	tj := tjtest.NewTJ(ns, "queued").GPUs(0).Image("busybox:1.36", "train").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
+	}).Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	got := waitForState(t, key, mlv1.StateSuspended)
+	if r := condition(got, mlv1.ConditionSuspended).Reason; r != "Queued" {
+		t.Errorf("Suspended reason = %q, want Queued", r)
+	}
+	job := getJob(t, tj)
+	if !*job.Spec.Suspend || job.Labels[builders.QueueLabel] != "team-a" {
+		t.Fatalf("job suspend %v, queue label %q", *job.Spec.Suspend, job.Labels[builders.QueueLabel])
+	}
+	eventually(t, "kueue admission", func(ctx context.Context) error {
+		job := getJob(t, tj)
+		patch := client.MergeFrom(job.DeepCopy())
+		job.Spec.Suspend = ptr.To(false)
+		return env.Client.Patch(ctx, job, patch)
+	})
+	workerPods(t, tj, 2)
+	waitForState(t, key, mlv1.StateInitializing)
+	if job := getJob(t, tj); *job.Spec.Suspend {
+		t.Errorf("the operator suspended an admitted job again")
+	}
+}
+
+// TestEditWhileSuspendedAppliesOnResume: a running job is suspended (its pods go), edited, and resumed:
+// the workers run the edited spec.
+func TestEditWhileSuspendedAppliesOnResume(t *testing.T) {
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	tj := tjtest.NewTJ(ns, "edit").GPUs(0).Epochs(5).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(context.Background(), tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	for _, p := range workerPods(t, tj, 2) {
+		setPodStatus(t, &p, corev1.PodRunning, running(), 0)
+	}
+	waitForState(t, key, mlv1.StateRunning)
+
+	patchTJ(t, key, func(tj *mlv1.TrainingJob) { tj.Spec.Suspend = ptr.To(true) })
+	waitForState(t, key, mlv1.StateSuspended)
+	workerPods(t, tj, 0)
+	patchTJ(t, key, func(tj *mlv1.TrainingJob) {
+		tj.Spec.NumWorkers = 3
+		tj.Spec.Hyperparameters.Epochs = ptr.To[int32](7)
+	})
+	patchTJ(t, key, func(tj *mlv1.TrainingJob) { tj.Spec.Suspend = ptr.To(false) })
+	workerPods(t, tj, 3)
+	waitForState(t, key, mlv1.StateInitializing)
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data[builders.ConfigFileName], `"epochs": 7`) {
+		t.Errorf("config.json not updated: %s", cm.Data[builders.ConfigFileName])
+	}
+}
+
+// TestWhyWorkersDoNotRun: the Running condition names why workers wait (unschedulable, a missing Secret),
+// as the kubelet and scheduler report it on the pods.
+func TestWhyWorkersDoNotRun(t *testing.T) {
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	for _, tc := range []struct {
+		name, reason, inMessage string
+		status                  func(*corev1.PodStatus)
+	}{
+		{"unschedulable", "Unschedulable", "Insufficient nvidia.com/gpu", func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodPending
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}
+		}},
+		{"missing-secret", "CreateContainerConfigError", `secret "hf" not found`, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodPending
+			s.ContainerStatuses = []corev1.ContainerStatus{{Name: builders.ContainerName, Image: "busybox:1.36",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: `secret "hf" not found`}}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ(ns, tc.name).Workers(1).GPUs(0).Image("busybox:1.36", "train").Obj()
+			if err := env.Client.Create(context.Background(), tj); err != nil {
+				t.Fatal(err)
+			}
+			pod := workerPods(t, tj, 1)[0]
+			eventually(t, "pod status", func(ctx context.Context) error {
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &pod); err != nil {
+					return err
+				}
+				tc.status(&pod.Status)
+				return env.Client.Status().Update(ctx, &pod)
+			})
+			eventually(t, "the reason in the Running condition", func(ctx context.Context) error {
+				got := &mlv1.TrainingJob{}
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+					return err
+				}
+				c := condition(got, mlv1.ConditionRunning)
+				r, m := c.Reason, c.Message
+				if got.Status.State != mlv1.StateInitializing || r != tc.reason || !strings.Contains(m, tc.inMessage) {
+					return fmt.Errorf("state %s, Running condition %s: %s", got.Status.State, r, m)
+				}
+				return nil
+			})
+		})
+	}
+}
