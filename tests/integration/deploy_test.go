@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -72,8 +73,8 @@ func TestDeployManifestsAreAccepted(t *testing.T) {
 	ctx := context.Background()
 	k, objs := deployObjects(t)
 	for _, u := range objs {
-		if u.GetKind() == "CustomResourceDefinition" {
-			continue // installed by the test environment from the same file
+		if k := u.GetKind(); k == "CustomResourceDefinition" || strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+			continue // installed by the test environment from the same files
 		}
 		if u.GetKind() != "Namespace" && u.GetNamespace() == "" && isNamespaced(u.GetKind()) {
 			u.SetNamespace(k.Namespace)
@@ -89,7 +90,8 @@ func TestDeployManifestsAreAccepted(t *testing.T) {
 }
 
 func isNamespaced(kind string) bool {
-	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace"}, kind)
+	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, kind)
 }
 
 // TestDeployManagerIsHardened: the manager runs non-root, read-only, without capabilities, with probes.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
@@ -188,5 +189,55 @@ func TestAdmissionImmutableWhileRunning(t *testing.T) {
 	setState(mlv1.StateSuspended)
 	if err := update(func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 4 }); err != nil {
 		t.Fatalf("changing numWorkers while Suspended: %v", err)
+	}
+}
+
+// TestPolicyImmutableWhileRunning: the ValidatingAdmissionPolicy of deploy/policy keeps env, resources,
+// scheduling, checkpoint storage and the metrics port fixed while the job runs, naming the field; the
+// same edits pass while the job is Suspended.
+func TestPolicyImmutableWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	tj := tjtest.NewTJ(ns, "policy").Env("A", "1").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	tj.Status.State = mlv1.StateRunning
+	if err := env.Client.Status().Update(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	edits := []struct {
+		field string
+		f     change
+	}{
+		{"spec.env", func(tj *mlv1.TrainingJob) { tj.Spec.Env[0].Value = "2" }},
+		{"spec.resources", gpuResources("limits", "1")},
+		{"spec.scheduling", func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{Priority: "high"} }},
+		{"spec.checkpoint.storage", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "c"})},
+		{"spec.monitoring.metricsPort", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 9000} }},
+	}
+	for _, e := range edits {
+		eventually(t, e.field+" rejected while Running", func(ctx context.Context) error {
+			changed := &mlv1.TrainingJob{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), changed); err != nil {
+				return err
+			}
+			e.f(changed)
+			err := env.Client.Update(ctx, changed)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), e.field+" is immutable") {
+				return fmt.Errorf("update error = %v, want Invalid naming %s", err, e.field)
+			}
+			return nil
+		})
+	}
+	tj.Status.State = mlv1.StateSuspended
+	if err := env.Client.Status().Update(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edits {
+		e.f(tj)
+	}
+	if err := env.Client.Update(ctx, tj); err != nil {
+		t.Errorf("editing while Suspended: %v", err)
 	}
 }

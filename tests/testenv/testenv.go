@@ -6,11 +6,17 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -62,11 +68,41 @@ func Start() (*Env, error) {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err == nil {
+		err = applyPolicies(c)
+	}
 	if err != nil {
 		_ = e.Stop()
-		return nil, fmt.Errorf("creating client: %w", err)
+		return nil, err
 	}
 	return &Env{Env: e, Config: cfg, Client: c, assets: assets}, nil
+}
+
+// applyPolicies installs the ValidatingAdmissionPolicies of deploy/policy, as `kubectl apply -k deploy/` does.
+func applyPolicies(c client.Client) error {
+	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", "policy", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if err := c.Create(context.Background(), u); err != nil {
+				return fmt.Errorf("installing %s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // Stop stops the control plane.
