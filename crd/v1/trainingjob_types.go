@@ -115,7 +115,7 @@ type TrainingJobSpec struct {
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
 
-	// suspend, when true, keeps (or stops) the workers from running; set it to false to start them.
+	// suspend keeps (or stops) the workers from running while true; set it to false to start them.
 	// It follows the Kueue convention for suspended workloads.
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`

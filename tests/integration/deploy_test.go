@@ -179,3 +179,49 @@ func TestExamplesAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryFieldIsDocumented: `kubectl explain trainingjob.spec...` has a description for every field,
+// and ours start with their JSON name as the API conventions ask.
+func TestEveryFieldIsDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "crd", "ml.example.com_trainingjobs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	var walk func(path string, s apiextensionsv1.JSONSchemaProps, ours bool)
+	walk = func(path string, s apiextensionsv1.JSONSchemaProps, ours bool) {
+		for name, p := range s.Properties {
+			child := path + "." + name
+			if p.Description == "" {
+				t.Errorf("%s has no description", child)
+			}
+			// Our types are documented "<jsonName> ..."; core types (env, affinity, ...) keep their own docs.
+			if ours && !strings.HasPrefix(p.Description, name+" ") {
+				t.Errorf("%s: description %q does not start with %q", child, firstLine(p.Description), name)
+			}
+			walk(child, p, ours && !coreType(child))
+			if p.Items != nil && p.Items.Schema != nil {
+				walk(child+"[]", *p.Items.Schema, ours && !coreType(child))
+			}
+		}
+	}
+	walk("spec", root.Properties["spec"], true)
+	walk("status", root.Properties["status"], true)
+}
+
+// coreType reports whether the field's schema comes from a Kubernetes core or meta type.
+func coreType(path string) bool {
+	for _, p := range []string{"spec.env", "spec.scheduling.affinity", "spec.scheduling.tolerations",
+		"spec.checkpoint.storage.secretRef", "status.conditions", "spec.resources.limits", "spec.resources.requests"} {
+		if path == p {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
