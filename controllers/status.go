@@ -34,6 +34,9 @@ type phase struct {
 func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
 	st := *tj.Status.DeepCopy()
 	st.ObservedGeneration = tj.Generation
+	if hp := tj.Spec.Hyperparameters; hp != nil && hp.Epochs != nil {
+		st.TotalEpochs = *hp.Epochs
+	}
 	if obs.Job != nil {
 		st.Workers = workerCounts(obs)
 		st.RestartCount = restartCount(obs)

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -125,15 +126,29 @@ func TestDeriveStatus(t *testing.T) {
 }
 
 func TestDeriveStatusTimes(t *testing.T) {
-	tj := tjtest.NewTJ("ml", "mnist").Obj()
+	tj := tjtest.NewTJ("ml", "mnist").Epochs(12).Obj()
 	j := job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))
 	done := metav1.NewTime(t0.Add(-15 * time.Minute))
 	j.Status.CompletionTime = &done
 	j.Status.Failed, j.Status.Succeeded = 1, 2
 	st := DeriveStatus(tj, Observed{Job: j, Pods: pods(pod("0", corev1.PodSucceeded).exited(0, "Completed", true))}, t0)
-	got := []any{st.StartTime.Time, st.CompletionTime.Time, st.Duration, st.RestartCount, st.Workers.Succeeded, st.Workers.Failed}
-	want := []any{t0.Add(-time.Hour), done.Time, "45m0s", int32(2), int32(2), int32(1)}
+	got := []any{st.StartTime.Time, st.CompletionTime.Time, st.Duration, st.RestartCount, st.Workers.Succeeded, st.Workers.Failed, st.TotalEpochs}
+	want := []any{t0.Add(-time.Hour), done.Time, "45m0s", int32(2), int32(2), int32(1), int32(12)}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("start, completion, duration, restarts, succeeded, failed (-want +got):\n%s", diff)
+		t.Errorf("start, completion, duration, restarts, succeeded, failed, total epochs (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkDeriveStatus derives the status of a 1,024-worker job from its pods, as every reconcile does.
+func BenchmarkDeriveStatus(b *testing.B) {
+	tj := tjtest.NewTJ("ml", "big").Workers(1024).Obj()
+	var bs []*podB
+	for i := 0; i < 1024; i++ {
+		bs = append(bs, pod(fmt.Sprint(i), corev1.PodRunning))
+	}
+	obs := Observed{Job: job(), Pods: pods(bs...)}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = DeriveStatus(tj, obs, t0)
 	}
 }
