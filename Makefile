@@ -22,6 +22,7 @@ verify: generate ## Fail when generated files drift, code is unformatted or vet 
 	@git diff --exit-code -- crd deploy/crd deploy/rbac || { echo "generated files are out of date: run make generate and commit"; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- crd deploy/crd deploy/rbac)" || { echo "untracked generated files: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
 
 .PHONY: build

@@ -30,10 +30,7 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
 
 // failedRank describes the lowest rank with a non-zero exit code, looking at current and last states.
 func failedRank(pods []corev1.Pod) string {
-	sorted := append([]corev1.Pod(nil), pods...)
-	sort.SliceStable(sorted, func(i, j int) bool { return rankOf(&sorted[i]) < rankOf(&sorted[j]) })
-	for i := range sorted {
-		p := &sorted[i]
+	for _, p := range byRank(pods) {
 		for _, cs := range p.Status.ContainerStatuses {
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if t != nil && t.ExitCode != 0 {
@@ -54,6 +51,16 @@ func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTermi
 		s += ": " + t.Message
 	}
 	return s
+}
+
+// byRank returns the pods ordered by rank, pods without a rank last.
+func byRank(pods []corev1.Pod) []*corev1.Pod {
+	sorted := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		sorted[i] = &pods[i]
+	}
+	sort.SliceStable(sorted, func(i, j int) bool { return rankOf(sorted[i]) < rankOf(sorted[j]) })
+	return sorted
 }
 
 func rankOf(p *corev1.Pod) int {

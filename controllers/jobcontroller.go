@@ -78,15 +78,18 @@ func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, s
 	if apiequality.Semantic.DeepEqual(tj.Status, st) {
 		return nil
 	}
-	old := tj.Status.State
+	old := tj.Status
 	tj.Status = st
 	if err := r.Status().Update(ctx, tj); apierrors.IsConflict(err) {
 		return nil // the cache is behind; the newer object's event brings another reconcile
 	} else if err != nil {
 		return fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
-	if old != st.State {
-		r.recordTransition(ctx, tj, old)
+	if old.State != st.State {
+		r.recordTransition(ctx, tj, old.State)
+	}
+	if running := conditionReason(st, mlv1.ConditionRunning); isFault(st.State, running) && running != conditionReason(old, mlv1.ConditionRunning) {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", conditionMessage(st, mlv1.ConditionRunning))
 	}
 	return nil
 }

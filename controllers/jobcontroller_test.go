@@ -138,3 +138,24 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 		t.Errorf("parallelism, suspend, config has new epochs (-want +got):\n%s", diff)
 	}
 }
+
+// TestReconcileRecordsFaultOnce: a worker stuck on a fault gives one Warning event naming it, not one per
+// reconcile.
+func TestReconcileRecordsFaultOnce(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "f").Workers(1).Obj()
+	tj.UID, tj.Status.State = "uid-f", mlv1.StateInitializing
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: map[string]string{builders.NameLabel: "f", builders.RankLabel: "0"}}}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "no gpu"}}
+	r := newReconciler(tj, &p)
+	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "f"}, 3)
+	rec := r.Recorder.(*events.FakeRecorder)
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	want := []string{"Warning Unschedulable 0 of 1 workers running; pod f-worker-0: no gpu"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}

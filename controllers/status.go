@@ -84,42 +84,6 @@ func queuedPhase(tj *mlv1.TrainingJob) phase {
 	return phase{mlv1.StateSuspended, "JobSuspended", "the workers' Job is suspended"}
 }
 
-// activePhase is Running when every rank runs (or ran and is being restarted), else Initializing with
-// the most telling reason a worker is not running yet.
-func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
-	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	msg := fmt.Sprintf("%d of %d workers running", running, tj.Spec.NumWorkers)
-	if running >= int(tj.Spec.NumWorkers) {
-		return phase{mlv1.StateRunning, "AllWorkersRunning", msg}
-	}
-	if tj.Status.State == mlv1.StateRunning {
-		return phase{mlv1.StateRunning, "WorkersRestarting", msg}
-	}
-	if reason, why := waitingReason(obs.Pods); reason != "" {
-		return phase{mlv1.StateInitializing, reason, msg + "; " + why}
-	}
-	return phase{mlv1.StateInitializing, "WorkersStarting", msg}
-}
-
-// waitingReason finds why a worker does not run yet: unschedulable, or a container stuck waiting
-// (image pull errors, a missing Secret or ConfigMap).
-func waitingReason(pods []corev1.Pod) (string, string) {
-	for i := range pods {
-		p := &pods[i]
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return "Unschedulable", fmt.Sprintf("pod %s: %s", p.Name, c.Message)
-			}
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
-				return w.Reason, fmt.Sprintf("pod %s: %s", p.Name, w.Message)
-			}
-		}
-	}
-	return "", ""
-}
-
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
 	for i := range job.Status.Conditions {
 		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {

@@ -40,7 +40,10 @@ func (b *podB) exited(code int32, reason string, last bool) *podB {
 }
 
 func (b *podB) waiting(reason, msg string) *podB {
-	b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+	if len(b.p.Status.ContainerStatuses) == 0 {
+		b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer"}}
+	}
+	b.p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
 	return b
 }
 
@@ -93,6 +96,9 @@ func TestDeriveStatus(t *testing.T) {
 		{"unschedulable", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).unschedulable("0/3 nodes have nvidia.com/gpu"))}, mlv1.StateInitializing, "Unschedulable", ""},
 		{"missing secret", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).waiting("CreateContainerConfigError", `secret "hf" not found`))}, mlv1.StateInitializing, "CreateContainerConfigError", ""},
 		{"all running", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, mlv1.StateRunning, "AllWorkersRunning", ""},
+		{"crash loop while running names the exit code", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
+			pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s restarting failed container"))},
+			mlv1.StateRunning, "CrashLoopBackOff", ""},
 		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
 		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
 		{"job failed names the rank", running, Observed{
@@ -150,5 +156,17 @@ func BenchmarkDeriveStatus(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = DeriveStatus(tj, obs, t0)
+	}
+}
+
+func TestCrashLoopMessage(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "mnist").Obj()
+	tj.Status.State = mlv1.StateRunning
+	obs := Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
+		pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s"))}
+	got := conditionMessage(DeriveStatus(tj, obs, t0), mlv1.ConditionRunning)
+	want := "2 of 2 workers running; pod w-1: back-off 20s; rank 1 (pod w-1, container trainer) exited with code 3"
+	if got != want {
+		t.Errorf("Running message = %q, want %q", got, want)
 	}
 }

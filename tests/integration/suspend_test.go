@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,6 +152,10 @@ func TestWhyWorkersDoNotRun(t *testing.T) {
 				r, m := c.Reason, c.Message
 				if got.Status.State != mlv1.StateInitializing || r != tc.reason || !strings.Contains(m, tc.inMessage) {
 					return fmt.Errorf("state %s, Running condition %s: %s", got.Status.State, r, m)
+				}
+				reasons, err := eventReasons(ctx, got)
+				if err != nil || !slices.Contains(reasons, "Warning/"+tc.reason) {
+					return fmt.Errorf("events %v (%v), want a Warning %s", reasons, err, tc.reason)
 				}
 				return nil
 			})

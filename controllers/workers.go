@@ -1,0 +1,65 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Reasons of the Running condition that describe normal progress. Any other reason of an active job is a
+// fault a worker is stuck on (Unschedulable, ImagePullBackOff, CreateContainerConfigError,
+// CrashLoopBackOff, ...), and is also recorded as a Warning event.
+var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting"}
+
+// isFault reports whether a Running condition reason of an active job names a fault.
+func isFault(state mlv1.State, reason string) bool {
+	return (state == mlv1.StateInitializing || state == mlv1.StateRunning) && !slices.Contains(progressReasons, reason)
+}
+
+// activePhase is Running when every rank runs (or ran and is being restarted), else Initializing. The
+// reason is the first fault a worker is stuck on, if any.
+func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
+	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	msg := fmt.Sprintf("%d of %d workers running", running, tj.Spec.NumWorkers)
+	state := mlv1.StateInitializing
+	if running >= int(tj.Spec.NumWorkers) || tj.Status.State == mlv1.StateRunning {
+		state = mlv1.StateRunning
+	}
+	reason, why := waitingReason(obs.Pods)
+	switch {
+	case reason != "":
+		return phase{state, reason, msg + "; " + why}
+	case running >= int(tj.Spec.NumWorkers):
+		return phase{state, "AllWorkersRunning", msg}
+	case state == mlv1.StateRunning:
+		return phase{state, "WorkersRestarting", msg}
+	}
+	return phase{state, "WorkersStarting", msg}
+}
+
+// waitingReason finds the first worker (by rank) that cannot run: unschedulable, or a container stuck
+// waiting (image pull errors, a missing Secret or ConfigMap, a crash loop with its last exit code).
+func waitingReason(pods []corev1.Pod) (string, string) {
+	for _, p := range byRank(pods) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return "Unschedulable", fmt.Sprintf("pod %s: %s", p.Name, c.Message)
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			w := cs.State.Waiting
+			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
+				continue
+			}
+			why := fmt.Sprintf("pod %s: %s", p.Name, w.Message)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				why += "; " + describeExit(p, cs.Name, t)
+			}
+			return w.Reason, why
+		}
+	}
+	return "", ""
+}
