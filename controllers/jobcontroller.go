@@ -50,27 +50,34 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if !tj.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil // children go with it through owner references
 	}
+	now := metav1.NewTime(r.Clock.Now())
 	if tj.Status.State == "" {
 		// Record that the job was accepted before anything is created, so every job passes Pending.
-		return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{}, metav1.NewTime(r.Clock.Now())))
+		return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{}, now))
 	}
-	var obs Observed
-	var err error
+	obs, err := r.ensureChildren(ctx, tj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, obs, now))
+}
+
+// ensureChildren creates or updates the ConfigMap, Service and Job, and observes the Job and its pods.
+func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (Observed, error) {
 	if !finished(tj) {
-		if err = r.ensureConfigMap(ctx, tj); err != nil {
-			return reconcile.Result{}, err
+		if err := r.ensureConfigMap(ctx, tj); err != nil {
+			return Observed{}, err
 		}
-		if err = r.ensureService(ctx, tj); err != nil {
-			return reconcile.Result{}, err
+		if err := r.ensureService(ctx, tj); err != nil {
+			return Observed{}, err
 		}
 	}
-	if obs.Job, err = r.ensureJob(ctx, tj); err != nil {
-		return reconcile.Result{}, err
+	job, err := r.ensureJob(ctx, tj)
+	if err != nil {
+		return Observed{}, err
 	}
-	if obs.Pods, err = r.listPods(ctx, tj); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, obs, metav1.NewTime(r.Clock.Now())))
+	pods, err := r.listPods(ctx, tj)
+	return Observed{Job: job, Pods: pods}, err
 }
 
 // writeStatus writes the status when it changed and records an event when the state changed.
@@ -85,33 +92,8 @@ func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, s
 	} else if err != nil {
 		return fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
-	if old.State != st.State {
-		r.recordTransition(ctx, tj, old.State)
-	}
-	if running := conditionReason(st, mlv1.ConditionRunning); isFault(st.State, running) && running != conditionReason(old, mlv1.ConditionRunning) {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", conditionMessage(st, mlv1.ConditionRunning))
-	}
+	r.recordEvents(ctx, tj, old)
 	return nil
-}
-
-func (r *JobReconciler) recordTransition(ctx context.Context, tj *mlv1.TrainingJob, from mlv1.State) {
-	kind := corev1.EventTypeNormal
-	if tj.Status.State == mlv1.StateFailed {
-		kind = corev1.EventTypeWarning
-	}
-	note := conditionMessage(tj.Status, string(tj.Status.State))
-	if note == "" {
-		note = conditionMessage(tj.Status, mlv1.ConditionRunning)
-	}
-	r.Recorder.Eventf(tj, nil, kind, string(tj.Status.State), "Transition", "%s -> %s: %s", stateOrNone(from), tj.Status.State, note)
-	ctrl.LoggerFrom(ctx).Info("state changed", "trainingJob", klog.KObj(tj), "from", from, "to", tj.Status.State)
-}
-
-func stateOrNone(s mlv1.State) string {
-	if s == "" {
-		return "New"
-	}
-	return string(s)
 }
 
 // SetupWithManager registers the controller: it watches TrainingJobs, owns their Jobs, Services and
