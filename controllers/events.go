@@ -41,4 +41,3 @@ func stateOrNone(s mlv1.State) string {
 	}
 	return string(s)
 }
-
