@@ -88,7 +88,7 @@ for c in "${components[@]}"; do
   if [ -x "$BIN_DIR/$c" ]; then
     continue
   fi
-  log "building $c (first time only; kube-apiserver takes about 15 min on 2 cores)"
+  log "building $c into $BIN_DIR (first time only: kube-apiserver takes 5-15 min on 2 cores)"
   start=$SECONDS
   case "$c" in
     etcd) build_etcd ;;
