@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,7 +15,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -47,22 +43,11 @@ func deployObjects(t *testing.T) (kustomization, []*unstructured.Unstructured) {
 	}
 	var objs []*unstructured.Unstructured
 	for _, res := range k.Resources {
-		data, err := os.ReadFile(filepath.Join(dir, res))
+		more, err := testenv.ReadObjects(filepath.Join(dir, res))
 		if err != nil {
 			t.Fatalf("kustomization resource: %v", err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", res, err)
-			}
-			if len(u.Object) > 0 {
-				objs = append(objs, u)
-			}
-		}
+		objs = append(objs, more...)
 	}
 	return k, objs
 }
@@ -125,14 +110,7 @@ func TestDeployManagerIsHardened(t *testing.T) {
 
 // TestReservedEnvNamesMatchCRD keeps the CRD's CEL rule on spec.env and builders.ReservedEnvNames equal.
 func TestReservedEnvNamesMatchCRD(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "crd", "ml.example.com_trainingjobs.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := loadCRD(t)
 	envSchema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["env"]
 	if len(envSchema.XValidations) != 1 {
 		t.Fatalf("spec.env has %d CEL rules, want 1", len(envSchema.XValidations))
@@ -183,14 +161,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 // TestEveryFieldIsDocumented: `kubectl explain trainingjob.spec...` has a description for every field,
 // and ours start with their JSON name as the API conventions ask.
 func TestEveryFieldIsDocumented(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "crd", "ml.example.com_trainingjobs.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := loadCRD(t)
 	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 	var walk func(path string, s apiextensionsv1.JSONSchemaProps, ours bool)
 	walk = func(path string, s apiextensionsv1.JSONSchemaProps, ours bool) {
@@ -225,3 +196,17 @@ func coreType(path string) bool {
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
+
+// loadCRD reads the generated CRD.
+func loadCRD(t *testing.T) apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "crd", "ml.example.com_trainingjobs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}

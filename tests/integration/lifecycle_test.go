@@ -23,9 +23,7 @@ import (
 // the real Job controller creating the indexed pods and the test playing the kubelet.
 func TestLifecycleCompleted(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 
 	tj := tjtest.NewTJ(ns, "mnist").Workers(2).GPUs(0).Epochs(3).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
@@ -83,9 +81,7 @@ func TestLifecycleCompleted(t *testing.T) {
 // says which rank failed and how, in status and in a Warning event.
 func TestLifecycleFailed(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 
 	tj := tjtest.NewTJ(ns, "oom").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartNever).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
@@ -128,9 +124,7 @@ func TestLifecycleFailed(t *testing.T) {
 // through owner references and the real garbage collector.
 func TestLifecycleDeleteCascades(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 
 	tj := tjtest.NewTJ(ns, "gone").Workers(3).GPUs(0).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
@@ -159,9 +153,7 @@ func TestLifecycleDeleteCascades(t *testing.T) {
 // resuming starts the workers.
 func TestSuspendResume(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 
 	tj := tjtest.NewTJ(ns, "queued").Workers(2).GPUs(0).Suspend(true).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {

@@ -24,6 +24,16 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
+// startStack creates a namespace and runs the real kube-controller-manager and the operator (watching
+// that namespace) until the test ends.
+func startStack(t *testing.T) string {
+	t.Helper()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	return ns
+}
+
 // startOperator runs the operator's controllers, watching only ns, until the test ends.
 func startOperator(t *testing.T, ns string) {
 	t.Helper()

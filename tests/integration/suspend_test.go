@@ -43,9 +43,7 @@ func getJob(t *testing.T, tj *mlv1.TrainingJob) *batchv1.Job {
 // does not admit it itself); the test plays Kueue by resuming the Job, and the workers start.
 func TestQueuedUntilKueueAdmits(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 	tj := tjtest.NewTJ(ns, "queued").GPUs(0).Image("busybox:1.36", "train").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
 	}).Obj()
@@ -77,9 +75,7 @@ func TestQueuedUntilKueueAdmits(t *testing.T) {
 // TestEditWhileSuspendedAppliesOnResume: a running job is suspended (its pods go), edited, and resumed:
 // the workers run the edited spec.
 func TestEditWhileSuspendedAppliesOnResume(t *testing.T) {
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 	tj := tjtest.NewTJ(ns, "edit").GPUs(0).Epochs(5).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(context.Background(), tj); err != nil {
 		t.Fatal(err)
@@ -112,9 +108,7 @@ func TestEditWhileSuspendedAppliesOnResume(t *testing.T) {
 // TestWhyWorkersDoNotRun: the Running condition names why workers wait (unschedulable, a missing Secret),
 // as the kubelet and scheduler report it on the pods.
 func TestWhyWorkersDoNotRun(t *testing.T) {
-	ns := newNamespace(t)
-	startControllerManager(t)
-	startOperator(t, ns)
+	ns := startStack(t)
 	for _, tc := range []struct {
 		name, reason, inMessage string
 		status                  func(*corev1.PodStatus)

@@ -85,24 +85,38 @@ func applyPolicies(c client.Client) error {
 		return err
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		objs, err := ReadObjects(f)
 		if err != nil {
 			return err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
+		for _, u := range objs {
 			if err := c.Create(context.Background(), u); err != nil {
 				return fmt.Errorf("installing %s %s: %w", u.GetKind(), u.GetName(), err)
 			}
 		}
 	}
 	return nil
+}
+
+// ReadObjects reads every object of a (multi-document) YAML file.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
 }
 
 // Stop stops the control plane.
