@@ -42,6 +42,25 @@ func (r *JobReconciler) getOptional(ctx context.Context, key client.ObjectKey, o
 	return true, nil
 }
 
+// ensure creates want, or, when an object of its name exists (read into current), lets sync copy the
+// fields the operator manages from want and updates the object when sync reports a change.
+func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, current client.Object, sync func() bool) error {
+	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), current)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return r.createOwned(ctx, tj, want)
+	}
+	if !sync() {
+		return nil
+	}
+	if err := r.Update(ctx, current); err != nil {
+		return fmt.Errorf("updating %T %s of %s: %w", current, current.GetName(), klog.KObj(tj), err)
+	}
+	return nil
+}
+
 // ensureConfigMap creates the ConfigMap, or brings its data up to date. The data changes only while no
 // worker runs: admission rejects changes to the hyperparameters of an Initializing or Running job.
 func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
@@ -50,36 +69,26 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 		return err
 	}
 	cm := &corev1.ConfigMap{}
-	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), cm)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return r.createOwned(ctx, tj, want)
-	}
-	if apiequality.Semantic.DeepEqual(cm.Data, want.Data) {
-		return nil
-	}
-	cm.Data = want.Data
-	return r.update(ctx, tj, cm)
+	return r.ensure(ctx, tj, want, cm, func() bool {
+		if apiequality.Semantic.DeepEqual(cm.Data, want.Data) {
+			return false
+		}
+		cm.Data = want.Data
+		return true
+	})
 }
 
 // ensureService creates the headless Service, or brings its ports and selector up to date.
 func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob) error {
 	want := builders.Service(tj)
 	svc := &corev1.Service{}
-	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), svc)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return r.createOwned(ctx, tj, want)
-	}
-	if apiequality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) && apiequality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) {
-		return nil
-	}
-	svc.Spec.Ports, svc.Spec.Selector = want.Spec.Ports, want.Spec.Selector
-	return r.update(ctx, tj, svc)
+	return r.ensure(ctx, tj, want, svc, func() bool {
+		if apiequality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) && apiequality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) {
+			return false
+		}
+		svc.Spec.Ports, svc.Spec.Selector = want.Spec.Ports, want.Spec.Selector
+		return true
+	})
 }
 
 // ensureJob creates the workers' Job, keeps its suspend field in step with the TrainingJob's and
@@ -139,13 +148,6 @@ func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, j
 	job.Spec.Suspend = ptr.To(want)
 	if err := r.Patch(ctx, job, patch); err != nil {
 		return fmt.Errorf("setting suspend=%t on job %s: %w", want, job.Name, err)
-	}
-	return nil
-}
-
-func (r *JobReconciler) update(ctx context.Context, tj *mlv1.TrainingJob, obj client.Object) error {
-	if err := r.Update(ctx, obj); err != nil {
-		return fmt.Errorf("updating %T %s of %s: %w", obj, obj.GetName(), klog.KObj(tj), err)
 	}
 	return nil
 }
