@@ -1,0 +1,273 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// podRun runs one pod: volumes, init containers in order, then the main containers, restarting them as
+// restartPolicy says, and reports every change to the pod's status.
+type podRun struct {
+	n    *Node
+	pod  *corev1.Pod // as first seen; the spec of a pod does not change
+	key  types.NamespacedName
+	dir  string
+	addr netip.Addr
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed when the pod must stop
+	grace    time.Duration
+	finalize bool // delete the pod from the API server once its processes are gone
+	done     chan struct{}
+
+	mu      sync.Mutex // guards status
+	status  corev1.PodStatus
+	writeMu sync.Mutex // serialises status writes
+}
+
+func newPodRun(n *Node, pod *corev1.Pod) *podRun {
+	return &podRun{
+		n: n, pod: pod.DeepCopy(), key: client.ObjectKeyFromObject(pod), dir: PodDir(n.opts.DataRoot, pod),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// terminate stops the pod's processes: SIGTERM, then SIGKILL after grace. When called for a pod being
+// deleted, the pod is removed from the API server afterwards.
+func (r *podRun) terminate(grace time.Duration) { r.signalStop(grace, true) }
+
+func (r *podRun) shutdown(grace time.Duration) { r.signalStop(grace, false) }
+
+func (r *podRun) signalStop(grace time.Duration, finalize bool) {
+	r.stopOnce.Do(func() {
+		r.mu.Lock()
+		r.grace, r.finalize = grace, finalize
+		r.mu.Unlock()
+		close(r.stop)
+	})
+}
+
+func (r *podRun) stopping() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *podRun) loop(ctx context.Context) {
+	defer close(r.done)
+	log := r.n.opts.Log.WithValues("pod", r.key)
+	if err := r.run(ctx); err != nil {
+		log.Error(err, "pod run failed")
+	}
+	r.n.releaseAddr(r.addr, r.pod)
+	r.n.gpus.release(string(r.pod.UID))
+	<-r.stop
+	r.mu.Lock()
+	finalize := r.finalize
+	r.mu.Unlock()
+	if finalize {
+		if err := r.n.finishDeletion(ctx, r.pod); err != nil {
+			log.Error(err, "deleting pod")
+		}
+	}
+}
+
+// run takes the pod to a terminal phase, or until it is stopped.
+func (r *podRun) run(ctx context.Context) error {
+	addr, err := r.n.claimAddr(r.pod)
+	if err != nil {
+		return r.fail(ctx, "AddressConflict", err.Error())
+	}
+	r.addr = addr
+	r.initStatus()
+	if err := r.writeStatus(ctx); err != nil {
+		return err
+	}
+	dirs, ok := r.prepareVolumes(ctx)
+	if !ok {
+		return nil
+	}
+	if !r.runInit(ctx, dirs) {
+		return r.writeStatus(ctx)
+	}
+	r.runMain(ctx, dirs)
+	return r.writeStatus(ctx)
+}
+
+// prepareVolumes retries until the pod's volumes can be set up (a missing ConfigMap may appear later),
+// reporting the reason on every waiting container as the kubelet does.
+func (r *podRun) prepareVolumes(ctx context.Context) (map[string]string, bool) {
+	for {
+		dirs, err := r.n.volumeDirs(ctx, r.pod, r.dir)
+		if err == nil {
+			return dirs, true
+		}
+		r.update(func(s *corev1.PodStatus) { setWaiting(s, "", "CreateContainerConfigError", err.Error()) })
+		_ = r.writeStatus(ctx)
+		if !r.sleep(5 * time.Second) {
+			return nil, false
+		}
+	}
+}
+
+// runInit runs the init containers in order; false when one failed for good or the pod was stopped.
+func (r *podRun) runInit(ctx context.Context, dirs map[string]string) bool {
+	for i := range r.pod.Spec.InitContainers {
+		c := &r.pod.Spec.InitContainers[i]
+		policy := r.pod.Spec.RestartPolicy
+		if policy == corev1.RestartPolicyAlways {
+			policy = corev1.RestartPolicyOnFailure // init containers run to completion
+		}
+		if !r.supervise(ctx, c, dirs, policy, true) {
+			if !r.stopping() {
+				r.update(func(s *corev1.PodStatus) { s.Phase = corev1.PodFailed })
+			}
+			return false
+		}
+	}
+	r.update(func(s *corev1.PodStatus) { setCondition(s, corev1.PodInitialized, true) })
+	return !r.stopping()
+}
+
+// runMain runs the main containers side by side until each is done for good or the pod is stopped.
+func (r *podRun) runMain(ctx context.Context, dirs map[string]string) {
+	var wg sync.WaitGroup
+	for i := range r.pod.Spec.Containers {
+		c := &r.pod.Spec.Containers[i]
+		wg.Go(func() { r.supervise(ctx, c, dirs, r.pod.Spec.RestartPolicy, false) })
+	}
+	wg.Wait()
+	r.update(func(s *corev1.PodStatus) { s.Phase = terminalPhase(s) })
+}
+
+// supervise runs one container, restarting it as policy says; true when it ended with exit code 0.
+func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool) bool {
+	backoff := r.n.opts.RestartBackoff
+	for {
+		code := r.runContainer(ctx, c, dirs, init)
+		if r.stopping() || policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0) {
+			return code == 0
+		}
+		r.update(func(s *corev1.PodStatus) { crashLoop(s, c.Name, init, backoff) })
+		_ = r.writeStatus(ctx)
+		if !r.sleep(backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Minute)
+	}
+}
+
+// runContainer starts the container's process, reports it running, waits for it (or stops it when the
+// pod stops) and reports its exit code.
+func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map[string]string, init bool) int32 {
+	p, err := r.start(ctx, c, dirs)
+	var cfgErr *ConfigError
+	if errors.As(err, &cfgErr) {
+		r.update(func(s *corev1.PodStatus) { setWaiting(s, c.Name, "CreateContainerConfigError", err.Error()) })
+		_ = r.writeStatus(ctx)
+		return -1
+	}
+	if err != nil {
+		r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, 128, "StartError", err.Error(), time.Now()) })
+		_ = r.writeStatus(ctx)
+		return 128
+	}
+	r.update(func(s *corev1.PodStatus) { setRunning(s, c.Name, init, p.started) })
+	_ = r.writeStatus(ctx)
+	select {
+	case <-p.exited:
+	case <-r.stop:
+		r.mu.Lock()
+		grace := r.grace
+		r.mu.Unlock()
+		p.kill(grace)
+	}
+	code, reason := p.exitCode()
+	r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, code, reason, "", p.finished) })
+	_ = r.writeStatus(ctx)
+	return code
+}
+
+// sleep waits d; false when the pod was stopped first.
+func (r *podRun) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.stop:
+		return false
+	}
+}
+
+func (r *podRun) initStatus() {
+	now := metav1.Now()
+	r.update(func(s *corev1.PodStatus) {
+		*s = initialStatus(r.pod, r.addr.String(), now)
+	})
+}
+
+// fail marks the pod Failed before any container ran.
+func (r *podRun) fail(ctx context.Context, reason, msg string) error {
+	r.update(func(s *corev1.PodStatus) {
+		*s = initialStatus(r.pod, "", metav1.Now())
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, reason, msg
+	})
+	return r.writeStatus(ctx)
+}
+
+func (r *podRun) update(f func(*corev1.PodStatus)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.status)
+}
+
+// writeStatus replaces the pod's status with the node's view, keeping conditions set by others (the
+// scheduler's PodScheduled, the Job controller's disruption target).
+func (r *podRun) writeStatus(ctx context.Context) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	r.mu.Lock()
+	status := *r.status.DeepCopy()
+	r.mu.Unlock()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod := &corev1.Pod{}
+		if err := r.n.reader.Get(ctx, r.key, pod); err != nil {
+			return err
+		}
+		if pod.UID != r.pod.UID {
+			return apierrors.NewNotFound(corev1.Resource("pods"), r.key.Name)
+		}
+		pod.Status = mergeStatus(pod.Status, status)
+		return r.n.client.Status().Update(ctx, pod)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing status of pod %s: %w", r.key, err)
+	}
+	return nil
+}
+
+// logPath is the log file of a container of this pod.
+func (r *podRun) logPath(container string) (string, error) {
+	dir := filepath.Join(r.dir, "logs")
+	return filepath.Join(dir, container+".log"), os.MkdirAll(dir, 0o755)
+}
