@@ -66,7 +66,7 @@ func startOperator(t *testing.T, ns string) {
 // startControllerManager runs the real kube-controller-manager's Job controller and garbage collector.
 func startControllerManager(t *testing.T) {
 	t.Helper()
-	p, err := env.StartControllerManager(t.TempDir(), "job,garbagecollector,serviceaccount")
+	p, err := env.StartControllerManager([]string{"job", "garbagecollector"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,35 +1,30 @@
-// Package testenv starts a real kube-apiserver and etcd (controller-runtime's envtest) with the
-// TrainingJob CRD installed, and optionally the real kube-controller-manager, for integration tests.
+// Package testenv starts a real kube-apiserver and etcd with the TrainingJob CRD and policies installed
+// (package cluster, on controller-runtime's envtest), and optionally the real kube-controller-manager,
+// for integration tests.
 //
 // The binaries are built from pinned Go modules by hack/testbin.sh; KUBEBUILDER_ASSETS names their
 // directory. When they are missing the tests fail: they never skip.
 package testenv
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 )
 
-// Env is a running control plane.
+// Env is a running control plane with an admin client.
 type Env struct {
-	Env    *envtest.Environment
-	Config *rest.Config
+	*cluster.Cluster
 	Client client.Client
-	assets string
+	dir    string
 }
 
 // RepoRoot is the repository's top directory.
@@ -44,58 +39,36 @@ func Assets() (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the control plane with hack/testbin.sh")
 	}
-	for _, b := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("control-plane binary %s missing in KUBEBUILDER_ASSETS=%s (run hack/testbin.sh): %w", b, dir, err)
-		}
-	}
 	return dir, nil
 }
 
-// Start starts etcd and kube-apiserver with the CRDs of deploy/crd installed.
+// Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed.
 func Start() (*Env, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
 	}
-	e := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "deploy", "crd")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := e.Start()
+	dir, err := os.MkdirTemp("", "trainingjob-testenv-")
 	if err != nil {
-		return nil, fmt.Errorf("starting envtest: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err == nil {
-		err = applyPolicies(c)
-	}
-	if err != nil {
-		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{Env: e, Config: cfg, Client: c, assets: assets}, nil
+	c, err := cluster.Start(cluster.Options{Assets: assets, Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(c.Config, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return &Env{Cluster: c, Client: cl, dir: dir}, nil
 }
 
-// applyPolicies installs the ValidatingAdmissionPolicies of deploy/policy, as `kubectl apply -k deploy/` does.
-func applyPolicies(c client.Client) error {
-	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", "policy", "*.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		objs, err := ReadObjects(f)
-		if err != nil {
-			return err
-		}
-		for _, u := range objs {
-			if err := c.Create(context.Background(), u); err != nil {
-				return fmt.Errorf("installing %s %s: %w", u.GetKind(), u.GetName(), err)
-			}
-		}
-	}
-	return nil
+// Stop stops the control plane and removes its files.
+func (e *Env) Stop() error {
+	err := e.Cluster.Stop()
+	_ = os.RemoveAll(e.dir)
+	return err
 }
 
 // ReadObjects reads every object of a (multi-document) YAML file.
@@ -104,20 +77,9 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return objs, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
+	objs, err := deploy.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return objs, nil
 }
-
-// Stop stops the control plane.
-func (e *Env) Stop() error { return e.Env.Stop() }

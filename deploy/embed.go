@@ -1,0 +1,61 @@
+// Package deploy embeds the generated CRD and the admission policies, so that programs that install the
+// API themselves (the local control plane, the tests) use exactly the committed manifests.
+package deploy
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+//go:embed crd/*.yaml policy/*.yaml
+var manifests embed.FS
+
+// CRDs are the objects of crd/.
+func CRDs() ([]*unstructured.Unstructured, error) { return objects("crd/*.yaml") }
+
+// Policies are the ValidatingAdmissionPolicies and bindings of policy/.
+func Policies() ([]*unstructured.Unstructured, error) { return objects("policy/*.yaml") }
+
+func objects(pattern string) ([]*unstructured.Unstructured, error) {
+	files, err := fs.Glob(manifests, pattern)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := manifests.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		o, err := Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
+// Decode reads every object of a (multi-document) YAML or JSON stream.
+func Decode(data []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}

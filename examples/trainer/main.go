@@ -1,0 +1,126 @@
+// Command trainer is the example distributed trainer: data-parallel logistic regression on a synthetic
+// dataset, standard library only. It reads the environment the operator injects (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, POD_IP, METRICS_PORT, TRAININGJOB_CONFIG, CHECKPOINT_DIR,
+// CHECKPOINT_FREQUENCY, RESUME_FROM): every rank computes gradients on its shard, the ranks sum them over
+// TCP through rank 0, rank 0 exposes progress in the Prometheus text format on METRICS_PORT, writes a
+// checkpoint every CHECKPOINT_FREQUENCY epochs and resumes from RESUME_FROM or the newest complete one.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+)
+
+type config struct {
+	rank, world              int
+	masterAddr, podIP        string
+	masterPort, metricsPort  int
+	epochs, batch            int
+	lr                       float64
+	samples, features        int
+	seed                     uint64
+	checkpointDir, resume    string
+	frequency                int
+	epochDelay, rendezvousTO time.Duration
+}
+
+func main() {
+	c, err := loadConfig(os.Args[1:])
+	if err == nil {
+		err = train(c)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainer:", err)
+		os.Exit(1)
+	}
+}
+
+// loadConfig reads the environment, the run's config file and the flags (which win).
+func loadConfig(args []string) (config, error) {
+	c := config{
+		rank: envInt("RANK", 0), world: envInt("WORLD_SIZE", 1), masterAddr: envStr("MASTER_ADDR", "127.0.0.1"),
+		masterPort: envInt("MASTER_PORT", 29500), metricsPort: envInt("METRICS_PORT", 8080), podIP: os.Getenv("POD_IP"),
+		epochs: 10, batch: 64, lr: 0.5, checkpointDir: os.Getenv("CHECKPOINT_DIR"),
+		frequency: envInt("CHECKPOINT_FREQUENCY", 1), resume: os.Getenv("RESUME_FROM"),
+	}
+	if err := c.readRunConfig(os.Getenv("TRAININGJOB_CONFIG")); err != nil {
+		return c, err
+	}
+	fs := flag.NewFlagSet("trainer", flag.ContinueOnError)
+	fs.IntVar(&c.epochs, "epochs", c.epochs, "epochs to train (default: hyperparameters.epochs, else 10)")
+	fs.IntVar(&c.batch, "batch-size", c.batch, "samples per rank per step (default: hyperparameters.batchSize)")
+	fs.Float64Var(&c.lr, "learning-rate", c.lr, "learning rate (default: hyperparameters.learningRate)")
+	fs.IntVar(&c.samples, "samples", 8192, "size of the synthetic dataset")
+	fs.IntVar(&c.features, "features", 16, "features per sample")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic dataset")
+	fs.DurationVar(&c.epochDelay, "epoch-delay", 0, "pause after each epoch, to watch progress")
+	fs.DurationVar(&c.rendezvousTO, "rendezvous-timeout", 5*time.Minute, "how long ranks wait for each other")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.world < 1 || c.rank < 0 || c.rank >= c.world {
+		return c, fmt.Errorf("RANK %d is not in [0, WORLD_SIZE=%d)", c.rank, c.world)
+	}
+	if c.frequency < 1 {
+		c.frequency = 1
+	}
+	return c, nil
+}
+
+// readRunConfig takes epochs, batch size and learning rate from the operator's config.json.
+func (c *config) readRunConfig(path string) error {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var rc struct {
+		Hyperparameters struct {
+			LearningRate *float64 `json:"learningRate"`
+			BatchSize    *int     `json:"batchSize"`
+			Epochs       *int     `json:"epochs"`
+		} `json:"hyperparameters"`
+	}
+	if err := json.Unmarshal(data, &rc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	h := rc.Hyperparameters
+	if h.LearningRate != nil {
+		c.lr = *h.LearningRate
+	}
+	if h.BatchSize != nil {
+		c.batch = *h.BatchSize
+	}
+	if h.Epochs != nil {
+		c.epochs = *h.Epochs
+	}
+	return nil
+}
+
+func envStr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// bindAddr is where this rank listens: its pod IP when known (several pods may share a host), else every
+// interface.
+func (c config) bindAddr(port int) string { return net.JoinHostPort(c.podIP, strconv.Itoa(port)) }

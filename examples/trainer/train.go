@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// trainer holds one rank's state.
+type trainer struct {
+	c        config
+	g        *group
+	shard    dataset
+	w        []float64
+	progress *progress // rank 0 only
+}
+
+func train(c config) error {
+	t := &trainer{c: c, w: make([]float64, c.features+1)}
+	t.shard = newDataset(c.samples, c.features, c.seed).shard(c.rank, c.world)
+	if len(t.shard.x) == 0 {
+		return fmt.Errorf("%d samples are too few for %d ranks", c.samples, c.world)
+	}
+	if c.rank == 0 {
+		p, err := serveProgress(c.bindAddr(c.metricsPort))
+		if err != nil {
+			return err
+		}
+		t.progress = p
+	}
+	master := net.JoinHostPort(c.masterAddr, strconv.Itoa(c.masterPort))
+	g, err := rendezvous(c.rank, c.world, c.bindAddr(c.masterPort), master, c.rendezvousTO)
+	if err != nil {
+		return err
+	}
+	defer g.close()
+	t.g = g
+	start, err := t.resume()
+	if err != nil {
+		return err
+	}
+	for epoch := start + 1; epoch <= c.epochs; epoch++ {
+		if err := t.epoch(epoch); err != nil {
+			return err
+		}
+		time.Sleep(c.epochDelay)
+	}
+	if c.rank == 0 {
+		fmt.Printf("training complete: %d epochs on %d ranks\n", c.epochs, c.world)
+	}
+	return nil
+}
+
+// resume loads rank 0's checkpoint (RESUME_FROM, else the newest complete one in CHECKPOINT_DIR) and
+// gives every rank its weights; it returns the epoch training continues after.
+func (t *trainer) resume() (int, error) {
+	state := make([]float64, len(t.w)+1)
+	if t.c.rank == 0 {
+		dir := t.c.resume
+		if dir == "" && t.c.checkpointDir != "" {
+			latest, err := latestCheckpoint(t.c.checkpointDir)
+			if err != nil {
+				return 0, err
+			}
+			dir = latest
+		}
+		if dir != "" {
+			ck, err := loadCheckpoint(dir)
+			if err != nil {
+				return 0, err
+			}
+			if len(ck.Weights) != len(t.w) {
+				return 0, fmt.Errorf("checkpoint %s has %d weights, the model %d", dir, len(ck.Weights), len(t.w))
+			}
+			copy(state, ck.Weights)
+			state[len(t.w)] = float64(ck.Epoch)
+			fmt.Printf("resuming from %s (epoch %d, loss %.4f)\n", dir, ck.Epoch, ck.Loss)
+		}
+	}
+	if err := t.g.broadcast(state); err != nil {
+		return 0, err
+	}
+	copy(t.w, state)
+	return int(state[len(t.w)]), nil
+}
+
+// epoch runs one pass over every rank's shard: one all-reduced gradient step per batch, then the loss
+// and accuracy over all ranks.
+func (t *trainer) epoch(epoch int) error {
+	begin := time.Now()
+	d := len(t.w)
+	steps := (len(t.shard.x) + t.c.batch - 1) / t.c.batch
+	vec := make([]float64, d+1)
+	for s := 0; s < steps; s++ {
+		clear(vec)
+		vec[d] = t.shard.gradient(t.w, s*t.c.batch, min((s+1)*t.c.batch, len(t.shard.x)), vec[:d])
+		if err := t.g.allReduce(vec); err != nil {
+			return err
+		}
+		for j := 0; j < d; j++ {
+			t.w[j] -= t.c.lr * vec[j] / vec[d]
+		}
+	}
+	loss, correct, n := t.shard.evaluate(t.w)
+	stats := []float64{loss, correct, n}
+	if err := t.g.allReduce(stats); err != nil {
+		return err
+	}
+	if t.c.rank != 0 {
+		return nil
+	}
+	return t.report(epoch, steps, stats[0]/stats[2], stats[1]/stats[2], stats[2]/time.Since(begin).Seconds())
+}
+
+// report logs and exposes rank 0's progress and writes a checkpoint when one is due.
+func (t *trainer) report(epoch, steps int, loss, acc, rate float64) error {
+	fmt.Printf("epoch %d/%d loss=%.6f accuracy=%.4f samples_per_second=%.0f\n", epoch, t.c.epochs, loss, acc, rate)
+	p := t.progress
+	p.set("training_epoch", float64(epoch))
+	p.set("training_epochs_total", float64(t.c.epochs))
+	p.set("training_step", float64(epoch*steps))
+	p.set("training_steps_total", float64(t.c.epochs*steps))
+	p.set("training_loss", loss)
+	p.set("training_accuracy", acc)
+	p.set("training_learning_rate", t.c.lr)
+	p.set("training_samples_per_second", rate)
+	p.set("training_world_size", float64(t.c.world))
+	if t.c.checkpointDir == "" || (epoch%t.c.frequency != 0 && epoch != t.c.epochs) {
+		return nil
+	}
+	dir, err := saveCheckpoint(t.c.checkpointDir, checkpoint{Epoch: epoch, Weights: t.w, Loss: loss, Accuracy: acc, LearningRate: t.c.lr})
+	if err != nil {
+		return fmt.Errorf("writing the checkpoint of epoch %d: %w", epoch, err)
+	}
+	p.set("training_checkpoint_epoch", float64(epoch))
+	fmt.Printf("checkpoint %s\n", dir)
+	return nil
+}

@@ -1,0 +1,171 @@
+// Package cluster runs a Kubernetes control plane on one machine from the pinned binaries that
+// hack/testbin.sh builds: etcd and kube-apiserver (through controller-runtime's envtest), and optionally the
+// real kube-controller-manager and kube-scheduler. The TrainingJob CRD and admission policies of deploy/
+// are installed. The local run (cmd/trainingjob-local) and the tests use it.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+)
+
+// LocalControllers are the kube-controller-manager controllers a local run needs: Jobs, garbage
+// collection of a deleted TrainingJob's children, node health, binding claims to volumes, and cleanup.
+var LocalControllers = []string{"job", "garbagecollector", "nodelifecycle", "persistentvolume-binder", "podgc", "ttl-after-finished"}
+
+// Options configure a control plane.
+type Options struct {
+	// Assets is the directory of etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+	Assets string
+	// Dir receives the admin kubeconfig and the components' logs.
+	Dir string
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Config is an admin client configuration.
+	Config *rest.Config
+	// Kubeconfig is the path of an admin kubeconfig file, for kubectl.
+	Kubeconfig string
+
+	env   *envtest.Environment
+	opts  Options
+	procs []*Process
+	users int
+}
+
+// Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed, and writes an
+// admin kubeconfig to Dir/kubeconfig.
+func Start(opts Options) (*Cluster, error) {
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(opts.Assets, b)); err != nil {
+			return nil, fmt.Errorf("control-plane binary %s missing in %s (build it with hack/testbin.sh): %w", b, opts.Assets, err)
+		}
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	crds, err := typedCRDs()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: opts.Assets, CRDs: crds}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+	}
+	c := &Cluster{Config: cfg, env: env, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
+	if err := c.install(); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) install() error {
+	if err := c.writeKubeconfig(c.Kubeconfig, "admin"); err != nil {
+		return err
+	}
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	policies, err := deploy.Policies()
+	if err != nil {
+		return err
+	}
+	for _, p := range policies {
+		if err := cl.Create(context.Background(), p); err != nil {
+			return fmt.Errorf("installing %s %s: %w", p.GetKind(), p.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func typedCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	objs, err := deploy.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, o := range objs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crd); err != nil {
+			return nil, fmt.Errorf("CRD %s: %w", o.GetName(), err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}
+
+// writeKubeconfig writes a kubeconfig for a user in system:masters.
+func (c *Cluster) writeKubeconfig(path, user string) error {
+	u, err := c.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("adding user %s: %w", user, err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig of %s: %w", user, err)
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// componentKubeconfig writes a kubeconfig for one run of a component; every run gets its own files.
+func (c *Cluster) componentKubeconfig(name string) (string, error) {
+	c.users++
+	path := filepath.Join(c.opts.Dir, fmt.Sprintf("%s-%d.kubeconfig", name, c.users))
+	return path, c.writeKubeconfig(path, name)
+}
+
+// StartControllerManager runs the real kube-controller-manager with the given controllers.
+func (c *Cluster) StartControllerManager(controllers []string) (*Process, error) {
+	kc, err := c.componentKubeconfig("kube-controller-manager")
+	if err != nil {
+		return nil, err
+	}
+	return c.startComponent("kube-controller-manager", "--kubeconfig="+kc, "--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false", "--concurrent-gc-syncs=5")
+}
+
+// StartScheduler runs the real kube-scheduler.
+func (c *Cluster) StartScheduler() (*Process, error) {
+	kc, err := c.componentKubeconfig("kube-scheduler")
+	if err != nil {
+		return nil, err
+	}
+	return c.startComponent("kube-scheduler", "--kubeconfig="+kc, "--leader-elect=false", "--secure-port=0")
+}
+
+func (c *Cluster) startComponent(name string, args ...string) (*Process, error) {
+	bin := filepath.Join(c.opts.Assets, name)
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s missing in %s (build it with hack/testbin.sh %s): %w", name, c.opts.Assets, name, err)
+	}
+	p, err := StartProcess(bin, args, filepath.Join(c.opts.Dir, fmt.Sprintf("%s-%d.log", name, c.users)))
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// Stop stops the components this cluster started, then kube-apiserver and etcd.
+func (c *Cluster) Stop() error {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		c.procs[i].Stop()
+	}
+	c.procs = nil
+	return c.env.Stop()
+}
