@@ -36,6 +36,7 @@ func TestWorkerEnv(t *testing.T) {
 	common := map[string]string{
 		"TRAININGJOB_NAME": "mnist", "TRAININGJOB_NAMESPACE": "ml", "MODEL_NAME": "cnn", "DATASET_NAME": "mnist",
 		"TRAININGJOB_CONFIG": "/etc/trainingjob/config.json", "METRICS_PORT": "8080", "PYTHONUNBUFFERED": "1",
+		"POD_IP":    "fieldRef:status.podIP",
 		"RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
 		"NODE_RANK": "$(RANK)", "WORLD_SIZE": "2", "MASTER_ADDR": "mnist-worker-0.mnist-headless.ml.svc", "MASTER_PORT": "29500",
 	}
@@ -65,6 +66,21 @@ func TestWorkerEnv(t *testing.T) {
 		{"tensorflow", tjtest.NewTJ("ml", "mnist").GPUs(0).Framework(mlv1.FrameworkTensorFlow).Obj(), with(map[string]string{
 			"DIST_BACKEND": "gloo",
 			"TF_CONFIG":    `{"cluster":{"worker":["mnist-worker-0.mnist-headless.ml.svc:29500","mnist-worker-1.mnist-headless.ml.svc:29500"]},"task":{"type":"worker","index":$(RANK)}}`,
+		})},
+		{"pvc checkpoints", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](5),
+				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt", Prefix: "runs"}}
+		}).Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
+			"CHECKPOINT_DIR": "/checkpoints/runs/ml/mnist", "CHECKPOINT_FREQUENCY": "5",
+		})},
+		{"checkpoints disabled", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false),
+				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		}).Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 		})},
 		{"jax with rdma", tjtest.NewTJ("ml", "mnist").Framework(mlv1.FrameworkJAX).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Networking = &mlv1.NetworkingSpec{RDMAEnabled: ptr.To(true)}
@@ -157,6 +173,25 @@ func TestJob(t *testing.T) {
 			c := job.Spec.Template.Spec.Containers[0]
 			got := []any{c.Ports[0].ContainerPort, c.Ports[1].ContainerPort, c.VolumeMounts[0].MountPath, job.Spec.Template.Spec.Volumes[0].ConfigMap.Name}
 			if diff := cmp.Diff([]any{int32(29500), int32(9100), "/etc/trainingjob", "a-config"}, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+		{"pvc checkpoints mounted", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			p := job.Spec.Template.Spec
+			got := []any{p.Volumes[1].Name, p.Volumes[1].PersistentVolumeClaim.ClaimName, p.Containers[0].VolumeMounts[1]}
+			want := []any{"checkpoints", "ckpt", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+		{"nfs checkpoints mounted", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageNFS,
+				NFS: &mlv1.NFSStorage{Server: "nfs.example.com", Path: "/exports/ml"}}}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			want := &corev1.NFSVolumeSource{Server: "nfs.example.com", Path: "/exports/ml"}
+			if diff := cmp.Diff(want, job.Spec.Template.Spec.Volumes[1].NFS); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		}},

@@ -17,7 +17,7 @@ var ReservedEnvNames = []string{
 	"PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
 	"TF_CONFIG", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
 	"TRAININGJOB_NAME", "TRAININGJOB_NAMESPACE", "TRAININGJOB_CONFIG", "MODEL_NAME", "DATASET_NAME",
-	"METRICS_PORT", "PYTHONUNBUFFERED", "DIST_BACKEND", "NCCL_IB_DISABLE",
+	"METRICS_PORT", "PYTHONUNBUFFERED", "DIST_BACKEND", "NCCL_IB_DISABLE", "POD_IP",
 	"CHECKPOINT_DIR", "CHECKPOINT_URI", "CHECKPOINT_FREQUENCY", "RESUME_FROM",
 }
 
@@ -28,6 +28,7 @@ func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env = append(env, rendezvousEnv(tj)...)
 	env = append(env, frameworkEnv(tj)...)
 	env = append(env, backendEnv(tj)...)
+	env = append(env, checkpointEnv(tj)...)
 	return append(env, tj.Spec.Env...)
 }
 
@@ -40,6 +41,7 @@ func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		value("TRAININGJOB_CONFIG", ConfigMountPath+"/"+ConfigFileName),
 		value("METRICS_PORT", itoa(metricsPort(tj))),
 		value("PYTHONUNBUFFERED", "1"),
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 	}
 }
 

@@ -76,6 +76,9 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 			}},
 		}},
 	}
+	if mountedCheckpoints(tj) {
+		spec.Volumes = append(spec.Volumes, checkpointVolume(tj))
+	}
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
 		spec.NodeSelector = s.NodeSelector
@@ -87,6 +90,10 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 }
 
 func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
+	mounts := []corev1.VolumeMount{{Name: ConfigVolumeName, MountPath: ConfigMountPath, ReadOnly: true}}
+	if mountedCheckpoints(tj) {
+		mounts = append(mounts, corev1.VolumeMount{Name: CheckpointVolumeName, MountPath: CheckpointMountPath})
+	}
 	return corev1.Container{
 		Name:    ContainerName,
 		Image:   Image(tj, opts),
@@ -98,7 +105,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 			{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
 		},
 		Resources:    Resources(tj),
-		VolumeMounts: []corev1.VolumeMount{{Name: ConfigVolumeName, MountPath: ConfigMountPath, ReadOnly: true}},
+		VolumeMounts: mounts,
 	}
 }
 

@@ -79,7 +79,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','PYTHONUNBUFFERED','DIST_BACKEND','NCCL_IB_DISABLE','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable the operator injects (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, TRAININGJOB_*, CHECKPOINT_*, ...)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','PYTHONUNBUFFERED','DIST_BACKEND','NCCL_IB_DISABLE','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable the operator injects (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, TRAININGJOB_*, CHECKPOINT_*, ...)"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// resources are each worker's compute requests and limits. A nvidia.com/gpu entry must equal gpusPerWorker;
