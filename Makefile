@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash -o pipefail
 
 CONTROLLER_GEN := go tool controller-gen
 # Control-plane binaries for the integration tests, built once from pinned Go modules (hack/testbin.sh).
-TESTBIN_COMPONENTS ?= etcd kube-apiserver kube-controller-manager
+TESTBIN_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kube-scheduler
 GO_TEST_FLAGS ?= -count=1
 
 .PHONY: help
@@ -26,8 +26,19 @@ verify: generate ## Fail when generated files drift, code is unformatted or vet 
 	go vet ./...
 
 .PHONY: build
-build: ## Build the manager binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
+build: ## Build the manager, trainingjob-local and the example trainer into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./examples/trainer
+
+.PHONY: demo
+demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node.
+	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin \
+		-f examples/trainingjob-local.yaml --exit-when-done
+	@echo "--- rank 0 log (bin/trainingjob-local logs -n demo logistic-regression):"
+	@bin/trainingjob-local logs -n demo logistic-regression
+
+.PHONY: up
+up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops).
+	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(if $(FILE),-f $(FILE))
 
 .PHONY: testbin
 testbin: ## Build the control-plane binaries for the tests (cached outside the repo).

@@ -7,8 +7,8 @@ import (
 	"sort"
 )
 
-// LogPath is the log file of a container of the newest pod with the given name: stdout and stderr of
-// every run of the container, appended in order.
+// LogPath is the log file of a container of the newest pod whose name matches the glob pod: stdout and
+// stderr of every run of the container, appended in order.
 func LogPath(root, namespace, pod, container string) (string, error) {
 	matches, err := filepath.Glob(filepath.Join(root, "pods", fmt.Sprintf("%s_%s_*", namespace, pod), "logs", container+".log"))
 	if err != nil {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+)
+
+// logs prints the log of a container of a pod that ran on a process node: the pod named, else the
+// newest pod of the given rank of the TrainingJob named.
+func logs(args []string) error {
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	ns := fs.String("n", "default", "namespace")
+	container := fs.String("c", builders.ContainerName, "container")
+	rank := fs.Int("rank", 0, "rank, when the name is a TrainingJob's")
+	dir := fs.String("state-dir", defaultStateDir(), "state directory of `trainingjob-local up`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: trainingjob-local logs [-n namespace] [-c container] [--rank N] <pod or trainingjob>")
+	}
+	root := filepath.Join(*dir, "data")
+	path, err := node.LogPath(root, *ns, fs.Arg(0), *container)
+	if err != nil {
+		// Worker pods are named <trainingjob>-worker-<rank>-<suffix>.
+		path, err = node.LogPath(root, *ns, fmt.Sprintf("%s-worker-%d-*", fs.Arg(0), *rank), *container)
+	}
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(os.Stdout, f)
+	return err
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+	"github.com/trainingjob-operator/trainingjob-operator/local"
+)
+
+type upFlags struct {
+	files        []string
+	dir, assets  string
+	nodes, gpus  int
+	path         string
+	metricsAddr  string
+	exitWhenDone bool
+	keepData     bool
+}
+
+func parseUp(args []string) (upFlags, error) {
+	f := upFlags{}
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.Func("f", "a YAML file of objects to create (repeatable)", func(s string) error { f.files = append(f.files, s); return nil })
+	fs.StringVar(&f.dir, "state-dir", defaultStateDir(), "directory of the kubeconfig, logs and node data")
+	fs.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "directory of etcd, kube-apiserver, kube-controller-manager and kube-scheduler (hack/testbin.sh prints it)")
+	fs.IntVar(&f.nodes, "nodes", 1, "number of process nodes")
+	fs.IntVar(&f.gpus, "gpus", 0, "nvidia.com/gpu each node advertises when the host has no NVIDIA GPU")
+	fs.StringVar(&f.path, "path", "bin", "colon-separated directories searched first for pod commands")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint; 0 disables it")
+	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
+	fs.BoolVar(&f.keepData, "keep-data", false, "keep the claim directories of an earlier run (by default they are removed, since the earlier cluster is gone)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if f.assets == "" {
+		return f, fmt.Errorf("--assets (or KUBEBUILDER_ASSETS) is required: run `make demo`, or pass the directory hack/testbin.sh prints")
+	}
+	return f, nil
+}
+
+// up runs the local stack until ctx is done (Ctrl-C) or, with --exit-when-done, until the applied
+// TrainingJobs finish; it returns an error when one of them Failed.
+func up(ctx context.Context, args []string) error {
+	f, err := parseUp(args)
+	if err != nil {
+		return err
+	}
+	objs, err := readFiles(f.files)
+	if err != nil {
+		return err
+	}
+	if !f.keepData {
+		if err := local.ResetData(f.dir); err != nil {
+			return err
+		}
+	}
+	logFile, err := openLog(f.dir)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	begin := time.Now()
+	wd, _ := os.Getwd()
+	s, err := local.Up(ctx, local.Options{
+		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, Path: absPaths(f.path), WorkDir: wd,
+		MetricsAddr: f.metricsAddr, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("local control plane, %d process node(s) and the operator are up in %.1fs\n", f.nodes, time.Since(begin).Seconds())
+	fmt.Printf("  export KUBECONFIG=%s   # then: kubectl get tj -A -w\n", s.Cluster.Kubeconfig)
+	fmt.Printf("  logs: %s   pod logs: trainingjob-local logs <pod> -n <namespace>\n", logFile.Name())
+	err = s.Apply(ctx, objs)
+	if err == nil {
+		err = watch(ctx, s.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
+	}
+	fmt.Println("stopping: operator, process nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
+	if derr := s.Down(); derr != nil && err == nil {
+		err = derr
+	}
+	return err
+}
+
+func readFiles(files []string) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		o, err := deploy.Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
+func openLog(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return os.Create(filepath.Join(dir, "operator.log"))
+}
+
+func absPaths(list string) []string {
+	var out []string
+	for _, p := range filepath.SplitList(list) {
+		if a, err := filepath.Abs(p); err == nil && p != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func trainingJobs(objs []*unstructured.Unstructured) []client.ObjectKey {
+	var keys []client.ObjectKey
+	for _, o := range objs {
+		if o.GetKind() == "TrainingJob" {
+			keys = append(keys, client.ObjectKeyFromObject(o))
+		}
+	}
+	return keys
+}
+
+// watch prints each TrainingJob's state, workers and message on every status change it observes.
+func watch(ctx context.Context, cfg *rest.Config, keys []client.ObjectKey, exitWhenDone bool) error {
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		return err
+	}
+	wanted := map[client.ObjectKey]bool{}
+	for _, k := range keys {
+		wanted[k] = true
+	}
+	last := map[client.ObjectKey]*mlv1.TrainingJob{}
+	for ctx.Err() == nil {
+		w, err := c.Watch(ctx, &mlv1.TrainingJobList{})
+		if err != nil {
+			return fmt.Errorf("watching TrainingJobs: %w", err)
+		}
+		for ev := range w.ResultChan() {
+			tj, ok := ev.Object.(*mlv1.TrainingJob)
+			if !ok || !wanted[client.ObjectKeyFromObject(tj)] {
+				continue
+			}
+			if prev := last[client.ObjectKeyFromObject(tj)]; prev == nil || describe(prev) != describe(tj) {
+				fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), describe(tj))
+			}
+			last[client.ObjectKeyFromObject(tj)] = tj
+			if exitWhenDone && len(last) == len(keys) && allFinished(last) {
+				w.Stop()
+				return finishedErr(last)
+			}
+		}
+	}
+	return nil
+}
+
+func allFinished(tjs map[client.ObjectKey]*mlv1.TrainingJob) bool {
+	for _, tj := range tjs {
+		if tj.Status.State != mlv1.StateCompleted && tj.Status.State != mlv1.StateFailed {
+			return false
+		}
+	}
+	return true
+}
+
+func finishedErr(tjs map[client.ObjectKey]*mlv1.TrainingJob) error {
+	var failed []string
+	for k, tj := range tjs {
+		if tj.Status.State == mlv1.StateFailed {
+			failed = append(failed, k.String())
+		}
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		return fmt.Errorf("TrainingJob %s failed", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func describe(tj *mlv1.TrainingJob) string {
+	st := tj.Status
+	s := fmt.Sprintf("%-24s %-12s workers %d/%d ready", tj.Namespace+"/"+tj.Name, st.State, st.Workers.Ready, tj.Spec.NumWorkers)
+	if st.Progress != "" {
+		s += "  progress " + st.Progress
+	}
+	if st.FailureReason != "" {
+		return s + "  " + st.FailureReason
+	}
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning); c != nil && c.Message != "" {
+		s += "  " + c.Message
+	}
+	return s
+}

@@ -1,0 +1,194 @@
+// Package local runs the whole system on one machine: the local control plane (package cluster), process
+// nodes (package node) and the operator. cmd/trainingjob-local and the end-to-end tests use it.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+)
+
+// Options configure a local stack.
+type Options struct {
+	// Assets is the directory of the control-plane binaries (hack/testbin.sh prints it).
+	Assets string
+	// Dir holds the kubeconfig, the components' logs and the nodes' data (Dir/data).
+	Dir string
+	// Nodes is the number of process nodes (default 1); GPUs the nvidia.com/gpu each advertises when the
+	// host has none.
+	Nodes, GPUs int
+	// Path, WorkDir and RestartBackoff are passed to every node (see node.Options).
+	Path           []string
+	WorkDir        string
+	RestartBackoff time.Duration
+	// MetricsAddr is the operator's metrics address; "0" or empty disables it.
+	MetricsAddr string
+	// Log receives the operator's and the nodes' logs.
+	Log logr.Logger
+}
+
+// Stack is a running local system.
+type Stack struct {
+	Cluster  *cluster.Cluster
+	Client   client.Client
+	DataRoot string
+
+	cancel context.CancelFunc
+	errs   chan error
+	runs   int
+}
+
+// Up starts the control plane, the kube-controller-manager and kube-scheduler, the process nodes and
+// the operator. Down stops all of them.
+func Up(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Nodes < 1 {
+		opts.Nodes = 1
+	}
+	c, err := cluster.Start(cluster.Options{Assets: opts.Assets, Dir: opts.Dir})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Cluster: c, DataRoot: filepath.Join(opts.Dir, "data"), errs: make(chan error, opts.Nodes+1)}
+	if err := s.start(ctx, opts); err != nil {
+		return nil, errors.Join(err, s.Down())
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context, opts Options) error {
+	var err error
+	if s.Client, err = client.New(s.Cluster.Config, client.Options{Scheme: controllers.NewScheme()}); err != nil {
+		return err
+	}
+	if _, err := s.Cluster.StartControllerManager(cluster.LocalControllers); err != nil {
+		return err
+	}
+	if _, err := s.Cluster.StartScheduler(); err != nil {
+		return err
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	for i := 0; i < opts.Nodes; i++ {
+		n := node.New(node.Options{
+			Name: fmt.Sprintf("process-node-%d", i), DataRoot: s.DataRoot, GPUs: opts.GPUs, Path: opts.Path,
+			WorkDir: opts.WorkDir, RestartBackoff: opts.RestartBackoff, Provision: i == 0, Log: opts.Log.WithName("node"),
+		})
+		s.goRun(func() error { return n.Start(ctx, s.Cluster.Config) })
+	}
+	mgr, err := operator(s.Cluster, opts)
+	if err != nil {
+		return err
+	}
+	s.goRun(func() error { return mgr.Start(ctx) })
+	return s.waitForNodes(ctx, opts.Nodes)
+}
+
+func (s *Stack) goRun(f func() error) {
+	s.runs++
+	go func() { s.errs <- f() }()
+}
+
+// operator is the operator's manager, watching every namespace.
+func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
+	addr := opts.MetricsAddr
+	if addr == "" {
+		addr = "0"
+	}
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Logger:                 opts.Log.WithName("operator"),
+		Cache:                  controllers.CacheOptions(nil),
+		Metrics:                metricsserver.Options{BindAddress: addr},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the operator: %w", err)
+	}
+	return mgr, controllers.Setup(mgr, builders.Options{})
+}
+
+// waitForNodes waits until the nodes are registered and Ready.
+func (s *Stack) waitForNodes(ctx context.Context, want int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		nodes := &corev1.NodeList{}
+		err := s.Client.List(ctx, nodes, client.HasLabels{node.ProcessNodeLabel})
+		if err == nil && readyNodes(nodes) >= want {
+			return nil
+		}
+		select {
+		case err := <-s.errs:
+			s.errs <- err
+			return fmt.Errorf("a process node or the operator stopped: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process nodes not Ready after a minute (last error: %v)", err)
+		}
+	}
+}
+
+func readyNodes(nodes *corev1.NodeList) int {
+	n := 0
+	for _, nd := range nodes.Items {
+		for _, c := range nd.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Apply creates objects, creating their namespaces first when missing.
+func (s *Stack) Apply(ctx context.Context, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" {
+			err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating namespace %s: %w", ns, err)
+			}
+		}
+		if err := s.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Down stops the operator and the nodes (which stop every process they started), then the control plane.
+func (s *Stack) Down() error {
+	var errs []error
+	if s.cancel != nil {
+		s.cancel()
+		for i := 0; i < s.runs; i++ {
+			if err := <-s.errs; err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	errs = append(errs, s.Cluster.Stop())
+	return errors.Join(errs...)
+}
+
+// ResetData removes the nodes' data (pods' files and claim directories) under dir.
+func ResetData(dir string) error { return os.RemoveAll(filepath.Join(dir, "data")) }
