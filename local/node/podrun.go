@@ -188,7 +188,7 @@ func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map
 		_ = r.writeStatus(ctx)
 		return 128
 	}
-	r.update(func(s *corev1.PodStatus) { setRunning(s, c.Name, init, p.started) })
+	r.update(func(s *corev1.PodStatus) { setRunning(s, c.Name, init, p.cmd.Process.Pid, p.started) })
 	_ = r.writeStatus(ctx)
 	select {
 	case <-p.exited:

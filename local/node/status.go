@@ -15,6 +15,9 @@ var ownConditions = []corev1.PodConditionType{
 	corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady,
 }
 
+// ContainerIDPrefix starts a container ID on a process node; the process ID follows.
+const ContainerIDPrefix = "process://"
+
 // hostIP is the address of every process node: pods share the host.
 const hostIP = "127.0.0.1"
 
@@ -73,7 +76,7 @@ func setWaiting(s *corev1.PodStatus, name, reason, msg string) {
 }
 
 // setRunning records a container's start; a restart moves its previous end to lastState.
-func setRunning(s *corev1.PodStatus, name string, init bool, started time.Time) {
+func setRunning(s *corev1.PodStatus, name string, init bool, pid int, started time.Time) {
 	cs := containerStatus(s, name, init)
 	if cs == nil {
 		return
@@ -85,6 +88,7 @@ func setRunning(s *corev1.PodStatus, name string, init bool, started time.Time) 
 		cs.RestartCount++
 	}
 	cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
+	cs.ContainerID = fmt.Sprintf("%s%d", ContainerIDPrefix, pid)
 	cs.Started, cs.Ready = ptrTrue(), !init
 	if !init {
 		s.Phase = corev1.PodRunning

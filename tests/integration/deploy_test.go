@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -134,7 +135,8 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 	}
 }
 
-// TestExamplesAreAccepted creates every TrainingJob in examples/ on the real API server.
+// TestExamplesAreAccepted creates every object in examples/*.yaml on the real API server; TrainingJobs
+// must decode strictly (no unknown or misspelt fields).
 func TestExamplesAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -142,18 +144,21 @@ func TestExamplesAreAccepted(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		objs, err := testenv.ReadObjects(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tj := &mlv1.TrainingJob{}
-		if err := yaml.UnmarshalStrict(data, tj); err != nil {
-			t.Errorf("%s: %v", filepath.Base(f), err)
-			continue
-		}
-		tj.Namespace = ns
-		if err := env.Client.Create(context.Background(), tj); err != nil {
-			t.Errorf("%s rejected: %v", filepath.Base(f), err)
+		for _, u := range objs {
+			if u.GetKind() == "TrainingJob" {
+				data, _ := json.Marshal(u.Object)
+				if err := yaml.UnmarshalStrict(data, &mlv1.TrainingJob{}); err != nil {
+					t.Errorf("%s: %v", filepath.Base(f), err)
+				}
+			}
+			u.SetNamespace(ns)
+			if err := env.Client.Create(context.Background(), u); err != nil {
+				t.Errorf("%s: %s %s rejected: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+			}
 		}
 	}
 }

@@ -1,0 +1,70 @@
+// Package e2e runs TrainingJobs end to end on the local stack: a real kube-apiserver, etcd,
+// kube-controller-manager and kube-scheduler, two process nodes that run pods as local processes, the
+// operator, and the example trainer built from examples/trainer.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+var stack *local.Stack
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	assets, err := testenv.Assets()
+	if err != nil {
+		return 1, err
+	}
+	dir, err := os.MkdirTemp("", "trainingjob-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	bin := filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "trainer"), "./examples/trainer")
+	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return 1, fmt.Errorf("building the example trainer: %w", err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		return 1, err
+	}
+	defer logFile.Close()
+	stack, err = local.Up(context.Background(), local.Options{
+		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(),
+		RestartBackoff: time.Second, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+	})
+	if err != nil {
+		return 1, err
+	}
+	code := m.Run()
+	if err := stack.Down(); err != nil {
+		return 1, err
+	}
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "e2e: logs of the stack and the pods are kept in", dir)
+	}
+	return code, nil
+}
