@@ -82,4 +82,3 @@ func (g *gpuAllocator) release(podUID string) {
 }
 
 func (g *gpuAllocator) count() int { return len(g.owner) }
-

@@ -228,4 +228,3 @@ func (ms mounts) Translate(v string) string {
 	}
 	return v
 }
-

@@ -193,4 +193,3 @@ func TestPythonProgressHelper(t *testing.T) {
 		t.Errorf("rank 1 printed progress; only rank 0 should:\n%s", log)
 	}
 }
-
