@@ -215,16 +215,43 @@ func containerMounts(c *corev1.Container, dirs map[string]string) (mounts, error
 	return ms, nil
 }
 
-// Translate rewrites a container path (or a value that starts with one) to the host path it is
-// mounted from. Values that do not start with a mount path are returned as they are.
+// Translate rewrites container paths under a mount path to the host paths they are mounted from,
+// wherever such a path appears as a whole path in v: a value "/etc/cfg/mode", an argument
+// "--config=/etc/cfg/mode" or a shell script "cat /etc/cfg/mode". A mount path counts only where it is
+// not part of a longer path or word ("/work" does not match in "/workspace" or "/home/work").
 func (ms mounts) Translate(v string) string {
-	for _, m := range ms {
-		if v == m.container {
-			return m.host
+	if len(ms) == 0 || !strings.Contains(v, "/") {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		if m, ok := ms.at(v, i); ok {
+			b.WriteString(m.host)
+			i += len(m.container)
+			continue
 		}
-		if rest, ok := strings.CutPrefix(v, m.container+"/"); ok {
-			return filepath.Join(m.host, rest)
+		b.WriteByte(v[i])
+		i++
+	}
+	return b.String()
+}
+
+// at finds the longest mount path starting at v[i] on path boundaries.
+func (ms mounts) at(v string, i int) (mount, bool) {
+	if v[i] != '/' || (i > 0 && isPathChar(v[i-1])) {
+		return mount{}, false
+	}
+	for _, m := range ms { // longest first
+		end := i + len(m.container)
+		if strings.HasPrefix(v[i:], m.container) && (end == len(v) || !isPathChar(v[end]) || v[end] == '/') {
+			return m, true
 		}
 	}
-	return v
+	return mount{}, false
+}
+
+// isPathChar is true for bytes that continue a path or a word.
+func isPathChar(c byte) bool {
+	return c == '/' || c == '.' || c == '-' || c == '_' || c == '~' ||
+		(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }

@@ -136,7 +136,13 @@ func runningPIDs(t *testing.T, ns, name string, workers int) map[int]int {
 // rankLog is the trainer log of a rank's newest pod.
 func rankLog(t *testing.T, ns, name string, rank int) string {
 	t.Helper()
-	path, err := node.LogPath(stack.DataRoot, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), builders.ContainerName)
+	return readLog(t, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), builders.ContainerName)
+}
+
+// readLog is a container's log on the process nodes; pod may be a glob.
+func readLog(t *testing.T, ns, pod, container string) string {
+	t.Helper()
+	path, err := node.LogPath(stack.DataRoot, ns, pod, container)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,102 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestContainerLifecycleStatus(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init"}},
+		Containers:     []corev1.Container{{Name: "a"}, {Name: "b"}},
+	}}
+	s := initialStatus(pod, "127.1.2.3", metav1.Now())
+	now := time.Now()
+	type view struct {
+		Phase         corev1.PodPhase
+		Ready         corev1.ConditionStatus
+		Init          corev1.ConditionStatus
+		Restarts      int32
+		LastExit      int32
+		StateA, State string
+	}
+	look := func() view {
+		v := view{Phase: s.Phase, Restarts: s.ContainerStatuses[0].RestartCount, LastExit: -1}
+		for _, c := range s.Conditions {
+			switch c.Type {
+			case corev1.PodReady:
+				v.Ready = c.Status
+			case corev1.PodInitialized:
+				v.Init = c.Status
+			}
+		}
+		if lt := s.ContainerStatuses[0].LastTerminationState.Terminated; lt != nil {
+			v.LastExit = lt.ExitCode
+		}
+		st := s.ContainerStatuses[0].State
+		switch {
+		case st.Running != nil:
+			v.StateA = "running"
+		case st.Terminated != nil:
+			v.StateA = "terminated"
+		case st.Waiting != nil:
+			v.StateA = st.Waiting.Reason
+		}
+		return v
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want view
+	}{
+		{"created", func() {}, view{corev1.PodPending, corev1.ConditionFalse, corev1.ConditionFalse, 0, -1, "PodInitializing", ""}},
+		{"init done", func() {
+			setRunning(&s, "init", true, 1, now)
+			setTerminated(&s, "init", true, 0, "Completed", "", now)
+			setCondition(&s, corev1.PodInitialized, true)
+		}, view{corev1.PodPending, corev1.ConditionFalse, corev1.ConditionTrue, 0, -1, "PodInitializing", ""}},
+		{"a running", func() { setRunning(&s, "a", false, 2, now) }, view{corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, 0, -1, "running", ""}},
+		{"both running: ready", func() { setRunning(&s, "b", false, 3, now) }, view{corev1.PodRunning, corev1.ConditionTrue, corev1.ConditionTrue, 0, -1, "running", ""}},
+		{"a crashed", func() { setTerminated(&s, "a", false, 137, "Error", "", now) }, view{corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, 0, -1, "terminated", ""}},
+		{"a backing off", func() { crashLoop(&s, "a", false, time.Second) }, view{corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, 0, 137, "CrashLoopBackOff", ""}},
+		{"a restarted", func() { setRunning(&s, "a", false, 4, now) }, view{corev1.PodRunning, corev1.ConditionTrue, corev1.ConditionTrue, 1, 137, "running", ""}},
+	}
+	for _, st := range steps {
+		st.do()
+		if diff := cmp.Diff(st.want, look()); diff != "" {
+			t.Fatalf("%s (-want +got):\n%s", st.name, diff)
+		}
+	}
+	if got := s.ContainerStatuses[0].ContainerID; got != "process://4" {
+		t.Errorf("container ID %q, want process://4", got)
+	}
+	setTerminated(&s, "a", false, 0, "Completed", "", now)
+	setTerminated(&s, "b", false, 0, "Completed", "", now)
+	if p := terminalPhase(&s); p != corev1.PodSucceeded {
+		t.Errorf("all exited 0: phase %s", p)
+	}
+	setTerminated(&s, "b", false, 1, "Error", "", now)
+	if p := terminalPhase(&s); p != corev1.PodFailed {
+		t.Errorf("one exited 1: phase %s", p)
+	}
+}
+
+func TestMergeStatusKeepsOthersConditions(t *testing.T) {
+	current := corev1.PodStatus{Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+	}}
+	ours := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
+	got := mergeStatus(current, ours)
+	want := []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+	}
+	if diff := cmp.Diff(want, got.Conditions); diff != "" || got.Phase != corev1.PodRunning {
+		t.Errorf("conditions (-want +got):\n%s phase %s", diff, got.Phase)
+	}
+}

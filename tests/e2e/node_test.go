@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The process node's kubelet behaviours, on pods bound to it directly (spec.nodeName), against the real
+// API server.
+
+func podOn(ns, name string, spec corev1.PodSpec) *corev1.Pod {
+	spec.NodeName = "process-node-0"
+	if spec.RestartPolicy == "" {
+		spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		Annotations: map[string]string{"rank": "3"}, Labels: map[string]string{"app": "node-test"}}, Spec: spec}
+}
+
+func sh(name, script string) corev1.Container {
+	return corev1.Container{Name: name, Image: "busybox", Command: []string{"sh", "-c", script}}
+}
+
+func waitForPhase(t *testing.T, pod *corev1.Pod, want corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	got := &corev1.Pod{}
+	eventually(t, time.Minute, fmt.Sprintf("pod %s %s", pod.Name, want), func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != want {
+			return fmt.Errorf("phase %s, containers %+v", got.Status.Phase, got.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	return got
+}
+
+func podLog(t *testing.T, pod *corev1.Pod, container string) string {
+	t.Helper()
+	return readLog(t, pod.Namespace, pod.Name, container)
+}
+
+// TestProcessNodeEnvAndVolumes: env from values with $(VAR) expansion, the downward API, ConfigMap and
+// Secret keys and envFrom; configMap and secret volumes as files at their mount paths; an init
+// container that runs first and shares an emptyDir.
+func TestProcessNodeEnvAndVolumes(t *testing.T) {
+	ns := newNamespace(t)
+	create(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: ns}, Data: map[string]string{"mode": "fast", "FROM_CM": "cm"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec", Namespace: ns}, StringData: map[string]string{"token": "s3cr3t"}},
+	)
+	main := sh("main", `echo "A=$A B=$B RANK=$RANK NAME=$NAME NS=$NS IP=$IP MODE=$MODE TOKEN=$TOKEN CM=$P_FROM_CM OPT=${OPT-unset}"; `+
+		`cat /etc/cfg/mode; echo; cat /etc/sec/token; echo; cat /work/init.txt; echo "args: $0 $1"`)
+	main.Command = append(main.Command, "$(A)-arg", "$$(A)")
+	main.Env = []corev1.EnvVar{
+		{Name: "A", Value: "alpha"},
+		{Name: "B", Value: "$(A)-beta-$(UNDEFINED)"},
+		{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['rank']"}}},
+		{Name: "NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "mode"}}},
+		{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "token"}}},
+		{Name: "OPT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k", Optional: ptrTo(true)}}},
+	}
+	main.EnvFrom = []corev1.EnvFromSource{{Prefix: "P_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
+	main.VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"}, {Name: "work", MountPath: "/work"}}
+	init := sh("init", `echo "init ran first" > /work/init.txt`)
+	init.VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+	pod := podOn(ns, "env", corev1.PodSpec{
+		InitContainers: []corev1.Container{init}, Containers: []corev1.Container{main},
+		Volumes: []corev1.Volume{
+			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sec"}}},
+			{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		},
+	})
+	create(t, pod)
+	got := waitForPhase(t, pod, corev1.PodSucceeded)
+	want := fmt.Sprintf("A=alpha B=alpha-beta-$(UNDEFINED) RANK=3 NAME=env NS=%s IP=%s MODE=fast TOKEN=s3cr3t CM=cm OPT=unset\n"+
+		"fast\ns3cr3t\ninit ran first\nargs: alpha-arg $(A)\n", ns, got.Status.PodIP)
+	if diff := cmp.Diff(want, podLog(t, pod, "main")); diff != "" {
+		t.Errorf("container output (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(got.Status.PodIP, "127.") || got.Status.PodIP == "127.0.0.1" {
+		t.Errorf("pod IP %q is not a loopback address of its own", got.Status.PodIP)
+	}
+	if s := got.Status.InitContainerStatuses[0].State.Terminated; s == nil || s.ExitCode != 0 {
+		t.Errorf("init container state = %+v", got.Status.InitContainerStatuses[0].State)
+	}
+}
+
+// TestProcessNodeRestartsAndFaults: restartPolicy OnFailure restarts a failing container (restart count,
+// last state); a pod without a command fails with a message saying so; a missing ConfigMap keeps the
+// container waiting with CreateContainerConfigError until it appears.
+func TestProcessNodeRestartsAndFaults(t *testing.T) {
+	ns := newNamespace(t)
+	t.Run("OnFailure restarts until success", func(t *testing.T) {
+		c := sh("flaky", `test -f /work/ran || { touch /work/ran; exit 3; }; echo second run`)
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+		pod := podOn(ns, "flaky", corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure, Containers: []corev1.Container{c},
+			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}})
+		create(t, pod)
+		got := waitForPhase(t, pod, corev1.PodSucceeded)
+		cs := got.Status.ContainerStatuses[0]
+		if cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 3 {
+			t.Errorf("restartCount %d, lastState %+v; want 1 and exit code 3", cs.RestartCount, cs.LastTerminationState)
+		}
+	})
+	t.Run("no command", func(t *testing.T) {
+		pod := podOn(ns, "nocommand", corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pytorch/pytorch"}}})
+		create(t, pod)
+		got := waitForPhase(t, pod, corev1.PodFailed)
+		term := got.Status.ContainerStatuses[0].State.Terminated
+		if term == nil || term.Reason != "StartError" || !strings.Contains(term.Message, "set command") {
+			t.Errorf("state = %+v, want StartError asking for a command", got.Status.ContainerStatuses[0].State)
+		}
+	})
+	t.Run("missing configmap then created", func(t *testing.T) {
+		c := sh("c", `echo "$V"`)
+		c.Env = []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "later"}, Key: "v"}}}}
+		pod := podOn(ns, "waits", corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure, Containers: []corev1.Container{c}})
+		create(t, pod)
+		eventually(t, time.Minute, "CreateContainerConfigError", func() error {
+			got := &corev1.Pod{}
+			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+				return err
+			}
+			if cs := got.Status.ContainerStatuses; len(cs) == 0 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "CreateContainerConfigError" ||
+				!strings.Contains(cs[0].State.Waiting.Message, `configmap "later" not found`) {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			return nil
+		})
+		create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: ns}, Data: map[string]string{"v": "arrived"}})
+		waitForPhase(t, pod, corev1.PodSucceeded)
+		if log := podLog(t, pod, "c"); log != "arrived\n" {
+			t.Errorf("output %q, want %q", log, "arrived\n")
+		}
+	})
+}
