@@ -28,18 +28,55 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
 	return msg
 }
 
-// failedRank describes the lowest rank with a non-zero exit code, looking at current and last states.
+// failedRank describes the rank whose failure most likely caused the others: the earliest non-zero exit
+// (current or last state); among exits in the same second (the API's resolution), one killed by a signal
+// other than SIGTERM (137: OOM or SIGKILL) comes before a plain error exit, which comes before SIGTERM
+// (143, what stopping the other ranks sends); then the lowest rank. A rank that loses its peer usually
+// exits with an error right after the peer dies, so the lowest failing rank alone would blame a bystander.
 func failedRank(pods []corev1.Pod) string {
+	var best *rankExit
 	for _, p := range byRank(pods) {
 		for _, cs := range p.Status.ContainerStatuses {
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil && t.ExitCode != 0 {
-					return describeExit(p, cs.Name, t)
+				if t == nil || t.ExitCode == 0 {
+					continue
+				}
+				e := &rankExit{pod: p, container: cs.Name, t: t}
+				if best == nil || e.before(best) {
+					best = e
 				}
 			}
 		}
 	}
-	return ""
+	if best == nil {
+		return ""
+	}
+	return describeExit(best.pod, best.container, best.t)
+}
+
+type rankExit struct {
+	pod       *corev1.Pod
+	container string
+	t         *corev1.ContainerStateTerminated
+}
+
+// before orders exits by time, then by exitClass; byRank order breaks ties.
+func (e *rankExit) before(o *rankExit) bool {
+	if !e.t.FinishedAt.Equal(&o.t.FinishedAt) {
+		return e.t.FinishedAt.Before(&o.t.FinishedAt)
+	}
+	return exitClass(e.t.ExitCode) < exitClass(o.t.ExitCode)
+}
+
+// exitClass: 0 killed by a signal other than SIGTERM, 1 error exit, 2 SIGTERM.
+func exitClass(code int32) int {
+	switch {
+	case code == 143:
+		return 2
+	case code > 128:
+		return 0
+	}
+	return 1
 }
 
 func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated) string {

@@ -39,6 +39,17 @@ func (b *podB) exited(code int32, reason string, last bool) *podB {
 	return b
 }
 
+// at sets the second the container's (last) run finished.
+func (b *podB) at(sec int) *podB {
+	cs := &b.p.Status.ContainerStatuses[0]
+	t := cs.State.Terminated
+	if t == nil {
+		t = cs.LastTerminationState.Terminated
+	}
+	t.FinishedAt = metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))
+	return b
+}
+
 func (b *podB) waiting(reason, msg string) *podB {
 	if len(b.p.Status.ContainerStatuses) == 0 {
 		b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer"}}
@@ -104,7 +115,16 @@ func TestDeriveStatus(t *testing.T) {
 		{"job failed names the rank", running, Observed{
 			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
 			Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false), pod("0", corev1.PodFailed).exited(1, "Error", true)),
-		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded: Job has reached the specified backoff limit; rank 0 (pod w-0, container trainer) exited with code 1"},
+		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded: Job has reached the specified backoff limit; rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)"},
+		{"job failed names the first rank to fail", running, Observed{
+			Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+			Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).at(2), pod("1", corev1.PodFailed).exited(2, "Error", false).at(1),
+				pod("2", corev1.PodFailed).exited(137, "Error", false).at(3)),
+		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 2"},
+		{"a stopped rank (SIGTERM) is not blamed", running, Observed{
+			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+			Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).at(1), pod("1", corev1.PodFailed).exited(1, "Error", false).at(1)),
+		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 1"},
 		{"deadline exceeded", running, Observed{Job: job(jobCond(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline"))},
 			mlv1.StateFailed, "DeadlineExceeded", "DeadlineExceeded: Job was active longer than specified deadline"},
 		{"suspended while running", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{Job: job()}, mlv1.StateSuspended, "Suspended", ""},

@@ -13,7 +13,7 @@ import (
 
 // logs prints the log of a container of a pod that ran on a process node: the pod named, else the
 // newest pod of the given rank of the TrainingJob named.
-func logs(args []string) error {
+func logs(out io.Writer, args []string) error {
 	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
 	ns := fs.String("n", "default", "namespace")
 	container := fs.String("c", builders.ContainerName, "container")
@@ -39,6 +39,6 @@ func logs(args []string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = io.Copy(os.Stdout, f)
+	_, err = io.Copy(out, f)
 	return err
 }

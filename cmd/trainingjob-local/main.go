@@ -25,9 +25,9 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "up":
-		err = up(ctx, os.Args[2:])
+		err = up(ctx, os.Stdout, os.Args[2:])
 	case "logs":
-		err = logs(os.Args[2:])
+		err = logs(os.Stdout, os.Args[2:])
 	case "kubeconfig":
 		fmt.Println(filepath.Join(defaultStateDir(), "kubeconfig"))
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,7 +57,7 @@ func parseUp(args []string) (upFlags, error) {
 
 // up runs the local stack until ctx is done (Ctrl-C) or, with --exit-when-done, until the applied
 // TrainingJobs finish; it returns an error when one of them Failed.
-func up(ctx context.Context, args []string) error {
+func up(ctx context.Context, out io.Writer, args []string) error {
 	f, err := parseUp(args)
 	if err != nil {
 		return err
@@ -84,14 +85,14 @@ func up(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("local control plane, %d process node(s) and the operator are up in %.1fs\n", f.nodes, time.Since(begin).Seconds())
-	fmt.Printf("  export KUBECONFIG=%s   # then: kubectl get tj -A -w\n", s.Cluster.Kubeconfig)
-	fmt.Printf("  logs: %s   pod logs: trainingjob-local logs <pod> -n <namespace>\n", logFile.Name())
+	fmt.Fprintf(out, "local control plane, %d process node(s) and the operator are up in %.1fs\n", f.nodes, time.Since(begin).Seconds())
+	fmt.Fprintf(out, "  export KUBECONFIG=%s   # then: kubectl get tj -A -w\n", s.Cluster.Kubeconfig)
+	fmt.Fprintf(out, "  logs: %s   pod logs: trainingjob-local logs <pod> -n <namespace>\n", logFile.Name())
 	err = s.Apply(ctx, objs)
 	if err == nil {
-		err = watch(ctx, s.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
+		err = watch(ctx, out, s.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
 	}
-	fmt.Println("stopping: operator, process nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
+	fmt.Fprintln(out, "stopping: operator, process nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
 	if derr := s.Down(); derr != nil && err == nil {
 		err = derr
 	}
@@ -142,7 +143,7 @@ func trainingJobs(objs []*unstructured.Unstructured) []client.ObjectKey {
 }
 
 // watch prints each TrainingJob's state, workers and message on every status change it observes.
-func watch(ctx context.Context, cfg *rest.Config, keys []client.ObjectKey, exitWhenDone bool) error {
+func watch(ctx context.Context, out io.Writer, cfg *rest.Config, keys []client.ObjectKey, exitWhenDone bool) error {
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
 		return err
@@ -163,7 +164,7 @@ func watch(ctx context.Context, cfg *rest.Config, keys []client.ObjectKey, exitW
 				continue
 			}
 			if prev := last[client.ObjectKeyFromObject(tj)]; prev == nil || describe(prev) != describe(tj) {
-				fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), describe(tj))
+				fmt.Fprintf(out, "%s  %s\n", time.Now().Format("15:04:05"), describe(tj))
 			}
 			last[client.ObjectKeyFromObject(tj)] = tj
 			if exitWhenDone && len(last) == len(keys) && allFinished(last) {

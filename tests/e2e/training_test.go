@@ -99,8 +99,8 @@ func TestKilledRankFailsTheJob(t *testing.T) {
 	if term == nil || term.ExitCode != 137 {
 		t.Fatalf("rank 1 container state = %+v, want terminated with exit code 137", pod.Status.ContainerStatuses[0].State)
 	}
-	if !strings.Contains(tj.Status.FailureReason, "137") {
-		t.Errorf("failureReason %q does not name exit code 137", tj.Status.FailureReason)
+	if !strings.Contains(tj.Status.FailureReason, "rank 1 (pod "+pod.Name+", container trainer) exited with code 137") {
+		t.Errorf("failureReason %q does not name rank 1 and exit code 137 (rank 0 exits 1 after losing its peer)", tj.Status.FailureReason)
 	}
 	c := condition(tj, mlv1.ConditionFailed)
 	if c == nil || c.Status != metav1.ConditionTrue {

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+// TestDemo runs what `make demo` runs: examples/trainingjob-local.yaml on a fresh local stack until it is
+// Completed, then reads rank 0's log with the logs command.
+func TestDemo(t *testing.T) {
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := testenv.RepoRoot()
+	bin, state := t.TempDir(), t.TempDir()
+	build := exec.Command("go", "build", "-o", bin, "./examples/trainer")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the trainer: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	err = up(context.Background(), &out, []string{"--assets", assets, "--state-dir", state, "--path", bin,
+		"-f", filepath.Join(root, "examples", "trainingjob-local.yaml"), "--exit-when-done"})
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := regexp.MustCompile(`demo/logistic-regression\s+(\w+)`).FindAllStringSubmatch(out.String(), -1)
+	var seen []string
+	for _, m := range states {
+		if len(seen) == 0 || seen[len(seen)-1] != m[1] {
+			seen = append(seen, m[1])
+		}
+	}
+	if diff := cmp.Diff([]string{"Pending", "Initializing", "Running", "Completed"}, seen); diff != "" {
+		t.Errorf("states shown (-want +got):\n%s", diff)
+	}
+	var log bytes.Buffer
+	if err := logs(&log, []string{"-n", "demo", "--state-dir", state, "logistic-regression"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"epoch 10/10 loss=", "checkpoint-epoch-10", "training complete: 10 epochs on 2 ranks"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("rank 0 log lacks %q:\n%s", want, log.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(state, "kubeconfig")); err != nil {
+		t.Errorf("no kubeconfig in the state directory: %v", err)
+	}
+}
