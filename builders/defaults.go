@@ -10,6 +10,16 @@ type Options struct {
 	DefaultImages map[mlv1.Framework]string
 }
 
+// DefaultImages are the images used when spec.image is empty, unless the manager's
+// --default-image-<framework> flags say otherwise.
+func DefaultImages() map[mlv1.Framework]string {
+	return map[mlv1.Framework]string{
+		mlv1.FrameworkPyTorch:    "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+		mlv1.FrameworkTensorFlow: "tensorflow/tensorflow:2.18.0-gpu",
+		mlv1.FrameworkJAX:        "ghcr.io/nvidia/jax:jax-2025-01-01",
+	}
+}
+
 // The accessors below read optional spec fields with the API's defaults, so builders behave the same
 // whether or not the API server has defaulted the object (fake clients and unit tests do not).
 

@@ -20,6 +20,9 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	if running := conditionReason(st, mlv1.ConditionRunning); isFault(st.State, running) && running != conditionReason(old, mlv1.ConditionRunning) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", conditionMessage(st, mlv1.ConditionRunning))
 	}
+	if created := conditionReason(st, mlv1.ConditionCreated); created == ReasonCreateRejected && conditionReason(old, mlv1.ConditionCreated) != created {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, created, "Create", "%s", conditionMessage(st, mlv1.ConditionCreated))
+	}
 }
 
 func (r *JobReconciler) recordTransition(ctx context.Context, tj *mlv1.TrainingJob, from mlv1.State) {

@@ -3,6 +3,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -56,10 +57,29 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{}, now))
 	}
 	obs, err := r.ensureChildren(ctx, tj)
+	if rejected(err) && tj.Status.State == mlv1.StatePending {
+		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
+		return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{CreateRejected: apiMessage(err)}, now)))
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, obs, now))
+}
+
+// rejected is true for errors that repeat until something changes: the object is invalid, or admission
+// (a policy, a webhook, a quota) forbids it.
+func rejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
+}
+
+// apiMessage is the API server's message of an error, without our wrapping.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
 }
 
 // ensureChildren creates or updates the ConfigMap, Service and Job, and observes the Job and its pods.

@@ -20,7 +20,13 @@ type Observed struct {
 	Job *batchv1.Job
 	// Pods are the workers' pods.
 	Pods []corev1.Pod
+	// CreateRejected is why the API server refused to create a child (invalid, forbidden by admission or
+	// quota) before the Job existed; empty otherwise.
+	CreateRejected string
 }
+
+// ReasonCreateRejected is the reason of the Created condition while the API server refuses a child.
+const ReasonCreateRejected = "CreateRejected"
 
 // phase is a state with the reason and message that explain it.
 type phase struct {
@@ -58,6 +64,8 @@ func derivePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 		return phase{prev, conditionReason(tj.Status, string(prev)), conditionMessage(tj.Status, string(prev))}
 	case obs.Job == nil && builders.Suspended(tj):
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
+	case obs.Job == nil && obs.CreateRejected != "":
+		return phase{mlv1.StatePending, ReasonCreateRejected, "the API server rejected the workers' objects: " + obs.CreateRejected}
 	case obs.Job == nil:
 		return phase{mlv1.StatePending, "Accepted", "accepted; creating the workers' Job, Service and ConfigMap"}
 	}

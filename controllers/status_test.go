@@ -101,6 +101,7 @@ func TestDeriveStatus(t *testing.T) {
 		wantFailure string
 	}{
 		{"no job yet", base.Obj(), Observed{}, mlv1.StatePending, "Accepted", ""},
+		{"job rejected by the API server", base.Obj(), Observed{CreateRejected: "quota exceeded"}, mlv1.StatePending, "CreateRejected", ""},
 		{"suspended before start", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{}, mlv1.StateSuspended, "Suspended", ""},
 		{"job without pods", base.Obj(), Observed{Job: job()}, mlv1.StateInitializing, "WorkersStarting", ""},
 		{"one of two running", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateInitializing, "WorkersStarting", ""},

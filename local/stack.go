@@ -123,7 +123,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
-	return mgr, controllers.Setup(mgr, builders.Options{})
+	return mgr, controllers.Setup(mgr, builders.Options{DefaultImages: builders.DefaultImages()})
 }
 
 // waitForNodes waits until the nodes are registered and Ready.

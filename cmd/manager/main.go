@@ -38,9 +38,9 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
-	c.images[mlv1.FrameworkPyTorch] = fs.String("default-image-pytorch", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "worker image for pytorch jobs without spec.image")
-	c.images[mlv1.FrameworkTensorFlow] = fs.String("default-image-tensorflow", "tensorflow/tensorflow:2.18.0-gpu", "worker image for tensorflow jobs without spec.image")
-	c.images[mlv1.FrameworkJAX] = fs.String("default-image-jax", "ghcr.io/nvidia/jax:jax-2025-01-01", "worker image for jax jobs without spec.image")
+	for fw, img := range builders.DefaultImages() {
+		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
+	}
 	// JSON logs in a cluster, console logs elsewhere; --zap-devel and friends override.
 	zo := zap.Options{Development: os.Getenv("KUBERNETES_SERVICE_HOST") == ""}
 	zo.BindFlags(fs)

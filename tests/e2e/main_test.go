@@ -13,8 +13,13 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
@@ -67,4 +72,26 @@ func run(m *testing.M) (int, error) {
 		fmt.Fprintln(os.Stderr, "e2e: logs of the stack and the pods are kept in", dir)
 	}
 	return code, nil
+}
+
+// TestKubeconfig: the kubeconfig the stack writes works for a client of its own, as kubectl uses it.
+func TestKubeconfig(t *testing.T) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", stack.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := c.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(context.Background(), &mlv1.TrainingJobList{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 2 {
+		t.Errorf("%d nodes, want the 2 process nodes", len(nodes.Items))
+	}
 }

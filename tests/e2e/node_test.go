@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 )
 
 // The process node's kubelet behaviours, on pods bound to it directly (spec.nodeName), against the real
@@ -147,4 +151,41 @@ func TestProcessNodeRestartsAndFaults(t *testing.T) {
 			t.Errorf("output %q, want %q", log, "arrived\n")
 		}
 	})
+}
+
+// TestProcessNodeDeletionGracePeriod: deleting a pod sends SIGTERM; a process that ignores it is killed
+// with SIGKILL after the grace period, and the pod is then removed.
+func TestProcessNodeDeletionGracePeriod(t *testing.T) {
+	ns := newNamespace(t)
+	pod := podOn(ns, "stubborn", corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptrTo[int64](1),
+		Containers:                    []corev1.Container{sh("c", `trap 'echo got TERM' TERM; echo started; while true; do sleep 0.1; done`)},
+	})
+	create(t, pod)
+	running := waitForPhase(t, pod, corev1.PodRunning)
+	pid, err := strconv.Atoi(strings.TrimPrefix(running.Status.ContainerStatuses[0].ContainerID, node.ContainerIDPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "trap installed", func() error {
+		if !strings.Contains(podLog(t, pod, "c"), "started") {
+			return fmt.Errorf("not started yet")
+		}
+		return nil
+	})
+	if err := stack.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "pod removed", func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod still there (%v)", err)
+		}
+		return nil
+	})
+	if processAlive(pid) {
+		t.Errorf("process %d survived the pod's deletion", pid)
+	}
+	if log := podLog(t, pod, "c"); !strings.Contains(log, "got TERM") {
+		t.Errorf("the process did not get SIGTERM first; log:\n%s", log)
+	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,4 +239,38 @@ func condition(tj *mlv1.TrainingJob, t string) metav1.Condition {
 
 func conditionTrue(tj *mlv1.TrainingJob, t string) bool {
 	return condition(tj, t).Status == metav1.ConditionTrue
+}
+
+// TestRejectedJobIsReported: when the API server refuses the workers' Job (here: a tensorflow job with no
+// image and no default image for tensorflow configured), the TrainingJob stays Pending with Created=False
+// reason CreateRejected naming the field, and one Warning event, instead of hanging silently.
+func TestRejectedJobIsReported(t *testing.T) {
+	ctx := context.Background()
+	ns := startStack(t)
+	tj := tjtest.NewTJ(ns, "no-image").GPUs(0).Framework(mlv1.FrameworkTensorFlow).Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	eventually(t, "Created=False CreateRejected", func(ctx context.Context) error {
+		got := &mlv1.TrainingJob{}
+		if err := env.Client.Get(ctx, key, got); err != nil {
+			return err
+		}
+		c := condition(got, mlv1.ConditionCreated)
+		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, "spec.template.spec.containers[0].image: Required value") {
+			return fmt.Errorf("state %q, Created %+v", got.Status.State, c)
+		}
+		return nil
+	})
+	eventually(t, "a Warning event", func(ctx context.Context) error {
+		reasons, err := eventReasons(ctx, tj)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(reasons, "Warning/CreateRejected") {
+			return fmt.Errorf("events %v", reasons)
+		}
+		return nil
+	})
 }

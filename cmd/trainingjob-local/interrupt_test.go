@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+const endless = `apiVersion: ml.example.com/v1
+kind: TrainingJob
+metadata: {name: endless, namespace: demo}
+spec:
+  model: lr
+  dataset: synthetic
+  numWorkers: 2
+  gpusPerWorker: 0
+  command: ["trainer", "--epoch-delay=50ms"]
+  hyperparameters: {epochs: 100000}
+`
+
+// TestInterruptStopsEverything: cancelling `up` (what Ctrl-C does) while a TrainingJob trains stops the
+// trainers, the control plane and every other process it started.
+func TestInterruptStopsEverything(t *testing.T) {
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, state := t.TempDir(), t.TempDir()
+	build := exec.Command("go", "build", "-o", bin, "./examples/trainer")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the trainer: %v\n%s", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "endless.yaml")
+	if err := os.WriteFile(file, []byte(endless), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- up(ctx, &out, []string{"--assets", assets, "--state-dir", state, "--path", bin, "-f", file})
+	}()
+	pids := trainerPIDs(t, filepath.Join(state, "kubeconfig"), done)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("up: %v\n%s", err, out.String())
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("trainer %d still runs", pid)
+		}
+	}
+	if kids := children(t); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+}
+
+// trainerPIDs waits until both ranks run and returns their process IDs.
+func trainerPIDs(t *testing.T, kubeconfig string, done chan error) []int {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("up returned early: %v", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			continue
+		}
+		c, err := client.New(cfg, client.Options{})
+		if err != nil {
+			continue
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(context.Background(), pods, client.InNamespace("demo")); err != nil {
+			continue
+		}
+		var pids []int
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running != nil {
+					pid, _ := strconv.Atoi(strings.TrimPrefix(cs.ContainerID, node.ContainerIDPrefix))
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if len(pids) == 2 {
+			return pids
+		}
+	}
+	t.Fatal("the trainers did not start")
+	return nil
+}
+
+// children lists the live child processes of this test process.
+func children(t *testing.T) []string {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var kids []string
+	for _, s := range stats {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		rest := string(data[bytes.LastIndexByte(data, ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && f[0] != "Z" {
+			kids = append(kids, fmt.Sprintf("%s %s", filepath.Base(filepath.Dir(s)), string(data[:bytes.LastIndexByte(data, ')')+1])))
+		}
+	}
+	return kids
+}
