@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -39,6 +40,19 @@ func objects(pattern string) ([]*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
+// ReadFile reads every object of a (multi-document) YAML or JSON file.
+func ReadFile(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return objs, nil
 }

@@ -51,12 +51,14 @@ func TestInterruptStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan error, 1)
+	stopped := make(chan struct{})
 	var out bytes.Buffer
 	go func() {
+		defer close(stopped)
 		done <- up(ctx, &out, []string{"--assets", assets, "--state-dir", state, "--path", bin, "-f", file})
 	}()
+	t.Cleanup(func() { cancel(); <-stopped }) // on failure too: never leave a control plane behind
 	pids := trainerPIDs(t, filepath.Join(state, "kubeconfig"), done)
 	cancel()
 	if err := <-done; err != nil {

@@ -102,13 +102,9 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 func readFiles(files []string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		o, err := deploy.ReadFile(file)
 		if err != nil {
 			return nil, err
-		}
-		o, err := deploy.Decode(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		objs = append(objs, o...)
 	}

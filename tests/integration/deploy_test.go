@@ -21,6 +21,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -44,7 +45,7 @@ func deployObjects(t *testing.T) (kustomization, []*unstructured.Unstructured) {
 	}
 	var objs []*unstructured.Unstructured
 	for _, res := range k.Resources {
-		more, err := testenv.ReadObjects(filepath.Join(dir, res))
+		more, err := deploy.ReadFile(filepath.Join(dir, res))
 		if err != nil {
 			t.Fatalf("kustomization resource: %v", err)
 		}
@@ -144,7 +145,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	for _, f := range files {
-		objs, err := testenv.ReadObjects(f)
+		objs, err := deploy.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}

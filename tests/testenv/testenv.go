@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
-	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 )
 
@@ -69,17 +67,4 @@ func (e *Env) Stop() error {
 	err := e.Cluster.Stop()
 	_ = os.RemoveAll(e.dir)
 	return err
-}
-
-// ReadObjects reads every object of a (multi-document) YAML file.
-func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := deploy.Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return objs, nil
 }
