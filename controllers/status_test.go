@@ -111,6 +111,8 @@ func TestDeriveStatus(t *testing.T) {
 		{"crash loop while running names the exit code", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
 			pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s restarting failed container"))},
 			mlv1.StateRunning, "CrashLoopBackOff", ""},
+		{"ranks finishing", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodRunning))}, mlv1.StateRunning, "WorkersFinishing", ""},
+		{"every rank finished, job not complete yet", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodSucceeded))}, mlv1.StateRunning, "WorkersFinishing", ""},
 		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
 		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
 		{"job failed names the rank", running, Observed{

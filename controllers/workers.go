@@ -12,7 +12,7 @@ import (
 // Reasons of the Running condition that describe normal progress. Any other reason of an active job is a
 // fault a worker is stuck on (Unschedulable, ImagePullBackOff, CreateContainerConfigError,
 // CrashLoopBackOff, ...), and is also recorded as a Warning event.
-var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting"}
+var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing"}
 
 // isFault reports whether a Running condition reason of an active job names a fault.
 func isFault(state mlv1.State, reason string) bool {
@@ -23,7 +23,11 @@ func isFault(state mlv1.State, reason string) bool {
 // reason is the first fault a worker is stuck on, if any.
 func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	succeeded := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	msg := fmt.Sprintf("%d of %d workers running", running, tj.Spec.NumWorkers)
+	if succeeded > 0 {
+		msg += fmt.Sprintf(", %d finished", succeeded)
+	}
 	state := mlv1.StateInitializing
 	if running >= int(tj.Spec.NumWorkers) || tj.Status.State == mlv1.StateRunning {
 		state = mlv1.StateRunning
@@ -34,6 +38,9 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 		return phase{state, reason, msg + "; " + why}
 	case running >= int(tj.Spec.NumWorkers):
 		return phase{state, "AllWorkersRunning", msg}
+	case succeeded > 0 && running+succeeded >= int(tj.Spec.NumWorkers):
+		// Ranks end one by one; the Job completes when the last has.
+		return phase{mlv1.StateRunning, "WorkersFinishing", msg}
 	case state == mlv1.StateRunning:
 		return phase{state, "WorkersRestarting", msg}
 	}
