@@ -156,16 +156,23 @@ func (r *podRun) runMain(ctx context.Context, dirs map[string]string) {
 	r.update(func(s *corev1.PodStatus) { s.Phase = terminalPhase(s) })
 }
 
-// supervise runs one container, restarting it as policy says; true when it ended with exit code 0.
+// supervise runs one container, restarting it as policy says; true when it ended with exit code 0. A
+// container that cannot be configured yet (a missing ConfigMap or Secret) is retried whatever the policy,
+// as the kubelet does: it never ran, so it has not failed.
 func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool) bool {
 	backoff := r.n.opts.RestartBackoff
 	for {
-		code := r.runContainer(ctx, c, dirs, init)
-		if r.stopping() || policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0) {
+		code, ran := r.runContainer(ctx, c, dirs, init)
+		if r.stopping() {
+			return ran && code == 0
+		}
+		if ran && (policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0)) {
 			return code == 0
 		}
-		r.update(func(s *corev1.PodStatus) { crashLoop(s, c.Name, init, backoff) })
-		_ = r.writeStatus(ctx)
+		if ran {
+			r.update(func(s *corev1.PodStatus) { crashLoop(s, c.Name, init, backoff) })
+			_ = r.writeStatus(ctx)
+		}
 		if !r.sleep(backoff) {
 			return false
 		}
@@ -174,19 +181,19 @@ func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[st
 }
 
 // runContainer starts the container's process, reports it running, waits for it (or stops it when the
-// pod stops) and reports its exit code.
-func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map[string]string, init bool) int32 {
+// pod stops) and reports its exit code. ran is false when the container could not be configured.
+func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map[string]string, init bool) (code int32, ran bool) {
 	p, err := r.start(ctx, c, dirs)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		r.update(func(s *corev1.PodStatus) { setWaiting(s, c.Name, "CreateContainerConfigError", err.Error()) })
 		_ = r.writeStatus(ctx)
-		return -1
+		return 0, false
 	}
 	if err != nil {
 		r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, 128, "StartError", err.Error(), time.Now()) })
 		_ = r.writeStatus(ctx)
-		return 128
+		return 128, true
 	}
 	r.update(func(s *corev1.PodStatus) { setRunning(s, c.Name, init, p.cmd.Process.Pid, p.started) })
 	_ = r.writeStatus(ctx)
@@ -201,7 +208,7 @@ func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map
 	code, reason := p.exitCode()
 	r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, code, reason, "", p.finished) })
 	_ = r.writeStatus(ctx)
-	return code
+	return code, true
 }
 
 // sleep waits d; false when the pod was stopped first.

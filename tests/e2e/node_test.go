@@ -132,7 +132,7 @@ func TestProcessNodeRestartsAndFaults(t *testing.T) {
 		c := sh("c", `echo "$V"`)
 		c.Env = []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "later"}, Key: "v"}}}}
-		pod := podOn(ns, "waits", corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure, Containers: []corev1.Container{c}})
+		pod := podOn(ns, "waits", corev1.PodSpec{Containers: []corev1.Container{c}}) // restartPolicy Never: config errors are retried anyway
 		create(t, pod)
 		eventually(t, time.Minute, "CreateContainerConfigError", func() error {
 			got := &corev1.Pod{}
