@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 type fakeSource struct {
@@ -101,7 +102,7 @@ func TestEnv(t *testing.T) {
 		{name: "envFrom with prefix, invalid names skipped, values not expanded, env wins", envFrom: []corev1.EnvFromSource{
 			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
 			{Prefix: "S_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}},
-			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Optional: ptrBool(true)}},
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Optional: ptr.To(true)}},
 		}, env: []corev1.EnvVar{{Name: "dup", Value: "from-env $(LR)"}},
 			want: map[string]string{"mode": "fast", "LR": "0.1", "dup": "from-env 0.1", "S_token": "s3cr3t", "S_USER": "alice"}},
 		{name: "missing config map", env: []corev1.EnvVar{{Name: "M", ValueFrom: cmKey("absent", "k", false)}},
@@ -132,5 +133,3 @@ func TestEnv(t *testing.T) {
 		})
 	}
 }
-
-func ptrBool(b bool) *bool { return &b }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // The functions here compute pod status the way the kubelet reports it; they do no I/O.
@@ -89,7 +90,7 @@ func setRunning(s *corev1.PodStatus, name string, init bool, pid int, started ti
 	}
 	cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
 	cs.ContainerID = fmt.Sprintf("%s%d", ContainerIDPrefix, pid)
-	cs.Started, cs.Ready = ptrTrue(), !init
+	cs.Started, cs.Ready = ptr.To(true), !init
 	if !init {
 		s.Phase = corev1.PodRunning
 		updateReadiness(s)
@@ -109,7 +110,7 @@ func setTerminated(s *corev1.PodStatus, name string, init bool, code int32, reas
 	cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: code, Reason: reason, Message: msg, StartedAt: started, FinishedAt: metav1.NewTime(at),
 	}}
-	cs.Started, cs.Ready = ptrFalse(), false
+	cs.Started, cs.Ready = ptr.To(false), false
 	updateReadiness(s)
 }
 
@@ -185,6 +186,3 @@ func isOwn(t corev1.PodConditionType) bool {
 	}
 	return false
 }
-
-func ptrTrue() *bool  { b := true; return &b }
-func ptrFalse() *bool { b := false; return &b }

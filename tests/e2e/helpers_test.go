@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -41,11 +42,9 @@ func trainerJob(ns, name string, workers int32, epochs int32, args ...string) *t
 		tj.Spec.Image = "example-trainer:local"
 		tj.Spec.Command = []string{"trainer"}
 		tj.Spec.Args = append([]string{"--samples=4096", "--features=8", "--rendezvous-timeout=1m"}, args...)
-		tj.Spec.Hyperparameters.LearningRate = ptrTo(0.2)
+		tj.Spec.Hyperparameters.LearningRate = ptr.To(0.2)
 	})
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
@@ -73,7 +74,7 @@ func TestProcessNodeEnvAndVolumes(t *testing.T) {
 		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "mode"}}},
 		{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "token"}}},
-		{Name: "OPT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k", Optional: ptrTo(true)}}},
+		{Name: "OPT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k", Optional: ptr.To(true)}}},
 	}
 	main.EnvFrom = []corev1.EnvFromSource{{Prefix: "P_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
 	main.VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"}, {Name: "work", MountPath: "/work"}}
@@ -158,7 +159,7 @@ func TestProcessNodeRestartsAndFaults(t *testing.T) {
 func TestProcessNodeDeletionGracePeriod(t *testing.T) {
 	ns := newNamespace(t)
 	pod := podOn(ns, "stubborn", corev1.PodSpec{
-		TerminationGracePeriodSeconds: ptrTo[int64](1),
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
 		Containers:                    []corev1.Container{sh("c", `trap 'echo got TERM' TERM; echo started; while true; do sleep 0.1; done`)},
 	})
 	create(t, pod)

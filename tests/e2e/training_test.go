@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -37,7 +38,7 @@ func TestTrainingCompletes(t *testing.T) {
 				},
 			}
 			tj := trainerJob(ns, name, workers, 6, "--epoch-delay=400ms").With(func(tj *mlv1.TrainingJob) {
-				tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptrTo(true), Frequency: ptrTo[int32](2),
+				tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](2),
 					Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "checkpoints"}}
 			}).Obj()
 			create(t, claim, tj)
@@ -169,7 +170,7 @@ func TestPythonProgressHelper(t *testing.T) {
 	create(t, trainerJob(ns, name, 2, 5).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Command = []string{"python3", "examples/python/train.py"}
 		tj.Spec.Args = []string{"--epoch-delay=0.5", "--samples=1000"}
-		tj.Spec.Hyperparameters.LearningRate = ptrTo(0.0005)
+		tj.Spec.Hyperparameters.LearningRate = ptr.To(0.0005)
 	}).Obj())
 	runningPIDs(t, ns, name, 2)
 	rank0 := net.JoinHostPort(workerPods(t, ns, name)[0].Status.PodIP, "8080")
