@@ -44,6 +44,15 @@ func masterPort(tj *mlv1.TrainingJob) int32 {
 	return DefaultMasterPort
 }
 
+// MonitoringEnabled is monitoring.enabled, true by default: the operator reads rank 0's progress.
+func MonitoringEnabled(tj *mlv1.TrainingJob) bool {
+	m := tj.Spec.Monitoring
+	return m == nil || m.Enabled == nil || *m.Enabled
+}
+
+// MetricsPort is the port rank 0 serves progress on.
+func MetricsPort(tj *mlv1.TrainingJob) int32 { return metricsPort(tj) }
+
 func metricsPort(tj *mlv1.TrainingJob) int32 {
 	if m := tj.Spec.Monitoring; m != nil && m.MetricsPort != 0 {
 		return m.MetricsPort

@@ -91,6 +91,21 @@ func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob)
 	})
 }
 
+// stopJob suspends a Job that still runs workers of a finished TrainingJob (a success policy completed
+// it): the Job controller stops the pods gracefully (SIGTERM, grace period) and the Job is kept for its
+// history.
+func (r *JobReconciler) stopJob(ctx context.Context, job *batchv1.Job) error {
+	if ptr.Deref(job.Spec.Suspend, false) || jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr.To(true)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("stopping the workers of finished job %s: %w", klog.KObj(job), err)
+	}
+	return nil
+}
+
 // ensureJob creates the workers' Job, keeps its suspend field in step with the TrainingJob's and
 // replaces a suspended Job built from an older spec. It returns the Job as observed, nil when it does
 // not exist. A finished TrainingJob's Job is never recreated.
@@ -108,7 +123,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob) (*b
 	case !metav1.IsControlledBy(job, tj):
 		return nil, fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
 	case finished(tj):
-		return job, nil
+		return job, r.stopJob(ctx, job)
 	case isStale(job, want):
 		return nil, r.deleteStale(ctx, job)
 	}

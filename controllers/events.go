@@ -4,10 +4,12 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 // recordEvents records an event when the state changed (Warning for Failed), and a Warning when a worker
@@ -15,7 +17,7 @@ import (
 func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
 	st := tj.Status
 	if old.State != st.State {
-		r.recordTransition(ctx, tj, old.State)
+		recordTransition(ctx, r.Recorder, tj, old.State)
 	}
 	if running := conditionReason(st, mlv1.ConditionRunning); isFault(st.State, running) && running != conditionReason(old, mlv1.ConditionRunning) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", conditionMessage(st, mlv1.ConditionRunning))
@@ -25,17 +27,38 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 }
 
-func (r *JobReconciler) recordTransition(ctx context.Context, tj *mlv1.TrainingJob, from mlv1.State) {
+// recordTransition records a state change: an event (Warning for Failed) whose note starts with the
+// reason of a finished run, a log line, and the created/completed/failed counters.
+func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.TrainingJob, from mlv1.State) {
+	st := tj.Status
 	kind := corev1.EventTypeNormal
-	if tj.Status.State == mlv1.StateFailed {
+	if st.State == mlv1.StateFailed {
 		kind = corev1.EventTypeWarning
 	}
-	note := conditionMessage(tj.Status, string(tj.Status.State))
+	note := conditionMessage(st, string(st.State))
 	if note == "" {
-		note = conditionMessage(tj.Status, mlv1.ConditionRunning)
+		note = conditionMessage(st, mlv1.ConditionRunning)
 	}
-	r.Recorder.Eventf(tj, nil, kind, string(tj.Status.State), "Transition", "%s -> %s: %s", stateOrNone(from), tj.Status.State, note)
-	ctrl.LoggerFrom(ctx).Info("state changed", "trainingJob", klog.KObj(tj), "from", from, "to", tj.Status.State)
+	reason := conditionReason(st, string(st.State))
+	if st.State == mlv1.StateCompleted || st.State == mlv1.StateFailed {
+		note = reason + ": " + note
+	}
+	rec.Eventf(tj, nil, kind, string(st.State), "Transition", "%s -> %s: %s", stateOrNone(from), st.State, note)
+	ctrl.LoggerFrom(ctx).Info("state changed", "trainingJob", klog.KObj(tj), "from", from, "to", st.State, "reason", reason)
+	countTransition(tj.Namespace, from, st.State, reason)
+}
+
+// countTransition keeps trainingjob_created_total, _completed_total and _failed_total.
+func countTransition(namespace string, from, to mlv1.State, reason string) {
+	switch {
+	case from == "":
+		metrics.Created.WithLabelValues(namespace).Inc()
+	case to == mlv1.StateCompleted:
+		metrics.Completed.WithLabelValues(reason).Inc()
+	case to == mlv1.StateFailed:
+		metrics.Completed.WithLabelValues(string(mlv1.StateFailed)).Inc()
+		metrics.Failed.WithLabelValues(reason).Inc()
+	}
 }
 
 func stateOrNone(s mlv1.State) string {

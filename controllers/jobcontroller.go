@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 // JobReconciler turns a TrainingJob into an Indexed Job, a headless Service and a ConfigMap, and
@@ -126,7 +127,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob)).
 		Named("trainingjob").
-		Complete(r)
+		Complete(metrics.Instrument(r))
 }
 
 func podToTrainingJob(_ context.Context, obj client.Object) []reconcile.Request {

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"net/http"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 // NewScheme is the scheme of the operator: the built-in types and the TrainingJob API.
@@ -50,19 +53,54 @@ func CacheOptions(namespaces []string) cache.Options {
 	return opts
 }
 
-// Setup registers the operator's controllers with mgr.
-func Setup(mgr ctrl.Manager, opts builders.Options) error {
+// Config configures the controllers.
+type Config struct {
+	// Builders shape the built objects.
+	Builders builders.Options
+	// ProgressInterval is the time between two scrapes of a job's rank 0 (default 5 s).
+	ProgressInterval time.Duration
+	// ScrapeTimeout bounds one scrape (default 2 s).
+	ScrapeTimeout time.Duration
+	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16).
+	ScrapeWorkers int
+}
+
+// Setup registers the operator's controllers and the trainingjob_total collector with mgr.
+func Setup(mgr ctrl.Manager, cfg Config) error {
 	jr := &JobReconciler{
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("trainingjob-operator"),
 		Clock:    clock.RealClock{},
-		Options:  opts,
+		Options:  cfg.Builders,
 	}
 	if err := jr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the job controller: %w", err)
 	}
+	sr := &StatusReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("trainingjob-operator"),
+		Clock:    clock.RealClock{},
+		Interval: orDefault(cfg.ProgressInterval, 5*time.Second),
+		Timeout:  orDefault(cfg.ScrapeTimeout, 2*time.Second),
+		Workers:  cfg.ScrapeWorkers,
+	}
+	if sr.Workers == 0 {
+		sr.Workers = 16
+	}
+	sr.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * sr.Interval, DisableCompression: true}}
+	if err := sr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the status controller: %w", err)
+	}
+	metrics.SetStateReader(mgr.GetClient())
 	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // Leader election uses a Lease in the operator's namespace.

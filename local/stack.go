@@ -42,6 +42,8 @@ type Options struct {
 	RestartBackoff time.Duration
 	// MetricsAddr is the operator's metrics address; "0" or empty disables it.
 	MetricsAddr string
+	// ProgressInterval is the operator's time between reads of rank 0's progress (default 5 s).
+	ProgressInterval time.Duration
 	// Log receives the operator's and the nodes' logs.
 	Log logr.Logger
 }
@@ -123,7 +125,9 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
-	return mgr, controllers.Setup(mgr, builders.Options{DefaultImages: builders.DefaultImages()})
+	return mgr, controllers.Setup(mgr, controllers.Config{
+		Builders: builders.Options{DefaultImages: builders.DefaultImages()}, ProgressInterval: opts.ProgressInterval,
+	})
 }
 
 // waitForNodes waits until the nodes are registered and Ready.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +28,9 @@ type config struct {
 	namespaces             string
 	kubeconfig             string
 	images                 map[mlv1.Framework]*string
+	progressInterval       time.Duration
+	scrapeTimeout          time.Duration
+	scrapeWorkers          int
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -38,6 +42,9 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
+	fs.DurationVar(&c.progressInterval, "progress-interval", 5*time.Second, "time between two reads of a running job's rank-0 progress (monitoring.scrapeIntervalSeconds overrides it)")
+	fs.DurationVar(&c.scrapeTimeout, "scrape-timeout", 2*time.Second, "time limit of one read of rank 0's progress")
+	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress that may run at once, over all jobs")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
 	}
@@ -84,7 +91,8 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}
-	if err := controllers.Setup(mgr, opts); err != nil {
+	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers}
+	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

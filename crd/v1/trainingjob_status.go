@@ -31,6 +31,9 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionSuspended is True while the run is suspended.
 	ConditionSuspended = "Suspended"
+	// ConditionProgressReported is True while rank 0's progress endpoint answers; False says since when
+	// progress is stale and why.
+	ConditionProgressReported = "ProgressReported"
 )
 
 // TrainingJobStatus is what the operator observes of the run.
@@ -97,6 +100,25 @@ type TrainingJobStatus struct {
 	// restartCount is the number of worker restarts: container restarts plus replaced pods.
 	// +optional
 	RestartCount int32 `json:"restartCount,omitempty"`
+
+	// lastProgressTime is when rank 0's progress was last read.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+
+	// best is the best value of the metric successPolicy.earlyStoppingPatience tracks, and its epoch.
+	// +optional
+	Best *BestMetric `json:"best,omitempty"`
+}
+
+// BestMetric is the best value seen of a tracked metric.
+type BestMetric struct {
+	// metric is loss or accuracy.
+	// +kubebuilder:validation:Enum=loss;accuracy
+	Metric string `json:"metric"`
+	// value is the best value seen.
+	Value float64 `json:"value"`
+	// epoch is the epoch it was seen at.
+	Epoch int32 `json:"epoch"`
 }
 
 // TrainingMetrics are metrics reported by rank 0.

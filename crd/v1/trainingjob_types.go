@@ -353,6 +353,13 @@ type MonitoringSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	MetricsPort int32 `json:"metricsPort,omitempty"`
 
+	// scrapeIntervalSeconds is how often the operator reads rank 0's progress; the operator's
+	// --progress-interval when unset.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	ScrapeIntervalSeconds *int32 `json:"scrapeIntervalSeconds,omitempty"`
+
 	// tensorboardEnabled asks the training program to write TensorBoard logs.
 	// +optional
 	TensorboardEnabled *bool `json:"tensorboardEnabled,omitempty"`

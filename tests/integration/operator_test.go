@@ -48,8 +48,12 @@ func startOperator(t *testing.T, ns string) {
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{mlv1.FrameworkPyTorch: "pytorch:test"}}
-	if err := controllers.Setup(mgr, opts); err != nil {
+	cfg := controllers.Config{
+		Builders: builders.Options{DefaultImages: map[mlv1.Framework]string{mlv1.FrameworkPyTorch: "pytorch:test"}},
+		// Progress is read often so tests see it soon; timeouts are short as rank 0 is on loopback.
+		ProgressInterval: 300 * time.Millisecond, ScrapeTimeout: 500 * time.Millisecond,
+	}
+	if err := controllers.Setup(mgr, cfg); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

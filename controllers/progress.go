@@ -1,0 +1,224 @@
+package controllers
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Series rank 0 exposes (the example trainer and examples/python/trainingjob_progress.py do). The README's
+// "Progress from rank 0" section documents them.
+const (
+	SeriesEpoch        = "training_epoch"
+	SeriesEpochsTotal  = "training_epochs_total"
+	SeriesStep         = "training_step"
+	SeriesStepsTotal   = "training_steps_total"
+	SeriesLoss         = "training_loss"
+	SeriesAccuracy     = "training_accuracy"
+	SeriesLearningRate = "training_learning_rate"
+	SeriesThroughput   = "training_samples_per_second"
+	SeriesGPUUtil      = "training_gpu_utilization_percent"
+	// SeriesDCGMGPUUtil is the NVIDIA DCGM exporter's GPU utilisation (percent, one series per GPU).
+	SeriesDCGMGPUUtil = "DCGM_FI_DEV_GPU_UTIL"
+	// MaxCustomMetrics bounds status.metrics.custom (the CRD allows 32 entries).
+	MaxCustomMetrics = 32
+)
+
+// Sample is what one scrape of rank 0 reported. Nil fields were not reported.
+type Sample struct {
+	Epoch, TotalEpochs, Step, TotalSteps     *float64
+	Loss, Accuracy, LearningRate, Throughput *float64
+	GPUUtilization                           *float64
+	// Custom are other single-valued gauges and counters, by name.
+	Custom map[string]float64
+}
+
+// ParseSample reads the Prometheus text format with the Prometheus parser and maps the well-known
+// series; a series with several label sets is averaged (for example DCGM's one series per GPU).
+func ParseSample(r io.Reader) (Sample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return Sample{}, fmt.Errorf("parsing rank 0's metrics: %w", err)
+	}
+	s := Sample{Custom: map[string]float64{}}
+	known := map[string]**float64{
+		SeriesEpoch: &s.Epoch, SeriesEpochsTotal: &s.TotalEpochs, SeriesStep: &s.Step, SeriesStepsTotal: &s.TotalSteps,
+		SeriesLoss: &s.Loss, SeriesAccuracy: &s.Accuracy, SeriesLearningRate: &s.LearningRate,
+		SeriesThroughput: &s.Throughput, SeriesGPUUtil: &s.GPUUtilization,
+	}
+	for name, f := range families {
+		v, ok := familyValue(f)
+		if !ok {
+			continue
+		}
+		switch field, isKnown := known[name]; {
+		case isKnown:
+			*field = &v
+		case name == SeriesDCGMGPUUtil:
+			if s.GPUUtilization == nil {
+				s.GPUUtilization = &v
+			}
+		case !runtimeSeries(name):
+			s.Custom[name] = v
+		}
+	}
+	if u, ok := families[SeriesGPUUtil]; ok {
+		if v, ok := familyValue(u); ok {
+			s.GPUUtilization = &v // rank 0's own figure wins over DCGM's
+		}
+	}
+	return s, nil
+}
+
+// runtimeSeries are the series client libraries add on their own (Go and Python runtime, process,
+// promhttp, other DCGM fields); they are not training metrics.
+func runtimeSeries(name string) bool {
+	for _, p := range []string{"go_", "process_", "python_", "promhttp_", "DCGM_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// familyValue is the mean of a gauge, counter or untyped family's finite values.
+func familyValue(f *dto.MetricFamily) (float64, bool) {
+	sum, n := 0.0, 0
+	for _, m := range f.GetMetric() {
+		var v float64
+		switch {
+		case m.Gauge != nil:
+			v = m.Gauge.GetValue()
+		case m.Counter != nil:
+			v = m.Counter.GetValue()
+		case m.Untyped != nil:
+			v = m.Untyped.GetValue()
+		default:
+			continue
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		sum, n = sum+v, n+1
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
+
+// Fraction is how much of the run is done, 0 to 1: epochs over planned epochs (from rank 0, else from
+// spec.hyperparameters.epochs), else steps over planned steps. ok is false when it cannot be known.
+func (s Sample) Fraction(specEpochs int32) (float64, bool) {
+	total := float64(specEpochs)
+	if s.TotalEpochs != nil && *s.TotalEpochs > 0 {
+		total = *s.TotalEpochs
+	}
+	if s.Epoch != nil && total > 0 {
+		return clamp01(*s.Epoch / total), true
+	}
+	if s.Step != nil && s.TotalSteps != nil && *s.TotalSteps > 0 {
+		return clamp01(*s.Step / *s.TotalSteps), true
+	}
+	return 0, false
+}
+
+func clamp01(f float64) float64 { return math.Max(0, math.Min(1, f)) }
+
+// rateWindow is where progress was first seen in this operator process, for the ETA: the rate is
+// measured from there, so a run resumed from a checkpoint at 50% does not look twice as fast.
+type rateWindow struct {
+	at       time.Time
+	fraction float64
+}
+
+// eta is the time left at the rate observed since w, or "" when the rate is not known yet.
+func eta(w rateWindow, fraction float64, now time.Time) string {
+	done, elapsed := fraction-w.fraction, now.Sub(w.at)
+	if fraction >= 1 {
+		return "0s"
+	}
+	if done <= 0 || elapsed <= 0 {
+		return ""
+	}
+	left := time.Duration(float64(elapsed) * (1 - fraction) / done)
+	return left.Round(time.Second).String()
+}
+
+// ApplySample puts a sample into the status: progress, epochs, metrics, ETA, lastProgressTime and the
+// ProgressReported condition. Nothing but the condition changes when rank 0 reports the same figures
+// again, so an idle scrape does not write the status. It is pure; now is the time of the sample.
+func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w rateWindow, now metav1.Time) {
+	next := st.DeepCopy()
+	f, known := s.Fraction(specEpochs(tj))
+	if known {
+		next.Progress = fmt.Sprintf("%d%%", int(math.Floor(f*100)))
+	}
+	if s.Epoch != nil {
+		next.CurrentEpoch = int32(*s.Epoch)
+	}
+	if s.TotalEpochs != nil && *s.TotalEpochs > 0 {
+		next.TotalEpochs = int32(*s.TotalEpochs)
+	}
+	next.Metrics = &mlv1.TrainingMetrics{Loss: s.Loss, Accuracy: s.Accuracy, LearningRate: s.LearningRate,
+		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom)}
+	if !apiequality.Semantic.DeepEqual(progressOf(st), progressOf(next)) {
+		*st = *next
+		st.LastProgressTime = &now
+		if known {
+			st.ETA = eta(w, f, now.Time)
+		}
+	}
+	set(st, mlv1.ConditionProgressReported, true, "Scraped", "rank 0 reports progress", now)
+}
+
+// progressOf is the part of the status rank 0's figures decide.
+func progressOf(st *mlv1.TrainingJobStatus) []any {
+	return []any{st.Progress, st.CurrentEpoch, st.TotalEpochs, st.Metrics}
+}
+
+// ApplyScrapeError keeps the last values and says since when progress is stale and why.
+func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
+	since := "never reported"
+	if st.LastProgressTime != nil {
+		since = "last reported at " + st.LastProgressTime.UTC().Format(time.RFC3339)
+	}
+	set(st, mlv1.ConditionProgressReported, false, "ScrapeFailed", fmt.Sprintf("progress is stale (%s): %v", since, err), now)
+}
+
+// customStrings formats at most MaxCustomMetrics custom values, the first names in sorted order.
+func customStrings(c map[string]float64) map[string]string {
+	if len(c) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(c))
+	for n := range c {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := map[string]string{}
+	for _, n := range names[:min(len(names), MaxCustomMetrics)] {
+		out[n] = strconv.FormatFloat(c[n], 'g', 6, 64)
+	}
+	return out
+}
+
+func specEpochs(tj *mlv1.TrainingJob) int32 {
+	if hp := tj.Spec.Hyperparameters; hp != nil && hp.Epochs != nil {
+		return *hp.Epochs
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+// Package metrics holds the operator's Prometheus series. They are package-level vectors registered once
+// into controller-runtime's registry (served on the manager's metrics endpoint). Per-TrainingJob series
+// carry the labels namespace and training_job and are deleted with the job (DeleteJob).
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Label names.
+const (
+	LabelNamespace   = "namespace"
+	LabelTrainingJob = "training_job"
+)
+
+var jobLabels = []string{LabelNamespace, LabelTrainingJob}
+
+func jobGauge(name, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, jobLabels)
+}
+
+// Per-job gauges.
+var (
+	ProgressPercent  = jobGauge("trainingjob_progress_percent", "Training progress of the job in percent (epochs or steps done over planned).")
+	CurrentEpoch     = jobGauge("trainingjob_current_epoch", "Epoch rank 0 last reported.")
+	Loss             = jobGauge("trainingjob_loss", "Training loss rank 0 last reported.")
+	Accuracy         = jobGauge("trainingjob_accuracy", "Accuracy (0 to 1) rank 0 last reported.")
+	GPUUtilization   = jobGauge("trainingjob_gpu_utilization_percent", "GPU utilisation rank 0 (or its DCGM exporter) last reported, in percent.")
+	AllocatedGPUs    = jobGauge("trainingjob_allocated_gpus", "GPUs held by the job's running workers.")
+	AllocatedWorkers = jobGauge("trainingjob_allocated_workers", "Worker pods of the job that are running.")
+	DurationSeconds  = jobGauge("trainingjob_duration_seconds", "Seconds since the job's workers started (until it finished).")
+	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds}
+)
+
+// Counters and the reconcile histogram.
+var (
+	Created = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_created_total", Help: "TrainingJobs the operator accepted.",
+	}, []string{LabelNamespace})
+	Completed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_completed_total", Help: "TrainingJobs that finished, by result: Succeeded, TargetReached, EarlyStopped or Failed.",
+	}, []string{"result"})
+	Failed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_failed_total", Help: "TrainingJobs that failed, by reason (BackoffLimitExceeded, DeadlineExceeded, ...).",
+	}, []string{"reason"})
+	Reconciliations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_reconciliation_total", Help: "Reconciles of TrainingJobs by result: success, requeue or error.",
+	}, []string{"result"})
+	ReconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "trainingjob_reconciliation_duration_seconds", Help: "Time one reconcile of a TrainingJob took.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	})
+	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_reconciliation_errors_total", Help: "Failed reconciles by error type: conflict, not_found, invalid, forbidden, timeout, scrape or other.",
+	}, []string{"error_type"})
+)
+
+func init() {
+	for _, g := range perJob {
+		metrics.Registry.MustRegister(g)
+	}
+	metrics.Registry.MustRegister(Created, Completed, Failed, Reconciliations, ReconcileDuration, ReconcileErrors)
+}
+
+// DeleteJob removes every per-job series of a TrainingJob.
+func DeleteJob(namespace, name string) {
+	l := prometheus.Labels{LabelNamespace: namespace, LabelTrainingJob: name}
+	for _, g := range perJob {
+		g.Delete(l)
+	}
+}
