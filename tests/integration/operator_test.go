@@ -158,19 +158,28 @@ func terminated(code int32, reason string) corev1.ContainerState {
 	}}
 }
 
-// eventReasons are the reasons of the events recorded for a TrainingJob, oldest first.
+// eventReasons are the type/reason of the events recorded for a TrainingJob, oldest first.
 func eventReasons(ctx context.Context, tj *mlv1.TrainingJob) ([]string, error) {
+	return eventField(ctx, tj, func(e eventsv1.Event) string { return e.Type + "/" + e.Reason })
+}
+
+// eventNotes are the notes of the events recorded for a TrainingJob.
+func eventNotes(ctx context.Context, tj *mlv1.TrainingJob) ([]string, error) {
+	return eventField(ctx, tj, func(e eventsv1.Event) string { return e.Note })
+}
+
+func eventField(ctx context.Context, tj *mlv1.TrainingJob, field func(eventsv1.Event) string) ([]string, error) {
 	var list eventsv1.EventList
 	if err := env.Client.List(ctx, &list, client.InNamespace(tj.Namespace)); err != nil {
 		return nil, err
 	}
-	var reasons []string
+	var out []string
 	for _, e := range list.Items {
 		if e.Regarding.UID == tj.UID {
-			reasons = append(reasons, e.Type+"/"+e.Reason)
+			out = append(out, field(e))
 		}
 	}
-	return reasons, nil
+	return out, nil
 }
 
 // table is what `kubectl get trainingjobs` prints: the API server's Table for the resource.
