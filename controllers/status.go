@@ -54,7 +54,19 @@ func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.Trai
 	}
 	setConditions(&st, obs.Job != nil, ph, now)
 	setTimes(&st, obs.Job, ph, now)
+	settleProgress(&st, ph)
 	return st
+}
+
+// settleProgress clears the ETA of a finished run; a run whose workers all succeeded is at 100%.
+func settleProgress(st *mlv1.TrainingJobStatus, ph phase) {
+	if ph.state != mlv1.StateCompleted && ph.state != mlv1.StateFailed {
+		return
+	}
+	st.ETA = ""
+	if ph.state == mlv1.StateCompleted && ph.reason == "Succeeded" {
+		st.Progress = "100%"
+	}
 }
 
 func derivePhase(tj *mlv1.TrainingJob, obs Observed) phase {

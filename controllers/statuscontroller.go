@@ -135,6 +135,7 @@ func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, st
 		st.State = ph.state
 		setConditions(st, true, ph, metav1.NewTime(now))
 		setTimes(st, nil, ph, metav1.NewTime(now))
+		settleProgress(st, ph)
 		ctrl.LoggerFrom(ctx).Info("success policy met", "trainingJob", klog.KObj(tj), "reason", d.reason, "message", d.message)
 	}
 }

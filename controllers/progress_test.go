@@ -1,0 +1,213 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+func TestParseSample(t *testing.T) {
+	cases := []struct {
+		name, text string
+		want       Sample
+	}{
+		{"example trainer", `# HELP training_epoch Epochs completed.
+# TYPE training_epoch gauge
+training_epoch 3
+training_epochs_total 10
+training_step 300
+training_steps_total 1000
+training_loss 0.25
+training_accuracy 0.9
+training_learning_rate 0.001
+training_samples_per_second 1500.5
+`, Sample{Epoch: ptr.To(3.0), TotalEpochs: ptr.To(10.0), Step: ptr.To(300.0), TotalSteps: ptr.To(1000.0), Loss: ptr.To(0.25),
+			Accuracy: ptr.To(0.9), LearningRate: ptr.To(0.001), Throughput: ptr.To(1500.5), Custom: map[string]float64{}}},
+		{"DCGM utilisation averaged over GPUs; runtime series dropped; custom kept", `# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{gpu="0"} 80
+DCGM_FI_DEV_GPU_UTIL{gpu="1"} 60
+DCGM_FI_DEV_FB_USED{gpu="0"} 1000
+go_goroutines 12
+process_cpu_seconds_total 3
+python_gc_objects_collected_total{generation="0"} 5
+# TYPE training_tokens_total counter
+training_tokens_total 1e+06
+training_perplexity NaN
+`, Sample{GPUUtilization: ptr.To(70.0), Custom: map[string]float64{"training_tokens_total": 1e6}}},
+		{"rank 0's own GPU figure wins over DCGM", "training_gpu_utilization_percent 40\nDCGM_FI_DEV_GPU_UTIL 90\n",
+			Sample{GPUUtilization: ptr.To(40.0), Custom: map[string]float64{}}},
+		{"histograms and summaries are not single values", "# TYPE lat histogram\nlat_bucket{le=\"1\"} 1\nlat_bucket{le=\"+Inf\"} 2\nlat_sum 3\nlat_count 2\n",
+			Sample{Custom: map[string]float64{}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSample(strings.NewReader(tc.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := ParseSample(strings.NewReader("training_epoch{ 3\n")); err == nil {
+		t.Errorf("malformed text parsed")
+	}
+}
+
+func TestFractionAndETA(t *testing.T) {
+	cases := []struct {
+		name       string
+		s          Sample
+		specEpochs int32
+		want       float64
+		ok         bool
+	}{
+		{"epochs from rank 0", Sample{Epoch: ptr.To(3.0), TotalEpochs: ptr.To(12.0)}, 10, 0.25, true},
+		{"total from the spec", Sample{Epoch: ptr.To(3.0)}, 10, 0.3, true},
+		{"steps when epochs are unknown", Sample{Step: ptr.To(50.0), TotalSteps: ptr.To(200.0)}, 0, 0.25, true},
+		{"epochs win over steps", Sample{Epoch: ptr.To(1.0), Step: ptr.To(50.0), TotalSteps: ptr.To(200.0)}, 4, 0.25, true},
+		{"clamped", Sample{Epoch: ptr.To(12.0)}, 10, 1, true},
+		{"unknown", Sample{Loss: ptr.To(1.0)}, 0, 0, false},
+		{"no total", Sample{Epoch: ptr.To(3.0)}, 0, 0, false},
+	}
+	for _, tc := range cases {
+		if got, ok := tc.s.Fraction(tc.specEpochs); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: Fraction = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	t0 := time.Unix(1000, 0)
+	etas := []struct {
+		name string
+		w    rateWindow
+		f    float64
+		now  time.Time
+		want string
+	}{
+		{"10% per minute, 60% left", rateWindow{t0, 0.3}, 0.4, t0.Add(time.Minute), "6m0s"},
+		{"resumed at 50%: rate from the window", rateWindow{t0, 0.5}, 0.6, t0.Add(10 * time.Minute), "40m0s"},
+		{"no movement yet", rateWindow{t0, 0.3}, 0.3, t0.Add(time.Minute), ""},
+		{"first sample", rateWindow{t0, 0.3}, 0.3, t0, ""},
+		{"done", rateWindow{t0, 0.3}, 1, t0.Add(time.Minute), "0s"},
+	}
+	for _, tc := range etas {
+		if got := eta(tc.w, tc.f, tc.now); got != tc.want {
+			t.Errorf("%s: eta = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestApplySample(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "a").Epochs(10).Obj()
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	st := mlv1.TrainingJobStatus{State: mlv1.StateRunning}
+	s := Sample{Epoch: ptr.To(2.0), Loss: ptr.To(0.5), Custom: map[string]float64{"training_b": 2, "training_a": 1.5}}
+	ApplySample(&st, tj, s, rateWindow{t0.Time, 0.1}, t0)
+	want := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "20%", CurrentEpoch: 2, ETA: "",
+		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}}, LastProgressTime: &t0}
+	got := st.DeepCopy()
+	got.Conditions = nil
+	if diff := cmp.Diff(&want, got); diff != "" {
+		t.Errorf("first sample (-want +got):\n%s", diff)
+	}
+	before := st.DeepCopy()
+	ApplySample(&st, tj, s, rateWindow{t0.Time, 0.1}, t1)
+	if diff := cmp.Diff(before, &st); diff != "" {
+		t.Errorf("the same figures changed the status (-before +after):\n%s", diff)
+	}
+	ApplySample(&st, tj, Sample{Epoch: ptr.To(4.0), Loss: ptr.To(0.4)}, rateWindow{t0.Time, 0.2}, t1)
+	if st.Progress != "40%" || st.ETA != "3m0s" || !st.LastProgressTime.Equal(&t1) || st.Metrics.Custom != nil {
+		t.Errorf("new figures: progress %q eta %q last %v custom %v", st.Progress, st.ETA, st.LastProgressTime, st.Metrics.Custom)
+	}
+	ApplyScrapeError(&st, errors.New("connection refused"), t1)
+	c := condition(st, mlv1.ConditionProgressReported)
+	if c.Status != metav1.ConditionFalse || c.Reason != "ScrapeFailed" ||
+		c.Message != "progress is stale (last reported at 1970-01-01T00:17:40Z): connection refused" || st.Progress != "40%" {
+		t.Errorf("after a failed scrape: %+v, progress %q", c, st.Progress)
+	}
+}
+
+func TestCustomMetricsAreBounded(t *testing.T) {
+	c := map[string]float64{}
+	for i := 0; i < 100; i++ {
+		c[string(rune('a'+i%26))+strings.Repeat("x", i/26)] = float64(i)
+	}
+	got := customStrings(c)
+	if len(got) != MaxCustomMetrics {
+		t.Fatalf("%d custom metrics, want %d", len(got), MaxCustomMetrics)
+	}
+	if _, ok := got["a"]; !ok {
+		t.Errorf("the first names in sorted order should be kept: %v", got)
+	}
+}
+
+func TestDecideSuccess(t *testing.T) {
+	policy := func(p mlv1.SuccessPolicy) *mlv1.TrainingJob {
+		return tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &p }).Obj()
+	}
+	type step struct {
+		epoch, loss, acc float64
+		want            string // "" or reason: message
+	}
+	cases := []struct {
+		name  string
+		tj    *mlv1.TrainingJob
+		steps []step
+	}{
+		{"no policy", tjtest.NewTJ("ml", "a").Obj(), []step{{1, 0.1, 1, ""}}},
+		{"target accuracy", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}), []step{
+			{1, 1, 0.5, ""}, {2, 1, 0.9, "TargetReached: accuracy 0.9 reached targetAccuracy 0.9"}}},
+		{"target loss", policy(mlv1.SuccessPolicy{TargetLoss: ptr.To(0.2)}), []step{
+			{1, 0.3, 0, ""}, {2, 0.19, 0, "TargetReached: loss 0.19 reached targetLoss 0.2"}}},
+		{"patience on loss", policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}), []step{
+			{1, 0.5, 0, ""}, {2, 0.4, 0, ""}, {3, 0.4, 0, ""}, {3, 0.45, 0, ""}, {4, 0.41, 0, "EarlyStopped: loss did not improve for 2 epochs (best 0.4 at epoch 2)"}}},
+		{"improvement resets patience", policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}), []step{
+			{1, 0.5, 0, ""}, {2, 0.6, 0, ""}, {3, 0.3, 0, ""}, {4, 0.31, 0, ""}}},
+		{"patience on accuracy when only targetAccuracy is set", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.99), EarlyStoppingPatience: ptr.To[int32](1)}), []step{
+			{1, 0.1, 0.8, ""}, {2, 0.05, 0.8, "EarlyStopped: accuracy did not improve for 1 epochs (best 0.8 at epoch 1)"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &mlv1.TrainingJobStatus{}
+			for i, s := range tc.steps {
+				d := decideSuccess(tc.tj, st, Sample{Epoch: ptr.To(s.epoch), Loss: ptr.To(s.loss), Accuracy: ptr.To(s.acc)})
+				got := ""
+				if d.done {
+					got = d.reason + ": " + d.message
+				}
+				if got != s.want {
+					t.Fatalf("step %d: %q, want %q", i, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func condition(st mlv1.TrainingJobStatus, typ string) metav1.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func TestFinishedRunSettlesProgress(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "a").Obj()
+	tj.Status = mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "90%", ETA: "1m0s"}
+	done := DeriveStatus(tj, Observed{Job: job(jobCond("Complete", "CompletionsReached", ""))}, metav1.Now())
+	failed := DeriveStatus(tj, Observed{Job: job(jobCond("Failed", "BackoffLimitExceeded", ""))}, metav1.Now())
+	got := []string{done.Progress, done.ETA, failed.Progress, failed.ETA}
+	if diff := cmp.Diff([]string{"100%", "", "90%", ""}, got); diff != "" {
+		t.Errorf("progress, eta of completed and failed runs (-want +got):\n%s", diff)
+	}
+}
