@@ -4,6 +4,9 @@
 package metrics
 
 import (
+	"regexp"
+	"sort"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -69,4 +72,29 @@ func DeleteJob(namespace, name string) {
 	for _, g := range perJob {
 		g.Delete(l)
 	}
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Names are the names of every series the operator exports; a histogram's are its _bucket, _sum and
+// _count series. Dashboards and alert rules may refer to these (tests check they do not refer to others).
+func Names() []string {
+	collectors := []prometheus.Collector{Created, Completed, Failed, Reconciliations, ReconcileErrors, states}
+	for _, g := range perJob {
+		collectors = append(collectors, g)
+	}
+	var names []string
+	for _, c := range collectors {
+		ch := make(chan *prometheus.Desc, 4)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			names = append(names, fqName.FindStringSubmatch(d.String())[1])
+		}
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		names = append(names, "trainingjob_reconciliation_duration_seconds"+suffix)
+	}
+	sort.Strings(names)
+	return names
 }

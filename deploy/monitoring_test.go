@@ -1,0 +1,170 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/prometheus/promql/parser"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+)
+
+// dcgmSeries are the NVIDIA DCGM exporter's series the dashboard may use besides the operator's.
+var dcgmSeries = []string{"DCGM_FI_DEV_GPU_UTIL"}
+
+// checkExpr parses a PromQL expression with the Prometheus parser and checks every series it selects is
+// one the operator (or DCGM) exports.
+func checkExpr(t *testing.T, where, expr string) {
+	t.Helper()
+	e, err := parser.ParseExpr(expr)
+	if err != nil {
+		t.Errorf("%s: %q does not parse: %v", where, expr, err)
+		return
+	}
+	known := append(metrics.Names(), dcgmSeries...)
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && !slices.Contains(known, vs.Name) {
+			t.Errorf("%s: %q selects %q, which nothing exports", where, expr, vs.Name)
+		}
+		return nil
+	})
+}
+
+type rule struct {
+	Alert string            `json:"alert"`
+	Expr  string            `json:"expr"`
+	For   string            `json:"for"`
+	Label map[string]string `json:"labels"`
+}
+
+func TestAlertRules(t *testing.T) {
+	objs, err := deploy.ReadFile(filepath.Join("monitoring", "prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Groups []struct {
+			Rules []rule `json:"rules"`
+		} `json:"groups"`
+	}
+	data, _ := json.Marshal(objs[0].Object["spec"])
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	var alerts []string
+	for _, g := range spec.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			checkExpr(t, "alert "+r.Alert, r.Expr)
+			if r.Label["severity"] == "" {
+				t.Errorf("alert %s has no severity", r.Alert)
+			}
+		}
+	}
+	for _, want := range []string{"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobNoProgress", "TrainingJobLowGPUUtilization"} {
+		if !slices.Contains(alerts, want) {
+			t.Errorf("alert %s missing (have %v)", want, alerts)
+		}
+	}
+}
+
+var labelValues = regexp.MustCompile(`^label_values\((.+), *[a-z_]+\)$`)
+
+func TestGrafanaDashboard(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("monitoring", "trainingjob-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var titles []string
+	for _, p := range dash.Panels {
+		titles = append(titles, p.Title)
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			checkExpr(t, "panel "+p.Title, q.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		q, ok := v.Query.(map[string]any)
+		if !ok {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(q["query"].(string))
+		if m == nil {
+			t.Errorf("variable %s: query %v is not label_values(selector, label)", v.Name, q["query"])
+			continue
+		}
+		checkExpr(t, "variable "+v.Name, m[1])
+	}
+	for _, want := range []string{"TrainingJobs by state", "Progress", "Loss", "Accuracy", "GPU utilisation", "Operator reconcile time (p50, p99)", "Operator reconciles and errors"} {
+		if !slices.Contains(titles, want) {
+			t.Errorf("panel %q missing (have %v)", want, titles)
+		}
+	}
+}
+
+// TestServiceMonitorSelectsTheMetricsService: the ServiceMonitor's selector and port match the Service.
+func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
+	sm, err := deploy.ReadFile(filepath.Join("monitoring", "servicemonitor.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := deploy.ReadFile(filepath.Join("manager", "metrics_service.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var monitor struct {
+		Spec struct {
+			Selector  struct{ MatchLabels map[string]string } `json:"selector"`
+			Endpoints []struct{ Port, Path string }            `json:"endpoints"`
+		} `json:"spec"`
+	}
+	var service struct {
+		Metadata struct{ Labels map[string]string } `json:"metadata"`
+		Spec     struct {
+			Ports []struct{ Name string } `json:"ports"`
+		} `json:"spec"`
+	}
+	for _, c := range []struct {
+		in  map[string]any
+		out any
+	}{{sm[0].Object, &monitor}, {svc[0].Object, &service}} {
+		data, _ := yaml.Marshal(c.in)
+		if err := yaml.Unmarshal(data, c.out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range monitor.Spec.Selector.MatchLabels {
+		if service.Metadata.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s; the Service has %v", k, v, service.Metadata.Labels)
+		}
+	}
+	if len(monitor.Spec.Endpoints) != 1 || monitor.Spec.Endpoints[0].Port != service.Spec.Ports[0].Name || monitor.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("endpoints %+v, service ports %+v", monitor.Spec.Endpoints, service.Spec.Ports)
+	}
+}
