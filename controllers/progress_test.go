@@ -156,7 +156,7 @@ func TestDecideSuccess(t *testing.T) {
 	}
 	type step struct {
 		epoch, loss, acc float64
-		want            string // "" or reason: message
+		want             string // "" or reason: message
 	}
 	cases := []struct {
 		name  string
