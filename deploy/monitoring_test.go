@@ -141,7 +141,7 @@ func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 	var monitor struct {
 		Spec struct {
 			Selector  struct{ MatchLabels map[string]string } `json:"selector"`
-			Endpoints []struct{ Port, Path string }            `json:"endpoints"`
+			Endpoints []struct{ Port, Path string }           `json:"endpoints"`
 		} `json:"spec"`
 	}
 	var service struct {
