@@ -59,3 +59,6 @@ func (p *Process) Stop() {
 		p.done <- <-p.done
 	}
 }
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
