@@ -26,8 +26,8 @@ verify: generate ## Fail when generated files drift, code is unformatted or vet 
 	go vet ./...
 
 .PHONY: build
-build: ## Build the manager, trainingjob-local and the example trainer into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./examples/trainer
+build: ## Build the manager, trainingjob-local, progress-bench and the example trainer into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/progress-bench ./examples/trainer
 
 .PHONY: demo
 demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node.
@@ -35,6 +35,10 @@ demo: build ## Run examples/trainingjob-local.yaml to Completed on a local contr
 		-f examples/trainingjob-local.yaml --exit-when-done
 	@echo "--- rank 0 log (bin/trainingjob-local logs -n demo logistic-regression):"
 	@bin/trainingjob-local logs -n demo logistic-regression
+
+.PHONY: bench-progress
+bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
+	bin/progress-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 100,1000
 
 .PHONY: up
 up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops).

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -108,9 +109,9 @@ func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, s
 	}
 	old := tj.Status
 	tj.Status = st
-	if err := r.Status().Update(ctx, tj); apierrors.IsConflict(err) {
-		return nil // the cache is behind; the newer object's event brings another reconcile
-	} else if err != nil {
+	if err := r.Status().Update(ctx, tj); err != nil {
+		// A conflict (the StatusController wrote progress meanwhile) is returned too: the reconcile is
+		// retried, since progress-only updates do not trigger this controller (see specOrState).
 		return fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
 	r.recordEvents(ctx, tj, old)
@@ -121,7 +122,7 @@ func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, s
 // ConfigMaps, and maps worker pods to their TrainingJob by label.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&mlv1.TrainingJob{}).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).

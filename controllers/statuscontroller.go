@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -88,7 +89,10 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	} else {
 		r.observe(ctx, tj, st, state, sample, now)
 	}
-	return reconcile.Result{RequeueAfter: r.interval(tj)}, r.writeStatus(ctx, tj, st)
+	// The next scrape is one interval after this one started, not after it ended, so the period does not
+	// drift by the scrape's and the write's own time.
+	next := max(state.last.Add(r.interval(tj)).Sub(r.Clock.Now()), time.Millisecond)
+	return reconcile.Result{RequeueAfter: next}, r.writeStatus(ctx, tj, st)
 }
 
 // due returns the job's scrape state and how long until its next scrape (0: now, and marks it taken).
@@ -186,7 +190,7 @@ func (r *StatusReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob
 	from := tj.Status.State
 	tj.Status = *st
 	if err := r.Status().Update(ctx, tj); apierrors.IsConflict(err) {
-		return nil
+		return nil // the next scrape, an interval later, computes it again
 	} else if err != nil {
 		return fmt.Errorf("updating progress of %s: %w", klog.KObj(tj), err)
 	}
@@ -246,7 +250,7 @@ func setAllocation(tj *mlv1.TrainingJob, now time.Time) {
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.jobs = map[types.NamespacedName]*scrapeState{}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&mlv1.TrainingJob{}).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
 		Named("trainingjob-status").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Complete(metrics.Instrument(r))

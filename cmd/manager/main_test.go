@@ -87,8 +87,14 @@ func check(ctx context.Context, c client.Client, probes, metrics string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.Contains(body, `controller_runtime_reconcile_total{controller="trainingjob"`) {
-		return fmt.Errorf("metrics lack the trainingjob controller's reconcile counter")
+	for _, want := range []string{
+		`controller_runtime_reconcile_total{controller="trainingjob"`, `controller_runtime_reconcile_total{controller="trainingjob-status"`,
+		`trainingjob_reconciliation_total{result=`, `trainingjob_total{namespace="default",state="Initializing"} 1`,
+		`trainingjob_created_total{namespace="default"}`, `trainingjob_reconciliation_duration_seconds_bucket`,
+	} {
+		if !strings.Contains(body, want) {
+			return fmt.Errorf("metrics lack %s", want)
+		}
 	}
 	tj := &mlv1.TrainingJob{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "smoke"}, tj); err != nil {

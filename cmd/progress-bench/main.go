@@ -18,6 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 type config struct {
@@ -45,6 +48,7 @@ func main() {
 		}
 		c.jobs = append(c.jobs, n)
 	}
+	ctrl.SetLogger(logr.Discard())
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "progress-bench:", err)
 		os.Exit(1)

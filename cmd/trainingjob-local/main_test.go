@@ -46,6 +46,10 @@ func TestDemo(t *testing.T) {
 	if diff := cmp.Diff([]string{"Pending", "Initializing", "Running", "Completed"}, seen); diff != "" {
 		t.Errorf("states shown (-want +got):\n%s", diff)
 	}
+	if !regexp.MustCompile(`Running .* progress [1-9][0-9]?%`).MatchString(out.String()) ||
+		!regexp.MustCompile(`Completed .* progress 100%`).MatchString(out.String()) {
+		t.Errorf("the watch did not show rank 0's progress while running and 100%% at the end")
+	}
 	var log bytes.Buffer
 	if err := logs(&log, []string{"-n", "demo", "--state-dir", state, "logistic-regression"}); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -30,6 +31,7 @@ type upFlags struct {
 	nodes, gpus  int
 	path         string
 	metricsAddr  string
+	progress     time.Duration
 	exitWhenDone bool
 	keepData     bool
 }
@@ -44,6 +46,7 @@ func parseUp(args []string) (upFlags, error) {
 	fs.IntVar(&f.gpus, "gpus", 0, "nvidia.com/gpu each node advertises when the host has no NVIDIA GPU")
 	fs.StringVar(&f.path, "path", "bin", "colon-separated directories searched first for pod commands")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint; 0 disables it")
+	fs.DurationVar(&f.progress, "progress-interval", 2*time.Second, "how often the operator reads rank 0's progress")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
 	fs.BoolVar(&f.keepData, "keep-data", false, "keep the claim directories of an earlier run (by default they are removed, since the earlier cluster is gone)")
 	if err := fs.Parse(args); err != nil {
@@ -78,9 +81,11 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	defer logFile.Close()
 	begin := time.Now()
 	wd, _ := os.Getwd()
+	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel))
+	ctrl.SetLogger(log)
 	s, err := local.Up(ctx, local.Options{
 		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, Path: absPaths(f.path), WorkDir: wd,
-		MetricsAddr: f.metricsAddr, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+		MetricsAddr: f.metricsAddr, ProgressInterval: f.progress, Log: log,
 	})
 	if err != nil {
 		return err

@@ -57,7 +57,7 @@ func run(m *testing.M) (int, error) {
 	defer logFile.Close()
 	stack, err = local.Up(context.Background(), local.Options{
 		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(),
-		RestartBackoff: time.Second, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+		RestartBackoff: time.Second, ProgressInterval: 300 * time.Millisecond, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
 	})
 	if err != nil {
 		return 1, err

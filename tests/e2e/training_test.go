@@ -55,7 +55,20 @@ func TestTrainingCompletes(t *testing.T) {
 				return err
 			})
 
+			eventually(t, time.Minute, "progress in status while training", func() error {
+				tj := getTJ(t, ns, name)
+				if c := condition(tj, mlv1.ConditionProgressReported); tj.Status.State == mlv1.StateRunning &&
+					(tj.Status.Progress == "" || tj.Status.Metrics == nil || tj.Status.Metrics.Loss == nil || c == nil || c.Status != metav1.ConditionTrue) {
+					return fmt.Errorf("progress %q metrics %+v condition %+v", tj.Status.Progress, tj.Status.Metrics, c)
+				} else if tj.Status.State != mlv1.StateRunning && tj.Status.Progress == "" {
+					return fmt.Errorf("finished (%s) without ever showing progress", tj.Status.State)
+				}
+				return nil
+			})
 			got := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
+			if got.Status.Progress != "100%" || got.Status.TotalEpochs != 6 || got.Status.Metrics == nil {
+				t.Errorf("completed status: progress %q totalEpochs %d metrics %+v", got.Status.Progress, got.Status.TotalEpochs, got.Status.Metrics)
+			}
 			if got.Status.Workers.Succeeded != workers {
 				t.Errorf("workers succeeded = %d, want %d", got.Status.Workers.Succeeded, workers)
 			}

@@ -1,0 +1,32 @@
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+func TestSpecOrState(t *testing.T) {
+	base := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "10%"}}
+	change := func(f func(*mlv1.TrainingJob)) *mlv1.TrainingJob { n := base.DeepCopy(); f(n); return n }
+	cases := []struct {
+		name string
+		new  *mlv1.TrainingJob
+		want bool
+	}{
+		{"progress only", change(func(n *mlv1.TrainingJob) { n.Status.Progress = "20%" }), false},
+		{"workers only", change(func(n *mlv1.TrainingJob) { n.Status.Workers.Active = 3 }), false},
+		{"state", change(func(n *mlv1.TrainingJob) { n.Status.State = mlv1.StateCompleted }), true},
+		{"spec", change(func(n *mlv1.TrainingJob) { n.Generation = 2 }), true},
+		{"labels", change(func(n *mlv1.TrainingJob) { n.Labels = map[string]string{"a": "b"} }), true},
+		{"deleting", change(func(n *mlv1.TrainingJob) { now := metav1.Now(); n.DeletionTimestamp = &now }), true},
+	}
+	for _, tc := range cases {
+		if got := specOrState.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
