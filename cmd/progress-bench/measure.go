@@ -260,7 +260,7 @@ func (b *bench) run(ctx context.Context, pid int) (result, error) {
 		writesPerJobMinute: float64(b.modified.Load()) / float64(b.n) / elapsed.Minutes(),
 		scrapesPerInterval: float64(b.requests()-req0) / float64(b.n) / (float64(elapsed) / float64(b.c.interval)),
 	}
-	// CPU is measured without the /metrics polling above (it would bill the manager for 10 exports a
+	// CPU is measured without the /metrics polling above (it would bill the manager for 4 exports a
 	// second): for 3 intervals every job's figure changes once per interval, so each scrape also writes
 	// the status — the costliest steady state.
 	stopPolling()

@@ -179,6 +179,9 @@ func TestProgressInStatusAndMetrics(t *testing.T) {
 	if diff := cmp.Diff([]any{"progress", "Running", "30%", float64(3)}, row[:4]); diff != "" {
 		t.Errorf("kubectl get tj columns (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]any{0.5, 0.8}, row[6:8]); diff != "" {
+		t.Errorf("kubectl get tj -o wide LOSS, ACCURACY (-want +got):\n%s", diff)
+	}
 	wantGauges := map[string]float64{
 		"trainingjob_progress_percent": 30, "trainingjob_current_epoch": 3, "trainingjob_loss": 0.5, "trainingjob_accuracy": 0.8,
 		"trainingjob_gpu_utilization_percent": 75, "trainingjob_allocated_workers": 2, "trainingjob_allocated_gpus": 2,
