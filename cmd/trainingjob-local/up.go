@@ -164,6 +164,9 @@ func watch(ctx context.Context, out io.Writer, cfg *rest.Config, keys []client.O
 			if !ok || !wanted[client.ObjectKeyFromObject(tj)] {
 				continue
 			}
+			if tj.Status.State == "" {
+				continue // the operator has not seen it yet
+			}
 			if prev := last[client.ObjectKeyFromObject(tj)]; prev == nil || describe(prev) != describe(tj) {
 				fmt.Fprintf(out, "%s  %s\n", time.Now().Format("15:04:05"), describe(tj))
 			}
