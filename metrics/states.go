@@ -45,7 +45,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	list := &mlv1.TrainingJobList{}
 	if err := reader.List(ctx, list); err != nil {
-		ch <- prometheus.NewInvalidMetric(totalDesc, err)
+		// The cache is not started or synced yet: export nothing rather than fail the whole scrape.
 		return
 	}
 	for key, n := range CountByState(list.Items) {
