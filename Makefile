@@ -49,8 +49,8 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 	hack/testbin.sh $(TESTBIN_COMPONENTS)
 
 .PHONY: test
-test: ## Run every test: unit tests and integration tests against a real API server.
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" go test $(GO_TEST_FLAGS) ./...
+test: ## Run every test: unit, integration (real API server), e2e (local stack), checkpoint stores (real S3 and GCS servers).
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: run
 run: ## Run the operator against the cluster of the current kubeconfig.
