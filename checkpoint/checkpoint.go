@@ -43,8 +43,8 @@ type Store interface {
 type Checkpoint struct {
 	// Name is the directory name, for example checkpoint-epoch-12; Dir is root/Name.
 	Name, Dir string
-	Epoch    int
-	Complete bool
+	Epoch     int
+	Complete  bool
 	// Size is the bytes of every object in it.
 	Size int64
 	// Time is when it completed (the marker's time), or its newest object's time when incomplete.

@@ -87,4 +87,6 @@ func (g *GCSStore) Delete(ctx context.Context, keys []string) error {
 }
 
 // URI is gs://bucket/key.
-func (g *GCSStore) URI(key string) string { return "gs://" + g.bucket + "/" + strings.TrimPrefix(key, "/") }
+func (g *GCSStore) URI(key string) string {
+	return "gs://" + g.bucket + "/" + strings.TrimPrefix(key, "/")
+}

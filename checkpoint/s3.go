@@ -119,4 +119,6 @@ func (s *S3Store) Delete(ctx context.Context, keys []string) error {
 }
 
 // URI is s3://bucket/key.
-func (s *S3Store) URI(key string) string { return "s3://" + s.bucket + "/" + strings.TrimPrefix(key, "/") }
+func (s *S3Store) URI(key string) string {
+	return "s3://" + s.bucket + "/" + strings.TrimPrefix(key, "/")
+}
