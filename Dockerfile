@@ -7,6 +7,7 @@ COPY cmd/ cmd/
 COPY builders/ builders/
 COPY controllers/ controllers/
 COPY crd/ crd/
+COPY checkpoint/ checkpoint/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
 
 FROM gcr.io/distroless/static-debian12:nonroot

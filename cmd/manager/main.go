@@ -56,7 +56,13 @@ func parseFlags(args []string) (config, zap.Options) {
 }
 
 func main() {
-	if err := run(ctrl.SetupSignalHandler(), os.Args[1:], ctrl.GetConfigOrDie); err != nil {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "checkpoint-agent" {
+		err = runAgent(ctrl.SetupSignalHandler(), os.Args[2:])
+	} else {
+		err = run(ctrl.SetupSignalHandler(), os.Args[1:], ctrl.GetConfigOrDie)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
