@@ -2,6 +2,7 @@ package builders_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,6 +185,42 @@ func TestJob(t *testing.T) {
 			want := []any{"checkpoints", "ckpt", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+		{"checkpoint agent as a native sidecar", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Retention: ptr.To[int32](2), ResumeFrom: "/checkpoints/ml/old/checkpoint-epoch-4",
+				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			a := job.Spec.Template.Spec.InitContainers[0]
+			got := []any{a.Name, *a.RestartPolicy, a.Command, a.Args, a.Env[0].Name, a.VolumeMounts[0].MountPath, a.Ports[0].ContainerPort}
+			want := []any{"checkpoint-agent", corev1.ContainerRestartPolicyAlways, []string{"/manager"},
+				[]string{"checkpoint-agent", "--listen=:8082", "--protect=/checkpoints/ml/old/checkpoint-epoch-4", "--retention=2", "--root=ml/a", "--storage-type=pvc", "--dir=/checkpoints"},
+				"RANK", "/checkpoints", int32(8082)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+		{"s3 checkpoints: credentials from the secret for the agent, URI for the trainer", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt",
+				Prefix: "runs", Endpoint: "http://minio:9000", SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			p := job.Spec.Template.Spec
+			a := p.InitContainers[0]
+			if len(p.Volumes) != 1 || a.EnvFrom[0].SecretRef.Name != "s3-keys" || !slices.Contains(a.Args, "--s3-bucket=ckpt") || !slices.Contains(a.Args, "--endpoint=http://minio:9000") {
+				t.Errorf("agent %+v, volumes %d", a, len(p.Volumes))
+			}
+			if env := envMap(p.Containers[0].Env); env["CHECKPOINT_URI"] != "s3://ckpt/runs/ml/a" || env["CHECKPOINT_DIR"] != "" {
+				t.Errorf("trainer env: %v", env)
+			}
+		}},
+		{"gcs key mounted for the agent", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "ckpt",
+				SecretRef: &corev1.LocalObjectReference{Name: "gcs-key"}}}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			p := job.Spec.Template.Spec
+			a := p.InitContainers[0]
+			if p.Volumes[1].Secret.SecretName != "gcs-key" || a.Env[1].Value != builders.AgentCredentialsPath+"/service-account.json" {
+				t.Errorf("agent %+v, volumes %+v", a, p.Volumes)
 			}
 		}},
 		{"nfs checkpoints mounted", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {

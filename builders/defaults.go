@@ -8,6 +8,9 @@ import (
 type Options struct {
 	// DefaultImages maps a framework to the image used when spec.image is empty.
 	DefaultImages map[mlv1.Framework]string
+	// AgentImage and AgentCommand run the checkpoint agent (default: the operator's image, /manager).
+	AgentImage   string
+	AgentCommand []string
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's

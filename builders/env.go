@@ -46,12 +46,16 @@ func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 }
 
 // rendezvousEnv follows Kubeflow's PyTorchJob: one process per pod, RANK is the pod's index.
-func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
-	rank := corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+// rankEnv is RANK from the pod's completion index.
+func rankEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 		FieldPath: fmt.Sprintf("metadata.annotations['%s']", RankAnnotation),
 	}}}
+}
+
+func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return []corev1.EnvVar{
-		rank,
+		rankEnv(),
 		value("NODE_RANK", "$(RANK)"),
 		value("WORLD_SIZE", itoa(tj.Spec.NumWorkers)),
 		value("MASTER_ADDR", WorkerDNSName(tj, 0)),

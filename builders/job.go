@@ -79,6 +79,10 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	if mountedCheckpoints(tj) {
 		spec.Volumes = append(spec.Volumes, checkpointVolume(tj))
 	}
+	if CheckpointEnabled(tj) {
+		spec.InitContainers = []corev1.Container{agentContainer(tj, opts)}
+		spec.Volumes = append(spec.Volumes, agentVolumes(tj)...)
+	}
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
 		spec.NodeSelector = s.NodeSelector

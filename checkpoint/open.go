@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"context"
 	"fmt"
-	"path"
 
 	"google.golang.org/api/option"
 
@@ -16,15 +15,6 @@ const (
 	SecretS3SecretKey = "AWS_SECRET_ACCESS_KEY"
 	SecretGCSKey      = "service-account.json"
 )
-
-// Root is where a TrainingJob's checkpoints live inside its store: [<prefix>/]<namespace>/<name>.
-func Root(tj *mlv1.TrainingJob) string {
-	prefix := ""
-	if c := tj.Spec.Checkpoint; c != nil && c.Storage != nil {
-		prefix = c.Storage.Prefix
-	}
-	return path.Join(prefix, tj.Namespace, tj.Name)
-}
 
 // Open opens the store a storage spec names. secret holds the Secret's data when secretRef is set
 // (else the environment's identity is used); mountDir is where a pvc or nfs volume is mounted.
