@@ -18,6 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// sidecarGrace is how long a native sidecar gets between SIGTERM and SIGKILL once the main containers are done.
+const sidecarGrace = 2 * time.Second
+
 // podRun runs one pod: volumes, init containers in order, then the main containers, restarting them as
 // restartPolicy says, and reports every change to the pod's status.
 type podRun struct {
@@ -33,6 +36,10 @@ type podRun struct {
 	finalize bool // delete the pod from the API server once its processes are gone
 	done     chan struct{}
 
+	sidecars    sync.WaitGroup
+	sidecarStop chan struct{} // closed when the sidecars must stop: main containers done or pod stopped
+	sidecarOnce sync.Once
+
 	mu      sync.Mutex // guards status
 	status  corev1.PodStatus
 	writeMu sync.Mutex // serialises status writes
@@ -41,7 +48,7 @@ type podRun struct {
 func newPodRun(n *Node, pod *corev1.Pod) *podRun {
 	return &podRun{
 		n: n, pod: pod.DeepCopy(), key: client.ObjectKeyFromObject(pod), dir: PodDir(n.opts.DataRoot, pod),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), sidecarStop: make(chan struct{}),
 	}
 }
 
@@ -57,17 +64,11 @@ func (r *podRun) signalStop(grace time.Duration, finalize bool) {
 		r.grace, r.finalize = grace, finalize
 		r.mu.Unlock()
 		close(r.stop)
+		r.sidecarOnce.Do(func() { close(r.sidecarStop) })
 	})
 }
 
-func (r *podRun) stopping() bool {
-	select {
-	case <-r.stop:
-		return true
-	default:
-		return false
-	}
-}
+func (r *podRun) stopping() bool { return closed(r.stop) }
 
 func (r *podRun) loop(ctx context.Context) {
 	defer close(r.done)
@@ -103,11 +104,20 @@ func (r *podRun) run(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	defer r.stopSidecars()
 	if !r.runInit(ctx, dirs) {
 		return r.writeStatus(ctx)
 	}
 	r.runMain(ctx, dirs)
+	r.stopSidecars()
 	return r.writeStatus(ctx)
+}
+
+// stopSidecars stops the native sidecars once the main containers are done (or the pod stops) and waits
+// for them; the kubelet does the same, so a sidecar never keeps a finished pod running.
+func (r *podRun) stopSidecars() {
+	r.sidecarOnce.Do(func() { close(r.sidecarStop) })
+	r.sidecars.Wait()
 }
 
 // prepareVolumes retries until the pod's volumes can be set up (a missing ConfigMap may appear later),
@@ -120,7 +130,7 @@ func (r *podRun) prepareVolumes(ctx context.Context) (map[string]string, bool) {
 		}
 		r.update(func(s *corev1.PodStatus) { setWaiting(s, "", "CreateContainerConfigError", err.Error()) })
 		_ = r.writeStatus(ctx)
-		if !r.sleep(5 * time.Second) {
+		if !sleep(5*time.Second, r.stop) {
 			return nil, false
 		}
 	}
@@ -130,11 +140,16 @@ func (r *podRun) prepareVolumes(ctx context.Context) (map[string]string, bool) {
 func (r *podRun) runInit(ctx context.Context, dirs map[string]string) bool {
 	for i := range r.pod.Spec.InitContainers {
 		c := &r.pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			// A native sidecar: it keeps running beside the main containers until they are done.
+			r.sidecars.Go(func() { r.supervise(ctx, c, dirs, corev1.RestartPolicyAlways, true, r.sidecarStop) })
+			continue
+		}
 		policy := r.pod.Spec.RestartPolicy
 		if policy == corev1.RestartPolicyAlways {
 			policy = corev1.RestartPolicyOnFailure // init containers run to completion
 		}
-		if !r.supervise(ctx, c, dirs, policy, true) {
+		if !r.supervise(ctx, c, dirs, policy, true, r.stop) {
 			if !r.stopping() {
 				r.update(func(s *corev1.PodStatus) { s.Phase = corev1.PodFailed })
 			}
@@ -150,7 +165,7 @@ func (r *podRun) runMain(ctx context.Context, dirs map[string]string) {
 	var wg sync.WaitGroup
 	for i := range r.pod.Spec.Containers {
 		c := &r.pod.Spec.Containers[i]
-		wg.Go(func() { r.supervise(ctx, c, dirs, r.pod.Spec.RestartPolicy, false) })
+		wg.Go(func() { r.supervise(ctx, c, dirs, r.pod.Spec.RestartPolicy, false, r.stop) })
 	}
 	wg.Wait()
 	r.update(func(s *corev1.PodStatus) { s.Phase = terminalPhase(s) })
@@ -159,11 +174,11 @@ func (r *podRun) runMain(ctx context.Context, dirs map[string]string) {
 // supervise runs one container, restarting it as policy says; true when it ended with exit code 0. A
 // container that cannot be configured yet (a missing ConfigMap or Secret) is retried whatever the policy,
 // as the kubelet does: it never ran, so it has not failed.
-func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool) bool {
+func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool, stop <-chan struct{}) bool {
 	backoff := r.n.opts.RestartBackoff
 	for {
-		code, ran := r.runContainer(ctx, c, dirs, init)
-		if r.stopping() {
+		code, ran := r.runContainer(ctx, c, dirs, init, stop)
+		if closed(stop) {
 			return ran && code == 0
 		}
 		if ran && (policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0)) {
@@ -173,7 +188,7 @@ func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[st
 			r.update(func(s *corev1.PodStatus) { crashLoop(s, c.Name, init, backoff) })
 			_ = r.writeStatus(ctx)
 		}
-		if !r.sleep(backoff) {
+		if !sleep(backoff, stop) {
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Minute)
@@ -182,7 +197,7 @@ func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[st
 
 // runContainer starts the container's process, reports it running, waits for it (or stops it when the
 // pod stops) and reports its exit code. ran is false when the container could not be configured.
-func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map[string]string, init bool) (code int32, ran bool) {
+func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map[string]string, init bool, stop <-chan struct{}) (code int32, ran bool) {
 	p, err := r.start(ctx, c, dirs)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
@@ -199,9 +214,12 @@ func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map
 	_ = r.writeStatus(ctx)
 	select {
 	case <-p.exited:
-	case <-r.stop:
+	case <-stop:
 		r.mu.Lock()
 		grace := r.grace
+		if !closed(r.stop) {
+			grace = sidecarGrace // a sidecar stopped because the main containers are done
+		}
 		r.mu.Unlock()
 		p.kill(grace)
 	}
@@ -211,14 +229,23 @@ func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map
 	return code, true
 }
 
-// sleep waits d; false when the pod was stopped first.
-func (r *podRun) sleep(d time.Duration) bool {
+// sleep waits d; false when stop closed first.
+func sleep(d time.Duration, stop <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-r.stop:
+	case <-stop:
+		return false
+	}
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
 		return false
 	}
 }

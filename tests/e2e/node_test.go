@@ -190,3 +190,20 @@ func TestProcessNodeDeletionGracePeriod(t *testing.T) {
 		t.Errorf("the process did not get SIGTERM first; log:\n%s", log)
 	}
 }
+
+// TestProcessNodeNativeSidecar: an init container with restartPolicy Always runs beside the main
+// container and is stopped (SIGTERM) once the main container is done, so the pod completes.
+func TestProcessNodeNativeSidecar(t *testing.T) {
+	ns := newNamespace(t)
+	side := sh("agent", `echo started; trap 'echo stopping; exit 0' TERM; while true; do sleep 0.1; done`)
+	side.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	pod := podOn(ns, "sidecar", corev1.PodSpec{InitContainers: []corev1.Container{side}, Containers: []corev1.Container{sh("main", "sleep 0.5; echo done")}})
+	create(t, pod)
+	got := waitForPhase(t, pod, corev1.PodSucceeded)
+	if s := got.Status.InitContainerStatuses[0].State.Terminated; s == nil {
+		t.Errorf("sidecar state %+v, want terminated after the main container", got.Status.InitContainerStatuses[0].State)
+	}
+	if log := podLog(t, pod, "agent"); !strings.HasPrefix(log, "started\n") || !strings.HasSuffix(log, "stopping\n") {
+		t.Errorf("sidecar log %q: it should have started first and been sent SIGTERM at the end", log)
+	}
+}
