@@ -115,6 +115,9 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 			args = append(args, "--"+flag+"="+v)
 		}
 	}
+	if opts.AgentInterval > 0 {
+		args = append(args, "--interval="+opts.AgentInterval.String())
+	}
 	sort.Strings(args[1:]) // deterministic, so the Job's spec hash is stable
 	image, command := opts.AgentImage, opts.AgentCommand
 	if image == "" {

@@ -1,6 +1,8 @@
 package builders
 
 import (
+	"time"
+
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -11,6 +13,8 @@ type Options struct {
 	// AgentImage and AgentCommand run the checkpoint agent (default: the operator's image, /manager).
 	AgentImage   string
 	AgentCommand []string
+	// AgentInterval is the agent's time between two rotations (default 30 s).
+	AgentInterval time.Duration
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's

@@ -64,6 +64,10 @@ func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 		a.SyncOnce(ctx)
 		select {
 		case <-ctx.Done():
+			// One last rotation when the workers are done, so the final checkpoint is accounted for.
+			final, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a.SyncOnce(final)
 			return nil
 		case <-t.C:
 		}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -59,6 +60,7 @@ type scrapeState struct {
 	uid    types.UID
 	last   time.Time
 	window *rateWindow
+	agent  checkpoint.AgentStatus
 }
 
 // maxBody bounds how much of rank 0's answer is read.
@@ -88,6 +90,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		ApplyScrapeError(st, err, metav1.NewTime(now))
 	} else {
 		r.observe(ctx, tj, st, state, sample, now)
+	}
+	if builders.CheckpointEnabled(tj) {
+		r.observeCheckpoints(ctx, tj, st, state, now)
 	}
 	// The next scrape is one interval after this one started, not after it ended, so the period does not
 	// drift by the scrape's and the write's own time.

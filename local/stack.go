@@ -44,6 +44,9 @@ type Options struct {
 	MetricsAddr string
 	// ProgressInterval is the operator's time between reads of rank 0's progress (default 5 s).
 	ProgressInterval time.Duration
+	// CheckpointInterval is the checkpoint agents' time between rotations (default 30 s). The agent is
+	// `manager checkpoint-agent`, found through Path (make build puts manager in bin/).
+	CheckpointInterval time.Duration
 	// Log receives the operator's and the nodes' logs.
 	Log logr.Logger
 }
@@ -126,7 +129,8 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
-		Builders: builders.Options{DefaultImages: builders.DefaultImages()}, ProgressInterval: opts.ProgressInterval,
+		Builders:         builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: []string{"manager"}, AgentInterval: opts.CheckpointInterval},
+		ProgressInterval: opts.ProgressInterval,
 	})
 }
 

@@ -36,6 +36,17 @@ var (
 	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds}
 )
 
+// Checkpoint series, per job, from rank 0's checkpoint agent.
+var (
+	CheckpointSize     = jobGauge("trainingjob_checkpoint_size_bytes", "Bytes of the job's complete checkpoints kept in storage.")
+	CheckpointsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_checkpoint_created_total", Help: "New complete checkpoints the job's agent saw.",
+	}, jobLabels)
+	CheckpointsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_checkpoint_deleted_total", Help: "Checkpoints rotation deleted.",
+	}, jobLabels)
+)
+
 // Counters and the reconcile histogram.
 var (
 	Created = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,7 +74,8 @@ func init() {
 	for _, g := range perJob {
 		metrics.Registry.MustRegister(g)
 	}
-	metrics.Registry.MustRegister(Created, Completed, Failed, Reconciliations, ReconcileDuration, ReconcileErrors)
+	metrics.Registry.MustRegister(Created, Completed, Failed, Reconciliations, ReconcileDuration, ReconcileErrors,
+		CheckpointSize, CheckpointsCreated, CheckpointsDeleted)
 }
 
 // DeleteJob removes every per-job series of a TrainingJob.
@@ -72,6 +84,9 @@ func DeleteJob(namespace, name string) {
 	for _, g := range perJob {
 		g.Delete(l)
 	}
+	CheckpointSize.Delete(l)
+	CheckpointsCreated.Delete(l)
+	CheckpointsDeleted.Delete(l)
 }
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -79,7 +94,8 @@ var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 // Names are the names of every series the operator exports; a histogram's are its _bucket, _sum and
 // _count series. Dashboards and alert rules may refer to these (tests check they do not refer to others).
 func Names() []string {
-	collectors := []prometheus.Collector{Created, Completed, Failed, Reconciliations, ReconcileErrors, states}
+	collectors := []prometheus.Collector{Created, Completed, Failed, Reconciliations, ReconcileErrors, states,
+		CheckpointSize, CheckpointsCreated, CheckpointsDeleted}
 	for _, g := range perJob {
 		collectors = append(collectors, g)
 	}

@@ -16,7 +16,8 @@ import (
 // The names the issue fixes; dashboards and alerts are built on them.
 func TestNames(t *testing.T) {
 	want := []string{
-		"trainingjob_accuracy", "trainingjob_allocated_gpus", "trainingjob_allocated_workers", "trainingjob_completed_total",
+		"trainingjob_accuracy", "trainingjob_allocated_gpus", "trainingjob_allocated_workers",
+		"trainingjob_checkpoint_created_total", "trainingjob_checkpoint_deleted_total", "trainingjob_checkpoint_size_bytes", "trainingjob_completed_total",
 		"trainingjob_created_total", "trainingjob_current_epoch", "trainingjob_duration_seconds", "trainingjob_failed_total",
 		"trainingjob_gpu_utilization_percent", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",

@@ -31,6 +31,8 @@ type config struct {
 	progressInterval       time.Duration
 	scrapeTimeout          time.Duration
 	scrapeWorkers          int
+	agentImage             string
+	agentInterval          time.Duration
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -45,6 +47,8 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.DurationVar(&c.progressInterval, "progress-interval", 5*time.Second, "time between two reads of a running job's rank-0 progress (monitoring.scrapeIntervalSeconds overrides it)")
 	fs.DurationVar(&c.scrapeTimeout, "scrape-timeout", 2*time.Second, "time limit of one read of rank 0's progress")
 	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress that may run at once, over all jobs")
+	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
+	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
 	}
@@ -93,7 +97,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}}
+	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentInterval: c.agentInterval}
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}

@@ -45,7 +45,8 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "trainer"), "./examples/trainer")
+	// The example trainer, and the manager for its checkpoint-agent subcommand (the agent sidecar).
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
 	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return 1, fmt.Errorf("building the example trainer: %w", err)
@@ -57,7 +58,7 @@ func run(m *testing.M) (int, error) {
 	defer logFile.Close()
 	stack, err = local.Up(context.Background(), local.Options{
 		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(),
-		RestartBackoff: time.Second, ProgressInterval: 300 * time.Millisecond, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+		RestartBackoff: time.Second, ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
 	})
 	if err != nil {
 		return 1, err

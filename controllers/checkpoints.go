@@ -1,0 +1,92 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+)
+
+// ConditionCheckpointStorage is True while rank 0's checkpoint agent reaches the storage; False names
+// the storage error (unreachable, credentials) without failing the job.
+const ConditionCheckpointStorage = "CheckpointStorageReady"
+
+// observeCheckpoints reads rank 0's checkpoint agent (GET :8082/status) into status.checkpoint and the
+// checkpoint series. An agent that does not answer yet leaves both as they are.
+func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s *scrapeState, now time.Time) {
+	a, err := r.agentStatus(ctx, tj)
+	if err != nil {
+		return
+	}
+	ApplyCheckpoints(st, a, metav1.NewTime(now))
+	l := []string{tj.Namespace, tj.Name}
+	metrics.CheckpointSize.WithLabelValues(l...).Set(float64(a.SizeBytes))
+	r.mu.Lock()
+	prev := s.agent
+	s.agent = a
+	r.mu.Unlock()
+	metrics.CheckpointsCreated.WithLabelValues(l...).Add(float64(increase(prev.Created, a.Created)))
+	metrics.CheckpointsDeleted.WithLabelValues(l...).Add(float64(increase(prev.Deleted, a.Deleted)))
+}
+
+func (r *StatusReconciler) agentStatus(ctx context.Context, tj *mlv1.TrainingJob) (checkpoint.AgentStatus, error) {
+	var a checkpoint.AgentStatus
+	ip, err := r.rank0IP(ctx, tj)
+	if err != nil {
+		return a, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(builders.AgentPort)) + "/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return a, err
+	}
+	resp, err := r.HTTP.Do(req)
+	if err != nil {
+		return a, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return a, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return a, json.NewDecoder(resp.Body).Decode(&a)
+}
+
+// ApplyCheckpoints puts an agent's report into the status. It is pure.
+func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a checkpoint.AgentStatus, now metav1.Time) {
+	if a.Time.IsZero() {
+		return // the agent has not synced yet
+	}
+	if a.Error != "" {
+		set(st, ConditionCheckpointStorage, false, "StorageError", a.Error, now)
+	} else {
+		set(st, ConditionCheckpointStorage, true, "Synced", "rank 0's checkpoint agent lists and rotates the checkpoints", now)
+	}
+	if a.Latest == "" && st.Checkpoint == nil {
+		return
+	}
+	c := &mlv1.CheckpointStatus{Latest: a.Latest, LatestEpoch: int32(a.LatestEpoch), Count: int32(a.Count), SizeBytes: a.SizeBytes}
+	if !a.LastTime.IsZero() {
+		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
+	}
+	st.Checkpoint = c
+}
+
+// increase is how much a cumulative count of the agent grew; a restarted agent counts from 0 again.
+func increase(prev, now int) int {
+	if now < prev {
+		return now
+	}
+	return now - prev
+}

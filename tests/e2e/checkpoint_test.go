@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+)
+
+func claim(ns string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "checkpoints", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+}
+
+func withPVCCheckpoints(retention int32) func(*mlv1.TrainingJob) {
+	return func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To(retention),
+			Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "checkpoints"}}
+	}
+}
+
+// completeCheckpoints lists the complete checkpoints on the claim.
+func completeCheckpoints(t *testing.T, ns, name string) []string {
+	t.Helper()
+	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name)
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), checkpoint.Marker)); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestCheckpointRotationOnPVC: the trainer writes a checkpoint every epoch; rank 0's checkpoint agent
+// keeps the newest 2, status.checkpoint follows, and after the run only the last 2 are left.
+func TestCheckpointRotationOnPVC(t *testing.T) {
+	ns, name := newNamespace(t), "rotate"
+	create(t, claim(ns), trainerJob(ns, name, 2, 8, "--epoch-delay=300ms").With(withPVCCheckpoints(2)).Obj())
+	eventually(t, 2*time.Minute, "status.checkpoint with 2 kept", func() error {
+		tj := getTJ(t, ns, name)
+		c := tj.Status.Checkpoint
+		if c == nil || c.Count != 2 || c.LatestEpoch < 3 || !strings.HasSuffix(c.Latest, fmt.Sprintf("checkpoint-epoch-%d", c.LatestEpoch)) || c.SizeBytes == 0 {
+			return fmt.Errorf("status.checkpoint %+v (state %s)", c, tj.Status.State)
+		}
+		return nil
+	})
+	waitForState(t, ns, name, mlv1.StateCompleted, 2*time.Minute)
+	if diff := cmp.Diff([]string{"checkpoint-epoch-7", "checkpoint-epoch-8"}, completeCheckpoints(t, ns, name)); diff != "" {
+		t.Errorf("checkpoints left on the claim (-want +got):\n%s", diff)
+	}
+}
+
+var resumed = regexp.MustCompile(`resuming from \S+/checkpoint-epoch-(\d+) \(epoch (\d+)`)
+
+// TestRestartResumesFromTheNewestCheckpoint: rank 0 is killed mid-run; the ranks restart in place
+// (restartPolicy OnFailure), rank 0 resumes from the newest complete checkpoint, the epochs continue
+// from there and the loss keeps falling.
+func TestRestartResumesFromTheNewestCheckpoint(t *testing.T) {
+	ns, name := newNamespace(t), "resume"
+	create(t, claim(ns), trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").With(withPVCCheckpoints(3)).Obj())
+	pids := runningPIDs(t, ns, name, 2)
+	eventually(t, 2*time.Minute, "a few checkpoints", func() error {
+		if got := completeCheckpoints(t, ns, name); len(got) < 2 {
+			return fmt.Errorf("checkpoints %v", got)
+		}
+		return nil
+	})
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	got := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
+	if got.Status.RestartCount == 0 {
+		t.Errorf("restartCount 0 after killing rank 0")
+	}
+	log := rankLog(t, ns, name, 0)
+	m := resumed.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 did not resume from a checkpoint:\n%s", log)
+	}
+	after := log[strings.Index(log, m[0]):]
+	if strings.Contains(after, "epoch 1/12 ") {
+		t.Errorf("training started over after resuming from epoch %s:\n%s", m[2], after)
+	}
+	from := 0
+	fmt.Sscanf(m[2], "%d", &from)
+	assertLossFalls(t, after, from+1, 12)
+}
