@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -209,5 +210,27 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 	got := []string{done.Progress, done.ETA, failed.Progress, failed.ETA}
 	if diff := cmp.Diff([]string{"100%", "", "90%", ""}, got); diff != "" {
 		t.Errorf("progress, eta of completed and failed runs (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyCheckpoints(t *testing.T) {
+	now := metav1.NewTime(time.Unix(2000, 0))
+	st := mlv1.TrainingJobStatus{}
+	ApplyCheckpoints(&st, checkpoint.AgentStatus{}, now)
+	if st.Checkpoint != nil || len(st.Conditions) != 0 {
+		t.Fatalf("an agent that has not synced changed the status: %+v", st)
+	}
+	last := time.Unix(1900, 500)
+	ApplyCheckpoints(&st, checkpoint.AgentStatus{Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
+	want := &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: &metav1.Time{Time: time.Unix(1900, 0)}}
+	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
+		t.Errorf("status.checkpoint (-want +got):\n%s", diff)
+	}
+	ApplyCheckpoints(&st, checkpoint.AgentStatus{Time: now.Time, Error: "listing s3://b/ml/a/: connection refused", Latest: want.Latest, LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
+	if c := condition(st, ConditionCheckpointStorage); c.Status != metav1.ConditionFalse || c.Reason != "StorageError" || !strings.Contains(c.Message, "connection refused") {
+		t.Errorf("condition %+v", c)
+	}
+	if st.Checkpoint.LatestEpoch != 4 {
+		t.Errorf("the last good report was lost: %+v", st.Checkpoint)
 	}
 }

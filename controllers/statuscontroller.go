@@ -192,7 +192,7 @@ func (r *StatusReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob
 	if apiequality.Semantic.DeepEqual(tj.Status, *st) {
 		return nil
 	}
-	from := tj.Status.State
+	from, old := tj.Status.State, tj.Status
 	tj.Status = *st
 	if err := r.Status().Update(ctx, tj); apierrors.IsConflict(err) {
 		return nil // the next scrape, an interval later, computes it again
@@ -201,6 +201,9 @@ func (r *StatusReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob
 	}
 	if from != st.State {
 		recordTransition(ctx, r.Recorder, tj, from)
+	}
+	if c := conditionReason(*st, ConditionCheckpointStorage); c == "StorageError" && conditionReason(old, ConditionCheckpointStorage) != c {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c, "Checkpoint", "%s", conditionMessage(*st, ConditionCheckpointStorage))
 	}
 	return nil
 }
