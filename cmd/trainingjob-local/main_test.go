@@ -24,7 +24,7 @@ func TestDemo(t *testing.T) {
 	}
 	root := testenv.RepoRoot()
 	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "./examples/trainer")
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager") // manager: the checkpoint agent
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the trainer: %v\n%s", err, out)
@@ -49,6 +49,9 @@ func TestDemo(t *testing.T) {
 	if !regexp.MustCompile(`Running .* progress [1-9][0-9]?%`).MatchString(out.String()) ||
 		!regexp.MustCompile(`Completed .* progress 100%`).MatchString(out.String()) {
 		t.Errorf("the watch did not show rank 0's progress while running and 100%% at the end")
+	}
+	if !regexp.MustCompile(`checkpoints 3 \(latest epoch [0-9]+\)`).MatchString(out.String()) {
+		t.Errorf("the watch did not show the checkpoint agent's report (3 kept, the default retention)")
 	}
 	var log bytes.Buffer
 	if err := logs(&log, []string{"-n", "demo", "--state-dir", state, "logistic-regression"}); err != nil {

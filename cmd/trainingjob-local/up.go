@@ -32,6 +32,7 @@ type upFlags struct {
 	path         string
 	metricsAddr  string
 	progress     time.Duration
+	ckptInterval time.Duration
 	exitWhenDone bool
 	keepData     bool
 }
@@ -47,6 +48,7 @@ func parseUp(args []string) (upFlags, error) {
 	fs.StringVar(&f.path, "path", "bin", "colon-separated directories searched first for pod commands")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint; 0 disables it")
 	fs.DurationVar(&f.progress, "progress-interval", 2*time.Second, "how often the operator reads rank 0's progress")
+	fs.DurationVar(&f.ckptInterval, "checkpoint-sync-interval", 2*time.Second, "how often the checkpoint agent rotates and reports")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
 	fs.BoolVar(&f.keepData, "keep-data", false, "keep the claim directories of an earlier run (by default they are removed, since the earlier cluster is gone)")
 	if err := fs.Parse(args); err != nil {
@@ -85,7 +87,7 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	ctrl.SetLogger(log)
 	s, err := local.Up(ctx, local.Options{
 		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, Path: absPaths(f.path), WorkDir: wd,
-		MetricsAddr: f.metricsAddr, ProgressInterval: f.progress, Log: log,
+		MetricsAddr: f.metricsAddr, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
 	})
 	if err != nil {
 		return err
@@ -208,6 +210,9 @@ func describe(tj *mlv1.TrainingJob) string {
 	s := fmt.Sprintf("%-24s %-12s workers %d/%d ready", tj.Namespace+"/"+tj.Name, st.State, st.Workers.Ready, tj.Spec.NumWorkers)
 	if st.Progress != "" {
 		s += "  progress " + st.Progress
+	}
+	if c := st.Checkpoint; c != nil && c.Count > 0 {
+		s += fmt.Sprintf("  checkpoints %d (latest epoch %d)", c.Count, c.LatestEpoch)
 	}
 	if st.FailureReason != "" {
 		return s + "  " + st.FailureReason
