@@ -3,12 +3,8 @@ package checkpoint_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -17,41 +13,10 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
 )
 
-// startVersityGW runs the real S3-compatible server versitygw (built by hack/objstore.sh, path in
-// $VERSITYGW) on a free loopback port over a temporary directory, until the test ends.
-func startVersityGW(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("VERSITYGW")
-	if bin == "" {
-		t.Fatal("VERSITYGW is not set: run the tests with `make test`, which builds versitygw with hack/objstore.sh")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "--access", "test-access", "--secret", "test-secret-key", "posix", t.TempDir())
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not listen on %s", addr)
-		}
-	}
-}
-
 var buckets atomic.Int64
 
 func TestS3StoreConformance(t *testing.T) {
-	endpoint := startVersityGW(t)
+	endpoint := storetest.StartVersityGW(t, "test-access", "test-secret-key")
 	storetest.Run(t, func(t *testing.T) checkpoint.Store {
 		ctx := context.Background()
 		bucket := fmt.Sprintf("checkpoints-%d", buckets.Add(1))
@@ -67,7 +32,7 @@ func TestS3StoreConformance(t *testing.T) {
 }
 
 func TestS3WrongCredentialsAreReported(t *testing.T) {
-	endpoint := startVersityGW(t)
+	endpoint := storetest.StartVersityGW(t, "test-access", "test-secret-key")
 	s, err := checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: "any", Endpoint: endpoint, AccessKey: "test-access", SecretKey: "wrong"})
 	if err != nil {
 		t.Fatal(err)

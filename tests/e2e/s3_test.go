@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -20,28 +17,15 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
 // startS3 runs versitygw (hack/objstore.sh builds it; $VERSITYGW) with a bucket, until the test ends.
 func startS3(t *testing.T, bucket string) (endpoint string, store *checkpoint.S3Store) {
 	t.Helper()
-	bin := os.Getenv("VERSITYGW")
-	if bin == "" {
-		t.Fatal("VERSITYGW is not set: run the tests with `make test`, which builds versitygw with hack/objstore.sh")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "--access", "e2e-access", "--secret", "e2e-secret-key", "posix", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	endpoint = "http://" + addr
+	endpoint = storetest.StartVersityGW(t, "e2e-access", "e2e-secret-key")
+	var err error
 	store, err = checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: bucket, Endpoint: endpoint, AccessKey: "e2e-access", SecretKey: "e2e-secret-key"})
 	if err != nil {
 		t.Fatal(err)
