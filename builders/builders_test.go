@@ -194,7 +194,7 @@ func TestJob(t *testing.T) {
 			a := job.Spec.Template.Spec.InitContainers[0]
 			got := []any{a.Name, *a.RestartPolicy, a.Command, a.Args, a.Env[0].Name, a.VolumeMounts[0].MountPath, a.Ports[0].ContainerPort}
 			want := []any{"checkpoint-agent", corev1.ContainerRestartPolicyAlways, []string{"/manager"},
-				[]string{"checkpoint-agent", "--listen=:8082", "--protect=/checkpoints/ml/old/checkpoint-epoch-4", "--retention=2", "--root=ml/a", "--storage-type=pvc", "--dir=/checkpoints"},
+				[]string{"checkpoint-agent", "--listen=$(POD_IP):8082", "--protect=/checkpoints/ml/old/checkpoint-epoch-4", "--retention=2", "--root=ml/a", "--storage-type=pvc", "--dir=/checkpoints"},
 				"RANK", "/checkpoints", int32(8082)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
@@ -219,7 +219,7 @@ func TestJob(t *testing.T) {
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
 			a := p.InitContainers[0]
-			if p.Volumes[1].Secret.SecretName != "gcs-key" || a.Env[1].Value != builders.AgentCredentialsPath+"/service-account.json" {
+			if p.Volumes[1].Secret.SecretName != "gcs-key" || a.Env[2].Value != builders.AgentCredentialsPath+"/service-account.json" {
 				t.Errorf("agent %+v, volumes %+v", a, p.Volumes)
 			}
 		}},

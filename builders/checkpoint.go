@@ -106,7 +106,8 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	c := tj.Spec.Checkpoint
 	s := c.Storage
 	args := []string{"checkpoint-agent", "--storage-type=" + string(s.Type), "--root=" + CheckpointRoot(tj),
-		"--retention=" + itoa(ptrOr(c.Retention, 3)), "--listen=:" + itoa(AgentPort)}
+		// On the pod's own address: pods that share a network (a process node) must not collide.
+		"--retention=" + itoa(ptrOr(c.Retention, 3)), "--listen=$(POD_IP):" + itoa(AgentPort)}
 	if c.ResumeFrom != "" {
 		args = append(args, "--protect="+c.ResumeFrom)
 	}
@@ -128,7 +129,7 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	}
 	ctr := corev1.Container{
 		Name: AgentContainerName, Image: image, Command: command, Args: args, RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
-		Env:   []corev1.EnvVar{rankEnv()},
+		Env:   []corev1.EnvVar{rankEnv(), podIPEnv()},
 		Ports: []corev1.ContainerPort{{Name: AgentPortName, ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
 	}
 	if mountedCheckpoints(tj) {

@@ -41,11 +41,16 @@ func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		value("TRAININGJOB_CONFIG", ConfigMountPath+"/"+ConfigFileName),
 		value("METRICS_PORT", itoa(metricsPort(tj))),
 		value("PYTHONUNBUFFERED", "1"),
-		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		podIPEnv(),
 	}
 }
 
 // rendezvousEnv follows Kubeflow's PyTorchJob: one process per pod, RANK is the pod's index.
+// podIPEnv is POD_IP from the pod's status.
+func podIPEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}
+}
+
 // rankEnv is RANK from the pod's completion index.
 func rankEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
