@@ -234,3 +234,13 @@ func TestApplyCheckpoints(t *testing.T) {
 		t.Errorf("the last good report was lost: %+v", st.Checkpoint)
 	}
 }
+
+func TestCrashingSidecarIsNamed(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "a").Obj()
+	tj.Status.State = mlv1.StateRunning
+	st := DeriveStatus(tj, Observed{Job: job(), Pods: pods(pod("0", "Running").sidecarCrashing(), pod("1", "Running"))}, metav1.Now())
+	c := condition(st, mlv1.ConditionRunning)
+	if c.Reason != "CrashLoopBackOff" || !strings.Contains(c.Message, "rank 0 (pod w-0, container checkpoint-agent) exited with code 1") {
+		t.Errorf("Running condition %+v", c)
+	}
+}

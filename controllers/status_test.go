@@ -39,6 +39,14 @@ func (b *podB) exited(code int32, reason string, last bool) *podB {
 	return b
 }
 
+// sidecarCrashing adds a checkpoint-agent sidecar waiting in CrashLoopBackOff after exiting 1.
+func (b *podB) sidecarCrashing() *podB {
+	b.p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "checkpoint-agent",
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+	return b
+}
+
 // at sets the second the container's (last) run finished.
 func (b *podB) at(sec int) *podB {
 	cs := &b.p.Status.ContainerStatuses[0]
@@ -113,6 +121,8 @@ func TestDeriveStatus(t *testing.T) {
 			mlv1.StateRunning, "CrashLoopBackOff", ""},
 		{"ranks finishing", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodRunning))}, mlv1.StateRunning, "WorkersFinishing", ""},
 		{"every rank finished, job not complete yet", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodSucceeded))}, mlv1.StateRunning, "WorkersFinishing", ""},
+		{"a crashing sidecar is named", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning).sidecarCrashing(), pod("1", corev1.PodRunning))},
+			mlv1.StateRunning, "CrashLoopBackOff", ""},
 		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
 		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
 		{"job failed names the rank", running, Observed{

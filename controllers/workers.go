@@ -47,8 +47,9 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 	return phase{state, "WorkersStarting", msg}
 }
 
-// waitingReason finds the first worker (by rank) that cannot run: unschedulable, or a container stuck
-// waiting (image pull errors, a missing Secret or ConfigMap, a crash loop with its last exit code).
+// waitingReason finds the first worker (by rank) that cannot run: unschedulable, or a container (init
+// containers and sidecars included) stuck waiting (image pull errors, a missing Secret or ConfigMap, a
+// crash loop with its last exit code).
 func waitingReason(pods []corev1.Pod) (string, string) {
 	for _, p := range byRank(pods) {
 		for _, c := range p.Status.Conditions {
@@ -56,7 +57,9 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 				return "Unschedulable", fmt.Sprintf("pod %s: %s", p.Name, c.Message)
 			}
 		}
-		for _, cs := range p.Status.ContainerStatuses {
+		// Init containers first: one stuck there (a crashing checkpoint-agent sidecar too) holds the pod.
+		statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+		for _, cs := range statuses {
 			w := cs.State.Waiting
 			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
 				continue
