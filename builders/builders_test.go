@@ -191,7 +191,12 @@ func TestJob(t *testing.T) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Retention: ptr.To[int32](2), ResumeFrom: "/checkpoints/ml/old/checkpoint-epoch-4",
 				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
-			a := job.Spec.Template.Spec.InitContainers[0]
+			check, a := job.Spec.Template.Spec.InitContainers[0], job.Spec.Template.Spec.InitContainers[1]
+			wantCheck := []string{"checkpoint-agent", "--check-resume-from=/checkpoints/ml/old/checkpoint-epoch-4", "--storage-type=pvc", "--dir=/checkpoints"}
+			if diff := cmp.Diff(wantCheck, check.Args); diff != "" || check.Name != "resume-check" || check.RestartPolicy != nil ||
+				check.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+				t.Errorf("resume check %s %v %s, args (-want +got):\n%s", check.Name, check.RestartPolicy, check.TerminationMessagePolicy, diff)
+			}
 			got := []any{a.Name, *a.RestartPolicy, a.Command, a.Args, a.Env[0].Name, a.VolumeMounts[0].MountPath, a.Ports[0].ContainerPort}
 			want := []any{"checkpoint-agent", corev1.ContainerRestartPolicyAlways, []string{"/manager"},
 				[]string{"checkpoint-agent", "--listen=$(POD_IP):8082", "--protect=/checkpoints/ml/old/checkpoint-epoch-4", "--retention=2", "--root=ml/a", "--storage-type=pvc", "--dir=/checkpoints"},

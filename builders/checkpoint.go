@@ -3,6 +3,7 @@ package builders
 import (
 	"path"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -144,6 +145,31 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		ctr.Env = append(ctr.Env, value("GOOGLE_APPLICATION_CREDENTIALS", AgentCredentialsPath+"/service-account.json"))
 	}
 	return ctr
+}
+
+// ResumeCheckContainerName is the init container that checks resumeFrom before the workers start.
+const ResumeCheckContainerName = "resume-check"
+
+// agentInitContainers are the resume check (when resumeFrom is set: it fails the pod, naming the URI in
+// its termination message, before any worker starts) and the agent sidecar.
+func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container {
+	agent := agentContainer(tj, opts)
+	from := tj.Spec.Checkpoint.ResumeFrom
+	if from == "" {
+		return []corev1.Container{agent}
+	}
+	check := *agent.DeepCopy()
+	check.Name, check.RestartPolicy, check.Ports = ResumeCheckContainerName, nil, nil
+	check.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	check.Args = []string{"checkpoint-agent", "--check-resume-from=" + from, "--storage-type=" + string(tj.Spec.Checkpoint.Storage.Type)}
+	for _, a := range agent.Args {
+		for _, keep := range []string{"--s3-bucket=", "--gcs-bucket=", "--endpoint=", "--region=", "--dir="} {
+			if strings.HasPrefix(a, keep) {
+				check.Args = append(check.Args, a)
+			}
+		}
+	}
+	return []corev1.Container{check, agent}
 }
 
 // agentVolumes are the volumes the agent needs besides the checkpoint volume.

@@ -80,7 +80,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 		spec.Volumes = append(spec.Volumes, checkpointVolume(tj))
 	}
 	if CheckpointEnabled(tj) {
-		spec.InitContainers = []corev1.Container{agentContainer(tj, opts)}
+		spec.InitContainers = agentInitContainers(tj, opts)
 		spec.Volumes = append(spec.Volumes, agentVolumes(tj)...)
 	}
 	if s := tj.Spec.Scheduling; s != nil {

@@ -21,7 +21,7 @@ import (
 func runAgent(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("checkpoint-agent", flag.ContinueOnError)
 	st := &mlv1.CheckpointStorage{}
-	var typ, dir, root, listen, protect string
+	var typ, dir, root, listen, protect, check string
 	var retention int
 	var interval, abandoned time.Duration
 	fs.StringVar(&typ, "storage-type", "pvc", "pvc, nfs, s3 or gcs")
@@ -36,12 +36,17 @@ func runAgent(ctx context.Context, args []string) error {
 	fs.DurationVar(&interval, "interval", 30*time.Second, "time between two rotations")
 	fs.DurationVar(&abandoned, "abandoned-after", time.Hour, "an incomplete checkpoint older than the newest complete one is deleted once untouched this long")
 	fs.StringVar(&listen, "listen", ":8082", "address of the /status endpoint")
+	fs.StringVar(&check, "check-resume-from", "", "only check that this checkpoint (resumeFrom) exists and is complete, then exit")
 	zo := zap.Options{}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log := zap.New(zap.UseFlagOptions(&zo))
+	st.Type = mlv1.StorageType(typ)
+	if check != "" {
+		return checkResume(ctx, st, dir, check)
+	}
 	if rank := os.Getenv("RANK"); rank != "" && rank != "0" {
 		log.Info("not rank 0: idle", "rank", rank)
 		<-ctx.Done()
@@ -50,7 +55,6 @@ func runAgent(ctx context.Context, args []string) error {
 	if root == "" {
 		return fmt.Errorf("--root is required")
 	}
-	st.Type = mlv1.StorageType(typ)
 	store, err := checkpoint.Open(ctx, st, nil, dir)
 	if err != nil {
 		return err
@@ -65,4 +69,18 @@ func runAgent(ctx context.Context, args []string) error {
 		a.Policy.Protect = []string{protect}
 	}
 	return a.Run(ctx, l)
+}
+
+// checkResume is the resume check that runs before the workers: it fails (and the pod with it) with a
+// message naming the URI when resumeFrom is missing or incomplete.
+func checkResume(ctx context.Context, st *mlv1.CheckpointStorage, dir, resumeFrom string) error {
+	store, err := checkpoint.Open(ctx, st, nil, dir)
+	if err == nil {
+		err = checkpoint.CheckResumeFrom(ctx, store, resumeFrom, dir)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("resumeFrom %s is a complete checkpoint\n", resumeFrom)
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,7 +225,11 @@ func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map
 		p.kill(grace)
 	}
 	code, reason := p.exitCode()
-	r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, code, reason, "", p.finished) })
+	msg := ""
+	if code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		msg = r.logTail(c.Name)
+	}
+	r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, code, reason, msg, p.finished) })
 	_ = r.writeStatus(ctx)
 	return code, true
 }
@@ -298,6 +303,27 @@ func (r *podRun) writeStatus(ctx context.Context) error {
 		return fmt.Errorf("writing status of pod %s: %w", r.key, err)
 	}
 	return nil
+}
+
+// logTail is the end of a container's log, as the kubelet takes a termination message from the log with
+// terminationMessagePolicy FallbackToLogsOnError: the last 2,048 bytes or 80 lines, whichever is less.
+func (r *podRun) logTail(container string) string {
+	p, err := r.logPath(container)
+	if err != nil {
+		return ""
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	if len(data) > 2048 {
+		data = data[len(data)-2048:]
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // logPath is the log file of a container of this pod.

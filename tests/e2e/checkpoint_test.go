@@ -13,9 +13,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -107,4 +109,56 @@ func TestRestartResumesFromTheNewestCheckpoint(t *testing.T) {
 	from := 0
 	fmt.Sscanf(m[2], "%d", &from)
 	assertLossFalls(t, after, from+1, 12)
+}
+
+// TestResumeFromIsCheckedBeforeWorkersStart: with resumeFrom naming a checkpoint that does not exist, the
+// resume check fails before any trainer starts and the TrainingJob fails naming the URI; with resumeFrom
+// naming a complete checkpoint the trainer resumes from it.
+func TestResumeFromIsCheckedBeforeWorkersStart(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, claim(ns))
+	from := fmt.Sprintf("/checkpoints/%s/old/checkpoint-epoch-4", ns)
+	resumeFrom := func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint.ResumeFrom = from }
+
+	create(t, trainerJob(ns, "missing", 1, 6, "--epoch-delay=100ms").With(withPVCCheckpoints(2)).With(resumeFrom).Obj())
+	// The process node rewrites the container path in the check's arguments to the claim's host directory.
+	hostFrom := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, "old", "checkpoint-epoch-4")
+	want := "container resume-check) exited with code 1: manager: resumeFrom " + hostFrom + " does not exist"
+	eventually(t, 2*time.Minute, "a Warning event naming the missing checkpoint", func() error {
+		events := &eventsv1.EventList{}
+		if err := stack.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, want) {
+				return nil
+			}
+		}
+		var notes []string
+		for _, e := range events.Items {
+			notes = append(notes, e.Type+"/"+e.Reason+": "+e.Note)
+		}
+		return fmt.Errorf("no event names it:\n%s", strings.Join(notes, "\n"))
+	})
+	waitForState(t, ns, "missing", mlv1.StateFailed, 2*time.Minute)
+	if _, err := node.LogPath(stack.DataRoot, ns, "missing-worker-0-*", "trainer"); err == nil {
+		t.Errorf("the trainer ran although resumeFrom is missing")
+	}
+
+	dir := hostFrom
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	model := `{"epoch":4,"weights":[0,0,0,0,0,0,0,0,0],"loss":0.7}`
+	for f, data := range map[string]string{"model.json": model, checkpoint.Marker: `{"epoch":4}`} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(t, trainerJob(ns, "present", 1, 6, "--epoch-delay=100ms").With(withPVCCheckpoints(2)).With(resumeFrom).Obj())
+	waitForState(t, ns, "present", mlv1.StateCompleted, 2*time.Minute)
+	log := rankLog(t, ns, "present", 0)
+	if !strings.Contains(log, "resuming from "+dir) || strings.Contains(log, "epoch 1/6 ") || !strings.Contains(log, "epoch 5/6 ") {
+		t.Errorf("rank 0 did not resume from resumeFrom at epoch 4:\n%s", log)
+	}
 }
