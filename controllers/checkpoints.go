@@ -3,10 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
-	"strconv"
+	"io"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +20,9 @@ const ConditionCheckpointStorage = "CheckpointStorageReady"
 
 // observeCheckpoints reads rank 0's checkpoint agent (GET :8082/status) into status.checkpoint and the
 // checkpoint series. An agent that does not answer yet leaves both as they are.
-func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s *scrapeState, now time.Time) {
-	a, err := r.agentStatus(ctx, tj)
+func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.TrainingJob, ip string, st *mlv1.TrainingJobStatus, s *scrapeState, now time.Time) {
+	var a checkpoint.AgentStatus
+	err := r.get(ctx, ip, builders.AgentPort, "/status", func(body io.Reader) error { return json.NewDecoder(body).Decode(&a) })
 	if err != nil {
 		return
 	}
@@ -37,30 +35,6 @@ func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.Trai
 	r.mu.Unlock()
 	metrics.CheckpointsCreated.WithLabelValues(l...).Add(float64(increase(prev.Created, a.Created)))
 	metrics.CheckpointsDeleted.WithLabelValues(l...).Add(float64(increase(prev.Deleted, a.Deleted)))
-}
-
-func (r *StatusReconciler) agentStatus(ctx context.Context, tj *mlv1.TrainingJob) (checkpoint.AgentStatus, error) {
-	var a checkpoint.AgentStatus
-	ip, err := r.rank0IP(ctx, tj)
-	if err != nil {
-		return a, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
-	defer cancel()
-	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(builders.AgentPort)) + "/status"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return a, err
-	}
-	resp, err := r.HTTP.Do(req)
-	if err != nil {
-		return a, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return a, json.NewDecoder(resp.Body).Decode(&a)
 }
 
 // ApplyCheckpoints puts an agent's report into the status. It is pure.

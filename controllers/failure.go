@@ -36,8 +36,7 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
 func failedRank(pods []corev1.Pod) string {
 	var best *rankExit
 	for _, p := range byRank(pods) {
-		// Init containers too: a failed resume check names the missing checkpoint in its message.
-		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		for _, cs := range containerStatuses(p) { // a failed resume check names the missing checkpoint
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if t == nil || t.ExitCode == 0 {
 					continue

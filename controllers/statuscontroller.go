@@ -85,14 +85,18 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	st := tj.Status.DeepCopy()
-	sample, err := r.scrape(ctx, tj)
+	ip, err := r.rank0IP(ctx, tj)
+	var sample Sample
+	if err == nil {
+		sample, err = r.scrape(ctx, tj, ip)
+	}
 	if err != nil {
 		ApplyScrapeError(st, err, metav1.NewTime(now))
 	} else {
 		r.observe(ctx, tj, st, state, sample, now)
 	}
-	if builders.CheckpointEnabled(tj) {
-		r.observeCheckpoints(ctx, tj, st, state, now)
+	if ip != "" && builders.CheckpointEnabled(tj) {
+		r.observeCheckpoints(ctx, tj, ip, st, state, now)
 	}
 	// The next scrape is one interval after this one started, not after it ended, so the period does not
 	// drift by the scrape's and the write's own time.
@@ -149,28 +153,35 @@ func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, st
 	}
 }
 
-// scrape reads rank 0's endpoint.
-func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob) (Sample, error) {
-	ip, err := r.rank0IP(ctx, tj)
-	if err != nil {
-		return Sample{}, err
-	}
+// scrape reads rank 0's progress endpoint.
+func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, ip string) (Sample, error) {
+	var s Sample
+	err := r.get(ctx, ip, builders.MetricsPort(tj), "/metrics", func(body io.Reader) error {
+		var err error
+		s, err = ParseSample(body)
+		return err
+	})
+	return s, err
+}
+
+// get GETs http://ip:port/path within the scrape timeout and hands the body (at most maxBody) to read.
+func (r *StatusReconciler) get(ctx context.Context, ip string, port int32, path string, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(builders.MetricsPort(tj)))) + "/metrics"
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return Sample{}, err
+		return err
 	}
 	resp, err := r.HTTP.Do(req)
 	if err != nil {
-		return Sample{}, fmt.Errorf("GET %s: %w", url, errors.Unwrap(err))
+		return fmt.Errorf("GET %s: %w", url, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Sample{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return ParseSample(io.LimitReader(resp.Body, maxBody))
+	return read(io.LimitReader(resp.Body, maxBody))
 }
 
 // rank0IP is the pod IP of rank 0's running pod.

@@ -57,9 +57,7 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 				return "Unschedulable", fmt.Sprintf("pod %s: %s", p.Name, c.Message)
 			}
 		}
-		// Init containers first: one stuck there (a crashing checkpoint-agent sidecar too) holds the pod.
-		statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
-		for _, cs := range statuses {
+		for _, cs := range containerStatuses(p) {
 			w := cs.State.Waiting
 			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
 				continue
@@ -72,4 +70,10 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// containerStatuses are a pod's init container (sidecars included) then main container statuses: init
+// containers first, since one stuck or failed there holds the whole pod.
+func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
+	return append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
 }
