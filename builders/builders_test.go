@@ -24,8 +24,12 @@ var opts = builders.Options{DefaultImages: map[mlv1.Framework]string{
 func envMap(env []corev1.EnvVar) map[string]string {
 	m := map[string]string{}
 	for _, e := range env {
-		if e.ValueFrom != nil {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
 			m[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			continue
+		case e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil:
+			m[e.Name] = "configMapKeyRef:" + e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key
 			continue
 		}
 		m[e.Name] = e.Value
@@ -74,7 +78,7 @@ func TestWorkerEnv(t *testing.T) {
 		}).Obj(), with(map[string]string{
 			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
-			"CHECKPOINT_DIR": "/checkpoints/runs/ml/mnist", "CHECKPOINT_FREQUENCY": "5",
+			"CHECKPOINT_DIR": "/checkpoints/runs/ml/mnist", "CHECKPOINT_FREQUENCY": "5", "RESUME_FROM": "configMapKeyRef:mnist-config/RESUME_FROM",
 		})},
 		{"checkpoints disabled", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false),
@@ -199,7 +203,7 @@ func TestJob(t *testing.T) {
 			}
 			got := []any{a.Name, *a.RestartPolicy, a.Command, a.Args, a.Env[0].Name, a.VolumeMounts[0].MountPath, a.Ports[0].ContainerPort}
 			want := []any{"checkpoint-agent", corev1.ContainerRestartPolicyAlways, []string{"/manager"},
-				[]string{"checkpoint-agent", "--listen=$(POD_IP):8082", "--protect=/checkpoints/ml/old/checkpoint-epoch-4", "--retention=2", "--root=ml/a", "--storage-type=pvc", "--dir=/checkpoints"},
+				[]string{"checkpoint-agent", "--listen=$(POD_IP):8082", "--protect=/checkpoints/ml/old/checkpoint-epoch-4", "--retention=2", "--root=ml/a", "--storage-type=pvc", "--termination-log=/dev/termination-log", "--dir=/checkpoints"},
 				"RANK", "/checkpoints", int32(8082)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
@@ -214,8 +218,12 @@ func TestJob(t *testing.T) {
 			if len(p.Volumes) != 1 || a.EnvFrom[0].SecretRef.Name != "s3-keys" || !slices.Contains(a.Args, "--s3-bucket=ckpt") || !slices.Contains(a.Args, "--endpoint=http://minio:9000") {
 				t.Errorf("agent %+v, volumes %d", a, len(p.Volumes))
 			}
-			if env := envMap(p.Containers[0].Env); env["CHECKPOINT_URI"] != "s3://ckpt/runs/ml/a" || env["CHECKPOINT_DIR"] != "" {
-				t.Errorf("trainer env: %v", env)
+			c := p.Containers[0]
+			env := envMap(c.Env)
+			got := []any{env["CHECKPOINT_URI"], env["CHECKPOINT_DIR"], env["AWS_ENDPOINT_URL_S3"], envMap(a.Env)["AWS_ENDPOINT_URL_S3"], c.EnvFrom}
+			want := []any{"s3://ckpt/runs/ml/a", "", "http://minio:9000", "http://minio:9000", a.EnvFrom}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the trainer writes to CHECKPOINT_URI with the agent's identity (-want +got):\n%s", diff)
 			}
 		}},
 		{"gcs key mounted for the agent", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
@@ -224,8 +232,13 @@ func TestJob(t *testing.T) {
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
 			a := p.InitContainers[0]
-			if p.Volumes[1].Secret.SecretName != "gcs-key" || a.Env[2].Value != builders.AgentCredentialsPath+"/service-account.json" {
+			key := builders.CredentialsPath + "/service-account.json"
+			if p.Volumes[1].Secret.SecretName != "gcs-key" || envMap(a.Env)["GOOGLE_APPLICATION_CREDENTIALS"] != key {
 				t.Errorf("agent %+v, volumes %+v", a, p.Volumes)
+			}
+			c := p.Containers[0]
+			if envMap(c.Env)["GOOGLE_APPLICATION_CREDENTIALS"] != key || !slices.Contains(c.VolumeMounts, a.VolumeMounts[0]) || envMap(c.Env)["CHECKPOINT_URI"] != "gs://ckpt/ml/a" {
+				t.Errorf("trainer %+v", c)
 			}
 		}},
 		{"nfs checkpoints mounted", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
@@ -281,6 +294,58 @@ func TestConfigMap(t *testing.T) {
 	}
 	if cm.Name != "mnist-config" || cm.Labels[builders.NameLabel] != "mnist" {
 		t.Errorf("configmap meta = %+v", cm.ObjectMeta)
+	}
+}
+
+// TestResumeFrom: workers resume from the newest checkpoint the operator has seen, else resumeFrom; the
+// value lives in the ConfigMap and reaches the trainer and the agent through a key reference, so the Job's
+// template (and its hash) never changes with it.
+func TestResumeFrom(t *testing.T) {
+	pvc := func(resumeFrom, latest string) *mlv1.TrainingJob {
+		return tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), ResumeFrom: resumeFrom,
+				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+			if latest != "" {
+				tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: latest}
+			}
+		}).Obj()
+	}
+	cases := []struct {
+		name string
+		tj   *mlv1.TrainingJob
+		want string
+	}{
+		{"checkpoints disabled", tjtest.NewTJ("ml", "a").Obj(), ""},
+		{"nothing yet: start fresh", pvc("", ""), ""},
+		{"resumeFrom until a checkpoint is seen", pvc("/checkpoints/ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4"},
+		{"the newest seen wins", pvc("/checkpoints/ml/old/checkpoint-epoch-4", "/checkpoints/ml/a/checkpoint-epoch-6"), "/checkpoints/ml/a/checkpoint-epoch-6"},
+	}
+	ref := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "a-config"}, Key: "RESUME_FROM", Optional: ptr.To(true)}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cm, err := builders.ConfigMap(tc.tj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value, set := cm.Data[builders.ResumeFromKey]
+			if diff := cmp.Diff([]any{tc.want, tc.want != ""}, []any{value, set}); diff != "" {
+				t.Errorf("ConfigMap RESUME_FROM (-want +got):\n%s", diff)
+			}
+			if !builders.CheckpointEnabled(tc.tj) {
+				return
+			}
+			p := builders.Job(tc.tj, opts).Spec.Template.Spec
+			for _, c := range []corev1.Container{p.Containers[0], p.InitContainers[len(p.InitContainers)-1]} {
+				i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "RESUME_FROM" })
+				if i < 0 || !cmp.Equal(ref, c.Env[i].ValueFrom) || c.Env[i].Value != "" {
+					t.Errorf("%s: RESUME_FROM is not the ConfigMap's key: %+v", c.Name, c.Env)
+				}
+			}
+		})
+	}
+	if a, b := builders.Job(pvc("", ""), opts), builders.Job(pvc("", "/checkpoints/ml/a/checkpoint-epoch-6"), opts); !cmp.Equal(a, b) {
+		t.Errorf("the Job changed with status.checkpoint:\n%s", cmp.Diff(a, b))
 	}
 }
 

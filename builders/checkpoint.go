@@ -77,15 +77,38 @@ func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if f := tj.Spec.Checkpoint.Frequency; f != nil {
 		freq = *f
 	}
-	where := value("CHECKPOINT_URI", CheckpointURI(tj))
+	env := []corev1.EnvVar{value("CHECKPOINT_URI", CheckpointURI(tj))}
 	if mountedCheckpoints(tj) {
-		where = value("CHECKPOINT_DIR", CheckpointDir(tj))
+		env = []corev1.EnvVar{value("CHECKPOINT_DIR", CheckpointDir(tj))}
 	}
-	env := []corev1.EnvVar{where, value("CHECKPOINT_FREQUENCY", itoa(freq))}
-	if r := tj.Spec.Checkpoint.ResumeFrom; r != "" {
-		env = append(env, value("RESUME_FROM", r))
+	env = append(env, value("CHECKPOINT_FREQUENCY", itoa(freq)), resumeFromEnv(tj))
+	return append(env, storageEnv(tj)...)
+}
+
+// ResumeFromKey is the ConfigMap key, and the environment variable, naming the checkpoint workers resume
+// from. Workers read it through a configMapKeyRef, which the kubelet resolves every time a container
+// starts: a worker restarted in place, a pod the Job controller recreates and a resumed suspended job all
+// get the value the operator holds at that moment, with no change to the Job's template.
+const ResumeFromKey = "RESUME_FROM"
+
+// ResumeFrom is the checkpoint workers resume from when they start now: the newest complete checkpoint
+// the operator has seen (status.checkpoint.latest, from rank 0's checkpoint agent), else
+// spec.checkpoint.resumeFrom, else "" (start fresh).
+func ResumeFrom(tj *mlv1.TrainingJob) string {
+	if !CheckpointEnabled(tj) {
+		return ""
 	}
-	return env
+	if c := tj.Status.Checkpoint; c != nil && c.Latest != "" {
+		return c.Latest
+	}
+	return tj.Spec.Checkpoint.ResumeFrom
+}
+
+// resumeFromEnv is RESUME_FROM from the job's ConfigMap; unset while there is nothing to resume from.
+func resumeFromEnv(tj *mlv1.TrainingJob) corev1.EnvVar {
+	return corev1.EnvVar{Name: ResumeFromKey, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(tj)}, Key: ResumeFromKey, Optional: ptrTo(true),
+	}}}
 }
 
 // The checkpoint agent (`manager checkpoint-agent`, see package checkpoint) runs as a native sidecar
@@ -95,9 +118,9 @@ const (
 	AgentContainerName = "checkpoint-agent"
 	AgentPortName      = "checkpoint"
 	AgentPort          = 8082
-	// AgentCredentialsPath is where a gcs storage Secret is mounted in the agent.
-	AgentCredentialsPath = "/var/run/secrets/trainingjob/checkpoint"
-	agentCredentialsVol  = "checkpoint-credentials"
+	// CredentialsPath is where a gcs storage Secret is mounted in the trainer and the agent.
+	CredentialsPath = "/var/run/secrets/trainingjob/checkpoint"
+	credentialsVol  = "checkpoint-credentials"
 )
 
 // DefaultAgentImage is the agent's image: the operator's own.
@@ -108,7 +131,9 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	s := c.Storage
 	args := []string{"checkpoint-agent", "--storage-type=" + string(s.Type), "--root=" + CheckpointRoot(tj),
 		// On the pod's own address: pods that share a network (a process node) must not collide.
-		"--retention=" + itoa(ptrOr(c.Retention, 3)), "--listen=$(POD_IP):" + itoa(AgentPort)}
+		"--retention=" + itoa(ptrOr(c.Retention, 3)), "--listen=$(POD_IP):" + itoa(AgentPort),
+		// The final report, for status.checkpoint after the pods stopped.
+		"--termination-log=" + corev1.TerminationMessagePathDefault}
 	if c.ResumeFrom != "" {
 		args = append(args, "--protect="+c.ResumeFrom)
 	}
@@ -130,21 +155,56 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	}
 	ctr := corev1.Container{
 		Name: AgentContainerName, Image: image, Command: command, Args: args, RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
-		Env:   []corev1.EnvVar{rankEnv(), podIPEnv()},
+		// RESUME_FROM: the checkpoint the workers of this pod started from, protected until the operator
+		// says (GET /status?resumeFrom=) that the ConfigMap names a newer one.
+		Env:   []corev1.EnvVar{rankEnv(), podIPEnv(), resumeFromEnv(tj)},
 		Ports: []corev1.ContainerPort{{Name: AgentPortName, ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
 	}
 	if mountedCheckpoints(tj) {
 		ctr.VolumeMounts = []corev1.VolumeMount{{Name: CheckpointVolumeName, MountPath: CheckpointMountPath}}
 		ctr.Args = append(ctr.Args, "--dir="+CheckpointMountPath)
 	}
-	if s.SecretRef != nil && s.Type == mlv1.StorageS3 {
-		ctr.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.SecretRef}}}
-	}
-	if s.SecretRef != nil && s.Type == mlv1.StorageGCS {
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: agentCredentialsVol, MountPath: AgentCredentialsPath, ReadOnly: true})
-		ctr.Env = append(ctr.Env, value("GOOGLE_APPLICATION_CREDENTIALS", AgentCredentialsPath+"/service-account.json"))
-	}
+	ctr.EnvFrom = storageEnvFrom(tj)
+	ctr.VolumeMounts = append(ctr.VolumeMounts, storageMounts(tj)...)
+	ctr.Env = append(ctr.Env, storageEnv(tj)...)
 	return ctr
+}
+
+// Object storage access: the trainer (which writes to CHECKPOINT_URI) and the agent get the same identity.
+// With a storage Secret, an s3 Secret's keys become AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and a gcs
+// Secret's service-account.json is mounted and named by GOOGLE_APPLICATION_CREDENTIALS; without one the
+// pod's workload identity applies. An s3 endpoint and region become AWS_ENDPOINT_URL_S3 and AWS_REGION,
+// which the AWS SDKs read. spec.env comes after these in the trainer, so a user can override them.
+
+func storageEnvFrom(tj *mlv1.TrainingJob) []corev1.EnvFromSource {
+	s := tj.Spec.Checkpoint.Storage
+	if s.SecretRef == nil || s.Type != mlv1.StorageS3 {
+		return nil
+	}
+	return []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.SecretRef}}}
+}
+
+func storageMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
+	s := tj.Spec.Checkpoint.Storage
+	if s.SecretRef == nil || s.Type != mlv1.StorageGCS {
+		return nil
+	}
+	return []corev1.VolumeMount{{Name: credentialsVol, MountPath: CredentialsPath, ReadOnly: true}}
+}
+
+func storageEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	s := tj.Spec.Checkpoint.Storage
+	var env []corev1.EnvVar
+	switch {
+	case s.Type == mlv1.StorageGCS && s.SecretRef != nil:
+		env = append(env, value("GOOGLE_APPLICATION_CREDENTIALS", CredentialsPath+"/service-account.json"))
+	case s.Type == mlv1.StorageS3 && s.Endpoint != "":
+		env = append(env, value("AWS_ENDPOINT_URL_S3", s.Endpoint))
+	}
+	if s.Type == mlv1.StorageS3 && s.Region != "" {
+		env = append(env, value("AWS_REGION", s.Region))
+	}
+	return env
 }
 
 // ResumeCheckContainerName is the init container that checks resumeFrom before the workers start.
@@ -172,13 +232,13 @@ func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	return []corev1.Container{check, agent}
 }
 
-// agentVolumes are the volumes the agent needs besides the checkpoint volume.
-func agentVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
+// storageVolumes are the volumes object storage access needs (a gcs key).
+func storageVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 	s := tj.Spec.Checkpoint.Storage
 	if s.SecretRef == nil || s.Type != mlv1.StorageGCS {
 		return nil
 	}
-	return []corev1.Volume{{Name: agentCredentialsVol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.SecretRef.Name}}}}
+	return []corev1.Volume{{Name: credentialsVol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.SecretRef.Name}}}}
 }
 
 func ptrOr(p *int32, def int32) int32 {

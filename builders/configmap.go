@@ -53,14 +53,19 @@ func Config(tj *mlv1.TrainingJob) RunConfig {
 	}
 }
 
-// ConfigMap builds the ConfigMap holding config.json.
+// ConfigMap builds the ConfigMap holding config.json and, once there is a checkpoint to resume from,
+// RESUME_FROM (see ResumeFrom).
 func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	data, err := json.MarshalIndent(Config(tj), "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding config of %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
-	return &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(tj), Namespace: tj.Namespace, Labels: Labels(tj)},
 		Data:       map[string]string{ConfigFileName: string(data)},
-	}, nil
+	}
+	if r := ResumeFrom(tj); r != "" {
+		cm.Data[ResumeFromKey] = r
+	}
+	return cm, nil
 }

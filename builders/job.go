@@ -81,7 +81,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	}
 	if CheckpointEnabled(tj) {
 		spec.InitContainers = agentInitContainers(tj, opts)
-		spec.Volumes = append(spec.Volumes, agentVolumes(tj)...)
+		spec.Volumes = append(spec.Volumes, storageVolumes(tj)...)
 	}
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
@@ -95,8 +95,12 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 
 func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	mounts := []corev1.VolumeMount{{Name: ConfigVolumeName, MountPath: ConfigMountPath, ReadOnly: true}}
+	var envFrom []corev1.EnvFromSource
 	if mountedCheckpoints(tj) {
 		mounts = append(mounts, corev1.VolumeMount{Name: CheckpointVolumeName, MountPath: CheckpointMountPath})
+	} else if CheckpointEnabled(tj) {
+		envFrom = storageEnvFrom(tj)
+		mounts = append(mounts, storageMounts(tj)...)
 	}
 	return corev1.Container{
 		Name:    ContainerName,
@@ -104,6 +108,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		Command: tj.Spec.Command,
 		Args:    tj.Spec.Args,
 		Env:     WorkerEnv(tj),
+		EnvFrom: envFrom,
 		Ports: []corev1.ContainerPort{
 			{Name: MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
 			{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,16 +16,30 @@ import (
 
 // Agent keeps one job's checkpoints rotated and reports them. It runs where the data is reachable with
 // the workers' own identity: beside rank 0 (the operator never mounts users' volumes nor needs their
-// cloud credentials). It syncs every Interval and serves the last result as JSON at /status.
+// cloud credentials). It syncs every Interval, and soon after each read of /status, which serves the last
+// result as JSON.
+//
+// Resume safety: the operator puts the newest checkpoint the agent reported into RESUME_FROM (the job's
+// ConfigMap), which a restarting worker reads. So the agent never deletes a checkpoint the workers may
+// be told to resume from: ResumeFrom (what the ConfigMap named when this agent started, then what the
+// operator says it names: GET /status?resumeFrom=<uri>) and every newer checkpoint it has served since.
 type Agent struct {
 	Store    Store
 	Root     string
 	Policy   Policy
 	Interval time.Duration
 	Log      logr.Logger
+	// ResumeFrom is what the workers resume from now (RESUME_FROM when the agent started).
+	ResumeFrom string
+	// TerminationLog, when set, receives the final report as JSON when the agent stops (the container's
+	// termination message), so the operator learns the last checkpoint of a run after its pods stopped.
+	TerminationLog string
 
-	mu   sync.Mutex
-	last AgentStatus
+	kick   chan struct{}
+	syncMu sync.Mutex // one Sync at a time
+	mu     sync.Mutex
+	last   AgentStatus
+	served []string // newest checkpoints served on /status that ResumeFrom has not caught up with
 }
 
 // AgentStatus is what /status returns.
@@ -47,9 +63,17 @@ type AgentStatus struct {
 // Run syncs until ctx is done, serving /status on l.
 func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+	a.kick = make(chan struct{}, 1)
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Has("resumeFrom") {
+			a.Acknowledge(q.Get("resumeFrom"))
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.Status())
+		_ = json.NewEncoder(w).Encode(a.Serve())
+		select {
+		case a.kick <- struct{}{}: // the reader comes back in about one interval of its own: be fresh then
+		default:
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
@@ -67,16 +91,29 @@ func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 			// One last rotation when the workers are done, so the final checkpoint is accounted for.
 			final, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			a.SyncOnce(final)
-			return nil
+			return a.writeTerminationLog(a.SyncOnce(final))
 		case <-t.C:
+		case <-a.kick:
 		}
 	}
 }
 
+func (a *Agent) writeTerminationLog(st AgentStatus) error {
+	if a.TerminationLog == "" {
+		return nil
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(a.TerminationLog, data, 0o644)
+}
+
 // SyncOnce runs one Sync and records its status.
 func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {
-	r, err := Sync(ctx, a.Store, a.Root, a.Policy, time.Now())
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	r, err := Sync(ctx, a.Store, a.Root, a.policy(), time.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.last
@@ -105,6 +142,43 @@ func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {
 	}
 	a.last = st
 	return st
+}
+
+// policy is Policy protecting, besides its own, what workers may be told to resume from.
+func (a *Agent) policy() Policy {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.Policy
+	p.Protect = append(append(slices.Clone(p.Protect), a.served...), a.ResumeFrom)
+	return p
+}
+
+// Serve is the last sync's status, as served to the operator: its latest checkpoint stays protected
+// until the operator acknowledges RESUME_FROM at or after it.
+func (a *Agent) Serve() AgentStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if l := a.last.Latest; l != "" && !slices.Contains(a.served, l) && l != a.ResumeFrom {
+		a.served = append(a.served, l)
+	}
+	return a.last
+}
+
+// Acknowledge records what RESUME_FROM names now. The operator only ever moves it to a checkpoint the
+// agent served, newest last, so served checkpoints older than it can no longer be named and lose their
+// protection (rotation may then delete them).
+func (a *Agent) Acknowledge(resumeFrom string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ResumeFrom = resumeFrom
+	epoch, ok := EpochOf(resumeFrom)
+	if !ok {
+		return
+	}
+	a.served = slices.DeleteFunc(a.served, func(s string) bool {
+		e, ok := EpochOf(s)
+		return ok && e < epoch
+	})
 }
 
 // Status is the last sync's status.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestAgentRotatesAndServesStatus(t *testing.T) {
@@ -64,4 +65,59 @@ func TestAgentReportsAnUnreachableStore(t *testing.T) {
 	if st := a.SyncOnce(ctx); st.Error == "" {
 		t.Fatalf("no error from an unreachable store: %+v", st)
 	}
+}
+
+// TestAgentKeepsWhatWorkersMayResumeFrom: with retention 1, a checkpoint the operator was told about (and
+// may have put into RESUME_FROM) survives rotation until the operator acknowledges a newer RESUME_FROM;
+// the one workers started from survives until then too.
+func TestAgentKeepsWhatWorkersMayResumeFrom(t *testing.T) {
+	ctx := context.Background()
+	store := DirStore{Root: t.TempDir()}
+	write := func(e int) {
+		for _, f := range []string{"model.bin", Marker} {
+			if err := store.Put(ctx, "ml/job/"+Dir(e)+"/"+f, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	uri := func(e int) string { return store.URI("ml/job/" + Dir(e)) }
+	left := func() []int {
+		var got []int
+		for _, c := range listAll(t, store).Checkpoints {
+			got = append(got, c.Epoch)
+		}
+		return got
+	}
+	ag := &Agent{Store: store, Root: "ml/job", Policy: Policy{Retention: 1}, Log: logr.Discard(), ResumeFrom: uri(1)}
+	steps := []struct {
+		name string
+		do   func()
+		want []int
+	}{
+		{"started from epoch 1", func() { write(1); write(2) }, []int{1, 2}},
+		{"epoch 2 served to the operator", func() { ag.Serve(); write(3) }, []int{1, 2, 3}},
+		{"operator says RESUME_FROM is epoch 2", func() { ag.Acknowledge(uri(2)) }, []int{2, 3}},
+		{"epoch 3 served, epoch 4 written", func() { ag.Serve(); write(4) }, []int{2, 3, 4}},
+		{"acknowledged epoch 3", func() { ag.Acknowledge(uri(3)) }, []int{3, 4}},
+		{"an empty acknowledgement releases nothing", func() { ag.Serve(); ag.Acknowledge("") }, []int{3, 4}},
+		{"acknowledged epoch 4", func() { ag.Acknowledge(uri(4)) }, []int{4}},
+	}
+	for _, s := range steps {
+		s.do()
+		if st := ag.SyncOnce(ctx); st.Error != "" {
+			t.Fatalf("%s: %s", s.name, st.Error)
+		}
+		if diff := cmp.Diff(s.want, left()); diff != "" {
+			t.Errorf("%s: checkpoints left (-want +got):\n%s", s.name, diff)
+		}
+	}
+}
+
+func listAll(t *testing.T, s Store) Report {
+	t.Helper()
+	r, err := Sync(context.Background(), s, "ml/job", Policy{Retention: 1 << 20}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -58,6 +58,16 @@ var dirName = regexp.MustCompile(`^checkpoint-epoch-([0-9]{1,9})$`)
 // Dir is the name of the checkpoint directory of an epoch.
 func Dir(epoch int) string { return "checkpoint-epoch-" + strconv.Itoa(epoch) }
 
+// EpochOf is the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one.
+func EpochOf(uri string) (int, bool) {
+	m := dirName.FindStringSubmatch(path.Base(strings.TrimRight(uri, "/")))
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
+}
+
 // Scan groups the objects under root into checkpoints, oldest epoch first. Objects outside a
 // checkpoint-epoch-<N> directory (temporary directories, other files) are ignored.
 func Scan(root string, objects []Object) []Checkpoint {
@@ -110,7 +120,9 @@ func Latest(cps []Checkpoint) (Checkpoint, bool) {
 type Policy struct {
 	// Retention is how many of the newest complete checkpoints to keep (at least 1).
 	Retention int
-	// Protect are checkpoint directories never to delete (the one named in resumeFrom).
+	// Protect are checkpoint directories (or URIs ending in one) never to delete: resumeFrom, and what
+	// workers may be told to resume from. One among the newest Retention counts as one of them; an older
+	// one is kept besides them.
 	Protect []string
 	// AbandonedAfter is how long an incomplete checkpoint older than the newest complete one must have
 	// been untouched before it counts as abandoned and may go; an incomplete checkpoint newer than the
@@ -128,11 +140,11 @@ func Plan(cps []Checkpoint, p Policy, now time.Time) (keep, remove []Checkpoint)
 	for i := len(cps) - 1; i >= 0; i-- {
 		c := cps[i]
 		switch {
-		case isProtected(c, p.Protect):
-			keep = append(keep, c)
 		case c.Complete && kept < retention:
 			kept++
 			keep = append(keep, c)
+		case isProtected(c, p.Protect):
+			keep = append(keep, c) // kept beyond retention
 		case c.Complete:
 			remove = append(remove, c)
 		case !hasLatest || c.Epoch > latest.Epoch || now.Sub(c.Time) < p.AbandonedAfter:

@@ -22,7 +22,8 @@ type GCSStore struct {
 // identity (Application Default Credentials); option.WithCredentialsJSON passes a key from a Secret.
 // STORAGE_EMULATOR_HOST redirects it to an emulator.
 func NewGCSStore(ctx context.Context, bucket string, opts ...option.ClientOption) (*GCSStore, error) {
-	c, err := storage.NewClient(ctx, opts...)
+	// JSON reads: one API for every call, the same against GCS and an emulator.
+	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("gcs client: %w", err)
 	}

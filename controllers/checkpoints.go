@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/url"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
@@ -18,11 +21,18 @@ import (
 // the storage error (unreachable, credentials) without failing the job.
 const ConditionCheckpointStorage = "CheckpointStorageReady"
 
-// observeCheckpoints reads rank 0's checkpoint agent (GET :8082/status) into status.checkpoint and the
-// checkpoint series. An agent that does not answer yet leaves both as they are.
+// observeCheckpoints reads rank 0's checkpoint agent into status.checkpoint and the checkpoint series. An
+// agent that does not answer yet leaves both as they are. The request tells the agent what RESUME_FROM
+// names now (the ConfigMap as this manager sees it, never ahead of it), so the agent knows which older
+// checkpoints no restarting worker can be told to resume from any more.
 func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.TrainingJob, ip string, st *mlv1.TrainingJobStatus, s *scrapeState, now time.Time) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		return // acknowledging nothing is never unsafe, but there is no ConfigMap to be ahead of yet
+	}
+	path := "/status?" + url.Values{"resumeFrom": {cm.Data[builders.ResumeFromKey]}}.Encode()
 	var a checkpoint.AgentStatus
-	err := r.get(ctx, ip, builders.AgentPort, "/status", func(body io.Reader) error { return json.NewDecoder(body).Decode(&a) })
+	err := r.get(ctx, ip, builders.AgentPort, path, func(body io.Reader) error { return json.NewDecoder(body).Decode(&a) })
 	if err != nil {
 		return
 	}
@@ -55,6 +65,32 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a checkpoint.AgentStatus, now 
 		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
 	}
 	st.Checkpoint = c
+}
+
+// applyFinalCheckpoints applies the report a stopped checkpoint agent of rank 0 left as its termination
+// message (its last sync, after the trainer ended), unless the status already knows a newer checkpoint.
+// It covers what the StatusController cannot read any more: the end of a run.
+func applyFinalCheckpoints(st *mlv1.TrainingJobStatus, pods []corev1.Pod, now metav1.Time) {
+	var last *corev1.ContainerStateTerminated
+	for i := range pods {
+		if pods[i].Labels[builders.RankLabel] != "0" {
+			continue
+		}
+		for _, cs := range pods[i].Status.InitContainerStatuses {
+			t := cs.State.Terminated
+			if cs.Name == builders.AgentContainerName && t != nil && t.Message != "" && (last == nil || last.FinishedAt.Before(&t.FinishedAt)) {
+				last = t
+			}
+		}
+	}
+	var a checkpoint.AgentStatus
+	if last == nil || json.Unmarshal([]byte(last.Message), &a) != nil {
+		return
+	}
+	if st.Checkpoint != nil && int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch {
+		return
+	}
+	ApplyCheckpoints(st, a, now)
 }
 
 // increase is how much a cumulative count of the agent grew; a restarted agent counts from 0 again.

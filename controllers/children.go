@@ -61,8 +61,9 @@ func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, 
 	return nil
 }
 
-// ensureConfigMap creates the ConfigMap, or brings its data up to date. The data changes only while no
-// worker runs: admission rejects changes to the hyperparameters of an Initializing or Running job.
+// ensureConfigMap creates the ConfigMap, or brings its data up to date. config.json changes only while no
+// worker runs (admission rejects changes to the hyperparameters of an Initializing or Running job);
+// RESUME_FROM follows the newest checkpoint while they run, for the next worker that starts.
 func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
 	want, err := builders.ConfigMap(tj)
 	if err != nil {

@@ -4,13 +4,16 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
 func TestSpecOrState(t *testing.T) {
-	base := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "10%"}}
+	base := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "10%",
+		Checkpoint: &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-2", Count: 1}}}
+	base.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}}
 	change := func(f func(*mlv1.TrainingJob)) *mlv1.TrainingJob { n := base.DeepCopy(); f(n); return n }
 	cases := []struct {
 		name string
@@ -19,6 +22,8 @@ func TestSpecOrState(t *testing.T) {
 	}{
 		{"progress only", change(func(n *mlv1.TrainingJob) { n.Status.Progress = "20%" }), false},
 		{"workers only", change(func(n *mlv1.TrainingJob) { n.Status.Workers.Active = 3 }), false},
+		{"checkpoint count only", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Count = 2 }), false},
+		{"a newer checkpoint to resume from", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Latest = "s3://b/ml/a/checkpoint-epoch-4" }), true},
 		{"state", change(func(n *mlv1.TrainingJob) { n.Status.State = mlv1.StateCompleted }), true},
 		{"spec", change(func(n *mlv1.TrainingJob) { n.Generation = 2 }), true},
 		{"labels", change(func(n *mlv1.TrainingJob) { n.Labels = map[string]string{"a": "b"} }), true},

@@ -55,6 +55,9 @@ func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.Trai
 	setConditions(&st, obs.Job != nil, ph, now)
 	setTimes(&st, obs.Job, ph, now)
 	settleProgress(&st, ph)
+	if builders.CheckpointEnabled(tj) {
+		applyFinalCheckpoints(&st, obs.Pods, now)
+	}
 	return st
 }
 

@@ -77,7 +77,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	now := r.Clock.Now()
 	setAllocation(tj, now)
-	if tj.Status.State != mlv1.StateRunning || !builders.MonitoringEnabled(tj) {
+	if tj.Status.State != mlv1.StateRunning || (!builders.MonitoringEnabled(tj) && !builders.CheckpointEnabled(tj)) {
 		return reconcile.Result{}, nil
 	}
 	state, wait := r.due(tj, now)
@@ -86,14 +86,8 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	st := tj.Status.DeepCopy()
 	ip, err := r.rank0IP(ctx, tj)
-	var sample Sample
-	if err == nil {
-		sample, err = r.scrape(ctx, tj, ip)
-	}
-	if err != nil {
-		ApplyScrapeError(st, err, metav1.NewTime(now))
-	} else {
-		r.observe(ctx, tj, st, state, sample, now)
+	if builders.MonitoringEnabled(tj) {
+		r.observeProgress(ctx, tj, ip, err, st, state, now)
 	}
 	if ip != "" && builders.CheckpointEnabled(tj) {
 		r.observeCheckpoints(ctx, tj, ip, st, state, now)
@@ -126,6 +120,20 @@ func (r *StatusReconciler) interval(tj *mlv1.TrainingJob) time.Duration {
 		return time.Duration(*m.ScrapeIntervalSeconds) * time.Second
 	}
 	return r.Interval
+}
+
+// observeProgress scrapes rank 0's progress (at ip, unless ipErr says why there is none) into st.
+func (r *StatusReconciler) observeProgress(ctx context.Context, tj *mlv1.TrainingJob, ip string, ipErr error, st *mlv1.TrainingJobStatus, s *scrapeState, now time.Time) {
+	var sample Sample
+	err := ipErr
+	if err == nil {
+		sample, err = r.scrape(ctx, tj, ip)
+	}
+	if err != nil {
+		ApplyScrapeError(st, err, metav1.NewTime(now))
+		return
+	}
+	r.observe(ctx, tj, st, s, sample, now)
 }
 
 // observe updates the gauges on every scrape, the status when rank 0's figures changed, and applies the

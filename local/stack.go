@@ -47,6 +47,8 @@ type Options struct {
 	// CheckpointInterval is the checkpoint agents' time between rotations (default 30 s). The agent is
 	// `manager checkpoint-agent`, found through Path (make build puts manager in bin/).
 	CheckpointInterval time.Duration
+	// NodeEnv is passed to every node (see node.Options.Env).
+	NodeEnv map[string]string
 	// Log receives the operator's and the nodes' logs.
 	Log logr.Logger
 }
@@ -94,7 +96,7 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 	for i := 0; i < opts.Nodes; i++ {
 		n := node.New(node.Options{
 			Name: fmt.Sprintf("process-node-%d", i), DataRoot: s.DataRoot, GPUs: opts.GPUs, Path: opts.Path,
-			WorkDir: opts.WorkDir, RestartBackoff: opts.RestartBackoff, Provision: i == 0, Log: opts.Log.WithName("node"),
+			WorkDir: opts.WorkDir, RestartBackoff: opts.RestartBackoff, Provision: i == 0, Env: opts.NodeEnv, Log: opts.Log.WithName("node"),
 		})
 		s.goRun(func() error { return n.Start(ctx, s.Cluster.Config) })
 	}

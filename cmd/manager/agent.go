@@ -21,7 +21,7 @@ import (
 func runAgent(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("checkpoint-agent", flag.ContinueOnError)
 	st := &mlv1.CheckpointStorage{}
-	var typ, dir, root, listen, protect, check string
+	var typ, dir, root, listen, protect, check, termLog string
 	var retention int
 	var interval, abandoned time.Duration
 	fs.StringVar(&typ, "storage-type", "pvc", "pvc, nfs, s3 or gcs")
@@ -36,6 +36,7 @@ func runAgent(ctx context.Context, args []string) error {
 	fs.DurationVar(&interval, "interval", 30*time.Second, "time between two rotations")
 	fs.DurationVar(&abandoned, "abandoned-after", time.Hour, "an incomplete checkpoint older than the newest complete one is deleted once untouched this long")
 	fs.StringVar(&listen, "listen", ":8082", "address of the /status endpoint")
+	fs.StringVar(&termLog, "termination-log", "", "file that receives the final report when the agent stops (the container's terminationMessagePath)")
 	fs.StringVar(&check, "check-resume-from", "", "only check that this checkpoint (resumeFrom) exists and is complete, then exit")
 	zo := zap.Options{}
 	zo.BindFlags(fs)
@@ -63,7 +64,9 @@ func runAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	a := &checkpoint.Agent{Store: store, Root: root, Interval: interval, Log: log,
+	// RESUME_FROM (the job's ConfigMap, read when this container started) is what the workers of this pod
+	// resumed from: kept until the operator names a newer one.
+	a := &checkpoint.Agent{Store: store, Root: root, Interval: interval, Log: log, ResumeFrom: os.Getenv("RESUME_FROM"), TerminationLog: termLog,
 		Policy: checkpoint.Policy{Retention: retention, AbandonedAfter: abandoned}}
 	if protect != "" {
 		a.Policy.Protect = []string{protect}

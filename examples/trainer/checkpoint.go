@@ -1,27 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"sort"
-	"strconv"
+	"path"
 	"time"
+
+	ckpt "github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 )
 
-// A checkpoint is a directory checkpoint-epoch-<N>/ holding model.json, complete only once its marker
-// _COMPLETE (a small JSON manifest) exists. The trainer writes model.json into a hidden temporary
-// directory, renames it into place, and writes the marker last, so a reader never sees a half-written
-// checkpoint as complete.
+// A checkpoint is a directory (or object prefix) checkpoint-epoch-<N>/ holding model.json, complete only
+// once its marker _COMPLETE (a small JSON manifest) exists: the trainer writes the marker last, so a
+// reader never takes a half-written checkpoint for a complete one. The same code writes to a mounted
+// volume (CHECKPOINT_DIR) and to S3 or GCS (CHECKPOINT_URI), through the operator's checkpoint package.
 
-// CompleteMarker is the file that makes a checkpoint directory complete.
-const CompleteMarker = "_COMPLETE"
-
-var checkpointDir = regexp.MustCompile(`^checkpoint-epoch-([0-9]+)$`)
-
-type checkpoint struct {
+type modelState struct {
 	Epoch        int       `json:"epoch"`
 	Weights      []float64 `json:"weights"`
 	Loss         float64   `json:"loss"`
@@ -36,91 +30,64 @@ type manifest struct {
 	Time  time.Time `json:"time"`
 }
 
-// saveCheckpoint writes the checkpoint of an epoch under root and returns its directory.
-func saveCheckpoint(root string, c checkpoint) (string, error) {
-	data, err := json.Marshal(c)
+// checkpoints is where this run's checkpoints go: a store and the job's root inside it.
+type checkpoints struct {
+	store ckpt.Store
+	root  string
+}
+
+// openCheckpoints opens CHECKPOINT_DIR or CHECKPOINT_URI; nil when checkpoints are off.
+func openCheckpoints(ctx context.Context, location string) (*checkpoints, error) {
+	if location == "" {
+		return nil, nil
+	}
+	s, root, err := ckpt.OpenURI(ctx, location)
+	if err != nil {
+		return nil, err
+	}
+	return &checkpoints{store: s, root: root}, nil
+}
+
+// save writes the checkpoint of an epoch, marker last, and returns its URI.
+func (c *checkpoints) save(ctx context.Context, m modelState) (string, error) {
+	data, err := json.Marshal(m)
 	if err != nil {
 		return "", err
 	}
-	name := fmt.Sprintf("checkpoint-epoch-%d", c.Epoch)
-	final := filepath.Join(root, name)
-	tmp := filepath.Join(root, "."+name+".tmp")
-	if err := os.RemoveAll(tmp); err != nil {
+	dir := path.Join(c.root, ckpt.Dir(m.Epoch))
+	if err := c.store.Put(ctx, dir+"/model.json", data); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if err := writeSynced(filepath.Join(tmp, "model.json"), data); err != nil {
-		return "", err
-	}
-	if err := os.RemoveAll(final); err != nil { // an incomplete leftover of an earlier run
-		return "", err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return "", err
-	}
-	m, _ := json.Marshal(manifest{Epoch: c.Epoch, Files: []string{"model.json"}, Bytes: int64(len(data)), Time: time.Now().UTC()})
-	return final, writeSynced(filepath.Join(final, CompleteMarker), m)
+	mf, _ := json.Marshal(manifest{Epoch: m.Epoch, Files: []string{"model.json"}, Bytes: int64(len(data)), Time: time.Now().UTC()})
+	return c.store.URI(dir), c.store.Put(ctx, dir+"/"+ckpt.Marker, mf)
 }
 
-func writeSynced(path string, data []byte) error {
-	f, err := os.Create(path)
+// latest is the URI of the complete checkpoint with the highest epoch, "" when there is none.
+func (c *checkpoints) latest(ctx context.Context) (string, error) {
+	objs, err := c.store.List(ctx, c.root+"/")
 	if err != nil {
-		return err
+		return "", err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// loadCheckpoint reads a complete checkpoint directory.
-func loadCheckpoint(dir string) (checkpoint, error) {
-	var c checkpoint
-	if _, err := os.Stat(filepath.Join(dir, CompleteMarker)); err != nil {
-		return c, fmt.Errorf("checkpoint %s is not complete: %w", dir, err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "model.json"))
-	if err != nil {
-		return c, err
-	}
-	return c, json.Unmarshal(data, &c)
-}
-
-// latestCheckpoint is the complete checkpoint with the highest epoch under root, "" when there is none.
-func latestCheckpoint(root string) (string, error) {
-	entries, err := os.ReadDir(root)
-	if os.IsNotExist(err) {
+	l, ok := ckpt.Latest(ckpt.Scan(c.root, objs))
+	if !ok {
 		return "", nil
 	}
+	return c.store.URI(l.Dir), nil
+}
+
+// loadCheckpoint reads the complete checkpoint at uri (a path, s3:// or gs://).
+func loadCheckpoint(ctx context.Context, uri string) (modelState, error) {
+	var m modelState
+	s, dir, err := ckpt.OpenURI(ctx, uri)
 	if err != nil {
-		return "", err
+		return m, err
 	}
-	type found struct {
-		epoch int
-		dir   string
+	if _, err := s.Get(ctx, dir+"/"+ckpt.Marker); err != nil {
+		return m, fmt.Errorf("checkpoint %s is not complete: %w", uri, err)
 	}
-	var all []found
-	for _, e := range entries {
-		m := checkpointDir.FindStringSubmatch(e.Name())
-		if m == nil || !e.IsDir() {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(root, e.Name(), CompleteMarker)); err != nil {
-			continue
-		}
-		n, _ := strconv.Atoi(m[1])
-		all = append(all, found{n, filepath.Join(root, e.Name())})
+	data, err := s.Get(ctx, dir+"/model.json")
+	if err != nil {
+		return m, err
 	}
-	if len(all) == 0 {
-		return "", nil
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].epoch > all[j].epoch })
-	return all[0].dir, nil
+	return m, json.Unmarshal(data, &m)
 }

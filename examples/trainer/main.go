@@ -1,9 +1,10 @@
 // Command trainer is the example distributed trainer: data-parallel logistic regression on a synthetic
 // dataset, standard library only. It reads the environment the operator injects (RANK, WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, POD_IP, METRICS_PORT, TRAININGJOB_CONFIG, CHECKPOINT_DIR,
+// MASTER_ADDR, MASTER_PORT, POD_IP, METRICS_PORT, TRAININGJOB_CONFIG, CHECKPOINT_DIR or CHECKPOINT_URI,
 // CHECKPOINT_FREQUENCY, RESUME_FROM): every rank computes gradients on its shard, the ranks sum them over
 // TCP through rank 0, rank 0 exposes progress in the Prometheus text format on METRICS_PORT, writes a
-// checkpoint every CHECKPOINT_FREQUENCY epochs and resumes from RESUME_FROM or the newest complete one.
+// checkpoint every CHECKPOINT_FREQUENCY epochs (to a volume, S3 or GCS) and resumes from RESUME_FROM, or
+// without it from the newest complete checkpoint it finds.
 package main
 
 import (
@@ -24,7 +25,7 @@ type config struct {
 	lr                       float64
 	samples, features        int
 	seed                     uint64
-	checkpointDir, resume    string
+	checkpointAt, resume     string
 	frequency                int
 	epochDelay, rendezvousTO time.Duration
 }
@@ -45,7 +46,7 @@ func loadConfig(args []string) (config, error) {
 	c := config{
 		rank: envInt("RANK", 0), world: envInt("WORLD_SIZE", 1), masterAddr: envStr("MASTER_ADDR", "127.0.0.1"),
 		masterPort: envInt("MASTER_PORT", 29500), metricsPort: envInt("METRICS_PORT", 8080), podIP: os.Getenv("POD_IP"),
-		epochs: 10, batch: 64, lr: 0.5, checkpointDir: os.Getenv("CHECKPOINT_DIR"),
+		epochs: 10, batch: 64, lr: 0.5, checkpointAt: envStr("CHECKPOINT_DIR", os.Getenv("CHECKPOINT_URI")),
 		frequency: envInt("CHECKPOINT_FREQUENCY", 1), resume: os.Getenv("RESUME_FROM"),
 	}
 	if err := c.readRunConfig(os.Getenv("TRAININGJOB_CONFIG")); err != nil {

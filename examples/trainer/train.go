@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -13,7 +14,9 @@ type trainer struct {
 	g        *group
 	shard    dataset
 	w        []float64
-	progress *progress // rank 0 only
+	progress *progress    // rank 0 only
+	ckpts    *checkpoints // rank 0 only; nil without checkpoints
+	ctx      context.Context
 }
 
 func train(c config) error {
@@ -22,12 +25,16 @@ func train(c config) error {
 	if len(t.shard.x) == 0 {
 		return fmt.Errorf("%d samples are too few for %d ranks", c.samples, c.world)
 	}
+	t.ctx = context.Background()
 	if c.rank == 0 {
 		p, err := serveProgress(c.bindAddr(c.metricsPort))
 		if err != nil {
 			return err
 		}
 		t.progress = p
+		if t.ckpts, err = openCheckpoints(t.ctx, c.checkpointAt); err != nil {
+			return err
+		}
 	}
 	master := net.JoinHostPort(c.masterAddr, strconv.Itoa(c.masterPort))
 	g, err := rendezvous(c.rank, c.world, c.bindAddr(c.masterPort), master, c.rendezvousTO)
@@ -52,30 +59,26 @@ func train(c config) error {
 	return nil
 }
 
-// resume loads rank 0's checkpoint (RESUME_FROM, else the newest complete one in CHECKPOINT_DIR) and
+// resume loads rank 0's checkpoint (RESUME_FROM, else the newest complete one where checkpoints go) and
 // gives every rank its weights; it returns the epoch training continues after.
 func (t *trainer) resume() (int, error) {
 	state := make([]float64, len(t.w)+1)
 	if t.c.rank == 0 {
-		dir := t.c.resume
-		if dir == "" && t.c.checkpointDir != "" {
-			latest, err := latestCheckpoint(t.c.checkpointDir)
-			if err != nil {
-				return 0, err
-			}
-			dir = latest
+		from, err := t.resumeFrom()
+		if err != nil {
+			return 0, err
 		}
-		if dir != "" {
-			ck, err := loadCheckpoint(dir)
+		if from != "" {
+			ck, err := loadCheckpoint(t.ctx, from)
 			if err != nil {
 				return 0, err
 			}
 			if len(ck.Weights) != len(t.w) {
-				return 0, fmt.Errorf("checkpoint %s has %d weights, the model %d", dir, len(ck.Weights), len(t.w))
+				return 0, fmt.Errorf("checkpoint %s has %d weights, the model %d", from, len(ck.Weights), len(t.w))
 			}
 			copy(state, ck.Weights)
 			state[len(t.w)] = float64(ck.Epoch)
-			fmt.Printf("resuming from %s (epoch %d, loss %.4f)\n", dir, ck.Epoch, ck.Loss)
+			fmt.Printf("resuming from %s (epoch %d, loss %.4f)\n", from, ck.Epoch, ck.Loss)
 		}
 	}
 	if err := t.g.broadcast(state); err != nil {
@@ -83,6 +86,13 @@ func (t *trainer) resume() (int, error) {
 	}
 	copy(t.w, state)
 	return int(state[len(t.w)]), nil
+}
+
+func (t *trainer) resumeFrom() (string, error) {
+	if t.c.resume != "" || t.ckpts == nil {
+		return t.c.resume, nil
+	}
+	return t.ckpts.latest(t.ctx)
 }
 
 // epoch runs one pass over every rank's shard: one all-reduced gradient step per batch, then the loss
@@ -126,10 +136,10 @@ func (t *trainer) report(epoch, steps int, loss, acc, rate float64) error {
 	p.set("training_learning_rate", t.c.lr)
 	p.set("training_samples_per_second", rate)
 	p.set("training_world_size", float64(t.c.world))
-	if t.c.checkpointDir == "" || (epoch%t.c.frequency != 0 && epoch != t.c.epochs) {
+	if t.ckpts == nil || (epoch%t.c.frequency != 0 && epoch != t.c.epochs) {
 		return nil
 	}
-	dir, err := saveCheckpoint(t.c.checkpointDir, checkpoint{Epoch: epoch, Weights: t.w, Loss: loss, Accuracy: acc, LearningRate: t.c.lr})
+	dir, err := t.ckpts.save(t.ctx, modelState{Epoch: epoch, Weights: t.w, Loss: loss, Accuracy: acc, LearningRate: t.c.lr})
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint of epoch %d: %w", epoch, err)
 	}

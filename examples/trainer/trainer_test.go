@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -58,7 +59,7 @@ func TestAllReduceSumsOverRanks(t *testing.T) {
 
 func TestTrainingLowersLossAndResumes(t *testing.T) {
 	dir := t.TempDir()
-	c := config{world: 1, epochs: 3, batch: 32, lr: 0.5, samples: 1024, features: 8, seed: 3, checkpointDir: dir, frequency: 2,
+	c := config{world: 1, epochs: 3, batch: 32, lr: 0.5, samples: 1024, features: 8, seed: 3, checkpointAt: dir, frequency: 2,
 		metricsPort: freePort(t), podIP: "127.0.0.1", rendezvousTO: time.Second}
 	if err := train(c); err != nil {
 		t.Fatal(err)
@@ -67,8 +68,8 @@ func TestTrainingLowersLossAndResumes(t *testing.T) {
 	if diff := cmp.Diff([]string{"checkpoint-epoch-2", "checkpoint-epoch-3"}, names); diff != "" {
 		t.Fatalf("checkpoints (-want +got):\n%s", diff)
 	}
-	first, _ := loadCheckpoint(filepath.Join(dir, "checkpoint-epoch-2"))
-	last, _ := loadCheckpoint(filepath.Join(dir, "checkpoint-epoch-3"))
+	first, _ := loadCheckpoint(context.Background(), filepath.Join(dir, "checkpoint-epoch-2"))
+	last, _ := loadCheckpoint(context.Background(), filepath.Join(dir, "checkpoint-epoch-3"))
 	if !(last.Loss < first.Loss) {
 		t.Errorf("loss did not fall: epoch 2 %v, epoch 3 %v", first.Loss, last.Loss)
 	}
@@ -76,7 +77,7 @@ func TestTrainingLowersLossAndResumes(t *testing.T) {
 	if err := train(c); err != nil {
 		t.Fatal(err)
 	}
-	resumed, err := loadCheckpoint(filepath.Join(dir, "checkpoint-epoch-5"))
+	resumed, err := loadCheckpoint(context.Background(), filepath.Join(dir, "checkpoint-epoch-5"))
 	if err != nil {
 		t.Fatalf("no checkpoint after resuming: %v (have %v)", err, dirNames(t, dir))
 	}
@@ -89,27 +90,39 @@ func TestTrainingLowersLossAndResumes(t *testing.T) {
 }
 
 func TestLatestCheckpointSkipsIncomplete(t *testing.T) {
+	ctx := context.Background()
 	dir := t.TempDir()
+	c, err := openCheckpoints(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range []int{3, 10} {
-		if _, err := saveCheckpoint(dir, checkpoint{Epoch: e, Weights: []float64{1}}); err != nil {
+		if _, err := c.save(ctx, modelState{Epoch: e, Weights: []float64{1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A newer checkpoint whose marker was never written, and a temporary directory.
+	// A newer checkpoint whose marker was never written, and other directories.
 	for _, d := range []string{"checkpoint-epoch-12", ".checkpoint-epoch-13.tmp", "checkpoint-epoch-x"} {
+		if err := os.WriteFile(filepath.Join(dir, d+".json"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(dir, d, "model.json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	got, err := latestCheckpoint(dir)
+	got, err := c.latest(ctx)
 	if err != nil || got != filepath.Join(dir, "checkpoint-epoch-10") {
-		t.Errorf("latestCheckpoint = %q, %v; want checkpoint-epoch-10", got, err)
+		t.Errorf("latest = %q, %v; want checkpoint-epoch-10", got, err)
 	}
-	if _, err := loadCheckpoint(filepath.Join(dir, "checkpoint-epoch-12")); err == nil {
+	if _, err := loadCheckpoint(ctx, filepath.Join(dir, "checkpoint-epoch-12")); err == nil {
 		t.Errorf("an incomplete checkpoint loaded")
 	}
-	if got, err := latestCheckpoint(filepath.Join(dir, "missing")); got != "" || err != nil {
-		t.Errorf("latestCheckpoint(missing) = %q, %v", got, err)
+	missing, _ := openCheckpoints(ctx, filepath.Join(dir, "missing"))
+	if got, err := missing.latest(ctx); got != "" || err != nil {
+		t.Errorf("latest of a missing directory = %q, %v", got, err)
 	}
 }
 

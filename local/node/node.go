@@ -50,6 +50,10 @@ type Options struct {
 	RestartBackoff time.Duration
 	// HeartbeatInterval is how often the Node's status and lease are renewed.
 	HeartbeatInterval time.Duration
+	// Env is added to every container's environment, below the container's own env: what a cluster's
+	// nodes provide to every pod (a metadata server's identity, an emulator's address such as
+	// STORAGE_EMULATOR_HOST in tests).
+	Env map[string]string
 	// Provision makes the node provision a hostPath PersistentVolume (its claim directory) for every
 	// unbound PersistentVolumeClaim. One node of a machine needs it.
 	Provision bool

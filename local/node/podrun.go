@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -225,8 +226,8 @@ func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map
 		p.kill(grace)
 	}
 	code, reason := p.exitCode()
-	msg := ""
-	if code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+	msg := r.terminationMessage(c.Name)
+	if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
 		msg = r.logTail(c.Name)
 	}
 	r.update(func(s *corev1.PodStatus) { setTerminated(s, c.Name, init, code, reason, msg, p.finished) })
@@ -303,6 +304,42 @@ func (r *podRun) writeStatus(ctx context.Context) error {
 		return fmt.Errorf("writing status of pod %s: %w", r.key, err)
 	}
 	return nil
+}
+
+// withTerminationLog adds the container's terminationMessagePath (default /dev/termination-log) to its
+// mounts: an empty host file per container start, as the kubelet bind-mounts one.
+func (r *podRun) withTerminationLog(c *corev1.Container, ms mounts) (mounts, error) {
+	p := c.TerminationMessagePath
+	if p == "" {
+		p = corev1.TerminationMessagePathDefault
+	}
+	host := r.terminationPath(c.Name)
+	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(host, nil, 0o644); err != nil {
+		return nil, err
+	}
+	ms = append(ms, mount{container: filepath.Clean(p), host: host})
+	sort.Slice(ms, func(i, j int) bool { return len(ms[i].container) > len(ms[j].container) })
+	return ms, nil
+}
+
+func (r *podRun) terminationPath(container string) string {
+	return filepath.Join(r.dir, "termination", container)
+}
+
+// terminationMessage is what the container wrote to its terminationMessagePath: at most 4,096 bytes, as
+// the kubelet reads it.
+func (r *podRun) terminationMessage(container string) string {
+	data, err := os.ReadFile(r.terminationPath(container))
+	if err != nil {
+		return ""
+	}
+	if len(data) > 4096 {
+		data = data[:4096]
+	}
+	return string(data)
 }
 
 // logTail is the end of a container's log, as the kubelet takes a termination message from the log with

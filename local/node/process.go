@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,9 @@ type process struct {
 func (r *podRun) start(ctx context.Context, c *corev1.Container, dirs map[string]string) (*process, error) {
 	ms, err := containerMounts(c, dirs)
 	if err != nil {
+		return nil, err
+	}
+	if ms, err = r.withTerminationLog(c, ms); err != nil {
 		return nil, err
 	}
 	env, err := r.containerEnv(ctx, c, ms)
@@ -89,6 +93,7 @@ func (r *podRun) containerEnv(ctx context.Context, c *corev1.Container, ms mount
 		"HOME":     filepath.Join(r.dir, "home"),
 		"HOSTNAME": hostname,
 	}
+	maps.Copy(env, r.n.opts.Env)
 	for k, v := range resolved {
 		env[k] = ResolveNames(ms.Translate(v))
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,7 +25,11 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
-var stack *local.Stack
+var (
+	stack *local.Stack
+	// gcs is the GCS emulator every pod reaches through STORAGE_EMULATOR_HOST, as pods on GKE reach GCS.
+	gcs *fakestorage.Server
+)
 
 func TestMain(m *testing.M) {
 	code, err := run(m)
@@ -56,8 +61,14 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	defer logFile.Close()
+	gcs, err = fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Port: 0})
+	if err != nil {
+		return 1, err
+	}
+	defer gcs.Stop()
 	stack, err = local.Up(context.Background(), local.Options{
-		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(),
+		NodeEnv: map[string]string{"STORAGE_EMULATOR_HOST": gcs.URL()},
+		Assets:  assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(),
 		RestartBackoff: time.Second, ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
 	})
 	if err != nil {

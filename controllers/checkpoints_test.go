@@ -1,0 +1,60 @@
+package controllers
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// agentStopped adds a checkpoint-agent sidecar that stopped at second sec with message as its
+// termination message.
+func (b *podB) agentStopped(sec int, message string) *podB {
+	b.p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "checkpoint-agent", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{Message: message, FinishedAt: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}}}}
+	return b
+}
+
+func report(epoch int) string {
+	return `{"latest":"s3://b/ml/a/checkpoint-epoch-` + itoa(epoch) + `","latestEpoch":` + itoa(epoch) + `,"count":2,"sizeBytes":10,"time":"2026-01-01T00:00:00Z"}`
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFinalCheckpointsFromTheAgentsTerminationMessage: the last report of rank 0's stopped agent reaches
+// status.checkpoint after the run, unless the status already knows a newer checkpoint.
+func TestFinalCheckpointsFromTheAgentsTerminationMessage(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}}
+		tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-5", LatestEpoch: 5, Count: 3}
+	}).Obj()
+	cases := []struct {
+		name      string
+		pods      []corev1.Pod
+		wantEpoch int32
+		wantCount int32
+	}{
+		{"no stopped agent", pods(pod("0", corev1.PodRunning)), 5, 3},
+		{"the final report", pods(pod("0", corev1.PodSucceeded).agentStopped(10, report(7))), 7, 2},
+		{"same epoch, rotated once more", pods(pod("0", corev1.PodSucceeded).agentStopped(10, report(5))), 5, 2},
+		{"an older pod's report is not newer", pods(pod("0", corev1.PodFailed).agentStopped(10, report(4))), 5, 3},
+		{"rank 1's agent is idle", pods(pod("1", corev1.PodSucceeded).agentStopped(10, report(9))), 5, 3},
+		{"the newest pod of rank 0 wins", pods(pod("0", corev1.PodSucceeded).agentStopped(20, report(8)), pod("0", corev1.PodFailed).agentStopped(10, report(6))), 8, 2},
+		{"not JSON", pods(pod("0", corev1.PodFailed).agentStopped(10, "panic: boom")), 5, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := DeriveStatus(tj, Observed{Job: job(), Pods: tc.pods}, t0)
+			if diff := cmp.Diff([]int32{tc.wantEpoch, tc.wantCount}, []int32{st.Checkpoint.LatestEpoch, st.Checkpoint.Count}); diff != "" {
+				t.Errorf("status.checkpoint epoch, count (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

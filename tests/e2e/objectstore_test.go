@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/api/option"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// TestCheckpointsOnGCS: the same scenario on the GCS emulator, which the pods reach through
+// STORAGE_EMULATOR_HOST (set by the process nodes, as a cluster provides its identity to pods).
+func TestCheckpointsOnGCS(t *testing.T) {
+	ns := newNamespace(t)
+	gcs.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "ckpt-" + ns})
+	store, err := checkpoint.NewGCSStore(context.Background(), "ckpt-"+ns, option.WithEndpoint(gcs.URL()+"/storage/v1/"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	objectStorageScenario(t, ns, store, "gs://ckpt-"+ns+"/", &mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "ckpt-" + ns})
+}
+
+var resumedURI = regexp.MustCompile(`resuming from (\S+/checkpoint-epoch-(\d+)) \(epoch (\d+)`)
+
+// objectStorageScenario: 2 ranks of the example trainer write a checkpoint every epoch to CHECKPOINT_URI
+// in object storage, retention 2. While they run, status.checkpoint and the ConfigMap's RESUME_FROM follow
+// the newest checkpoint. Rank 0 is killed; the ranks restart in place, and rank 0 resumes from RESUME_FROM,
+// at least as new as the newest checkpoint the operator had seen when it was killed; the epochs continue
+// and the loss keeps falling. At the end exactly the newest 2 checkpoints are left in the bucket, and the
+// status names the last one.
+func objectStorageScenario(t *testing.T, ns string, store checkpoint.Store, uriPrefix string, storage *mlv1.CheckpointStorage) {
+	const name, epochs = "ckpt", 12
+	tj := trainerJob(ns, name, 2, epochs, "--epoch-delay=400ms").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2), Storage: storage}
+	}).Obj()
+	create(t, tj)
+	pids := runningPIDs(t, ns, name, 2)
+	root := builders.CheckpointRoot(tj)
+	seen := waitForResumeFrom(t, ns, name, uriPrefix+root+"/", 3)
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
+	if done.Status.RestartCount == 0 {
+		t.Errorf("restartCount 0 after killing rank 0")
+	}
+	log := rankLog(t, ns, name, 0)
+	m := resumedURI.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 did not resume:\n%s", log)
+	}
+	from, _ := strconv.Atoi(m[2])
+	if !strings.HasPrefix(m[1], uriPrefix+root+"/") || from < seen {
+		t.Errorf("rank 0 resumed from %s; want a checkpoint of %s%s at epoch %d or later", m[1], uriPrefix, root, seen)
+	}
+	assertLossFalls(t, log[strings.Index(log, m[0]):], from+1, epochs)
+	want := []string{checkpoint.Dir(epochs - 1), checkpoint.Dir(epochs)}
+	eventually(t, time.Minute, "the newest 2 checkpoints left, named by the status", func() error {
+		left, err := listCheckpoints(store, root)
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff(want, left); diff != "" {
+			return fmt.Errorf("bucket (-want +got):\n%s", diff)
+		}
+		if c := getTJ(t, ns, name).Status.Checkpoint; c == nil || c.Latest != uriPrefix+root+"/"+want[1] || c.Count != 2 {
+			return fmt.Errorf("status.checkpoint %+v", c)
+		}
+		return nil
+	})
+}
+
+// waitForResumeFrom waits until the ConfigMap's RESUME_FROM names the checkpoint status.checkpoint calls
+// the newest, at epoch min or later, and returns that epoch.
+func waitForResumeFrom(t *testing.T, ns, name, prefix string, min int) int {
+	t.Helper()
+	var epoch int
+	eventually(t, 2*time.Minute, "RESUME_FROM following status.checkpoint", func() error {
+		c := getTJ(t, ns, name).Status.Checkpoint
+		cm := &corev1.ConfigMap{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, cm); err != nil {
+			return err
+		}
+		if c == nil || c.LatestEpoch < int32(min) || c.Latest != prefix+checkpoint.Dir(int(c.LatestEpoch)) || cm.Data[builders.ResumeFromKey] != c.Latest {
+			return fmt.Errorf("status.checkpoint %+v, RESUME_FROM %q", c, cm.Data[builders.ResumeFromKey])
+		}
+		epoch = int(c.LatestEpoch)
+		return nil
+	})
+	return epoch
+}
+
+// listCheckpoints names the checkpoints (complete or not) under root.
+func listCheckpoints(s checkpoint.Store, root string) ([]string, error) {
+	objs, err := s.List(ctx, root+"/")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range checkpoint.Scan(root, objs) {
+		out = append(out, c.Name)
+	}
+	return out, nil
+}
