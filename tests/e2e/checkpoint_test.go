@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,5 +161,46 @@ func TestResumeFromIsCheckedBeforeWorkersStart(t *testing.T) {
 	log := rankLog(t, ns, "present", 0)
 	if !strings.Contains(log, "resuming from "+dir) || strings.Contains(log, "epoch 1/6 ") || !strings.Contains(log, "epoch 5/6 ") {
 		t.Errorf("rank 0 did not resume from resumeFrom at epoch 4:\n%s", log)
+	}
+}
+
+// TestSuspendResumeContinuesFromTheNewestCheckpoint: a running job is suspended (its pods are deleted)
+// and resumed; the new pods get RESUME_FROM from the ConfigMap, naming the newest checkpoint the operator
+// had seen, and training continues from it instead of starting over.
+func TestSuspendResumeContinuesFromTheNewestCheckpoint(t *testing.T) {
+	ns, name := newNamespace(t), "suspend"
+	create(t, claim(ns), trainerJob(ns, name, 2, 30, "--epoch-delay=300ms").With(withPVCCheckpoints(2)).Obj())
+	runningPIDs(t, ns, name, 2)
+	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name)
+	seen := waitForResumeFrom(t, ns, name, dir+"/", 3)
+	setSuspend(t, ns, name, true)
+	waitForState(t, ns, name, mlv1.StateSuspended, time.Minute)
+	eventually(t, time.Minute, "no worker pods", func() error {
+		if p := workerPods(t, ns, name); len(p) != 0 {
+			return fmt.Errorf("%d pods left", len(p))
+		}
+		return nil
+	})
+	setSuspend(t, ns, name, false)
+	waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
+	log := rankLog(t, ns, name, 0)
+	m := resumedURI.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 did not resume after the suspension:\n%s", log)
+	}
+	from, _ := strconv.Atoi(m[2])
+	if from < seen || strings.Contains(log, "epoch 1/30 ") {
+		t.Errorf("resumed from epoch %d; want %d or later, without starting over:\n%s", from, seen, log)
+	}
+	assertLossFalls(t, log[strings.Index(log, m[0]):], from+1, 30)
+}
+
+func setSuspend(t *testing.T, ns, name string, suspend bool) {
+	t.Helper()
+	tj := getTJ(t, ns, name)
+	patch := client.MergeFrom(tj.DeepCopy())
+	tj.Spec.Suspend = ptr.To(suspend)
+	if err := stack.Client.Patch(ctx, tj, patch); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -129,6 +129,35 @@ func TestProcessNodeRestartsAndFaults(t *testing.T) {
 			t.Errorf("state = %+v, want StartError asking for a command", got.Status.ContainerStatuses[0].State)
 		}
 	})
+	t.Run("termination message file, and env re-resolved on restart", func(t *testing.T) {
+		create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "moving", Namespace: ns}, Data: map[string]string{"v": "first"}})
+		c := sh("c", `echo "$V" > /dev/termination-log; test -f /work/ran || { touch /work/ran; sleep 1; exit 3; }`)
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+		c.Env = []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "moving"}, Key: "v"}}}}
+		pod := podOn(ns, "termlog", corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure, Containers: []corev1.Container{c},
+			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}})
+		create(t, pod)
+		eventually(t, time.Minute, "the first run", func() error {
+			got := &corev1.Pod{}
+			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+				return err
+			}
+			if cs := got.Status.ContainerStatuses; len(cs) == 0 || cs[0].State.Running == nil || cs[0].RestartCount != 0 {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			return nil
+		})
+		if err := patchConfigMapValue(ns, "moving", "second"); err != nil {
+			t.Fatal(err)
+		}
+		got := waitForPhase(t, pod, corev1.PodSucceeded)
+		cs := got.Status.ContainerStatuses[0]
+		last, now := cs.LastTerminationState.Terminated, cs.State.Terminated
+		if last == nil || now == nil || last.Message != "first\n" || now.Message != "second\n" {
+			t.Errorf("termination messages: last %+v, now %+v; want first, then second (the ConfigMap at restart)", last, now)
+		}
+	})
 	t.Run("missing configmap then created", func(t *testing.T) {
 		c := sh("c", `echo "$V"`)
 		c.Env = []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
@@ -206,4 +235,13 @@ func TestProcessNodeNativeSidecar(t *testing.T) {
 	if log := podLog(t, pod, "agent"); !strings.HasPrefix(log, "started\n") || !strings.HasSuffix(log, "stopping\n") {
 		t.Errorf("sidecar log %q: it should have started first and been sent SIGTERM at the end", log)
 	}
+}
+
+func patchConfigMapValue(ns, name, v string) error {
+	cm := &corev1.ConfigMap{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+		return err
+	}
+	cm.Data["v"] = v
+	return stack.Client.Update(ctx, cm)
 }

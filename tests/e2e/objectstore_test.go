@@ -83,6 +83,16 @@ func objectStorageScenario(t *testing.T, ns string, store checkpoint.Store, uriP
 		}
 		return nil
 	})
+	// The agent's final report, which status.checkpoint takes once the pods stopped.
+	var agent *corev1.ContainerStateTerminated
+	for _, cs := range workerPods(t, ns, name)[0].Status.InitContainerStatuses {
+		if cs.Name == builders.AgentContainerName {
+			agent = cs.State.Terminated
+		}
+	}
+	if agent == nil || !strings.Contains(agent.Message, `"latest":"`+uriPrefix+root+"/"+want[1]+`"`) {
+		t.Errorf("rank 0's agent stopped with %+v; want a final report naming %s", agent, want[1])
+	}
 }
 
 // waitForResumeFrom waits until the ConfigMap's RESUME_FROM names the checkpoint status.checkpoint calls
