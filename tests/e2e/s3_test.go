@@ -2,13 +2,18 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
@@ -41,4 +46,37 @@ func TestCheckpointsOnS3(t *testing.T) {
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
 	objectStorageScenario(t, ns, store, "s3://ckpt/", &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Prefix: "runs",
 		Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}})
+}
+
+// TestWrongS3CredentialsAreReported: with keys the S3 server refuses, the job says so — the condition
+// CheckpointStorageReady=False (StorageError, the server's message) and a Warning event — instead of
+// failing silently; the agent keeps running and reporting.
+func TestWrongS3CredentialsAreReported(t *testing.T) {
+	ns, name := newNamespace(t), "badkeys"
+	endpoint, _ := startS3(t, "ckpt")
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "not-the-secret"}})
+	create(t, trainerJob(ns, name, 1, 20, "--epoch-delay=1s").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](10), Storage: &mlv1.CheckpointStorage{
+			Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
+	}).Obj())
+	eventually(t, 2*time.Minute, "CheckpointStorageReady=False StorageError and a Warning event", func() error {
+		c := condition(getTJ(t, ns, name), "CheckpointStorageReady")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "StorageError" || !strings.Contains(c.Message, "SignatureDoesNotMatch") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		events := &eventsv1.EventList{}
+		if err := stack.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && e.Reason == "StorageError" && e.Note == c.Message {
+				return nil
+			}
+		}
+		return fmt.Errorf("no StorageError event among %d", len(events.Items))
+	})
+	if err := stack.Client.Delete(ctx, getTJ(t, ns, name)); err != nil {
+		t.Fatal(err)
+	}
 }
