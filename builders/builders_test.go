@@ -318,6 +318,7 @@ func TestResumeFrom(t *testing.T) {
 		{"checkpoints disabled", tjtest.NewTJ("ml", "a").Obj(), ""},
 		{"nothing yet: start fresh", pvc("", ""), ""},
 		{"resumeFrom until a checkpoint is seen", pvc("/checkpoints/ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4"},
+		{"pvc:// is where workers see it", pvc("pvc://ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4"},
 		{"the newest seen wins", pvc("/checkpoints/ml/old/checkpoint-epoch-4", "/checkpoints/ml/a/checkpoint-epoch-6"), "/checkpoints/ml/a/checkpoint-epoch-6"},
 	}
 	ref := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{

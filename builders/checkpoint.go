@@ -93,7 +93,7 @@ const ResumeFromKey = "RESUME_FROM"
 
 // ResumeFrom is the checkpoint workers resume from when they start now: the newest complete checkpoint
 // the operator has seen (status.checkpoint.latest, from rank 0's checkpoint agent), else
-// spec.checkpoint.resumeFrom, else "" (start fresh).
+// spec.checkpoint.resumeFrom (pvc:// and nfs:// as the path workers see), else "" (start fresh).
 func ResumeFrom(tj *mlv1.TrainingJob) string {
 	if !CheckpointEnabled(tj) {
 		return ""
@@ -101,7 +101,13 @@ func ResumeFrom(tj *mlv1.TrainingJob) string {
 	if c := tj.Status.Checkpoint; c != nil && c.Latest != "" {
 		return c.Latest
 	}
-	return tj.Spec.Checkpoint.ResumeFrom
+	from := tj.Spec.Checkpoint.ResumeFrom
+	for _, scheme := range []string{"pvc://", "nfs://"} {
+		if rest, ok := strings.CutPrefix(from, scheme); ok {
+			return path.Join(CheckpointMountPath, rest) // where workers see it
+		}
+	}
+	return from
 }
 
 // resumeFromEnv is RESUME_FROM from the job's ConfigMap; unset while there is nothing to resume from.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -77,6 +78,12 @@ func runAgent(ctx context.Context, args []string) error {
 // checkResume is the resume check that runs before the workers: it fails (and the pod with it) with a
 // message naming the URI when resumeFrom is missing or incomplete.
 func checkResume(ctx context.Context, st *mlv1.CheckpointStorage, dir, resumeFrom string) error {
+	// resumeFrom may be in another bucket of the same kind of storage (admission checks the kind).
+	for scheme, bucket := range map[string]*string{"s3://": &st.S3Bucket, "gs://": &st.GCSBucket} {
+		if rest, ok := strings.CutPrefix(resumeFrom, scheme); ok {
+			*bucket, _, _ = strings.Cut(rest, "/")
+		}
+	}
 	store, err := checkpoint.Open(ctx, st, nil, dir)
 	if err == nil {
 		err = checkpoint.CheckResumeFrom(ctx, store, resumeFrom, dir)

@@ -198,6 +198,7 @@ const (
 
 // CheckpointSpec configures checkpoints.
 // +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.storage)",message="checkpoint.storage is required when checkpoint.enabled is true",fieldPath=".storage"
+// +kubebuilder:validation:XValidation:rule="!has(self.resumeFrom) || !has(self.storage) || (self.storage.type == 's3') == self.resumeFrom.startsWith('s3://') && (self.storage.type == 'gcs') == self.resumeFrom.startsWith('gs://')",message="resumeFrom must be in the checkpoint storage's kind: s3:// for s3, gs:// for gcs, a path (or pvc://, nfs://) for pvc and nfs: workers read it with the storage's identity",fieldPath=".resumeFrom"
 type CheckpointSpec struct {
 	// enabled turns checkpointing on.
 	// +optional
@@ -214,7 +215,9 @@ type CheckpointSpec struct {
 	// +optional
 	Storage *CheckpointStorage `json:"storage,omitempty"`
 
-	// resumeFrom is a checkpoint URI (s3://, gs://) or path to resume from when the job first starts.
+	// resumeFrom is a checkpoint URI (s3://, gs://) or path to resume from until this run has written a
+	// checkpoint of its own; it is checked before workers start. A path (or pvc://, nfs://, relative to
+	// the volume) names a checkpoint on the mounted volume.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('/') || self.startsWith('pvc://') || self.startsWith('nfs://')",message="resumeFrom must be an s3://, gs://, pvc:// or nfs:// URI or an absolute path"

@@ -99,6 +99,11 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"zero frequency", ckpt(func(c *mlv1.CheckpointSpec) { c.Frequency = ptr.To[int32](0) }), "spec.checkpoint.frequency"},
 		{"zero retention", ckpt(func(c *mlv1.CheckpointSpec) { c.Retention = ptr.To[int32](0) }), "spec.checkpoint.retention"},
 		{"relative resumeFrom", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "checkpoints/epoch-3" }), "spec.checkpoint.resumeFrom"},
+		{"s3 resumeFrom on pvc storage", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "s3://b/ml/a/checkpoint-epoch-3" }), "spec.checkpoint.resumeFrom"},
+		{"path resumeFrom on gcs storage", func(tj *mlv1.TrainingJob) {
+			storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket"})(tj)
+			tj.Spec.Checkpoint.ResumeFrom = "/checkpoints/ml/a/checkpoint-epoch-3"
+		}, "spec.checkpoint.resumeFrom"},
 		{"metrics port out of range", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 70000} }, "spec.monitoring.metricsPort"},
 		{"metrics port is master port", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 29500}
