@@ -71,7 +71,11 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 		{"pvc storage", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt-claim"})},
 		{"nfs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "10.0.0.2", Path: "/exports/ckpt"}})},
 		{"checkpoint disabled without storage", func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)} }},
-		{"resume from s3 uri", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "s3://bucket/ns/job/checkpoint-epoch-3/" })},
+		{"resume from s3 uri in another bucket", func(tj *mlv1.TrainingJob) {
+			storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "runs"})(tj)
+			tj.Spec.Checkpoint.ResumeFrom = "s3://bucket/ns/job/checkpoint-epoch-3/"
+		}},
+		{"resume from pvc:// uri", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "pvc://ns/job/checkpoint-epoch-3" })},
 		{"resume from path, retention 1", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom, c.Retention = "/ckpt/checkpoint-epoch-1", ptr.To[int32](1) })},
 		{"scheduling in full", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{
