@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,40 +73,17 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 	}
 }
 
-var resumed = regexp.MustCompile(`resuming from \S+/checkpoint-epoch-(\d+) \(epoch (\d+)`)
-
 // TestRestartResumesFromTheNewestCheckpoint: rank 0 is killed mid-run; the ranks restart in place
-// (restartPolicy OnFailure), rank 0 resumes from the newest complete checkpoint, the epochs continue
-// from there and the loss keeps falling.
+// (restartPolicy OnFailure), rank 0 resumes from RESUME_FROM, the newest complete checkpoint the operator
+// had seen (or a newer one), the epochs continue from there and the loss keeps falling.
 func TestRestartResumesFromTheNewestCheckpoint(t *testing.T) {
 	ns, name := newNamespace(t), "resume"
 	create(t, claim(ns), trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").With(withPVCCheckpoints(3)).Obj())
 	pids := runningPIDs(t, ns, name, 2)
-	eventually(t, 2*time.Minute, "a few checkpoints", func() error {
-		if got := completeCheckpoints(t, ns, name); len(got) < 2 {
-			return fmt.Errorf("checkpoints %v", got)
-		}
-		return nil
-	})
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	got := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
-	if got.Status.RestartCount == 0 {
-		t.Errorf("restartCount 0 after killing rank 0")
-	}
-	log := rankLog(t, ns, name, 0)
-	m := resumed.FindStringSubmatch(log)
-	if m == nil {
-		t.Fatalf("rank 0 did not resume from a checkpoint:\n%s", log)
-	}
-	after := log[strings.Index(log, m[0]):]
-	if strings.Contains(after, "epoch 1/12 ") {
-		t.Errorf("training started over after resuming from epoch %s:\n%s", m[2], after)
-	}
-	from := 0
-	fmt.Sscanf(m[2], "%d", &from)
-	assertLossFalls(t, after, from+1, 12)
+	prefix := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
+	seen := waitForResumeFrom(t, ns, name, prefix, 2)
+	killRank0(t, ns, name, pids[0])
+	assertResumed(t, ns, name, prefix, seen, 12)
 }
 
 // TestResumeFromIsCheckedBeforeWorkersStart: with resumeFrom naming a checkpoint that does not exist, the
@@ -171,8 +145,8 @@ func TestSuspendResumeContinuesFromTheNewestCheckpoint(t *testing.T) {
 	ns, name := newNamespace(t), "suspend"
 	create(t, claim(ns), trainerJob(ns, name, 2, 30, "--epoch-delay=300ms").With(withPVCCheckpoints(2)).Obj())
 	runningPIDs(t, ns, name, 2)
-	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name)
-	seen := waitForResumeFrom(t, ns, name, dir+"/", 3)
+	prefix := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
+	seen := waitForResumeFrom(t, ns, name, prefix, 3)
 	setSuspend(t, ns, name, true)
 	waitForState(t, ns, name, mlv1.StateSuspended, time.Minute)
 	eventually(t, time.Minute, "no worker pods", func() error {
@@ -183,16 +157,7 @@ func TestSuspendResumeContinuesFromTheNewestCheckpoint(t *testing.T) {
 	})
 	setSuspend(t, ns, name, false)
 	waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
-	log := rankLog(t, ns, name, 0)
-	m := resumedURI.FindStringSubmatch(log)
-	if m == nil {
-		t.Fatalf("rank 0 did not resume after the suspension:\n%s", log)
-	}
-	from, _ := strconv.Atoi(m[2])
-	if from < seen || strings.Contains(log, "epoch 1/30 ") {
-		t.Errorf("resumed from epoch %d; want %d or later, without starting over:\n%s", from, seen, log)
-	}
-	assertLossFalls(t, log[strings.Index(log, m[0]):], from+1, 30)
+	assertResumed(t, ns, name, prefix, seen, 30)
 }
 
 func setSuspend(t *testing.T, ns, name string, suspend bool) {

@@ -52,23 +52,8 @@ func objectStorageScenario(t *testing.T, ns string, store checkpoint.Store, uriP
 	pids := runningPIDs(t, ns, name, 2)
 	root := builders.CheckpointRoot(tj)
 	seen := waitForResumeFrom(t, ns, name, uriPrefix+root+"/", 3)
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	done := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
-	if done.Status.RestartCount == 0 {
-		t.Errorf("restartCount 0 after killing rank 0")
-	}
-	log := rankLog(t, ns, name, 0)
-	m := resumedURI.FindStringSubmatch(log)
-	if m == nil {
-		t.Fatalf("rank 0 did not resume:\n%s", log)
-	}
-	from, _ := strconv.Atoi(m[2])
-	if !strings.HasPrefix(m[1], uriPrefix+root+"/") || from < seen {
-		t.Errorf("rank 0 resumed from %s; want a checkpoint of %s%s at epoch %d or later", m[1], uriPrefix, root, seen)
-	}
-	assertLossFalls(t, log[strings.Index(log, m[0]):], from+1, epochs)
+	killRank0(t, ns, name, pids[0])
+	assertResumed(t, ns, name, uriPrefix+root+"/", seen, epochs)
 	want := []string{checkpoint.Dir(epochs - 1), checkpoint.Dir(epochs)}
 	eventually(t, time.Minute, "the newest 2 checkpoints left, named by the status", func() error {
 		left, err := listCheckpoints(store, root)
@@ -113,6 +98,34 @@ func waitForResumeFrom(t *testing.T, ns, name, prefix string, min int) int {
 		return nil
 	})
 	return epoch
+}
+
+// killRank0 SIGKILLs rank 0's trainer and waits for the job to complete after the restart.
+func killRank0(t *testing.T, ns, name string, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute); done.Status.RestartCount == 0 {
+		t.Errorf("restartCount 0 after killing rank 0")
+	}
+}
+
+// assertResumed checks that rank 0 resumed from a checkpoint under prefix at epoch seen or later, did not
+// start over, and lowered the loss every epoch after it up to the last.
+func assertResumed(t *testing.T, ns, name, prefix string, seen, epochs int) {
+	t.Helper()
+	log := rankLog(t, ns, name, 0)
+	m := resumedURI.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 did not resume:\n%s", log)
+	}
+	from, _ := strconv.Atoi(m[2])
+	after := log[strings.Index(log, m[0]):]
+	if !strings.HasPrefix(m[1], prefix) || from < seen || strings.Contains(after, fmt.Sprintf("epoch 1/%d ", epochs)) {
+		t.Errorf("rank 0 resumed from %s; want a checkpoint under %s at epoch %d or later, without starting over:\n%s", m[1], prefix, seen, after)
+	}
+	assertLossFalls(t, after, from+1, epochs)
 }
 
 // listCheckpoints names the checkpoints (complete or not) under root.
