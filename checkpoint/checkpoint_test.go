@@ -83,6 +83,8 @@ func TestPlan(t *testing.T) {
 			[]string{"checkpoint-epoch-1", "checkpoint-epoch-2"}, nil},
 		{"resumeFrom among the old ones is kept", objs("r", "c1", "c2", "c3", "c4"), Policy{Retention: 2, Protect: []string{"s3://bucket/r/checkpoint-epoch-1/"}}, now,
 			[]string{"checkpoint-epoch-1", "checkpoint-epoch-3", "checkpoint-epoch-4"}, []string{"checkpoint-epoch-2"}},
+		{"a protected one among the newest counts toward retention", objs("r", "c1", "c2", "c3", "c4"), Policy{Retention: 2, Protect: []string{"/checkpoints/r/checkpoint-epoch-3"}}, now,
+			[]string{"checkpoint-epoch-3", "checkpoint-epoch-4"}, []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
 		{"a protect path that only shares a suffix does not protect", objs("r", "c1", "c2"), Policy{Retention: 1, Protect: []string{"/x/checkpoint-epoch-11"}}, now,
 			[]string{"checkpoint-epoch-2"}, []string{"checkpoint-epoch-1"}},
 		{"equal timestamps: epochs decide", equalTimes(objs("r", "c7", "c2", "c9")), Policy{Retention: 2}, now,
