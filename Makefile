@@ -40,6 +40,10 @@ demo: build ## Run examples/trainingjob-local.yaml to Completed on a local contr
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
 	bin/progress-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 100,1000
 
+.PHONY: bench-checkpoints
+bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a whole sync on a directory and on a real S3 server.
+	VERSITYGW="$$(hack/objstore.sh)" go test ./checkpoint -run '^$$' -bench 'ScanAndPlan10000|Sync10000' -benchmem -count 3
+
 .PHONY: up
 up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops).
 	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(if $(FILE),-f $(FILE))

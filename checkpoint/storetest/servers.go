@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 // StartVersityGW runs the real S3-compatible server versitygw (built by hack/objstore.sh; its path in
 // $VERSITYGW) on a free loopback port over a temporary directory until the test ends, and returns its
 // endpoint URL. Requests must be signed with access and secret.
-func StartVersityGW(t *testing.T, access, secret string) string {
+func StartVersityGW(t testing.TB, access, secret string) string {
 	t.Helper()
 	bin := os.Getenv("VERSITYGW")
 	if bin == "" {
@@ -23,12 +24,29 @@ func StartVersityGW(t *testing.T, access, secret string) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "--access", access, "--secret", secret, "posix", t.TempDir())
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--port", addr, "--access", access, "--secret", secret, "posix", filepath.Join(dir, "data"))
+	// Its request log goes to a file, shown when the test fails.
+	logFile, err := os.Create(filepath.Join(dir, "versitygw.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logFile.Name())
+			t.Logf("versitygw log (last 4 KiB):\n%s", tail(data, 4096))
+		}
+	})
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
@@ -38,4 +56,11 @@ func StartVersityGW(t *testing.T, access, secret string) string {
 			t.Fatalf("versitygw did not listen on %s", addr)
 		}
 	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
