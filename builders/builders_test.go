@@ -176,8 +176,8 @@ func TestJob(t *testing.T) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 9100}
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			c := job.Spec.Template.Spec.Containers[0]
-			got := []any{c.Ports[0].ContainerPort, c.Ports[1].ContainerPort, c.VolumeMounts[0].MountPath, job.Spec.Template.Spec.Volumes[0].ConfigMap.Name}
-			if diff := cmp.Diff([]any{int32(29500), int32(9100), "/etc/trainingjob", "a-config"}, got); diff != "" {
+			got := []any{c.Ports[0].ContainerPort, c.Ports[1].ContainerPort, c.VolumeMounts[0].MountPath, job.Spec.Template.Spec.Volumes[0].ConfigMap.Name, c.TerminationMessagePolicy}
+			if diff := cmp.Diff([]any{int32(29500), int32(9100), "/etc/trainingjob", "a-config", corev1.TerminationMessageFallbackToLogsOnError}, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		}},

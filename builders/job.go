@@ -115,6 +115,8 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		},
 		Resources:    Resources(tj),
 		VolumeMounts: mounts,
+		// A crash's last log lines become its termination message, and so the failure reason.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,10 +85,25 @@ func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTermi
 	if t.Reason != "" && t.Reason != "Error" {
 		s += " (" + t.Reason + ")"
 	}
-	if t.Message != "" {
-		s += ": " + t.Message
+	if m := lastLines(t.Message, 3, 512); m != "" {
+		s += ": " + m
 	}
 	return s
+}
+
+// lastLines is the end of a termination message (which may be a log tail, with
+// FallbackToLogsOnError): its last n non-empty lines, at most max bytes. The end of a crash's log is where
+// its error is (a Python traceback ends with the exception).
+func lastLines(msg string, n, max int) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	out := strings.Join(lines, "\n")
+	if len(out) > max {
+		out = "…" + out[len(out)-max:]
+	}
+	return out
 }
 
 // byRank returns the pods ordered by rank, pods without a rank last.

@@ -39,6 +39,17 @@ func (b *podB) exited(code int32, reason string, last bool) *podB {
 	return b
 }
 
+// message sets the termination message of the container's (last) run.
+func (b *podB) message(m string) *podB {
+	cs := &b.p.Status.ContainerStatuses[0]
+	if t := cs.State.Terminated; t != nil {
+		t.Message = m
+	} else {
+		cs.LastTerminationState.Terminated.Message = m
+	}
+	return b
+}
+
 // sidecarCrashing adds a checkpoint-agent sidecar waiting in CrashLoopBackOff after exiting 1.
 func (b *podB) sidecarCrashing() *podB {
 	b.p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "checkpoint-agent",
@@ -138,6 +149,10 @@ func TestDeriveStatus(t *testing.T) {
 			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
 			Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).at(1), pod("1", corev1.PodFailed).exited(1, "Error", false).at(1)),
 		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 1"},
+		{"the end of the crashed rank's log", running, Observed{
+			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+			Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("epoch 1/5 loss=0.6\nTraceback (most recent call last):\n  File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied\n")),
+		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 0 (pod w-0, container trainer) exited with code 1:   File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied"},
 		{"deadline exceeded", running, Observed{Job: job(jobCond(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline"))},
 			mlv1.StateFailed, "DeadlineExceeded", "DeadlineExceeded: Job was active longer than specified deadline"},
 		{"suspended while running", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{Job: job()}, mlv1.StateSuspended, "Suspended", ""},

@@ -123,6 +123,19 @@ func TestKilledRankFailsTheJob(t *testing.T) {
 	t.Logf("failureReason: %s", tj.Status.FailureReason)
 }
 
+// TestCrashReasonQuotesTheError: a trainer that exits with an error has the end of its log in
+// failureReason (terminationMessagePolicy FallbackToLogsOnError), so the user reads why without kubectl logs.
+func TestCrashReasonQuotesTheError(t *testing.T) {
+	ns, name := newNamespace(t), "crash"
+	create(t, trainerJob(ns, name, 1, 5, "--epochs=many").BackoffLimit(0, mlv1.RestartNever).Obj())
+	tj := waitForState(t, ns, name, mlv1.StateFailed, 2*time.Minute)
+	r := tj.Status.FailureReason
+	if !strings.Contains(r, `rank 0 (pod `+workerPods(t, ns, name)[0].Name+`, container trainer) exited with code 1: `) ||
+		!strings.HasSuffix(r, "\n"+`trainer: invalid value "many" for flag -epochs: parse error`) {
+		t.Errorf("failureReason %q does not end with the trainer's last log line", r)
+	}
+}
+
 // TestDeletingTheJobKillsItsProcesses: deleting a running TrainingJob removes its Job, Service,
 // ConfigMap and pods (garbage collector) and the process node kills the pods' processes.
 func TestDeletingTheJobKillsItsProcesses(t *testing.T) {
