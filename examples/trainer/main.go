@@ -1,10 +1,11 @@
 // Command trainer is the example distributed trainer: data-parallel logistic regression on a synthetic
-// dataset, standard library only. It reads the environment the operator injects (RANK, WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, POD_IP, METRICS_PORT, TRAININGJOB_CONFIG, CHECKPOINT_DIR or CHECKPOINT_URI,
-// CHECKPOINT_FREQUENCY, RESUME_FROM): every rank computes gradients on its shard, the ranks sum them over
-// TCP through rank 0, rank 0 exposes progress in the Prometheus text format on METRICS_PORT, writes a
-// checkpoint every CHECKPOINT_FREQUENCY epochs (to a volume, S3 or GCS) and resumes from RESUME_FROM, or
-// without it from the newest complete checkpoint it finds.
+// dataset (standard library, plus the operator's checkpoint package for S3 and GCS). It reads the
+// environment the operator injects (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, POD_IP, METRICS_PORT,
+// TRAININGJOB_CONFIG, CHECKPOINT_DIR or CHECKPOINT_URI, CHECKPOINT_FREQUENCY, RESUME_FROM): every rank
+// computes gradients on its shard, the ranks sum them over TCP through rank 0, rank 0 exposes progress in
+// the Prometheus text format on METRICS_PORT, writes a checkpoint every CHECKPOINT_FREQUENCY epochs (to a
+// volume, S3 or GCS) and resumes from RESUME_FROM, or without it from the newest complete checkpoint it
+// finds.
 package main
 
 import (
