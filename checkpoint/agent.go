@@ -22,7 +22,7 @@ import (
 // Resume safety: the operator puts the newest checkpoint the agent reported into RESUME_FROM (the job's
 // ConfigMap), which a restarting worker reads. So the agent never deletes a checkpoint the workers may
 // be told to resume from: ResumeFrom (what the ConfigMap named when this agent started, then what the
-// operator says it names: GET /status?resumeFrom=<uri>) and every newer checkpoint it has served since.
+// operator says it names: PUT /resume-from?uri=<uri>) and every newer checkpoint it has served since.
 type Agent struct {
 	Store    Store
 	Root     string
@@ -64,10 +64,11 @@ type AgentStatus struct {
 func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 	mux := http.NewServeMux()
 	a.kick = make(chan struct{}, 1)
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query(); q.Has("resumeFrom") {
-			a.Acknowledge(q.Get("resumeFrom"))
-		}
+	mux.HandleFunc("PUT /resume-from", func(w http.ResponseWriter, r *http.Request) {
+		a.Acknowledge(r.URL.Query().Get("uri"))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(a.Serve())
 		select {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,6 +48,15 @@ func TestAgentRotatesAndServesStatus(t *testing.T) {
 	}
 	if st.LatestEpoch != 3 || st.Deleted != 1 || st.Count != 2 || st.SizeBytes != 20 || st.Latest != store.URI("ml/job/checkpoint-epoch-3") || st.Error != "" {
 		t.Fatalf("status %+v", st)
+	}
+	req, _ := http.NewRequest(http.MethodPut, "http://"+l.Addr().String()+"/resume-from?uri="+st.Latest, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT /resume-from: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if p := a.policy().Protect; !slices.Contains(p, st.Latest) {
+		t.Errorf("RESUME_FROM acknowledged over HTTP is not protected: %v", p)
 	}
 	cancel()
 	if err := <-done; err != nil {

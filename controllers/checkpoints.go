@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -17,22 +18,18 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
+// The StatusController writes RESUME_FROM into the job's ConfigMap as soon as it reads a newer checkpoint.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;update
+
 // ConditionCheckpointStorage is True while rank 0's checkpoint agent reaches the storage; False names
 // the storage error (unreachable, credentials) without failing the job.
 const ConditionCheckpointStorage = "CheckpointStorageReady"
 
-// observeCheckpoints reads rank 0's checkpoint agent into status.checkpoint and the checkpoint series. An
-// agent that does not answer yet leaves both as they are. The request tells the agent what RESUME_FROM
-// names now (the ConfigMap as this manager sees it, never ahead of it), so the agent knows which older
-// checkpoints no restarting worker can be told to resume from any more.
+// observeCheckpoints reads rank 0's checkpoint agent into status.checkpoint and the checkpoint series, and
+// moves RESUME_FROM with it. An agent that does not answer yet leaves all as they are.
 func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.TrainingJob, ip string, st *mlv1.TrainingJobStatus, s *scrapeState, now time.Time) {
-	cm := &corev1.ConfigMap{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
-		return // acknowledging nothing is never unsafe, but there is no ConfigMap to be ahead of yet
-	}
-	path := "/status?" + url.Values{"resumeFrom": {cm.Data[builders.ResumeFromKey]}}.Encode()
 	var a checkpoint.AgentStatus
-	err := r.get(ctx, ip, builders.AgentPort, path, func(body io.Reader) error { return json.NewDecoder(body).Decode(&a) })
+	err := r.get(ctx, ip, builders.AgentPort, "/status", func(body io.Reader) error { return json.NewDecoder(body).Decode(&a) })
 	if err != nil {
 		return
 	}
@@ -45,6 +42,31 @@ func (r *StatusReconciler) observeCheckpoints(ctx context.Context, tj *mlv1.Trai
 	r.mu.Unlock()
 	metrics.CheckpointsCreated.WithLabelValues(l...).Add(float64(increase(prev.Created, a.Created)))
 	metrics.CheckpointsDeleted.WithLabelValues(l...).Add(float64(increase(prev.Deleted, a.Deleted)))
+	r.syncResumeFrom(ctx, tj, st, ip)
+}
+
+// syncResumeFrom brings the ConfigMap's RESUME_FROM to the newest checkpoint in st, then tells rank 0's
+// agent what it names now (PUT /resume-from), so the agent may rotate away what no starting worker can be
+// told any more. The agent protects every checkpoint it reported until then; telling it at once keeps
+// that extra protection to moments, so rotation keeps exactly `retention` checkpoints. Any failure here
+// leaves the protection in place until the next read.
+func (r *StatusReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, ip string) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		return
+	}
+	next := &mlv1.TrainingJob{Spec: tj.Spec, Status: *st}
+	if want := builders.ResumeFrom(next); want != "" && cm.Data[builders.ResumeFromKey] != want {
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[builders.ResumeFromKey] = want
+		if err := r.Update(ctx, cm); err != nil {
+			return // a conflict or a stale cache: the next read tries again
+		}
+	}
+	path := "/resume-from?" + url.Values{"uri": {cm.Data[builders.ResumeFromKey]}}.Encode()
+	_ = r.call(ctx, http.MethodPut, ip, builders.AgentPort, path, func(io.Reader) error { return nil })
 }
 
 // ApplyCheckpoints puts an agent's report into the status. It is pure.

@@ -174,10 +174,16 @@ func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, ip 
 
 // get GETs http://ip:port/path within the scrape timeout and hands the body (at most maxBody) to read.
 func (r *StatusReconciler) get(ctx context.Context, ip string, port int32, path string, read func(io.Reader) error) error {
+	return r.call(ctx, http.MethodGet, ip, port, path, read)
+}
+
+// call sends a bodiless request to http://ip:port/path within the scrape timeout and hands the answer's
+// body (at most maxBody) to read.
+func (r *StatusReconciler) call(ctx context.Context, method, ip string, port int32, path string, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return err
 	}
