@@ -61,9 +61,11 @@ func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, 
 	return nil
 }
 
-// ensureConfigMap creates the ConfigMap, or brings its data up to date. config.json changes only while no
-// worker runs (admission rejects changes to the hyperparameters of an Initializing or Running job);
-// RESUME_FROM follows the newest checkpoint while they run, for the next worker that starts.
+// ensureConfigMap creates the ConfigMap, or brings config.json up to date (it changes only while no worker
+// runs: admission rejects changes to the hyperparameters of an Initializing or Running job). RESUME_FROM is
+// set here only when the ConfigMap is created or lacks it; after that the StatusController alone moves it
+// forward, together with the agent's protection (see syncResumeFrom): this controller, working from a
+// status it may see late, must never move it back to a checkpoint rotation may already have deleted.
 func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
 	want, err := builders.ConfigMap(tj)
 	if err != nil {
@@ -71,6 +73,9 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 	}
 	cm := &corev1.ConfigMap{}
 	return r.ensure(ctx, tj, want, cm, func() bool {
+		if v, ok := cm.Data[builders.ResumeFromKey]; ok {
+			want.Data[builders.ResumeFromKey] = v
+		}
 		if apiequality.Semantic.DeepEqual(cm.Data, want.Data) {
 			return false
 		}

@@ -6,12 +6,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
 // specOrState passes every TrainingJob event except updates that change neither the spec (generation),
-// the labels, annotations or deletion, nor status.state, nor the checkpoint workers resume from. Progress the StatusController writes every
+// the labels, annotations or deletion, nor status.state. Progress the StatusController writes every
 // interval reaches neither controller again: at 1,000 running jobs that is hundreds of reconciles a
 // second saved. A controller whose status write conflicts retries by itself instead of waiting for an
 // event.
@@ -22,6 +21,5 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return true
 	}
 	return o.Generation != n.Generation || o.Status.State != n.Status.State || !n.DeletionTimestamp.IsZero() ||
-		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
-		builders.ResumeFrom(o) != builders.ResumeFrom(n) // a new checkpoint: RESUME_FROM moves
+		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }}
