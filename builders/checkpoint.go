@@ -68,7 +68,8 @@ func checkpointVolume(tj *mlv1.TrainingJob) corev1.Volume {
 }
 
 // checkpointEnv tells the trainer where to write (CHECKPOINT_DIR on a volume, CHECKPOINT_URI in object
-// storage), how often, and what to resume from (RESUME_FROM, spec.checkpoint.resumeFrom).
+// storage, with the storage identity's variables), how often, and what to resume from (RESUME_FROM, from
+// the ConfigMap: see ResumeFrom).
 func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if !CheckpointEnabled(tj) {
 		return nil
