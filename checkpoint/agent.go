@@ -181,10 +181,3 @@ func (a *Agent) Acknowledge(resumeFrom string) {
 		return ok && e < epoch
 	})
 }
-
-// Status is the last sync's status.
-func (a *Agent) Status() AgentStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.last
-}

@@ -86,9 +86,10 @@ func waitForResumeFrom(t *testing.T, ns, name, prefix string, min int) int {
 	t.Helper()
 	var epoch int
 	eventually(t, 2*time.Minute, "RESUME_FROM following status.checkpoint", func() error {
-		c := getTJ(t, ns, name).Status.Checkpoint
+		tj := getTJ(t, ns, name)
+		c := tj.Status.Checkpoint
 		cm := &corev1.ConfigMap{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, cm); err != nil {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.ConfigMapName(tj)}, cm); err != nil {
 			return err
 		}
 		if c == nil || c.LatestEpoch < int32(min) || c.Latest != prefix+checkpoint.Dir(int(c.LatestEpoch)) || cm.Data[builders.ResumeFromKey] != c.Latest {
