@@ -33,11 +33,10 @@ func CheckResumeFrom(ctx context.Context, s Store, resumeFrom, mountDir string) 
 func keyOf(resumeFrom, mountDir string) (string, error) {
 	for _, scheme := range []string{"s3://", "gs://"} {
 		if rest, ok := strings.CutPrefix(resumeFrom, scheme); ok {
-			_, key, found := strings.Cut(rest, "/")
-			if !found || key == "" {
-				return "", fmt.Errorf("resumeFrom %s names no object", resumeFrom)
+			if _, key := bucketKey(rest); key != "" {
+				return key, nil
 			}
-			return strings.Trim(key, "/"), nil
+			return "", fmt.Errorf("resumeFrom %s names no object", resumeFrom)
 		}
 	}
 	for _, scheme := range []string{"pvc://", "nfs://"} {
