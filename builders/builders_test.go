@@ -87,6 +87,35 @@ func TestWorkerEnv(t *testing.T) {
 			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 		})},
+		{"user NCCL tuning and defaults overridden", tjtest.NewTJ("ml", "mnist").GPUs(1).
+			Env("NCCL_DEBUG", "INFO").Env("NCCL_IB_DISABLE", "0").Env("PYTHONUNBUFFERED", "0").Env("OMP_NUM_THREADS", "4").Obj(), with(map[string]string{
+			"DIST_BACKEND": "nccl", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
+			"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "0", "PYTHONUNBUFFERED": "0", "OMP_NUM_THREADS": "4",
+		})},
+		{"checkpoints in the claim the operator chose", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1)}
+			tj.Status.CheckpointStorage = &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}
+		}).Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
+			"CHECKPOINT_DIR": "/checkpoints/ml/mnist", "CHECKPOINT_FREQUENCY": "1", "RESUME_FROM": "configMapKeyRef:mnist-config/RESUME_FROM",
+		})},
+		{"checkpoints enabled, storage not chosen yet", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)}
+		}).Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
+		})},
+		{"s3 storage identity overridden by env", tjtest.NewTJ("ml", "mnist").GPUs(0).Env("AWS_REGION", "eu-west-1").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1),
+				Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Region: "us-east-1", Endpoint: "http://minio:9000"}}
+		}).Obj(), with(map[string]string{
+			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
+			"CHECKPOINT_URI": "s3://ckpt/ml/mnist", "CHECKPOINT_FREQUENCY": "1", "RESUME_FROM": "configMapKeyRef:mnist-config/RESUME_FROM",
+			"AWS_ENDPOINT_URL_S3": "http://minio:9000", "AWS_REGION": "eu-west-1",
+		})},
 		{"jax with rdma", tjtest.NewTJ("ml", "mnist").Framework(mlv1.FrameworkJAX).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Networking = &mlv1.NetworkingSpec{RDMAEnabled: ptr.To(true)}
 		}).Obj(), with(map[string]string{

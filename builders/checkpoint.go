@@ -18,26 +18,33 @@ const (
 	CheckpointMountPath  = "/checkpoints"
 )
 
-// CheckpointEnabled is true when spec.checkpoint.enabled is.
-func CheckpointEnabled(tj *mlv1.TrainingJob) bool {
+// Storage is where the job's checkpoints go: spec.checkpoint.storage, else the storage the operator chose
+// for the job (status.checkpointStorage, see StorageChoice); nil while checkpoints are off or not placed yet.
+func Storage(tj *mlv1.TrainingJob) *mlv1.CheckpointStorage {
 	c := tj.Spec.Checkpoint
-	return c != nil && c.Enabled != nil && *c.Enabled && c.Storage != nil
+	if c == nil || c.Enabled == nil || !*c.Enabled {
+		return nil
+	}
+	if c.Storage != nil {
+		return c.Storage
+	}
+	return tj.Status.CheckpointStorage
 }
+
+// CheckpointEnabled is true when spec.checkpoint.enabled is and the job's checkpoint storage is known.
+func CheckpointEnabled(tj *mlv1.TrainingJob) bool { return Storage(tj) != nil }
 
 // mountedCheckpoints is true for storage types that are mounted as a volume.
 func mountedCheckpoints(tj *mlv1.TrainingJob) bool {
-	if !CheckpointEnabled(tj) {
-		return false
-	}
-	t := tj.Spec.Checkpoint.Storage.Type
-	return t == mlv1.StoragePVC || t == mlv1.StorageNFS
+	s := Storage(tj)
+	return s != nil && (s.Type == mlv1.StoragePVC || s.Type == mlv1.StorageNFS)
 }
 
 // CheckpointRoot is where a job's checkpoints live inside its store: [<prefix>/]<namespace>/<name>.
 func CheckpointRoot(tj *mlv1.TrainingJob) string {
 	prefix := ""
-	if c := tj.Spec.Checkpoint; c != nil && c.Storage != nil {
-		prefix = c.Storage.Prefix
+	if s := Storage(tj); s != nil {
+		prefix = s.Prefix
 	}
 	return path.Join(prefix, tj.Namespace, tj.Name)
 }
@@ -49,7 +56,7 @@ func CheckpointDir(tj *mlv1.TrainingJob) string {
 
 // CheckpointURI is the job's checkpoint location in object storage: s3://bucket/root or gs://bucket/root.
 func CheckpointURI(tj *mlv1.TrainingJob) string {
-	s := tj.Spec.Checkpoint.Storage
+	s := Storage(tj)
 	if s.Type == mlv1.StorageGCS {
 		return "gs://" + s.GCSBucket + "/" + CheckpointRoot(tj)
 	}
@@ -57,12 +64,12 @@ func CheckpointURI(tj *mlv1.TrainingJob) string {
 }
 
 func checkpointVolume(tj *mlv1.TrainingJob) corev1.Volume {
-	s := tj.Spec.Checkpoint.Storage
+	s := Storage(tj)
 	v := corev1.Volume{Name: CheckpointVolumeName}
 	if s.Type == mlv1.StorageNFS {
 		v.NFS = &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path}
 	} else {
-		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ClaimName}
+		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(tj)}
 	}
 	return v
 }
@@ -135,7 +142,7 @@ const DefaultAgentImage = "ghcr.io/trainingjob-operator/trainingjob-operator:v0.
 
 func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	c := tj.Spec.Checkpoint
-	s := c.Storage
+	s := Storage(tj)
 	args := []string{"checkpoint-agent", "--storage-type=" + string(s.Type), "--root=" + CheckpointRoot(tj),
 		// On the pod's own address: pods that share a network (a process node) must not collide.
 		"--retention=" + itoa(ptrOr(c.Retention, 3)), "--listen=$(POD_IP):" + itoa(AgentPort),
@@ -184,7 +191,7 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 // which the AWS SDKs read. spec.env comes after these in the trainer, so a user can override them.
 
 func storageEnvFrom(tj *mlv1.TrainingJob) []corev1.EnvFromSource {
-	s := tj.Spec.Checkpoint.Storage
+	s := Storage(tj)
 	if s.SecretRef == nil || s.Type != mlv1.StorageS3 {
 		return nil
 	}
@@ -192,7 +199,7 @@ func storageEnvFrom(tj *mlv1.TrainingJob) []corev1.EnvFromSource {
 }
 
 func storageMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
-	s := tj.Spec.Checkpoint.Storage
+	s := Storage(tj)
 	if s.SecretRef == nil || s.Type != mlv1.StorageGCS {
 		return nil
 	}
@@ -200,7 +207,7 @@ func storageMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
 }
 
 func storageEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
-	s := tj.Spec.Checkpoint.Storage
+	s := Storage(tj)
 	var env []corev1.EnvVar
 	switch {
 	case s.Type == mlv1.StorageGCS && s.SecretRef != nil:
@@ -228,7 +235,7 @@ func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	check := *agent.DeepCopy()
 	check.Name, check.RestartPolicy, check.Ports = ResumeCheckContainerName, nil, nil
 	check.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	check.Args = []string{"checkpoint-agent", "--check-resume-from=" + from, "--storage-type=" + string(tj.Spec.Checkpoint.Storage.Type)}
+	check.Args = []string{"checkpoint-agent", "--check-resume-from=" + from, "--storage-type=" + string(Storage(tj).Type)}
 	for _, a := range agent.Args {
 		for _, keep := range []string{"--s3-bucket=", "--gcs-bucket=", "--endpoint=", "--region=", "--dir="} {
 			if strings.HasPrefix(a, keep) {
@@ -241,7 +248,7 @@ func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 
 // storageVolumes are the volumes object storage access needs (a gcs key).
 func storageVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
-	s := tj.Spec.Checkpoint.Storage
+	s := Storage(tj)
 	if s.SecretRef == nil || s.Type != mlv1.StorageGCS {
 		return nil
 	}

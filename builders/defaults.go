@@ -15,6 +15,9 @@ type Options struct {
 	AgentCommand []string
 	// AgentInterval is the agent's time between two rotations (default 30 s).
 	AgentInterval time.Duration
+	// DefaultCheckpointStorage is the storage of jobs that enable checkpoints without naming one; nil
+	// means a claim the operator creates per job with the defaults of CheckpointClaim (see StorageChoice).
+	DefaultCheckpointStorage *mlv1.CheckpointStorage
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's

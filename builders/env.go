@@ -10,26 +10,50 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// ReservedEnvNames are the environment variables the operator injects or will inject into workers.
-// spec.env may not set them; the CRD's CEL rule on spec.env lists the same names (a test keeps the two equal).
+// ReservedEnvNames are the environment variables that carry a worker's identity, the rendezvous and the
+// checkpoint location. spec.env may not set them; the CRD's CEL rule on spec.env lists the same names (a
+// test keeps the two equal).
 var ReservedEnvNames = []string{
 	"MASTER_ADDR", "MASTER_PORT", "RANK", "NODE_RANK", "WORLD_SIZE",
 	"PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
 	"TF_CONFIG", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
 	"TRAININGJOB_NAME", "TRAININGJOB_NAMESPACE", "TRAININGJOB_CONFIG", "MODEL_NAME", "DATASET_NAME",
-	"METRICS_PORT", "PYTHONUNBUFFERED", "DIST_BACKEND", "NCCL_IB_DISABLE", "POD_IP",
+	"METRICS_PORT", "DIST_BACKEND", "POD_IP",
 	"CHECKPOINT_DIR", "CHECKPOINT_URI", "CHECKPOINT_FREQUENCY", "RESUME_FROM",
 }
 
+// DefaultEnvNames are the variables the operator sets only as defaults: when spec.env names one, the
+// user's entry replaces the operator's.
+var DefaultEnvNames = []string{
+	"PYTHONUNBUFFERED", "NCCL_IB_DISABLE", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "GOOGLE_APPLICATION_CREDENTIALS",
+}
+
 // WorkerEnv is the environment of every worker container: the injected contract (documented in the
-// README) followed by spec.env. Entries may refer to earlier ones with $(NAME), which the kubelet expands.
+// README) followed by spec.env, whose entries replace the operator's defaults of the same name (admission
+// keeps spec.env off the reserved names). Entries may refer to earlier ones with $(NAME), which the
+// kubelet expands, so spec.env may use every injected variable.
 func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env := identityEnv(tj)
 	env = append(env, rendezvousEnv(tj)...)
 	env = append(env, frameworkEnv(tj)...)
 	env = append(env, backendEnv(tj)...)
 	env = append(env, checkpointEnv(tj)...)
-	return append(env, tj.Spec.Env...)
+	return overrideEnv(env, tj.Spec.Env)
+}
+
+// overrideEnv is env without the names user sets, followed by user: one entry per name.
+func overrideEnv(env, user []corev1.EnvVar) []corev1.EnvVar {
+	set := make(map[string]bool, len(user))
+	for _, e := range user {
+		set[e.Name] = true
+	}
+	out := make([]corev1.EnvVar, 0, len(env)+len(user))
+	for _, e := range env {
+		if !set[e.Name] {
+			out = append(out, e)
+		}
+	}
+	return append(out, user...)
 }
 
 func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {

@@ -24,6 +24,11 @@ func (r *JobReconciler) createOwned(ctx context.Context, tj *mlv1.TrainingJob, o
 	if err := controllerutil.SetControllerReference(tj, obj, r.Scheme); err != nil {
 		return fmt.Errorf("setting owner of %T %s: %w", obj, obj.GetName(), err)
 	}
+	return r.create(ctx, obj)
+}
+
+// create creates obj; one of its name that exists already is left as it is.
+func (r *JobReconciler) create(ctx context.Context, obj client.Object) error {
 	if err := r.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // recordEvents records an event when the state changed (Warning for Failed), and a Warning when a worker
-// became stuck on a new fault.
+// became stuck on a new fault or the checkpoint claim cannot bind.
 func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
 	st := tj.Status
 	if old.State != st.State {
@@ -21,6 +21,9 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 	if running := conditionReason(st, mlv1.ConditionRunning); isFault(st.State, running) && running != conditionReason(old, mlv1.ConditionRunning) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", conditionMessage(st, mlv1.ConditionRunning))
+	}
+	if fault := claimFault(st); fault != "" && fault != claimFault(old) {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", conditionMessage(st, mlv1.ConditionCheckpointClaimBound))
 	}
 	if created := conditionReason(st, mlv1.ConditionCreated); created == ReasonCreateRejected && conditionReason(old, mlv1.ConditionCreated) != created {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, created, "Create", "%s", conditionMessage(st, mlv1.ConditionCreated))

@@ -31,10 +31,12 @@ import (
 // derives the TrainingJob's state from them.
 type JobReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
-	Clock    clock.PassiveClock
-	Options  builders.Options
+	// APIReader reads what the cache does not hold: a checkpoint claim's events.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Options   builders.Options
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch
@@ -53,20 +55,27 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if !tj.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil // children go with it through owner references
 	}
+	old := *tj.Status.DeepCopy()
+	// Where checkpoints go is chosen before anything is built from it; the status write records it.
+	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options)
 	now := metav1.NewTime(r.Clock.Now())
-	if tj.Status.State == "" {
+	if old.State == "" {
 		// Record that the job was accepted before anything is created, so every job passes Pending.
-		return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{}, now))
+		return reconcile.Result{}, r.writeStatus(ctx, tj, old, DeriveStatus(tj, Observed{}, now))
 	}
 	obs, err := r.ensureChildren(ctx, tj)
-	if rejected(err) && tj.Status.State == mlv1.StatePending {
+	if rejected(err) && old.State == mlv1.StatePending {
 		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
-		return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, tj, DeriveStatus(tj, Observed{CreateRejected: apiMessage(err)}, now)))
+		return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, tj, old, DeriveStatus(tj, Observed{CreateRejected: apiMessage(err)}, now)))
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.writeStatus(ctx, tj, DeriveStatus(tj, obs, now))
+	var res reconcile.Result
+	if claimWaiting(obs) {
+		res.RequeueAfter = claimRecheck
+	}
+	return res, r.writeStatus(ctx, tj, old, DeriveStatus(tj, obs, now))
 }
 
 // rejected is true for errors that repeat until something changes: the object is invalid, or admission
@@ -84,30 +93,35 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
-// ensureChildren creates or updates the ConfigMap, Service and Job, and observes the Job and its pods.
+// ensureChildren creates or updates the ConfigMap, Service, checkpoint claim and Job, and observes the
+// claim, the Job and its pods.
 func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (Observed, error) {
+	var obs Observed
 	if !finished(tj) {
 		if err := r.ensureConfigMap(ctx, tj); err != nil {
-			return Observed{}, err
+			return obs, err
 		}
 		if err := r.ensureService(ctx, tj); err != nil {
-			return Observed{}, err
+			return obs, err
+		}
+		if err := r.ensureClaim(ctx, tj, &obs); err != nil {
+			return obs, err
 		}
 	}
-	job, err := r.ensureJob(ctx, tj)
-	if err != nil {
-		return Observed{}, err
+	var err error
+	if obs.Job, err = r.ensureJob(ctx, tj); err != nil {
+		return obs, err
 	}
-	pods, err := r.listPods(ctx, tj)
-	return Observed{Job: job, Pods: pods}, err
+	obs.Pods, err = r.listPods(ctx, tj)
+	return obs, err
 }
 
-// writeStatus writes the status when it changed and records an event when the state changed.
-func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus) error {
-	if apiequality.Semantic.DeepEqual(tj.Status, st) {
+// writeStatus writes st when it differs from old, the status as read, and records an event when the
+// state changed.
+func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus) error {
+	if apiequality.Semantic.DeepEqual(old, st) {
 		return nil
 	}
-	old := tj.Status
 	tj.Status = st
 	if err := r.Status().Update(ctx, tj); err != nil {
 		// A conflict (the StatusController wrote progress meanwhile) is returned too: the reconcile is
@@ -119,19 +133,20 @@ func (r *JobReconciler) writeStatus(ctx context.Context, tj *mlv1.TrainingJob, s
 }
 
 // SetupWithManager registers the controller: it watches TrainingJobs, owns their Jobs, Services and
-// ConfigMaps, and maps worker pods to their TrainingJob by label.
+// ConfigMaps, and maps worker pods and checkpoint claims (owned or not) to their TrainingJob by label.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Named("trainingjob").
 		Complete(metrics.Instrument(r))
 }
 
-func podToTrainingJob(_ context.Context, obj client.Object) []reconcile.Request {
+func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
 	name, ok := obj.GetLabels()[builders.NameLabel]
 	if !ok {
 		return nil

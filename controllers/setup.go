@@ -43,6 +43,8 @@ func CacheOptions(namespaces []string) cache.Options {
 		&batchv1.Job{}:      {Label: sel},
 		&corev1.Service{}:   {Label: sel},
 		&corev1.ConfigMap{}: {Label: sel},
+		// Checkpoint claims the operator created; users' own claims are not held.
+		&corev1.PersistentVolumeClaim{}: {Label: sel},
 	}}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -68,11 +70,12 @@ type Config struct {
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	jr := &JobReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("trainingjob-operator"),
-		Clock:    clock.RealClock{},
-		Options:  cfg.Builders,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("trainingjob-operator"),
+		Clock:     clock.RealClock{},
+		Options:   cfg.Builders,
 	}
 	if err := jr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the job controller: %w", err)

@@ -23,6 +23,10 @@ type Observed struct {
 	// CreateRejected is why the API server refused to create a child (invalid, forbidden by admission or
 	// quota) before the Job existed; empty otherwise.
 	CreateRejected string
+	// Claim is the checkpoint claim the operator manages for the job, nil when it manages none; ClaimEvent
+	// the claim's newest event while it is not bound.
+	Claim      *corev1.PersistentVolumeClaim
+	ClaimEvent *corev1.Event
 }
 
 // ReasonCreateRejected is the reason of the Created condition while the API server refuses a child.
@@ -53,6 +57,7 @@ func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.Trai
 		st.FailureReason = ph.message
 	}
 	setConditions(&st, obs.Job != nil, ph, now)
+	setClaimCondition(&st, obs, now)
 	setTimes(&st, obs.Job, ph, now)
 	settleProgress(&st, ph)
 	if builders.CheckpointEnabled(tj) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -33,6 +34,9 @@ type config struct {
 	scrapeWorkers          int
 	agentImage             string
 	agentInterval          time.Duration
+	checkpointStorage      string
+	checkpointClaimSize    string
+	checkpointStorageClass string
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -49,6 +53,9 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress that may run at once, over all jobs")
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
+	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "", "storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); empty: a claim per job, NAME-checkpoints")
+	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
+	fs.StringVar(&c.checkpointStorageClass, "default-checkpoint-storage-class", "", "StorageClass of a per-job checkpoint claim whose storage names none; empty: the cluster's default StorageClass")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
 	}
@@ -82,6 +89,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		}
 	}
 	var namespaces []string
+	var err error
 	if c.namespaces != "" {
 		namespaces = strings.Split(c.namespaces, ",")
 	}
@@ -101,6 +109,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}
+	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
+		return err
+	}
 	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers}
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
@@ -113,4 +124,21 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	}
 	ctrl.Log.Info("starting manager", "namespaces", namespaces)
 	return mgr.Start(ctx)
+}
+
+// defaultCheckpointStorage is the storage of jobs whose checkpoints name none: --default-checkpoint-storage,
+// else a claim per job with --default-checkpoint-claim-size and --default-checkpoint-storage-class.
+func defaultCheckpointStorage(c config) (*mlv1.CheckpointStorage, error) {
+	if c.checkpointStorage != "" {
+		return builders.ParseStorageURI(c.checkpointStorage)
+	}
+	size, err := resource.ParseQuantity(c.checkpointClaimSize)
+	if err != nil || size.Sign() <= 0 {
+		return nil, fmt.Errorf("--default-checkpoint-claim-size %q is not a positive quantity", c.checkpointClaimSize)
+	}
+	s := &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: &size}
+	if c.checkpointStorageClass != "" {
+		s.StorageClassName = &c.checkpointStorageClass
+	}
+	return s, nil
 }

@@ -31,6 +31,10 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionSuspended is True while the run is suspended.
 	ConditionSuspended = "Suspended"
+	// ConditionCheckpointClaimBound is True once the checkpoint claim the operator created is bound to a
+	// volume; False says why it is not, with the claim's latest event (no default StorageClass,
+	// ReadWriteMany unsupported, a provisioning error).
+	ConditionCheckpointClaimBound = "CheckpointClaimBound"
 	// ConditionProgressReported is True while rank 0's progress endpoint answers; False says since when
 	// progress is stale and why.
 	ConditionProgressReported = "ProgressReported"
@@ -80,6 +84,13 @@ type TrainingJobStatus struct {
 	// checkpoint describes the newest checkpoint.
 	// +optional
 	Checkpoint *CheckpointStatus `json:"checkpoint,omitempty"`
+
+	// checkpointStorage is the storage the operator chose for checkpoints when spec.checkpoint.storage names
+	// none: its default storage, or a claim it creates (type pvc without claimName: <name>-checkpoints).
+	// It is chosen once, when checkpoints are first enabled, and kept, so a change of the operator's
+	// default never moves a job's checkpoints.
+	// +optional
+	CheckpointStorage *CheckpointStorage `json:"checkpointStorage,omitempty"`
 
 	// startTime is when the workers' Job started.
 	// +optional

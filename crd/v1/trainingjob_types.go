@@ -74,12 +74,15 @@ type TrainingJobSpec struct {
 	// +listType=atomic
 	Args []string `json:"args,omitempty"`
 
-	// env is extra environment for every worker. Names the operator injects (see the README) are rejected.
+	// env is extra environment for every worker, after the operator's. Names that carry the job's identity,
+	// rendezvous and checkpoint location (see the README's environment contract) are rejected; a name the
+	// operator only defaults (NCCL_IB_DISABLE, PYTHONUNBUFFERED, the storage identity variables) takes the
+	// value given here, and every other name (NCCL_DEBUG, NCCL_SOCKET_IFNAME, OMP_NUM_THREADS, ...) is free.
 	// +optional
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','PYTHONUNBUFFERED','DIST_BACKEND','NCCL_IB_DISABLE','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable the operator injects (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, TRAININGJOB_*, CHECKPOINT_*, ...)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// resources are each worker's compute requests and limits. A nvidia.com/gpu entry must equal gpusPerWorker;
@@ -197,7 +200,6 @@ const (
 )
 
 // CheckpointSpec configures checkpoints.
-// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.storage)",message="checkpoint.storage is required when checkpoint.enabled is true",fieldPath=".storage"
 // +kubebuilder:validation:XValidation:rule="!has(self.resumeFrom) || !has(self.storage) || (self.storage.type == 's3') == self.resumeFrom.startsWith('s3://') && (self.storage.type == 'gcs') == self.resumeFrom.startsWith('gs://')",message="resumeFrom must be in the checkpoint storage's kind: s3:// for s3, gs:// for gcs, a path (or pvc://, nfs://) for pvc and nfs: workers read it with the storage's identity",fieldPath=".resumeFrom"
 type CheckpointSpec struct {
 	// enabled turns checkpointing on.
@@ -211,7 +213,9 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:Maximum=10000
 	Frequency *int32 `json:"frequency,omitempty"`
 
-	// storage is where checkpoints are written.
+	// storage is where checkpoints are written. When it is absent the operator's default storage is used
+	// (its --default-checkpoint-storage flag), else a PersistentVolumeClaim the operator creates for the job,
+	// <name>-checkpoints; the choice is recorded in status.checkpointStorage and kept for the job's life.
 	// +optional
 	Storage *CheckpointStorage `json:"storage,omitempty"`
 
@@ -232,7 +236,6 @@ type CheckpointSpec struct {
 }
 
 // CheckpointStorage is a checkpoint location. Which fields apply depends on type.
-// +kubebuilder:validation:XValidation:rule="self.type != 'pvc' || has(self.claimName)",message="storage.claimName is required for type pvc",fieldPath=".claimName"
 // +kubebuilder:validation:XValidation:rule="self.type != 's3' || has(self.s3Bucket)",message="storage.s3Bucket is required for type s3",fieldPath=".s3Bucket"
 // +kubebuilder:validation:XValidation:rule="self.type != 'gcs' || has(self.gcsBucket)",message="storage.gcsBucket is required for type gcs",fieldPath=".gcsBucket"
 // +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || has(self.nfs)",message="storage.nfs is required for type nfs",fieldPath=".nfs"
@@ -240,12 +243,17 @@ type CheckpointSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.gcsBucket) || self.type == 'gcs'",message="storage.gcsBucket is only valid for type gcs",fieldPath=".gcsBucket"
 // +kubebuilder:validation:XValidation:rule="!has(self.claimName) || self.type == 'pvc'",message="storage.claimName is only valid for type pvc",fieldPath=".claimName"
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) && !has(self.region) || self.type == 's3'",message="storage.endpoint and storage.region are only valid for type s3",fieldPath=".endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || self.type == 'pvc' && !has(self.claimName)",message="storage.size is only valid for the claim the operator creates (type pvc without claimName)",fieldPath=".size"
+// +kubebuilder:validation:XValidation:rule="!has(self.storageClassName) || self.type == 'pvc' && !has(self.claimName)",message="storage.storageClassName is only valid for the claim the operator creates (type pvc without claimName)",fieldPath=".storageClassName"
+// +kubebuilder:validation:XValidation:rule="!has(self.claimRetentionPolicy) || self.type == 'pvc' && !has(self.claimName)",message="storage.claimRetentionPolicy is only valid for the claim the operator creates (type pvc without claimName)",fieldPath=".claimRetentionPolicy"
 type CheckpointStorage struct {
 	// type is pvc, s3, gcs or nfs.
-	// +required
-	Type StorageType `json:"type"`
+	// +optional
+	// +kubebuilder:default=pvc
+	Type StorageType `json:"type,omitempty"`
 
-	// claimName is the PersistentVolumeClaim mounted into every worker (type pvc).
+	// claimName is the PersistentVolumeClaim mounted into every worker (type pvc). When empty the operator
+	// creates the claim <trainingjob>-checkpoints (see size, storageClassName and claimRetentionPolicy).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
@@ -264,6 +272,24 @@ type CheckpointStorage struct {
 	// +kubebuilder:validation:MaxLength=222
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9._-]*[a-z0-9]$`
 	GCSBucket string `json:"gcsBucket,omitempty"`
+
+	// size is the capacity of the claim the operator creates (type pvc without claimName); 20Gi when unset.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be greater than zero"
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName is the StorageClass of the claim the operator creates; the cluster's default
+	// StorageClass (or the operator's --default-checkpoint-storage-class) when unset. With more than one
+	// worker the claim is ReadWriteMany, so the class must support it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// claimRetentionPolicy decides what happens to the claim the operator created when the TrainingJob is
+	// deleted: Retain (the default) keeps it, and the checkpoints, until a user deletes it; Delete deletes
+	// it with the TrainingJob.
+	// +optional
+	ClaimRetentionPolicy ClaimRetentionPolicy `json:"claimRetentionPolicy,omitempty"`
 
 	// nfs is the NFS export (type nfs).
 	// +optional
@@ -291,6 +317,17 @@ type CheckpointStorage struct {
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
+
+// ClaimRetentionPolicy is what happens to an operator-created checkpoint claim when its TrainingJob is
+// deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type ClaimRetentionPolicy string
+
+// Claim retention policies.
+const (
+	ClaimRetain ClaimRetentionPolicy = "Retain"
+	ClaimDelete ClaimRetentionPolicy = "Delete"
+)
 
 // NFSStorage is an NFS export.
 type NFSStorage struct {

@@ -1,0 +1,141 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// The checkpoint claim the operator creates for a job whose checkpoints name no storage (see
+// builders.CheckpointClaim). It is not owned by the TrainingJob unless claimRetentionPolicy is Delete:
+// checkpoints outlive the job by default.
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
+
+// claimRecheck is how soon a job whose claim is not bound is looked at again: the events that say why
+// (a provisioner's retries) do not change the claim, so they trigger no reconcile.
+const claimRecheck = 5 * time.Second
+
+// ensureClaim creates the job's checkpoint claim when the operator manages it, and observes it: the claim
+// and, while it is not bound, its newest event, which says why.
+func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, obs *Observed) error {
+	if !builders.ManagedClaim(tj) {
+		return nil
+	}
+	want := builders.CheckpointClaim(tj)
+	claim := &corev1.PersistentVolumeClaim{}
+	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), claim)
+	switch {
+	case err != nil:
+		return err
+	case !found && builders.ClaimOwned(tj):
+		err = r.createOwned(ctx, tj, want)
+	case !found:
+		err = r.create(ctx, want)
+	}
+	if err != nil {
+		return err
+	}
+	if !found {
+		claim = want
+	}
+	obs.Claim = claim
+	if claim.Status.Phase == corev1.ClaimBound || claim.UID == "" {
+		return nil
+	}
+	obs.ClaimEvent, err = r.newestEvent(ctx, claim)
+	return err
+}
+
+// newestEvent is the newest event about obj, nil when there is none. Events are read from the API server
+// (not cached: the operator keeps no informer on the cluster's events) and only for claims not yet bound.
+func (r *JobReconciler) newestEvent(ctx context.Context, obj client.Object) (*corev1.Event, error) {
+	var list corev1.EventList
+	err := r.APIReader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"involvedObject.uid": string(obj.GetUID())})
+	if err != nil {
+		return nil, fmt.Errorf("listing the events of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	var newest *corev1.Event
+	for i := range list.Items {
+		if newest == nil || !eventTime(&list.Items[i]).Before(eventTime(newest)) {
+			newest = &list.Items[i]
+		}
+	}
+	return newest, nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	t := e.CreationTimestamp.Time
+	for _, u := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time} {
+		if u.After(t) {
+			t = u
+		}
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	return t
+}
+
+// ReasonClaimPending is the CheckpointClaimBound reason while the claim waits and nothing says it cannot
+// bind (the volume is being provisioned, or binding waits for the first pod).
+const ReasonClaimPending = "Pending"
+
+// setClaimCondition sets CheckpointClaimBound from the observed claim: True once bound; else False with
+// the reason of the claim's newest event when it reports a fault (a Warning, or the binder's
+// FailedBinding: no volume and no StorageClass), and its text. Unobserved, the condition is kept as is.
+func setClaimCondition(st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time) {
+	c := obs.Claim
+	if c == nil {
+		return
+	}
+	if c.Status.Phase == corev1.ClaimBound {
+		set(st, mlv1.ConditionCheckpointClaimBound, true, "Bound", fmt.Sprintf("claim %s is bound to volume %s", c.Name, c.Spec.VolumeName), now)
+		return
+	}
+	reason, why := ReasonClaimPending, "no event explains it yet"
+	if e := obs.ClaimEvent; e != nil {
+		why = e.Reason + ": " + strings.TrimSpace(e.Message)
+		if e.Type == corev1.EventTypeWarning || e.Reason == "FailedBinding" {
+			reason = e.Reason
+		}
+	}
+	set(st, mlv1.ConditionCheckpointClaimBound, false, reason, fmt.Sprintf("claim %s (%s) is not bound: %s", c.Name, describeClaim(c), why), now)
+}
+
+// describeClaim is what a claim asks for, for example "ReadWriteMany, 20Gi, default StorageClass".
+func describeClaim(c *corev1.PersistentVolumeClaim) string {
+	modes := make([]string, len(c.Spec.AccessModes))
+	for i, m := range c.Spec.AccessModes {
+		modes[i] = string(m)
+	}
+	class := "default StorageClass"
+	if c.Spec.StorageClassName != nil {
+		class = fmt.Sprintf("StorageClass %q", *c.Spec.StorageClassName)
+	}
+	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	return fmt.Sprintf("%s, %s, %s", strings.Join(modes, ","), size.String(), class)
+}
+
+// claimFault is the CheckpointClaimBound reason when the claim cannot bind, "" otherwise.
+func claimFault(st mlv1.TrainingJobStatus) string {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointClaimBound)
+	if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonClaimPending {
+		return ""
+	}
+	return c.Reason
+}
+
+// claimWaiting is true while an observed claim is not bound: its events are read again after claimRecheck.
+func claimWaiting(obs Observed) bool {
+	return obs.Claim != nil && obs.Claim.Status.Phase != corev1.ClaimBound
+}
