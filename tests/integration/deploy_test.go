@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -127,10 +128,25 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 	if diff := cmp.Diff(want, inRule); diff != "" {
 		t.Errorf("CEL rule names vs builders.ReservedEnvNames (-want +got):\n%s", diff)
 	}
+	for _, name := range builders.DefaultEnvNames {
+		if slices.Contains(builders.ReservedEnvNames, name) {
+			t.Errorf("%s is both reserved and a default", name)
+		}
+	}
+	s3 := func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
+			Type: mlv1.StorageS3, S3Bucket: "b", Endpoint: "http://s3", Region: "r"}}
+	}
+	gcs := func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
+			Type: mlv1.StorageGCS, GCSBucket: "b", SecretRef: &corev1.LocalObjectReference{Name: "key"}}}
+	}
 	for _, fw := range []mlv1.Framework{mlv1.FrameworkPyTorch, mlv1.FrameworkTensorFlow, mlv1.FrameworkJAX} {
-		for _, e := range builders.WorkerEnv(tjtest.NewTJ("ns", "x").Framework(fw).Obj()) {
-			if !slices.Contains(builders.ReservedEnvNames, e.Name) {
-				t.Errorf("%s: injected %s is not reserved", fw, e.Name)
+		for _, tj := range []*mlv1.TrainingJob{tjtest.NewTJ("ns", "x").Framework(fw).With(s3).Obj(), tjtest.NewTJ("ns", "x").Framework(fw).With(gcs).Obj()} {
+			for _, e := range builders.WorkerEnv(tj) {
+				if !slices.Contains(builders.ReservedEnvNames, e.Name) && !slices.Contains(builders.DefaultEnvNames, e.Name) {
+					t.Errorf("%s: injected %s is neither reserved nor a documented default", fw, e.Name)
+				}
 			}
 		}
 	}
@@ -193,7 +209,7 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 // coreType reports whether the field's schema comes from a Kubernetes core or meta type.
 func coreType(path string) bool {
 	for _, p := range []string{"spec.env", "spec.scheduling.affinity", "spec.scheduling.tolerations",
-		"spec.checkpoint.storage.secretRef", "status.conditions", "spec.resources.limits", "spec.resources.requests"} {
+		"spec.checkpoint.storage.secretRef", "status.checkpointStorage.secretRef", "status.conditions", "spec.resources.limits", "spec.resources.requests"} {
 		if path == p {
 			return true
 		}

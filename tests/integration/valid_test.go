@@ -70,6 +70,20 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 		{"gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "my_bucket.v2"})},
 		{"pvc storage", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt-claim"})},
 		{"nfs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "10.0.0.2", Path: "/exports/ckpt"}})},
+		{"nccl tuning and the operator's defaults in env", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Env = []corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}, {Name: "NCCL_IB_DISABLE", Value: "1"},
+				{Name: "NCCL_SOCKET_IFNAME", Value: "eth0"}, {Name: "PYTHONUNBUFFERED", Value: "0"}, {Name: "OMP_NUM_THREADS", Value: "8"},
+				{Name: "AWS_REGION", Value: "eu-west-1"}}
+		}},
+		{"checkpoint enabled without storage", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1)}
+		}},
+		{"operator's claim with size, class and retention", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC,
+			Size: ptr.To(resource.MustParse("500Gi")), StorageClassName: ptr.To("efs"), ClaimRetentionPolicy: mlv1.ClaimDelete})},
+		{"storage with only a size (type defaults to pvc)", storage(mlv1.CheckpointStorage{Size: ptr.To(resource.MustParse("1Ti"))})},
+		{"resume from a path without storage", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), ResumeFrom: "/checkpoints/ml/old/checkpoint-epoch-3"}
+		}},
 		{"checkpoint disabled without storage", func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)} }},
 		{"resume from s3 uri in another bucket", func(tj *mlv1.TrainingJob) {
 			storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "runs"})(tj)
