@@ -21,8 +21,9 @@ import (
 )
 
 // LocalControllers are the kube-controller-manager controllers a local run needs: Jobs, garbage
-// collection of a deleted TrainingJob's children, node health, binding claims to volumes, and cleanup.
-var LocalControllers = []string{"job", "garbagecollector", "nodelifecycle", "persistentvolume-binder", "podgc", "ttl-after-finished"}
+// collection of a deleted TrainingJob's children, node health, binding claims to volumes (and releasing
+// deleted ones once no pod uses them), and cleanup.
+var LocalControllers = []string{"job", "garbagecollector", "nodelifecycle", "persistentvolume-binder", "pvc-protection", "podgc", "ttl-after-finished"}
 
 // Options configure a control plane.
 type Options struct {

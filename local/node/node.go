@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -66,6 +67,8 @@ type Node struct {
 	client client.Client
 	reader client.Reader
 	gpus   *gpuAllocator
+	// recorder records the provisioner's events.
+	recorder events.EventRecorder
 
 	mu    sync.Mutex
 	runs  map[types.UID]*podRun
@@ -116,6 +119,10 @@ func (n *Node) Start(ctx context.Context, cfg *rest.Config) error {
 	err = ctrl.NewControllerManagedBy(mgr).Named("process-node").For(&corev1.Pod{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(n.reconcilePod))
+	if err == nil && n.opts.Provision {
+		n.recorder = mgr.GetEventRecorder("process-node-provisioner")
+		err = n.ensureDefaultStorageClass(ctx)
+	}
 	if err == nil && n.opts.Provision {
 		err = ctrl.NewControllerManagedBy(mgr).Named("process-node-provisioner").For(&corev1.PersistentVolumeClaim{}).
 			Complete(reconcile.Func(n.reconcileClaim))

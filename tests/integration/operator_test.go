@@ -34,8 +34,9 @@ func startStack(t *testing.T) string {
 	return ns
 }
 
-// startOperator runs the operator's controllers, watching only ns, until the test ends.
-func startOperator(t *testing.T, ns string) {
+// startOperator runs the operator's controllers, watching only ns, until the test ends; options change
+// its configuration.
+func startOperator(t *testing.T, ns string, options ...func(*controllers.Config)) {
 	t.Helper()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -53,6 +54,9 @@ func startOperator(t *testing.T, ns string) {
 		// Progress is read often so tests see it soon; timeouts are short as rank 0 is on loopback.
 		ProgressInterval: 300 * time.Millisecond, ScrapeTimeout: 500 * time.Millisecond,
 	}
+	for _, o := range options {
+		o(&cfg)
+	}
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +71,11 @@ func startOperator(t *testing.T, ns string) {
 	})
 }
 
-// startControllerManager runs the real kube-controller-manager's Job controller and garbage collector.
-func startControllerManager(t *testing.T) {
+// startControllerManager runs the real kube-controller-manager's Job controller, garbage collector and
+// the other controllers named.
+func startControllerManager(t *testing.T, more ...string) {
 	t.Helper()
-	p, err := env.StartControllerManager([]string{"job", "garbagecollector"})
+	p, err := env.StartControllerManager(append([]string{"job", "garbagecollector"}, more...))
 	if err != nil {
 		t.Fatal(err)
 	}
