@@ -39,10 +39,14 @@ func withPVCCheckpoints(retention int32) func(*mlv1.TrainingJob) {
 	}
 }
 
-// completeCheckpoints lists the complete checkpoints on the claim.
-func completeCheckpoints(t *testing.T, ns, name string) []string {
+// completeCheckpoints lists the job's complete checkpoints on the claim (default "checkpoints").
+func completeCheckpoints(t *testing.T, ns, name string, claim ...string) []string {
 	t.Helper()
-	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name)
+	claimName := "checkpoints"
+	if len(claim) > 0 {
+		claimName = claim[0]
+	}
+	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, claimName), ns, name)
 	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
