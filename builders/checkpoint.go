@@ -188,7 +188,7 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 // With a storage Secret, an s3 Secret's keys become AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and a gcs
 // Secret's service-account.json is mounted and named by GOOGLE_APPLICATION_CREDENTIALS; without one the
 // pod's workload identity applies. An s3 endpoint and region become AWS_ENDPOINT_URL_S3 and AWS_REGION,
-// which the AWS SDKs read. spec.env comes after these in the trainer, so a user can override them.
+// which the AWS SDKs read. These are defaults (DefaultEnvNames): spec.env replaces them in the trainer.
 
 func storageEnvFrom(tj *mlv1.TrainingJob) []corev1.EnvFromSource {
 	s := Storage(tj)
