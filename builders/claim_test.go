@@ -14,12 +14,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-func checkpoints(storage *mlv1.CheckpointStorage) func(*mlv1.TrainingJob) {
-	return func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: storage}
-	}
-}
-
 func chosen(storage *mlv1.CheckpointStorage) func(*mlv1.TrainingJob) {
 	return func(tj *mlv1.TrainingJob) { tj.Status.CheckpointStorage = storage }
 }
@@ -35,11 +29,11 @@ func TestStorageChoice(t *testing.T) {
 		want *mlv1.CheckpointStorage
 	}{
 		{"checkpoints off", tjtest.NewTJ("ml", "a").Obj(), withDefault, nil},
-		{"spec names the storage", tjtest.NewTJ("ml", "a").With(checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"})).Obj(), withDefault, nil},
-		{"spec names the storage after a choice was made", tjtest.NewTJ("ml", "a").With(checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"})).With(chosen(claim)).Obj(), withDefault, nil},
-		{"no storage, operator default", tjtest.NewTJ("ml", "a").With(checkpoints(nil)).Obj(), withDefault, s3},
-		{"no storage, no operator default: a claim of the operator's", tjtest.NewTJ("ml", "a").With(checkpoints(nil)).Obj(), builders.Options{}, claim},
-		{"a choice is kept when the operator's default changes", tjtest.NewTJ("ml", "a").With(checkpoints(nil)).With(chosen(claim)).Obj(), withDefault, claim},
+		{"spec names the storage", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"}).Obj(), withDefault, nil},
+		{"spec names the storage after a choice was made", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"}).With(chosen(claim)).Obj(), withDefault, nil},
+		{"no storage, operator default", tjtest.NewTJ("ml", "a").Checkpoints(nil).Obj(), withDefault, s3},
+		{"no storage, no operator default: a claim of the operator's", tjtest.NewTJ("ml", "a").Checkpoints(nil).Obj(), builders.Options{}, claim},
+		{"a choice is kept when the operator's default changes", tjtest.NewTJ("ml", "a").Checkpoints(nil).With(chosen(claim)).Obj(), withDefault, claim},
 		{"a choice is kept while checkpoints are switched off", tjtest.NewTJ("ml", "a").With(chosen(s3)).Obj(), builders.Options{}, s3},
 	}
 	for _, tc := range cases {
@@ -60,16 +54,16 @@ func TestCheckpointClaim(t *testing.T) {
 		owned   bool
 		want    corev1.PersistentVolumeClaimSpec
 	}{
-		{"defaults, two ranks share it", tjtest.NewTJ("ml", "a").With(checkpoints(nil)).With(chosen(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC})).Obj(), true, false,
+		{"defaults, two ranks share it", tjtest.NewTJ("ml", "a").Checkpoints(nil).With(chosen(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC})).Obj(), true, false,
 			corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}}}},
-		{"one rank, size, class, deleted with the job", tjtest.NewTJ("ml", "a").Workers(1).With(checkpoints(&mlv1.CheckpointStorage{
-			Type: mlv1.StoragePVC, Size: &size, StorageClassName: ptr.To("fast"), ClaimRetentionPolicy: mlv1.ClaimDelete})).Obj(), true, true,
+		{"one rank, size, class, deleted with the job", tjtest.NewTJ("ml", "a").Workers(1).Checkpoints(&mlv1.CheckpointStorage{
+			Type: mlv1.StoragePVC, Size: &size, StorageClassName: ptr.To("fast"), ClaimRetentionPolicy: mlv1.ClaimDelete}).Obj(), true, true,
 			corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("fast"),
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}}},
-		{"a user's claim is not the operator's", tjtest.NewTJ("ml", "a").With(checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine"})).Obj(), false, false,
+		{"a user's claim is not the operator's", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine"}).Obj(), false, false,
 			corev1.PersistentVolumeClaimSpec{}},
-		{"s3 needs no claim", tjtest.NewTJ("ml", "a").With(checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"})).Obj(), false, false,
+		{"s3 needs no claim", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj(), false, false,
 			corev1.PersistentVolumeClaimSpec{}},
 	}
 	for _, tc := range cases {

@@ -17,12 +17,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-func withCheckpoints(storage *mlv1.CheckpointStorage) func(*mlv1.TrainingJob) {
-	return func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: storage}
-	}
-}
-
 // TestReconcileCreatesTheCheckpointClaim: the storage choice is recorded with the first status write,
 // the claim is created on the next reconcile, owned only with claimRetentionPolicy Delete, and the
 // operator's default storage (set after the choice) does not move the job.
@@ -37,7 +31,7 @@ func TestReconcileCreatesTheCheckpointClaim(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tj := tjtest.NewTJ("ml", "mnist").With(withCheckpoints(tc.storage)).Obj()
+			tj := tjtest.NewTJ("ml", "mnist").Checkpoints(tc.storage).Obj()
 			tj.UID = "uid-1"
 			r := newReconciler(tj)
 			key := types.NamespacedName{Namespace: "ml", Name: "mnist"}
@@ -67,11 +61,13 @@ func TestReconcileCreatesTheCheckpointClaim(t *testing.T) {
 }
 
 func TestClaimCondition(t *testing.T) {
-	pending := builders.CheckpointClaim(tjtest.NewTJ("ml", "a").With(withCheckpoints(&mlv1.CheckpointStorage{
-		Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("5Gi")), StorageClassName: ptr.To("efs")})).Obj())
+	pending := builders.CheckpointClaim(tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{
+		Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("5Gi")), StorageClassName: ptr.To("efs")}).Obj())
 	bound := pending.DeepCopy()
 	bound.Status.Phase, bound.Spec.VolumeName = corev1.ClaimBound, "pv-1"
-	event := func(typ, reason, msg string) *corev1.Event { return &corev1.Event{Type: typ, Reason: reason, Message: msg} }
+	event := func(typ, reason, msg string) *corev1.Event {
+		return &corev1.Event{Type: typ, Reason: reason, Message: msg}
+	}
 	const what = `claim a-checkpoints (ReadWriteMany, 5Gi, StorageClass "efs") is not bound: `
 	cases := []struct {
 		name string

@@ -18,17 +18,13 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 )
 
-func checkpointsWithoutStorage(tj *mlv1.TrainingJob) {
-	tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1)}
-}
-
 // TestCheckpointsWithoutStorage: `checkpoint: {enabled: true, frequency: 1}` and nothing else. The operator
 // creates the claim <name>-checkpoints, the local stack's default StorageClass provisions it, the trainer
 // writes a checkpoint every epoch; rank 0 is killed, the ranks restart and resume from the newest
 // checkpoint. Deleting the TrainingJob keeps the claim and the checkpoints on it.
 func TestCheckpointsWithoutStorage(t *testing.T) {
 	ns, name := newNamespace(t), "nostorage"
-	create(t, trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").With(checkpointsWithoutStorage).Obj())
+	create(t, trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").Checkpoints(nil).Obj())
 	pids := runningPIDs(t, ns, name, 2)
 	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, name+"-checkpoints"), ns, name)
 	seen := waitForResumeFrom(t, ns, name, dir+"/", 2)

@@ -23,12 +23,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-func checkpointsOn(storage *mlv1.CheckpointStorage) func(*mlv1.TrainingJob) {
-	return func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Storage: storage}
-	}
-}
-
 // waitForClaimCondition waits until CheckpointClaimBound has the status and reason and its message holds
 // every part, and returns the condition.
 func waitForClaimCondition(t *testing.T, key client.ObjectKey, status metav1.ConditionStatus, reason string, parts ...string) {
@@ -61,7 +55,7 @@ func TestCheckpointsWithoutStorageGetAClaim(t *testing.T) {
 	ns := newNamespace(t)
 	startControllerManager(t, "persistentvolume-binder", "pvc-protection")
 	startOperator(t, ns)
-	tj := tjtest.NewTJ(ns, "keep").GPUs(0).With(checkpointsOn(nil)).Obj()
+	tj := tjtest.NewTJ(ns, "keep").GPUs(0).Checkpoints(nil).Obj()
 	if err := env.Client.Create(context.Background(), tj); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +135,9 @@ func TestCheckpointClaimDeletedWithTheJob(t *testing.T) {
 	ns := newNamespace(t)
 	startControllerManager(t, "persistentvolume-binder", "pvc-protection")
 	startOperator(t, ns)
-	tj := tjtest.NewTJ(ns, "scratch").GPUs(0).Workers(1).With(checkpointsOn(&mlv1.CheckpointStorage{
+	tj := tjtest.NewTJ(ns, "scratch").GPUs(0).Workers(1).Checkpoints(&mlv1.CheckpointStorage{
 		Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("fast"), ClaimRetentionPolicy: mlv1.ClaimDelete,
-	})).Obj()
+	}).Obj()
 	if err := env.Client.Create(context.Background(), tj); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +177,7 @@ func TestOperatorDefaultCheckpointStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	startOperator(t, ns, func(c *controllers.Config) { c.Builders.DefaultCheckpointStorage = def })
-	tj := tjtest.NewTJ(ns, "to-s3").GPUs(0).With(checkpointsOn(nil)).Obj()
+	tj := tjtest.NewTJ(ns, "to-s3").GPUs(0).Checkpoints(nil).Obj()
 	if err := env.Client.Create(context.Background(), tj); err != nil {
 		t.Fatal(err)
 	}

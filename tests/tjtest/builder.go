@@ -54,6 +54,12 @@ func (b *TJ) BackoffLimit(n int32, policy mlv1.RestartPolicy) *TJ {
 	return b
 }
 
+// Checkpoints enables checkpoints every epoch on storage (nil: none named, so the operator chooses).
+func (b *TJ) Checkpoints(storage *mlv1.CheckpointStorage) *TJ {
+	b.tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Storage: storage}
+	return b
+}
+
 // Suspend sets suspend.
 func (b *TJ) Suspend(s bool) *TJ { b.tj.Spec.Suspend = ptr.To(s); return b }
 
