@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// TestDefaultCheckpointStorageFlags: the three flags give the storage of jobs whose checkpoints name none.
+func TestDefaultCheckpointStorageFlags(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    *mlv1.CheckpointStorage
+		wantErr bool
+	}{
+		{"no flags: a claim per job of 20Gi on the default StorageClass", nil,
+			&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("20Gi"))}, false},
+		{"claim size and class", []string{"--default-checkpoint-claim-size=1Ti", "--default-checkpoint-storage-class=efs"},
+			&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("1Ti")), StorageClassName: ptr.To("efs")}, false},
+		{"object storage", []string{"--default-checkpoint-storage=gs://team/runs"},
+			&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "team", Prefix: "runs"}, false},
+		{"zero claim size", []string{"--default-checkpoint-claim-size=0"}, nil, true},
+		{"not a size", []string{"--default-checkpoint-claim-size=big"}, nil, true},
+		{"unknown scheme", []string{"--default-checkpoint-storage=azure://c"}, nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := parseFlags(tc.args)
+			got, err := defaultCheckpointStorage(c)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %t", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("storage (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
