@@ -142,8 +142,8 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
-		Named("trainingjob").
-		Complete(metrics.Instrument(r))
+		Named(jobController).
+		Complete(metrics.Instrument(jobController, r))
 }
 
 func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {

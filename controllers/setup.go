@@ -55,6 +55,12 @@ func CacheOptions(namespaces []string) cache.Options {
 	return opts
 }
 
+// The controllers' names: controller-runtime's series and the operator's reconcile series carry them.
+const (
+	jobController    = "trainingjob"
+	statusController = "trainingjob-status"
+)
+
 // Config configures the controllers.
 type Config struct {
 	// Builders shape the built objects.

@@ -284,7 +284,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.jobs = map[types.NamespacedName]*scrapeState{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
-		Named("trainingjob-status").
+		Named(statusController).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
-		Complete(metrics.Instrument(r))
+		Complete(metrics.Instrument(statusController, r))
 }

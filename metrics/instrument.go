@@ -10,22 +10,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// Instrument wraps a reconciler so every reconcile counts in trainingjob_reconciliation_total{result},
-// its time in trainingjob_reconciliation_duration_seconds and its error in
-// trainingjob_reconciliation_errors_total{error_type}.
-func Instrument(r reconcile.Reconciler) reconcile.Reconciler {
+// Instrument wraps the reconciler of the named controller so every reconcile counts in
+// trainingjob_reconciliation_total{controller,result}, its time in
+// trainingjob_reconciliation_duration_seconds{controller} and its error in
+// trainingjob_reconciliation_errors_total{controller,error_type}: the StatusController's periodic reads
+// do not drown the JobController's figures.
+func Instrument(controller string, r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		start := time.Now()
 		res, err := r.Reconcile(ctx, req)
-		ReconcileDuration.Observe(time.Since(start).Seconds())
+		ReconcileDuration.WithLabelValues(controller).Observe(time.Since(start).Seconds())
 		switch {
 		case err != nil:
-			Reconciliations.WithLabelValues("error").Inc()
-			ReconcileErrors.WithLabelValues(ErrorType(err)).Inc()
+			Reconciliations.WithLabelValues(controller, "error").Inc()
+			ReconcileErrors.WithLabelValues(controller, ErrorType(err)).Inc()
 		case res.RequeueAfter > 0:
-			Reconciliations.WithLabelValues("requeue").Inc()
+			Reconciliations.WithLabelValues(controller, "requeue").Inc()
 		default:
-			Reconciliations.WithLabelValues("success").Inc()
+			Reconciliations.WithLabelValues(controller, "success").Inc()
 		}
 		return res, err
 	})

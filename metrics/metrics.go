@@ -59,15 +59,15 @@ var (
 		Name: "trainingjob_failed_total", Help: "TrainingJobs that failed, by reason (BackoffLimitExceeded, DeadlineExceeded, ...).",
 	}, []string{"reason"})
 	Reconciliations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trainingjob_reconciliation_total", Help: "Reconciles of TrainingJobs by result: success, requeue or error.",
-	}, []string{"result"})
-	ReconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "trainingjob_reconciliation_duration_seconds", Help: "Time one reconcile of a TrainingJob took.",
+		Name: "trainingjob_reconciliation_total", Help: "Reconciles of TrainingJobs by controller (trainingjob, trainingjob-status) and result: success, requeue or error.",
+	}, []string{"controller", "result"})
+	ReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "trainingjob_reconciliation_duration_seconds", Help: "Time one reconcile of a TrainingJob took, by controller.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
-	})
+	}, []string{"controller"})
 	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trainingjob_reconciliation_errors_total", Help: "Failed reconciles by error type: conflict, not_found, invalid, forbidden, timeout, scrape or other.",
-	}, []string{"error_type"})
+		Name: "trainingjob_reconciliation_errors_total", Help: "Failed reconciles by controller and error type: conflict, not_found, invalid, forbidden, timeout, scrape or other.",
+	}, []string{"controller", "error_type"})
 )
 
 func init() {

@@ -89,7 +89,7 @@ func check(ctx context.Context, c client.Client, probes, metrics string) error {
 	}
 	for _, want := range []string{
 		`controller_runtime_reconcile_total{controller="trainingjob"`, `controller_runtime_reconcile_total{controller="trainingjob-status"`,
-		`trainingjob_reconciliation_total{result=`, `trainingjob_total{namespace="default",state="Initializing"} 1`,
+		`trainingjob_reconciliation_total{controller="trainingjob",result=`, `trainingjob_total{namespace="default",state="Initializing"} 1`,
 		`trainingjob_created_total{namespace="default"}`, `trainingjob_reconciliation_duration_seconds_bucket`,
 	} {
 		if !strings.Contains(body, want) {

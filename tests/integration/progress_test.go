@@ -200,8 +200,10 @@ func TestProgressInStatusAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	if got := series(t, "trainingjob_reconciliation_total", nil); got["result=success"]+got["result=requeue"] == 0 {
-		t.Errorf("trainingjob_reconciliation_total = %v", got)
+	for _, c := range []string{"trainingjob", "trainingjob-status"} {
+		if got := series(t, "trainingjob_reconciliation_total", map[string]string{"controller": c}); got["result=success"]+got["result=requeue"] == 0 {
+			t.Errorf("trainingjob_reconciliation_total{controller=%q} = %v", c, got)
+		}
 	}
 
 	rank0.set(map[string]float64{"training_epoch": 6, "training_loss": 0.3})
