@@ -20,15 +20,21 @@ const (
 
 // Storage is where the job's checkpoints go: spec.checkpoint.storage, else the storage the operator chose
 // for the job (status.checkpointStorage, see StorageChoice); nil while checkpoints are off or not placed yet.
+// Its type is pvc when unset, as the API defaults it.
 func Storage(tj *mlv1.TrainingJob) *mlv1.CheckpointStorage {
 	c := tj.Spec.Checkpoint
 	if c == nil || c.Enabled == nil || !*c.Enabled {
 		return nil
 	}
-	if c.Storage != nil {
-		return c.Storage
+	s := c.Storage
+	if s == nil {
+		s = tj.Status.CheckpointStorage
 	}
-	return tj.Status.CheckpointStorage
+	if s != nil && s.Type == "" {
+		s = s.DeepCopy()
+		s.Type = mlv1.StoragePVC
+	}
+	return s
 }
 
 // CheckpointEnabled is true when spec.checkpoint.enabled is and the job's checkpoint storage is known.
