@@ -163,9 +163,11 @@ func TestJob(t *testing.T) {
 		{"indexed, one pod per worker, under the headless service", tjtest.NewTJ("ml", "mnist").Workers(8).Obj(), func(t *testing.T, job *batchv1.Job) {
 			s := job.Spec
 			got := []any{job.Name, *s.CompletionMode, *s.Completions, *s.Parallelism, *s.BackoffLimit, *s.Suspend, *s.PodReplacementPolicy,
-				s.Template.Spec.Subdomain, s.Template.Spec.RestartPolicy, s.Template.Spec.Containers[0].Image, s.Template.Labels[builders.NameLabel]}
-			want := []any{"mnist-worker", batchv1.IndexedCompletion, int32(8), int32(8), int32(3), false, batchv1.Failed,
-				"mnist-headless", corev1.RestartPolicyOnFailure, "torch:1", "mnist"}
+				s.Template.Spec.Subdomain, s.Template.Spec.RestartPolicy, s.Template.Spec.Containers[0].Image, s.Template.Labels[builders.NameLabel],
+				s.Template.Labels[builders.AttemptLabel], job.Labels[builders.AttemptLabel], s.PodFailurePolicy.Rules[0].OnPodConditions[0].Type}
+			// Gang restarts (the default): the Job runs one attempt and fails at its first failed pod.
+			want := []any{"mnist-worker", batchv1.IndexedCompletion, int32(8), int32(8), int32(0), false, batchv1.Failed,
+				"mnist-headless", corev1.RestartPolicyNever, "torch:1", "mnist", "0", "0", corev1.DisruptionTarget}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("job (-want +got):\n%s", diff)
 			}
@@ -188,6 +190,15 @@ func TestJob(t *testing.T) {
 				t.Errorf("resources = %+v", r)
 			}
 		}},
+		{"in-place restarts: the Job's own backoff, no deadline of its own", tjtest.NewTJ("ml", "a").BackoffLimit(5, mlv1.RestartOnFailure).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
+			tj.Status.Attempt = 2
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			got := []any{job.Spec.Template.Spec.RestartPolicy, *job.Spec.BackoffLimit, job.Spec.PodFailurePolicy == nil, job.Spec.ActiveDeadlineSeconds == nil, job.Labels[builders.AttemptLabel]}
+			if diff := cmp.Diff([]any{corev1.RestartPolicyOnFailure, int32(5), true, true, "2"}, got); diff != "" {
+				t.Errorf("restartPolicy, backoffLimit, no podFailurePolicy, no deadline, attempt (-want +got):\n%s", diff)
+			}
+		}},
 		{"scheduling, queue, failure policy, suspend", tjtest.NewTJ("ml", "a").Suspend(true).BackoffLimit(0, mlv1.RestartNever).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Priority: "high", NodeSelector: map[string]string{"gpu": "a100"}, SchedulerName: "volcano", QueueName: "team-a",
 				Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}}
@@ -195,8 +206,8 @@ func TestJob(t *testing.T) {
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
 			got := []any{p.PriorityClassName, p.NodeSelector["gpu"], p.SchedulerName, len(p.Tolerations), job.Labels[builders.QueueLabel],
-				p.RestartPolicy, *job.Spec.BackoffLimit, *job.Spec.ActiveDeadlineSeconds, *job.Spec.Suspend}
-			want := []any{"high", "a100", "volcano", 1, "team-a", corev1.RestartPolicyNever, int32(0), int64(60), true}
+				p.RestartPolicy, *job.Spec.BackoffLimit, job.Spec.ActiveDeadlineSeconds == nil, *job.Spec.Suspend}
+			want := []any{"high", "a100", "volcano", 1, "team-a", corev1.RestartPolicyNever, int32(0), true, true}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -358,9 +369,10 @@ func TestResumeFrom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			value, set := cm.Data[builders.ResumeFromKey]
-			if diff := cmp.Diff([]any{tc.want, tc.want != ""}, []any{value, set}); diff != "" {
-				t.Errorf("ConfigMap RESUME_FROM (-want +got):\n%s", diff)
+			// The value is the CheckpointController's to write into the ConfigMap.
+			_, set := cm.Data[builders.ResumeFromKey]
+			if diff := cmp.Diff([]any{tc.want, false}, []any{builders.ResumeFrom(tc.tj), set}); diff != "" {
+				t.Errorf("ResumeFrom, built ConfigMap has the key (-want +got):\n%s", diff)
 			}
 			if !builders.CheckpointEnabled(tc.tj) {
 				return

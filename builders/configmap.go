@@ -53,8 +53,8 @@ func Config(tj *mlv1.TrainingJob) RunConfig {
 	}
 }
 
-// ConfigMap builds the ConfigMap holding config.json and, once there is a checkpoint to resume from,
-// RESUME_FROM (see ResumeFrom).
+// ConfigMap builds the ConfigMap holding config.json. Its RESUME_FROM key (see ResumeFrom) and
+// ResumeAttemptAnnotation are the CheckpointController's to write.
 func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	data, err := json.MarshalIndent(Config(tj), "", "  ")
 	if err != nil {
@@ -63,9 +63,6 @@ func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(tj), Namespace: tj.Namespace, Labels: Labels(tj)},
 		Data:       map[string]string{ConfigFileName: string(data)},
-	}
-	if r := ResumeFrom(tj); r != "" {
-		cm.Data[ResumeFromKey] = r
 	}
 	return cm, nil
 }

@@ -33,6 +33,9 @@ func DefaultImages() map[mlv1.Framework]string {
 // The accessors below read optional spec fields with the API's defaults, so builders behave the same
 // whether or not the API server has defaulted the object (fake clients and unit tests do not).
 
+// GPUsPerWorker is spec.gpusPerWorker with its default.
+func GPUsPerWorker(tj *mlv1.TrainingJob) int32 { return gpusPerWorker(tj) }
+
 func gpusPerWorker(tj *mlv1.TrainingJob) int32 {
 	if tj.Spec.GPUsPerWorker == nil {
 		return 1
@@ -85,14 +88,16 @@ func rdmaEnabled(tj *mlv1.TrainingJob) bool {
 	return n != nil && n.RDMAEnabled != nil && *n.RDMAEnabled
 }
 
-func restartPolicy(tj *mlv1.TrainingJob) mlv1.RestartPolicy {
+// RestartPolicy is failurePolicy.restartPolicy, Gang when unset.
+func RestartPolicy(tj *mlv1.TrainingJob) mlv1.RestartPolicy {
 	if f := tj.Spec.FailurePolicy; f != nil && f.RestartPolicy != "" {
 		return f.RestartPolicy
 	}
-	return mlv1.RestartOnFailure
+	return mlv1.RestartGang
 }
 
-func backoffLimit(tj *mlv1.TrainingJob) int32 {
+// BackoffLimit is failurePolicy.backoffLimit, 3 when unset.
+func BackoffLimit(tj *mlv1.TrainingJob) int32 {
 	if f := tj.Spec.FailurePolicy; f != nil && f.BackoffLimit != nil {
 		return *f.BackoffLimit
 	}
@@ -118,4 +123,12 @@ func QueueName(tj *mlv1.TrainingJob) string {
 // Suspended reports whether spec.suspend is true.
 func Suspended(tj *mlv1.TrainingJob) bool {
 	return tj.Spec.Suspend != nil && *tj.Spec.Suspend
+}
+
+// CleanPodPolicy is spec.cleanup.cleanPodPolicy, Running when unset.
+func CleanPodPolicy(tj *mlv1.TrainingJob) mlv1.CleanPodPolicy {
+	if c := tj.Spec.Cleanup; c != nil && c.CleanPodPolicy != "" {
+		return c.CleanPodPolicy
+	}
+	return mlv1.CleanPodsRunning
 }

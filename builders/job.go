@@ -20,13 +20,9 @@ const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 // Job builds the Indexed Job that runs the workers: one pod per rank, host name "<job>-<rank>" under the
 // headless Service, so rank 0 has a stable DNS name.
 func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
-	labels := Labels(tj)
+	labels := AttemptLabels(tj)
 	if q := QueueName(tj); q != "" {
 		labels[QueueLabel] = q
-	}
-	var deadline *int64
-	if f := tj.Spec.FailurePolicy; f != nil {
-		deadline = f.ActiveDeadlineSeconds
 	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName(tj), Namespace: tj.Namespace, Labels: labels},
@@ -34,19 +30,51 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 			CompletionMode:        ptr.To(batchv1.IndexedCompletion),
 			Completions:           ptr.To(tj.Spec.NumWorkers),
 			Parallelism:           ptr.To(tj.Spec.NumWorkers),
-			BackoffLimit:          ptr.To(backoffLimit(tj)),
-			ActiveDeadlineSeconds: deadline,
+			BackoffLimit:          ptr.To(jobBackoffLimit(tj)),
+			PodFailurePolicy:      podFailurePolicy(tj),
 			Suspend:               ptr.To(JobSuspend(tj)),
 			// A replacement pod waits until the failed one is gone, so two pods never share a rank's host name.
 			PodReplacementPolicy: ptr.To(batchv1.Failed),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: Labels(tj)},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(tj), Annotations: podAnnotations(tj)},
 				Spec:       podSpec(tj, opts),
 			},
 		},
 	}
 	job.Annotations = map[string]string{SpecHashAnnotation: SpecHash(job)}
 	return job
+}
+
+// The failure policy lives in the TrainingJob, not in the Job (whose deadline and backoff restart with
+// every attempt): the Job runs one attempt. With restartPolicy Gang or Never its first failed pod fails it
+// (backoffLimit 0) and the JobController decides from the pods whether a new attempt starts; a disrupted
+// pod (preempted, evicted, its node lost) fails it through the pod failure policy, whose message names
+// DisruptionTarget, so the restart is not counted even when the pod is gone. With OnFailure the Job
+// restarts containers in place within failurePolicy.backoffLimit. failurePolicy.activeDeadlineSeconds is
+// enforced by the JobController over all attempts.
+func jobBackoffLimit(tj *mlv1.TrainingJob) int32 {
+	if RestartPolicy(tj) == mlv1.RestartOnFailure {
+		return BackoffLimit(tj)
+	}
+	return 0
+}
+
+func podFailurePolicy(tj *mlv1.TrainingJob) *batchv1.PodFailurePolicy {
+	if RestartPolicy(tj) == mlv1.RestartOnFailure {
+		return nil // only valid with restartPolicy Never
+	}
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:          batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+	}}}
+}
+
+// podRestartPolicy: containers restart in place only with OnFailure.
+func podRestartPolicy(tj *mlv1.TrainingJob) corev1.RestartPolicy {
+	if RestartPolicy(tj) == mlv1.RestartOnFailure {
+		return corev1.RestartPolicyOnFailure
+	}
+	return corev1.RestartPolicyNever
 }
 
 // JobSuspend is the suspend field a new Job gets: true when the user suspends the TrainingJob, and when a
@@ -67,7 +95,7 @@ func SpecHash(job *batchv1.Job) string {
 func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		Subdomain:     ServiceName(tj),
-		RestartPolicy: corev1.RestartPolicy(restartPolicy(tj)),
+		RestartPolicy: podRestartPolicy(tj),
 		Containers:    []corev1.Container{container(tj, opts)},
 		Volumes: []corev1.Volume{{
 			Name: ConfigVolumeName,
@@ -88,7 +116,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 		spec.NodeSelector = s.NodeSelector
 		spec.Affinity = s.Affinity
 		spec.Tolerations = s.Tolerations
-		spec.SchedulerName = s.SchedulerName
+		spec.SchedulerName = schedulerName(tj)
 	}
 	return spec
 }

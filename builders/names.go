@@ -4,6 +4,7 @@ package builders
 
 import (
 	"fmt"
+	"strconv"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -23,6 +24,12 @@ const (
 	ManagedByValue = "trainingjob-operator"
 	// QueueLabel is Kueue's queue label, copied from spec.scheduling.queueName to the Job.
 	QueueLabel = "kueue.x-k8s.io/queue-name"
+	// AttemptLabel on the Job and its pods is the attempt (status.attempt) they belong to: a gang restart
+	// replaces the Job and its pods with those of the next attempt.
+	AttemptLabel = "ml.example.com/attempt"
+	// ResumeAttemptAnnotation on the ConfigMap is the attempt for which the CheckpointController settled
+	// RESUME_FROM: the JobController starts an attempt's workers only once it matches status.attempt.
+	ResumeAttemptAnnotation = "ml.example.com/resume-from-attempt"
 	// SpecHashAnnotation on the Job is SpecHash of the Job as built; see SpecHash.
 	SpecHashAnnotation = "ml.example.com/spec-hash"
 )
@@ -68,4 +75,17 @@ func SelectorLabels(tj *mlv1.TrainingJob) map[string]string {
 // Labels are set on every object the operator creates for a TrainingJob.
 func Labels(tj *mlv1.TrainingJob) map[string]string {
 	return map[string]string{NameLabel: tj.Name, ManagedByLabel: ManagedByValue}
+}
+
+// AttemptLabels are Labels plus the current attempt: what the Job and its pods carry.
+func AttemptLabels(tj *mlv1.TrainingJob) map[string]string {
+	l := Labels(tj)
+	l[AttemptLabel] = strconv.Itoa(int(tj.Status.Attempt))
+	return l
+}
+
+// JobAttempt is the attempt a Job or pod belongs to (its AttemptLabel); 0 when unlabelled.
+func JobAttempt(obj interface{ GetLabels() map[string]string }) int32 {
+	n, _ := strconv.Atoi(obj.GetLabels()[AttemptLabel])
+	return int32(n)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 )
 
 // Agent keeps one job's checkpoints rotated and reports them. It runs where the data is reachable with
@@ -42,40 +44,20 @@ type Agent struct {
 	served []string // newest checkpoints served on /status that ResumeFrom has not caught up with
 }
 
-// AgentStatus is what /status returns.
-type AgentStatus struct {
-	// Latest is the URI of the newest complete checkpoint, LatestEpoch its epoch.
-	Latest      string    `json:"latest,omitempty"`
-	LatestEpoch int       `json:"latestEpoch,omitempty"`
-	LastTime    time.Time `json:"lastTime,omitzero"`
-	// Count and SizeBytes cover the complete checkpoints kept.
-	Count     int   `json:"count"`
-	SizeBytes int64 `json:"sizeBytes"`
-	// Deleted counts checkpoints rotation removed since the agent started; Created counts new complete
-	// checkpoints it saw.
-	Deleted int `json:"deleted"`
-	Created int `json:"created"`
-	// Error is why the last sync (listing) or a deletion failed; empty when all went well.
-	Error string    `json:"error,omitempty"`
-	Time  time.Time `json:"time"`
-}
+// AgentStatus is the agent's report (see package agentapi).
+type AgentStatus = agentapi.Status
 
 // Run syncs until ctx is done, serving /status on l.
 func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 	mux := http.NewServeMux()
 	a.kick = make(chan struct{}, 1)
-	mux.HandleFunc("PUT /resume-from", func(w http.ResponseWriter, r *http.Request) {
-		a.Acknowledge(r.URL.Query().Get("uri"))
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.Serve())
+	agentapi.Handle(mux, func() AgentStatus {
 		select {
 		case a.kick <- struct{}{}: // the reader comes back in about one interval of its own: be fresh then
 		default:
 		}
-	})
+		return a.Serve()
+	}, a.Acknowledge)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() {

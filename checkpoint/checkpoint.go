@@ -11,11 +11,12 @@ package checkpoint
 import (
 	"context"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 )
 
 // Marker is the file that makes a checkpoint complete.
@@ -53,20 +54,11 @@ type Checkpoint struct {
 	Keys []string
 }
 
-var dirName = regexp.MustCompile(`^checkpoint-epoch-([0-9]{1,9})$`)
-
 // Dir is the name of the checkpoint directory of an epoch.
 func Dir(epoch int) string { return "checkpoint-epoch-" + strconv.Itoa(epoch) }
 
 // EpochOf is the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one.
-func EpochOf(uri string) (int, bool) {
-	m := dirName.FindStringSubmatch(path.Base(strings.TrimRight(uri, "/")))
-	if m == nil {
-		return 0, false
-	}
-	n, err := strconv.Atoi(m[1])
-	return n, err == nil
-}
+func EpochOf(uri string) (int, bool) { return agentapi.EpochOf(uri) }
 
 // Scan groups the objects under root into checkpoints, oldest epoch first. Objects outside a
 // checkpoint-epoch-<N> directory (temporary directories, other files) are ignored.
@@ -79,13 +71,12 @@ func Scan(root string, objects []Object) []Checkpoint {
 			rest, ok = o.Key, true
 		}
 		name, file, found := strings.Cut(rest, "/")
-		m := dirName.FindStringSubmatch(name)
-		if !ok || !found || m == nil || file == "" {
+		epoch, isCheckpoint := EpochOf(name)
+		if !ok || !found || !isCheckpoint || file == "" {
 			continue
 		}
 		c := byName[name]
 		if c == nil {
-			epoch, _ := strconv.Atoi(m[1])
 			c = &Checkpoint{Name: name, Dir: path.Join(root, name), Epoch: epoch}
 			byName[name] = c
 		}

@@ -3,6 +3,9 @@ package controllers
 import (
 	"maps"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -23,3 +26,12 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	return o.Generation != n.Generation || o.Status.State != n.Status.State || !n.DeletionTimestamp.IsZero() ||
 		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }}
+
+// jobControllerEvents are specOrState's events plus the StatusController's report of the success
+// policy's verdict (the SuccessPolicyMet condition), from which the JobController completes the run.
+var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
+	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
+	return okOld && okNew && meta.IsStatusConditionTrue(n.Status.Conditions, mlv1.ConditionSuccessPolicyMet) !=
+		meta.IsStatusConditionTrue(o.Status.Conditions, mlv1.ConditionSuccessPolicyMet)
+}})

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -57,8 +58,9 @@ func CacheOptions(namespaces []string) cache.Options {
 
 // The controllers' names: controller-runtime's series and the operator's reconcile series carry them.
 const (
-	jobController    = "trainingjob"
-	statusController = "trainingjob-status"
+	jobController        = "trainingjob"
+	statusController     = "trainingjob-status"
+	checkpointController = "trainingjob-checkpoint"
 )
 
 // Config configures the controllers.
@@ -86,20 +88,22 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := jr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the job controller: %w", err)
 	}
-	sr := &StatusReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("trainingjob-operator"),
-		Clock:    clock.RealClock{},
-		Interval: orDefault(cfg.ProgressInterval, 5*time.Second),
-		Timeout:  orDefault(cfg.ScrapeTimeout, 2*time.Second),
-		Workers:  cfg.ScrapeWorkers,
+	interval := orDefault(cfg.ProgressInterval, 5*time.Second)
+	timeout := orDefault(cfg.ScrapeTimeout, 2*time.Second)
+	workers := cfg.ScrapeWorkers
+	if workers == 0 {
+		workers = 16
 	}
-	if sr.Workers == 0 {
-		sr.Workers = 16
-	}
-	sr.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * sr.Interval, DisableCompression: true}}
+	// One connection per rank 0 and endpoint, kept between reads.
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true}}
+	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
+	}
+	cr := &CheckpointReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trainingjob-operator"), Clock: clock.RealClock{},
+		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers}
+	if err := cr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the checkpoint controller: %w", err)
 	}
 	metrics.SetStateReader(mgr.GetClient())
 	return nil

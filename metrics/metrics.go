@@ -33,7 +33,9 @@ var (
 	AllocatedGPUs    = jobGauge("trainingjob_allocated_gpus", "GPUs held by the job's running workers.")
 	AllocatedWorkers = jobGauge("trainingjob_allocated_workers", "Worker pods of the job that are running.")
 	DurationSeconds  = jobGauge("trainingjob_duration_seconds", "Seconds since the job's workers started (until it finished).")
-	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds}
+	Restarts         = jobGauge("trainingjob_restarts", "Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).")
+	WaitingSince     = jobGauge("trainingjob_waiting_since_timestamp_seconds", "When the job's workers started waiting (Pending or Initializing: not scheduled, pulling images, restarting), as a Unix time; 0 while they run or the job is over.")
+	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds, Restarts, WaitingSince}
 )
 
 // Checkpoint series, per job, from rank 0's checkpoint agent.

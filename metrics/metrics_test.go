@@ -22,7 +22,7 @@ func TestNames(t *testing.T) {
 		"trainingjob_gpu_utilization_percent", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",
 		"trainingjob_reconciliation_duration_seconds_sum", "trainingjob_reconciliation_errors_total", "trainingjob_reconciliation_total",
-		"trainingjob_total",
+		"trainingjob_restarts", "trainingjob_total", "trainingjob_waiting_since_timestamp_seconds",
 	}
 	if diff := cmp.Diff(want, Names()); diff != "" {
 		t.Errorf("exported names (-want +got):\n%s", diff)

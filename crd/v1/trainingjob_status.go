@@ -35,6 +35,15 @@ const (
 	// volume; False says why it is not, with the claim's latest event (no default StorageClass,
 	// ReadWriteMany unsupported, a provisioning error).
 	ConditionCheckpointClaimBound = "CheckpointClaimBound"
+	// ConditionCheckpointStorageReady is True while rank 0's checkpoint agent reaches the storage; False names
+	// the storage error (unreachable, credentials) without failing the job.
+	ConditionCheckpointStorageReady = "CheckpointStorageReady"
+	// ConditionSuccessPolicyMet is True once rank 0's metrics meet spec.successPolicy (a target, or early
+	// stopping); its reason and message become the Completed condition's.
+	ConditionSuccessPolicyMet = "SuccessPolicyMet"
+	// ConditionRestarting is True while the operator restarts the whole set of workers after a retryable
+	// failure; its message names the rank, exit code and attempt.
+	ConditionRestarting = "Restarting"
 	// ConditionProgressReported is True while rank 0's progress endpoint answers; False says since when
 	// progress is stale and why.
 	ConditionProgressReported = "ProgressReported"
@@ -108,9 +117,20 @@ type TrainingJobStatus struct {
 	// +optional
 	FailureReason string `json:"failureReason,omitempty"`
 
-	// restartCount is the number of worker restarts: container restarts plus replaced pods.
+	// restartCount is the number of restarts counted against failurePolicy.backoffLimit: gang restarts
+	// after a retryable failure (restartPolicy Gang), or container restarts plus replaced pods (OnFailure).
 	// +optional
 	RestartCount int32 `json:"restartCount,omitempty"`
+
+	// attempt is the index of the current set of workers: 0 first, one more at every gang restart,
+	// disruptions included. The Job and pods of an attempt carry it as the ml.example.com/attempt label.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+
+	// lastFailure describes the failure that caused the latest gang restart.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	LastFailure string `json:"lastFailure,omitempty"`
 
 	// lastProgressTime is when rank 0's progress was last read.
 	// +optional

@@ -118,6 +118,10 @@ type TrainingJobSpec struct {
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
 
+	// cleanup decides what is removed after the run ends. Checkpoints are never removed by it.
+	// +optional
+	Cleanup *CleanupPolicy `json:"cleanup,omitempty"`
+
 	// suspend keeps (or stops) the workers from running while true; set it to false to start them.
 	// It follows the Kueue convention for suspended workloads.
 	// +optional
@@ -377,6 +381,42 @@ type SchedulingSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	QueueName string `json:"queueName,omitempty"`
+
+	// gang asks for a PodGroup so that all workers are scheduled together or none is: Volcano's
+	// (scheduling.volcano.sh) or the scheduler-plugins coscheduler's (scheduling.x-k8s.io). When unset, a
+	// schedulerName of volcano or scheduler-plugins-scheduler implies it.
+	// +optional
+	Gang *GangScheduling `json:"gang,omitempty"`
+
+	// schedulingTimeoutSeconds fails the TrainingJob with reason SchedulingTimeout when its workers cannot
+	// all be scheduled within this time of the attempt's start; unset waits as long as it takes.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	SchedulingTimeoutSeconds *int64 `json:"schedulingTimeoutSeconds,omitempty"`
+}
+
+// GangScheduler is the PodGroup API a gang scheduler reads.
+// +kubebuilder:validation:Enum=volcano;coscheduling
+type GangScheduler string
+
+// Gang schedulers.
+const (
+	GangVolcano      GangScheduler = "volcano"
+	GangCoscheduling GangScheduler = "coscheduling"
+)
+
+// GangScheduling configures the PodGroup of the workers.
+type GangScheduling struct {
+	// scheduler is volcano (PodGroup scheduling.volcano.sh/v1beta1) or coscheduling (PodGroup
+	// scheduling.x-k8s.io/v1alpha1 of the scheduler-plugins coscheduler).
+	// +required
+	Scheduler GangScheduler `json:"scheduler"`
+
+	// scheduleTimeoutSeconds is how long the coscheduler waits for the whole group before it gives the
+	// workers' resources back (coscheduling only).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 }
 
 // MonitoringSpec configures progress reporting.
@@ -445,34 +485,98 @@ type NetworkingSpec struct {
 	RDMAEnabled *bool `json:"rdmaEnabled,omitempty"`
 }
 
-// RestartPolicy is how a failed worker is restarted.
-// +kubebuilder:validation:Enum=OnFailure;Never
+// RestartPolicy is how the workers are restarted after a failure.
+// +kubebuilder:validation:Enum=Gang;OnFailure;Never
 type RestartPolicy string
 
 // Restart policies.
 const (
+	// RestartGang stops every worker and starts a fresh set (a new attempt) that resumes from the newest
+	// checkpoint; no rank is left waiting at a dead rendezvous.
+	RestartGang RestartPolicy = "Gang"
+	// RestartOnFailure restarts a failed worker's container in place, for frameworks whose ranks rejoin
+	// (torchrun elastic, a trainer that re-rendezvouses).
 	RestartOnFailure RestartPolicy = "OnFailure"
-	RestartNever     RestartPolicy = "Never"
+	// RestartNever fails the TrainingJob at the first worker failure.
+	RestartNever RestartPolicy = "Never"
 )
 
 // FailurePolicy decides how worker failures are retried.
+// +kubebuilder:validation:XValidation:rule="!has(self.retryableExitCodes) || !has(self.nonRetryableExitCodes) || !self.retryableExitCodes.exists(c, c in self.nonRetryableExitCodes)",message="an exit code must not be both in retryableExitCodes and in nonRetryableExitCodes",fieldPath=".retryableExitCodes"
+// +kubebuilder:validation:XValidation:rule="!has(self.restartPolicy) || self.restartPolicy == 'Gang' || !has(self.retryableExitCodes) && !has(self.nonRetryableExitCodes)",message="retryableExitCodes and nonRetryableExitCodes apply to restartPolicy Gang only",fieldPath=".restartPolicy"
 type FailurePolicy struct {
-	// restartPolicy is OnFailure (restart the worker's container in place) or Never (replace the pod).
+	// restartPolicy is Gang (default: restart every worker together, from the newest checkpoint), OnFailure
+	// (restart the failed worker's container in place, for frameworks whose ranks rejoin) or Never (fail at
+	// the first worker failure).
 	// +optional
-	// +kubebuilder:default=OnFailure
+	// +kubebuilder:default=Gang
 	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
 
-	// backoffLimit is the number of retries before the TrainingJob fails.
+	// backoffLimit is how many restarts after a retryable failure the TrainingJob may use before it fails:
+	// gang restarts with restartPolicy Gang (disruptions such as preemption, eviction and node loss are not
+	// counted), container restarts and replaced pods with OnFailure.
 	// +optional
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
-	// activeDeadlineSeconds bounds the run's wall time; past it the TrainingJob fails.
+	// activeDeadlineSeconds bounds the run's wall time, counted from the first start of its workers and not
+	// reset by restarts or suspension; past it the workers are stopped and the TrainingJob fails with
+	// reason DeadlineExceeded.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// retryableExitCodes are trainer exit codes that restart the gang (counted against backoffLimit) in
+	// addition to the default: 128-255, a death by signal such as OOM-kill (137) or SIGTERM (143).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=255
+	RetryableExitCodes []int32 `json:"retryableExitCodes,omitempty"`
+
+	// nonRetryableExitCodes are trainer exit codes that fail the TrainingJob at once, in addition to the
+	// default: 1-127, an error the program reported itself (an exception, a bad argument, a missing file).
+	// retryableExitCodes takes codes out of this default.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=255
+	NonRetryableExitCodes []int32 `json:"nonRetryableExitCodes,omitempty"`
+}
+
+// CleanPodPolicy decides which worker pods are deleted when the run ends.
+// +kubebuilder:validation:Enum=All;Running;None
+type CleanPodPolicy string
+
+// Clean pod policies.
+const (
+	CleanPodsAll     CleanPodPolicy = "All"
+	CleanPodsRunning CleanPodPolicy = "Running"
+	CleanPodsNone    CleanPodPolicy = "None"
+)
+
+// CleanupPolicy decides what is removed after the run ends.
+type CleanupPolicy struct {
+	// cleanPodPolicy is which worker pods are deleted when the run ends: Running (default: pods still
+	// running are stopped; finished and failed pods stay for their logs), All, or None (pods still running
+	// are stopped but none is deleted).
+	// +optional
+	// +kubebuilder:default=Running
+	CleanPodPolicy CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+
+	// ttlSecondsAfterFinished removes the run's Job, pods, Service and ConfigMap this long after it
+	// completed or failed; unset keeps them. The checkpoint claim and the checkpoints stay.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// deleteTrainingJob also deletes the TrainingJob itself when ttlSecondsAfterFinished has passed.
+	// +optional
+	DeleteTrainingJob bool `json:"deleteTrainingJob,omitempty"`
 }
 
 // SuccessPolicy ends a run early when a target is reached.

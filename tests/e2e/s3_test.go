@@ -50,13 +50,15 @@ func TestCheckpointsOnS3(t *testing.T) {
 
 // TestWrongS3CredentialsAreReported: with keys the S3 server refuses, the job says so — the condition
 // CheckpointStorageReady=False (StorageError, the server's message) and a Warning event — instead of
-// failing silently; the agent keeps running and reporting.
+// failing silently; the agent keeps running and reporting. (The trainer exits 1 when it cannot list its
+// checkpoints: under the default restartPolicy Gang that fails the run at once with the trainer's message;
+// here OnFailure restarts it in place, so the agent's own report is what is seen.)
 func TestWrongS3CredentialsAreReported(t *testing.T) {
 	ns, name := newNamespace(t), "badkeys"
 	endpoint, _ := startS3(t, "ckpt")
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "not-the-secret"}})
-	create(t, trainerJob(ns, name, 1, 20, "--epoch-delay=1s").With(func(tj *mlv1.TrainingJob) {
+	create(t, trainerJob(ns, name, 1, 20, "--epoch-delay=1s").BackoffLimit(100, mlv1.RestartOnFailure).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](10), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
 	}).Obj())

@@ -78,13 +78,13 @@ func TestLifecycleCompleted(t *testing.T) {
 	assertColumns(t, ns, "mnist", "Completed")
 }
 
-// TestLifecycleFailed: a rank killed with exit code 137 fails the Job (no retries) and the TrainingJob
+// TestLifecycleFailed: a rank killed with exit code 137 with no restart left (backoffLimit 0) fails the run and the TrainingJob
 // says which rank failed and how, in status and in a Warning event.
 func TestLifecycleFailed(t *testing.T) {
 	ctx := context.Background()
 	ns := startStack(t)
 
-	tj := tjtest.NewTJ(ns, "oom").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartNever).Image("busybox:1.36", "train").Obj()
+	tj := tjtest.NewTJ(ns, "oom").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartGang).Image("busybox:1.36", "train").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}

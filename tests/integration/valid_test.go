@@ -149,7 +149,7 @@ func TestAdmissionDefaults(t *testing.T) {
 	s := tj.Spec
 	got := defaults{*s.GPUsPerWorker, *s.Checkpoint.Frequency, *s.Checkpoint.Retention, s.Monitoring.MetricsPort,
 		s.Networking.MasterPort, *s.FailurePolicy.BackoffLimit, s.Framework, s.FailurePolicy.RestartPolicy, *s.Monitoring.Enabled}
-	want := defaults{1, 1, 3, 8080, 29500, 3, mlv1.FrameworkPyTorch, mlv1.RestartOnFailure, true}
+	want := defaults{1, 1, 3, 8080, 29500, 3, mlv1.FrameworkPyTorch, mlv1.RestartGang, true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}

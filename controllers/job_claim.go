@@ -3,15 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -27,13 +25,13 @@ const claimRecheck = 5 * time.Second
 
 // ensureClaim creates the job's checkpoint claim when the operator manages it, and observes it: the claim
 // and, while it is not bound, its newest event, which says why.
-func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, obs *Observed) error {
+func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if !builders.ManagedClaim(tj) {
 		return nil
 	}
 	want := builders.CheckpointClaim(tj)
 	claim := &corev1.PersistentVolumeClaim{}
-	found, err := r.getOptional(ctx, client.ObjectKeyFromObject(want), claim)
+	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), claim)
 	switch {
 	case err != nil:
 		return err
@@ -86,56 +84,7 @@ func eventTime(e *corev1.Event) time.Time {
 	return t
 }
 
-// ReasonClaimPending is the CheckpointClaimBound reason while the claim waits and nothing says it cannot
-// bind (the volume is being provisioned, or binding waits for the first pod).
-const ReasonClaimPending = "Pending"
-
-// setClaimCondition sets CheckpointClaimBound from the observed claim: True once bound; else False with
-// the reason of the claim's newest event when it reports a fault (a Warning, or the binder's
-// FailedBinding: no volume and no StorageClass), and its text. Unobserved, the condition is kept as is.
-func setClaimCondition(st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time) {
-	c := obs.Claim
-	if c == nil {
-		return
-	}
-	if c.Status.Phase == corev1.ClaimBound {
-		set(st, mlv1.ConditionCheckpointClaimBound, true, "Bound", fmt.Sprintf("claim %s is bound to volume %s", c.Name, c.Spec.VolumeName), now)
-		return
-	}
-	reason, why := ReasonClaimPending, "no event explains it yet"
-	if e := obs.ClaimEvent; e != nil {
-		why = e.Reason + ": " + strings.TrimSpace(e.Message)
-		if e.Type == corev1.EventTypeWarning || e.Reason == "FailedBinding" {
-			reason = e.Reason
-		}
-	}
-	set(st, mlv1.ConditionCheckpointClaimBound, false, reason, fmt.Sprintf("claim %s (%s) is not bound: %s", c.Name, describeClaim(c), why), now)
-}
-
-// describeClaim is what a claim asks for, for example "ReadWriteMany, 20Gi, default StorageClass".
-func describeClaim(c *corev1.PersistentVolumeClaim) string {
-	modes := make([]string, len(c.Spec.AccessModes))
-	for i, m := range c.Spec.AccessModes {
-		modes[i] = string(m)
-	}
-	class := "default StorageClass"
-	if c.Spec.StorageClassName != nil {
-		class = fmt.Sprintf("StorageClass %q", *c.Spec.StorageClassName)
-	}
-	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
-	return fmt.Sprintf("%s, %s, %s", strings.Join(modes, ","), size.String(), class)
-}
-
-// claimFault is the CheckpointClaimBound reason when the claim cannot bind, "" otherwise.
-func claimFault(st mlv1.TrainingJobStatus) string {
-	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointClaimBound)
-	if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonClaimPending {
-		return ""
-	}
-	return c.Reason
-}
-
 // claimWaiting is true while an observed claim is not bound: its events are read again after claimRecheck.
-func claimWaiting(obs Observed) bool {
+func claimWaiting(obs derive.Observed) bool {
 	return obs.Claim != nil && obs.Claim.Status.Phase != corev1.ClaimBound
 }

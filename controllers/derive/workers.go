@@ -1,10 +1,13 @@
-package controllers
+package derive
 
 import (
 	"fmt"
 	"slices"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -12,16 +15,33 @@ import (
 // Reasons of the Running condition that describe normal progress. Any other reason of an active job is a
 // fault a worker is stuck on (Unschedulable, ImagePullBackOff, CreateContainerConfigError,
 // CrashLoopBackOff, ...), and is also recorded as a Warning event.
-var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing"}
+var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing", ReasonRestarting}
 
-// isFault reports whether a Running condition reason of an active job names a fault.
-func isFault(state mlv1.State, reason string) bool {
+// Reasons of a job whose workers cannot be placed.
+const (
+	ReasonUnschedulable     = "Unschedulable"
+	ReasonSchedulingTimeout = "SchedulingTimeout"
+)
+
+// SchedulingLeft is the time the current attempt's workers have left to be scheduled under
+// scheduling.schedulingTimeoutSeconds, counted from the creation of the attempt's Job; ok is false when
+// no timeout applies.
+func SchedulingLeft(tj *mlv1.TrainingJob, job *batchv1.Job, now time.Time) (time.Duration, bool) {
+	s := tj.Spec.Scheduling
+	if s == nil || s.SchedulingTimeoutSeconds == nil || job == nil || job.CreationTimestamp.IsZero() {
+		return 0, false
+	}
+	return job.CreationTimestamp.Add(time.Duration(*s.SchedulingTimeoutSeconds) * time.Second).Sub(now), true
+}
+
+// IsFault reports whether a Running condition reason of an active job names a fault.
+func IsFault(state mlv1.State, reason string) bool {
 	return (state == mlv1.StateInitializing || state == mlv1.StateRunning) && !slices.Contains(progressReasons, reason)
 }
 
 // activePhase is Running when every rank runs (or ran and is being restarted), else Initializing. The
 // reason is the first fault a worker is stuck on, if any.
-func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
+func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	succeeded := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	msg := fmt.Sprintf("%d of %d workers running", running, tj.Spec.NumWorkers)
@@ -33,6 +53,10 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed) phase {
 		state = mlv1.StateRunning
 	}
 	reason, why := waitingReason(obs.Pods)
+	if left, ok := SchedulingLeft(tj, obs.Job, now.Time); ok && left <= 0 && state == mlv1.StateInitializing && reason == ReasonUnschedulable {
+		return phase{mlv1.StateFailed, ReasonSchedulingTimeout, fmt.Sprintf("not all workers could be scheduled within scheduling.schedulingTimeoutSeconds (%ds): %s",
+			*tj.Spec.Scheduling.SchedulingTimeoutSeconds, why)}
+	}
 	switch {
 	case reason != "":
 		return phase{state, reason, msg + "; " + why}
@@ -54,7 +78,7 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 	for _, p := range byRank(pods) {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return "Unschedulable", fmt.Sprintf("pod %s: %s", p.Name, c.Message)
+				return ReasonUnschedulable, fmt.Sprintf("pod %s: %s", p.Name, c.Message)
 			}
 		}
 		for _, cs := range containerStatuses(p) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
@@ -21,6 +22,8 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
+
+var t0 = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 
 func newReconciler(objs ...client.Object) *JobReconciler {
 	s := NewScheme()
@@ -157,37 +160,5 @@ func TestReconcileRecordsFaultOnce(t *testing.T) {
 	want := []string{"Warning Unschedulable 0 of 1 workers running; pod f-worker-0: no gpu"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
-	}
-}
-
-// TestConfigMapKeepsResumeFrom: RESUME_FROM is set when the ConfigMap is created; after that this
-// controller never moves it, even from a status it sees late (the StatusController moves it forward and
-// the agent may already have rotated the older checkpoint away).
-func TestConfigMapKeepsResumeFrom(t *testing.T) {
-	ctx := context.Background()
-	ckpt := func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}}
-		tj.Status.State = mlv1.StateRunning
-		tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4}
-	}
-	key := types.NamespacedName{Namespace: "ml", Name: "a"}
-	cmKey := types.NamespacedName{Namespace: "ml", Name: "a-config"}
-	resumeFrom := func(r *JobReconciler) string {
-		cm := &corev1.ConfigMap{}
-		if err := r.Get(ctx, cmKey, cm); err != nil {
-			t.Fatal(err)
-		}
-		return cm.Data[builders.ResumeFromKey]
-	}
-	fresh := newReconciler(tjtest.NewTJ("ml", "a").With(ckpt).Obj())
-	reconcileN(t, fresh, key, 1)
-	moved := tjtest.NewTJ("ml", "a").With(ckpt).Obj()
-	cm, _ := builders.ConfigMap(moved)
-	cm.Data[builders.ResumeFromKey] = "s3://b/ml/a/checkpoint-epoch-6" // the StatusController moved it meanwhile
-	late := newReconciler(moved, cm)
-	reconcileN(t, late, key, 2)
-	got := []string{resumeFrom(fresh), resumeFrom(late)}
-	if diff := cmp.Diff([]string{"s3://b/ml/a/checkpoint-epoch-4", "s3://b/ml/a/checkpoint-epoch-6"}, got); diff != "" {
-		t.Errorf("RESUME_FROM after create, after a reconcile from a late status (-want +got):\n%s", diff)
 	}
 }

@@ -1,7 +1,10 @@
-package controllers
+package derive
 
 import (
 	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -12,42 +15,51 @@ const (
 	ReasonEarlyStopped  = "EarlyStopped"
 )
 
-// successDecision is a success-policy verdict: done with a reason and message, or not done.
-type successDecision struct {
-	done            bool
-	reason, message string
+// SuccessDecision is a success-policy verdict: done with a reason and message, or not done.
+type SuccessDecision struct {
+	Done            bool
+	Reason, Message string
 }
 
-// decideSuccess applies spec.successPolicy to a sample. It tracks the best value of the early-stopping
+// ApplySuccess records a verdict that the run is done as the SuccessPolicyMet condition, the
+// StatusController's report to the state machine (DeriveStatus completes the run from it). A verdict once
+// given stays.
+func ApplySuccess(st *mlv1.TrainingJobStatus, d SuccessDecision, now metav1.Time) {
+	if d.Done && meta.FindStatusCondition(st.Conditions, mlv1.ConditionSuccessPolicyMet) == nil {
+		set(st, mlv1.ConditionSuccessPolicyMet, true, d.Reason, d.Message, now)
+	}
+}
+
+// DecideSuccess applies spec.successPolicy to a sample. It tracks the best value of the early-stopping
 // metric in st.Best (so the verdict survives operator restarts) and is otherwise pure.
-func decideSuccess(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s Sample) successDecision {
+func DecideSuccess(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s Sample) SuccessDecision {
 	p := tj.Spec.SuccessPolicy
 	if p == nil {
-		return successDecision{}
+		return SuccessDecision{}
 	}
 	if p.TargetAccuracy != nil && s.Accuracy != nil && *s.Accuracy >= *p.TargetAccuracy {
-		return successDecision{true, ReasonTargetReached, fmt.Sprintf("accuracy %g reached targetAccuracy %g", *s.Accuracy, *p.TargetAccuracy)}
+		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("accuracy %g reached targetAccuracy %g", *s.Accuracy, *p.TargetAccuracy)}
 	}
 	if p.TargetLoss != nil && s.Loss != nil && *s.Loss <= *p.TargetLoss {
-		return successDecision{true, ReasonTargetReached, fmt.Sprintf("loss %g reached targetLoss %g", *s.Loss, *p.TargetLoss)}
+		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("loss %g reached targetLoss %g", *s.Loss, *p.TargetLoss)}
 	}
 	if p.EarlyStoppingPatience == nil || s.Epoch == nil {
-		return successDecision{}
+		return SuccessDecision{}
 	}
 	metric, value, ok := trackedMetric(p, s)
 	if !ok {
-		return successDecision{}
+		return SuccessDecision{}
 	}
 	epoch := int32(*s.Epoch)
 	if b := st.Best; b == nil || b.Metric != metric || improves(metric, value, b.Value) {
 		st.Best = &mlv1.BestMetric{Metric: metric, Value: value, Epoch: epoch}
-		return successDecision{}
+		return SuccessDecision{}
 	}
 	if waited := epoch - st.Best.Epoch; waited >= *p.EarlyStoppingPatience {
-		return successDecision{true, ReasonEarlyStopped, fmt.Sprintf("%s did not improve for %d epochs (best %g at epoch %d)",
+		return SuccessDecision{true, ReasonEarlyStopped, fmt.Sprintf("%s did not improve for %d epochs (best %g at epoch %d)",
 			metric, waited, st.Best.Value, st.Best.Epoch)}
 	}
-	return successDecision{}
+	return SuccessDecision{}
 }
 
 // trackedMetric is the metric early stopping watches: accuracy when only targetAccuracy is set, else loss

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -19,14 +20,17 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	if old.State != st.State {
 		recordTransition(ctx, r.Recorder, tj, old.State)
 	}
-	if running := conditionReason(st, mlv1.ConditionRunning); isFault(st.State, running) && running != conditionReason(old, mlv1.ConditionRunning) {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", conditionMessage(st, mlv1.ConditionRunning))
+	if st.Attempt != old.Attempt {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonRestarting, "Restart", "%s", derive.ConditionMessage(st, mlv1.ConditionRestarting))
 	}
-	if fault := claimFault(st); fault != "" && fault != claimFault(old) {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", conditionMessage(st, mlv1.ConditionCheckpointClaimBound))
+	if running := derive.ConditionReason(st, mlv1.ConditionRunning); derive.IsFault(st.State, running) && running != derive.ConditionReason(old, mlv1.ConditionRunning) {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionRunning))
 	}
-	if created := conditionReason(st, mlv1.ConditionCreated); created == ReasonCreateRejected && conditionReason(old, mlv1.ConditionCreated) != created {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, created, "Create", "%s", conditionMessage(st, mlv1.ConditionCreated))
+	if fault := derive.ClaimFault(st); fault != "" && fault != derive.ClaimFault(old) {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionCheckpointClaimBound))
+	}
+	if created := derive.ConditionReason(st, mlv1.ConditionCreated); created == derive.ReasonCreateRejected && derive.ConditionReason(old, mlv1.ConditionCreated) != created {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, created, "Create", "%s", derive.ConditionMessage(st, mlv1.ConditionCreated))
 	}
 }
 
@@ -38,11 +42,11 @@ func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.Tr
 	if st.State == mlv1.StateFailed {
 		kind = corev1.EventTypeWarning
 	}
-	note := conditionMessage(st, string(st.State))
+	note := derive.ConditionMessage(st, string(st.State))
 	if note == "" {
-		note = conditionMessage(st, mlv1.ConditionRunning)
+		note = derive.ConditionMessage(st, mlv1.ConditionRunning)
 	}
-	reason := conditionReason(st, string(st.State))
+	reason := derive.ConditionReason(st, string(st.State))
 	if st.State == mlv1.StateCompleted || st.State == mlv1.StateFailed {
 		note = reason + ": " + note
 	}

@@ -1,4 +1,4 @@
-package controllers
+package derive
 
 import (
 	"errors"
@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -88,16 +89,16 @@ func TestFractionAndETA(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	etas := []struct {
 		name string
-		w    rateWindow
+		w    RateWindow
 		f    float64
 		now  time.Time
 		want string
 	}{
-		{"10% per minute, 60% left", rateWindow{t0, 0.3}, 0.4, t0.Add(time.Minute), "6m0s"},
-		{"resumed at 50%: rate from the window", rateWindow{t0, 0.5}, 0.6, t0.Add(10 * time.Minute), "40m0s"},
-		{"no movement yet", rateWindow{t0, 0.3}, 0.3, t0.Add(time.Minute), ""},
-		{"first sample", rateWindow{t0, 0.3}, 0.3, t0, ""},
-		{"done", rateWindow{t0, 0.3}, 1, t0.Add(time.Minute), "0s"},
+		{"10% per minute, 60% left", RateWindow{t0, 0.3}, 0.4, t0.Add(time.Minute), "6m0s"},
+		{"resumed at 50%: rate from the window", RateWindow{t0, 0.5}, 0.6, t0.Add(10 * time.Minute), "40m0s"},
+		{"no movement yet", RateWindow{t0, 0.3}, 0.3, t0.Add(time.Minute), ""},
+		{"first sample", RateWindow{t0, 0.3}, 0.3, t0, ""},
+		{"done", RateWindow{t0, 0.3}, 1, t0.Add(time.Minute), "0s"},
 	}
 	for _, tc := range etas {
 		if got := eta(tc.w, tc.f, tc.now); got != tc.want {
@@ -112,7 +113,7 @@ func TestApplySample(t *testing.T) {
 	t1 := metav1.NewTime(t0.Add(time.Minute))
 	st := mlv1.TrainingJobStatus{State: mlv1.StateRunning}
 	s := Sample{Epoch: ptr.To(2.0), Loss: ptr.To(0.5), Custom: map[string]float64{"training_b": 2, "training_a": 1.5}}
-	ApplySample(&st, tj, s, rateWindow{t0.Time, 0.1}, t0)
+	ApplySample(&st, tj, s, RateWindow{t0.Time, 0.1}, t0)
 	want := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "20%", CurrentEpoch: 2, ETA: "",
 		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}}, LastProgressTime: &t0}
 	got := st.DeepCopy()
@@ -121,11 +122,11 @@ func TestApplySample(t *testing.T) {
 		t.Errorf("first sample (-want +got):\n%s", diff)
 	}
 	before := st.DeepCopy()
-	ApplySample(&st, tj, s, rateWindow{t0.Time, 0.1}, t1)
+	ApplySample(&st, tj, s, RateWindow{t0.Time, 0.1}, t1)
 	if diff := cmp.Diff(before, &st); diff != "" {
 		t.Errorf("the same figures changed the status (-before +after):\n%s", diff)
 	}
-	ApplySample(&st, tj, Sample{Epoch: ptr.To(4.0), Loss: ptr.To(0.4)}, rateWindow{t0.Time, 0.2}, t1)
+	ApplySample(&st, tj, Sample{Epoch: ptr.To(4.0), Loss: ptr.To(0.4)}, RateWindow{t0.Time, 0.2}, t1)
 	if st.Progress != "40%" || st.ETA != "3m0s" || !st.LastProgressTime.Equal(&t1) || st.Metrics.Custom != nil {
 		t.Errorf("new figures: progress %q eta %q last %v custom %v", st.Progress, st.ETA, st.LastProgressTime, st.Metrics.Custom)
 	}
@@ -180,10 +181,10 @@ func TestDecideSuccess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &mlv1.TrainingJobStatus{}
 			for i, s := range tc.steps {
-				d := decideSuccess(tc.tj, st, Sample{Epoch: ptr.To(s.epoch), Loss: ptr.To(s.loss), Accuracy: ptr.To(s.acc)})
+				d := DecideSuccess(tc.tj, st, Sample{Epoch: ptr.To(s.epoch), Loss: ptr.To(s.loss), Accuracy: ptr.To(s.acc)})
 				got := ""
-				if d.done {
-					got = d.reason + ": " + d.message
+				if d.Done {
+					got = d.Reason + ": " + d.Message
 				}
 				if got != s.want {
 					t.Fatalf("step %d: %q, want %q", i, got, s.want)
@@ -205,8 +206,14 @@ func condition(st mlv1.TrainingJobStatus, typ string) metav1.Condition {
 func TestFinishedRunSettlesProgress(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "a").Obj()
 	tj.Status = mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "90%", ETA: "1m0s"}
-	done := DeriveStatus(tj, Observed{Job: job(jobCond("Complete", "CompletionsReached", ""))}, metav1.Now())
-	failed := DeriveStatus(tj, Observed{Job: job(jobCond("Failed", "BackoffLimitExceeded", ""))}, metav1.Now())
+	// The JobController derives the end, then the StatusController settles its progress.
+	settled := func(obs Observed) mlv1.TrainingJobStatus {
+		st := DeriveStatus(tj, obs, metav1.Now())
+		SettleProgress(&st)
+		return st
+	}
+	done := settled(Observed{Job: job(jobCond("Complete", "CompletionsReached", ""))})
+	failed := settled(Observed{Job: job(jobCond("Failed", "BackoffLimitExceeded", "")), Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false))})
 	got := []string{done.Progress, done.ETA, failed.Progress, failed.ETA}
 	if diff := cmp.Diff([]string{"100%", "", "90%", ""}, got); diff != "" {
 		t.Errorf("progress, eta of completed and failed runs (-want +got):\n%s", diff)
@@ -216,18 +223,18 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 func TestApplyCheckpoints(t *testing.T) {
 	now := metav1.NewTime(time.Unix(2000, 0))
 	st := mlv1.TrainingJobStatus{}
-	ApplyCheckpoints(&st, checkpoint.AgentStatus{}, now)
+	ApplyCheckpoints(&st, agentapi.Status{}, now)
 	if st.Checkpoint != nil || len(st.Conditions) != 0 {
 		t.Fatalf("an agent that has not synced changed the status: %+v", st)
 	}
 	last := time.Unix(1900, 500)
-	ApplyCheckpoints(&st, checkpoint.AgentStatus{Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
+	ApplyCheckpoints(&st, agentapi.Status{Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
 	want := &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: &metav1.Time{Time: time.Unix(1900, 0)}}
 	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
 		t.Errorf("status.checkpoint (-want +got):\n%s", diff)
 	}
-	ApplyCheckpoints(&st, checkpoint.AgentStatus{Time: now.Time, Error: "listing s3://b/ml/a/: connection refused", Latest: want.Latest, LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
-	if c := condition(st, ConditionCheckpointStorage); c.Status != metav1.ConditionFalse || c.Reason != "StorageError" || !strings.Contains(c.Message, "connection refused") {
+	ApplyCheckpoints(&st, agentapi.Status{Time: now.Time, Error: "listing s3://b/ml/a/: connection refused", Latest: want.Latest, LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
+	if c := condition(st, mlv1.ConditionCheckpointStorageReady); c.Status != metav1.ConditionFalse || c.Reason != "StorageError" || !strings.Contains(c.Message, "connection refused") {
 		t.Errorf("condition %+v", c)
 	}
 	if st.Checkpoint.LatestEpoch != 4 {

@@ -1,4 +1,4 @@
-package controllers
+package derive
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"

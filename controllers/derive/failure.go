@@ -1,4 +1,4 @@
-package controllers
+package derive
 
 import (
 	"fmt"
@@ -35,6 +35,14 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
 // (143, what stopping the other ranks sends); then the lowest rank. A rank that loses its peer usually
 // exits with an error right after the peer dies, so the lowest failing rank alone would blame a bystander.
 func failedRank(pods []corev1.Pod) string {
+	if e := firstExit(pods); e != nil {
+		return describeExit(e.pod, e.container, e.t)
+	}
+	return ""
+}
+
+// firstExit is the exit failedRank describes, nil when no container exited with a non-zero code.
+func firstExit(pods []corev1.Pod) *rankExit {
 	var best *rankExit
 	for _, p := range byRank(pods) {
 		for _, cs := range containerStatuses(p) { // a failed resume check names the missing checkpoint
@@ -49,10 +57,7 @@ func failedRank(pods []corev1.Pod) string {
 			}
 		}
 	}
-	if best == nil {
-		return ""
-	}
-	return describeExit(best.pod, best.container, best.t)
+	return best
 }
 
 type rankExit struct {

@@ -1,4 +1,4 @@
-package controllers
+package derive
 
 import (
 	"fmt"
@@ -138,16 +138,16 @@ func (s Sample) Fraction(specEpochs int32) (float64, bool) {
 
 func clamp01(f float64) float64 { return math.Max(0, math.Min(1, f)) }
 
-// rateWindow is where progress was first seen in this operator process, for the ETA: the rate is
+// RateWindow is where progress was first seen in this operator process, for the ETA: the rate is
 // measured from there, so a run resumed from a checkpoint at 50% does not look twice as fast.
-type rateWindow struct {
-	at       time.Time
-	fraction float64
+type RateWindow struct {
+	At       time.Time
+	Fraction float64
 }
 
 // eta is the time left at the rate observed since w, or "" when the rate is not known yet.
-func eta(w rateWindow, fraction float64, now time.Time) string {
-	done, elapsed := fraction-w.fraction, now.Sub(w.at)
+func eta(w RateWindow, fraction float64, now time.Time) string {
+	done, elapsed := fraction-w.Fraction, now.Sub(w.At)
 	if fraction >= 1 {
 		return "0s"
 	}
@@ -161,9 +161,9 @@ func eta(w rateWindow, fraction float64, now time.Time) string {
 // ApplySample puts a sample into the status: progress, epochs, metrics, ETA, lastProgressTime and the
 // ProgressReported condition. Nothing but the condition changes when rank 0 reports the same figures
 // again, so an idle scrape does not write the status. It is pure; now is the time of the sample.
-func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w rateWindow, now metav1.Time) {
+func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w RateWindow, now metav1.Time) {
 	next := st.DeepCopy()
-	f, known := s.Fraction(specEpochs(tj))
+	f, known := s.Fraction(SpecEpochs(tj))
 	if known {
 		next.Progress = fmt.Sprintf("%d%%", int(math.Floor(f*100)))
 	}
@@ -199,6 +199,25 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	set(st, mlv1.ConditionProgressReported, false, "ScrapeFailed", fmt.Sprintf("progress is stale (%s): %v", since, err), now)
 }
 
+// SettleProgress is the StatusController's part of a finished run: no ETA, and 100% when all workers
+// succeeded (the last scrape may have been before the last epoch ended).
+func SettleProgress(st *mlv1.TrainingJobStatus) {
+	if st.State != mlv1.StateCompleted && st.State != mlv1.StateFailed {
+		return
+	}
+	st.ETA = ""
+	if st.State == mlv1.StateCompleted && ConditionReason(*st, mlv1.ConditionCompleted) == "Succeeded" {
+		st.Progress = "100%"
+	}
+}
+
+// PlannedEpochs sets totalEpochs from spec.hyperparameters.epochs until rank 0 reports its own.
+func PlannedEpochs(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
+	if st.TotalEpochs == 0 {
+		st.TotalEpochs = SpecEpochs(tj)
+	}
+}
+
 // customStrings formats at most MaxCustomMetrics custom values, the first names in sorted order.
 func customStrings(c map[string]float64) map[string]string {
 	if len(c) == 0 {
@@ -216,7 +235,8 @@ func customStrings(c map[string]float64) map[string]string {
 	return out
 }
 
-func specEpochs(tj *mlv1.TrainingJob) int32 {
+// SpecEpochs is spec.hyperparameters.epochs, 0 when unset.
+func SpecEpochs(tj *mlv1.TrainingJob) int32 {
 	if hp := tj.Spec.Hyperparameters; hp != nil && hp.Epochs != nil {
 		return *hp.Epochs
 	}

@@ -1,7 +1,6 @@
-package controllers
+package derive
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,56 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
-
-// TestReconcileCreatesTheCheckpointClaim: the storage choice is recorded with the first status write,
-// the claim is created on the next reconcile, owned only with claimRetentionPolicy Delete, and the
-// operator's default storage (set after the choice) does not move the job.
-func TestReconcileCreatesTheCheckpointClaim(t *testing.T) {
-	cases := []struct {
-		name    string
-		storage *mlv1.CheckpointStorage
-		owned   bool
-	}{
-		{"no storage section: retained", nil, false},
-		{"pvc without claimName, Delete: owned", &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimRetentionPolicy: mlv1.ClaimDelete}, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tj := tjtest.NewTJ("ml", "mnist").Checkpoints(tc.storage).Obj()
-			tj.UID = "uid-1"
-			r := newReconciler(tj)
-			key := types.NamespacedName{Namespace: "ml", Name: "mnist"}
-			reconcileN(t, r, key, 1)
-			r.Options.DefaultCheckpointStorage = &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "later"}
-			reconcileN(t, r, key, 2)
-			got := &mlv1.TrainingJob{}
-			if err := r.Get(context.Background(), key, got); err != nil {
-				t.Fatal(err)
-			}
-			var want *mlv1.CheckpointStorage
-			if tc.storage == nil {
-				want = &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}
-			}
-			if diff := cmp.Diff(want, got.Status.CheckpointStorage); diff != "" {
-				t.Errorf("status.checkpointStorage (-want +got):\n%s", diff)
-			}
-			claim := &corev1.PersistentVolumeClaim{}
-			if err := r.Get(context.Background(), types.NamespacedName{Namespace: "ml", Name: "mnist-checkpoints"}, claim); err != nil {
-				t.Fatal(err)
-			}
-			if owned := metav1.GetControllerOf(claim) != nil; owned != tc.owned {
-				t.Errorf("claim owned = %t, want %t", owned, tc.owned)
-			}
-		})
-	}
-}
 
 func TestClaimCondition(t *testing.T) {
 	pending := builders.CheckpointClaim(tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{
@@ -92,7 +47,7 @@ func TestClaimCondition(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var st mlv1.TrainingJobStatus
-			setClaimCondition(&st, tc.obs, t0)
+			SetClaimCondition(&st, tc.obs, t0)
 			got := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointClaimBound)
 			if tc.want != nil {
 				tc.want.LastTransitionTime = t0
@@ -100,8 +55,8 @@ func TestClaimCondition(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("condition (-want +got):\n%s", diff)
 			}
-			if fault := claimFault(st); (fault != "") != (got != nil && got.Status == metav1.ConditionFalse && got.Reason != ReasonClaimPending) {
-				t.Errorf("claimFault = %q for %+v", fault, got)
+			if fault := ClaimFault(st); (fault != "") != (got != nil && got.Status == metav1.ConditionFalse && got.Reason != ReasonClaimPending) {
+				t.Errorf("ClaimFault = %q for %+v", fault, got)
 			}
 		})
 	}

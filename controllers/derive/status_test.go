@@ -1,4 +1,4 @@
-package controllers
+package derive
 
 import (
 	"fmt"
@@ -109,6 +109,9 @@ func TestDeriveStatus(t *testing.T) {
 	base := tjtest.NewTJ("ml", "mnist")
 	running := base.Obj()
 	running.Status.State = mlv1.StateRunning
+	// Failures under restartPolicy OnFailure: the Job restarted the workers in place until its backoffLimit.
+	inPlace := tjtest.NewTJ("ml", "mnist").BackoffLimit(3, mlv1.RestartOnFailure).Obj()
+	inPlace.Status.State = mlv1.StateRunning
 	failed := base.Obj()
 	failed.Status = mlv1.TrainingJobStatus{State: mlv1.StateFailed, Conditions: []metav1.Condition{{Type: mlv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "boom"}}}
 	cases := []struct {
@@ -136,25 +139,23 @@ func TestDeriveStatus(t *testing.T) {
 			mlv1.StateRunning, "CrashLoopBackOff", ""},
 		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
 		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
-		{"job failed names the rank", running, Observed{
+		{"job failed names the rank", inPlace, Observed{
 			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
 			Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false), pod("0", corev1.PodFailed).exited(1, "Error", true)),
 		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded: Job has reached the specified backoff limit; rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)"},
-		{"job failed names the first rank to fail", running, Observed{
+		{"job failed names the first rank to fail", inPlace, Observed{
 			Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
 			Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).at(2), pod("1", corev1.PodFailed).exited(2, "Error", false).at(1),
 				pod("2", corev1.PodFailed).exited(137, "Error", false).at(3)),
 		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 2"},
-		{"a stopped rank (SIGTERM) is not blamed", running, Observed{
+		{"a stopped rank (SIGTERM) is not blamed", inPlace, Observed{
 			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
 			Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).at(1), pod("1", corev1.PodFailed).exited(1, "Error", false).at(1)),
 		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 1"},
-		{"the end of the crashed rank's log", running, Observed{
+		{"the end of the crashed rank's log", inPlace, Observed{
 			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
 			Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("epoch 1/5 loss=0.6\nTraceback (most recent call last):\n  File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied\n")),
 		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 0 (pod w-0, container trainer) exited with code 1:   File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied"},
-		{"deadline exceeded", running, Observed{Job: job(jobCond(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline"))},
-			mlv1.StateFailed, "DeadlineExceeded", "DeadlineExceeded: Job was active longer than specified deadline"},
 		{"suspended while running", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{Job: job()}, mlv1.StateSuspended, "Suspended", ""},
 		{"failed is final", failed, Observed{}, mlv1.StateFailed, "BackoffLimitExceeded", "boom"},
 		{"waiting for kueue", tjtest.NewTJ("ml", "q").With(func(tj *mlv1.TrainingJob) {
@@ -164,7 +165,7 @@ func TestDeriveStatus(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := DeriveStatus(tc.tj, tc.obs, t0)
-			running := conditionReason(st, mlv1.ConditionRunning)
+			running := ConditionReason(st, mlv1.ConditionRunning)
 			got := []any{st.State, running, st.FailureReason}
 			want := []any{tc.wantState, tc.wantReason, tc.wantFailure}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -186,10 +187,10 @@ func TestDeriveStatusTimes(t *testing.T) {
 	j.Status.CompletionTime = &done
 	j.Status.Failed, j.Status.Succeeded = 1, 2
 	st := DeriveStatus(tj, Observed{Job: j, Pods: pods(pod("0", corev1.PodSucceeded).exited(0, "Completed", true))}, t0)
-	got := []any{st.StartTime.Time, st.CompletionTime.Time, st.Duration, st.RestartCount, st.Workers.Succeeded, st.Workers.Failed, st.TotalEpochs}
-	want := []any{t0.Add(-time.Hour), done.Time, "45m0s", int32(2), int32(2), int32(1), int32(12)}
+	got := []any{st.StartTime.Time, st.CompletionTime.Time, st.Duration, st.Workers.Succeeded, st.Workers.Failed}
+	want := []any{t0.Add(-time.Hour), done.Time, "45m0s", int32(2), int32(1)}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("start, completion, duration, restarts, succeeded, failed, total epochs (-want +got):\n%s", diff)
+		t.Errorf("start, completion, duration, succeeded, failed (-want +got):\n%s", diff)
 	}
 }
 
@@ -212,7 +213,7 @@ func TestCrashLoopMessage(t *testing.T) {
 	tj.Status.State = mlv1.StateRunning
 	obs := Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
 		pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s"))}
-	got := conditionMessage(DeriveStatus(tj, obs, t0), mlv1.ConditionRunning)
+	got := ConditionMessage(DeriveStatus(tj, obs, t0), mlv1.ConditionRunning)
 	want := "2 of 2 workers running; pod w-1: back-off 20s; rank 1 (pod w-1, container trainer) exited with code 3"
 	if got != want {
 		t.Errorf("Running message = %q, want %q", got, want)

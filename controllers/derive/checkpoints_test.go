@@ -1,4 +1,4 @@
-package controllers
+package derive
 
 import (
 	"strconv"
@@ -51,7 +51,10 @@ func TestFinalCheckpointsFromTheAgentsTerminationMessage(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := DeriveStatus(tj, Observed{Job: job(), Pods: tc.pods}, t0)
+			st := *tj.Status.DeepCopy()
+			if a, ok := FinalReport(tc.pods); ok {
+				ApplyFinalReport(&st, a, t0)
+			}
 			if diff := cmp.Diff([]int32{tc.wantEpoch, tc.wantCount}, []int32{st.Checkpoint.LatestEpoch, st.Checkpoint.Count}); diff != "" {
 				t.Errorf("status.checkpoint epoch, count (-want +got):\n%s", diff)
 			}

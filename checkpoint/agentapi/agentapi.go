@@ -1,0 +1,116 @@
+// Package agentapi is the checkpoint agent's HTTP protocol, one definition for both sides: the paths, the
+// report the agent serves, a Client the operator's CheckpointController calls it with, and Handle, which
+// the agent (package checkpoint) serves it with.
+//
+//	GET /status              the agent's last report (Status) as JSON; the agent syncs again soon after
+//	PUT /resume-from?uri=URI what the job's RESUME_FROM names now: older checkpoints lose their protection
+package agentapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The protocol's paths and parameter.
+const (
+	StatusPath      = "/status"
+	ResumeFromPath  = "/resume-from"
+	ResumeFromParam = "uri"
+)
+
+var dirName = regexp.MustCompile(`^checkpoint-epoch-([0-9]{1,9})$`)
+
+// EpochOf is the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one:
+// the layout Status.Latest and RESUME_FROM follow.
+func EpochOf(uri string) (int, bool) {
+	m := dirName.FindStringSubmatch(path.Base(strings.TrimRight(uri, "/")))
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
+}
+
+// maxBody bounds how much of an answer the client reads.
+const maxBody = 1 << 20
+
+// Status is the agent's report of one job's checkpoints.
+type Status struct {
+	// Latest is the URI of the newest complete checkpoint, LatestEpoch its epoch.
+	Latest      string    `json:"latest,omitempty"`
+	LatestEpoch int       `json:"latestEpoch,omitempty"`
+	LastTime    time.Time `json:"lastTime,omitzero"`
+	// Count and SizeBytes cover the complete checkpoints kept.
+	Count     int   `json:"count"`
+	SizeBytes int64 `json:"sizeBytes"`
+	// Deleted counts checkpoints rotation removed since the agent started; Created counts new complete
+	// checkpoints it saw.
+	Deleted int `json:"deleted"`
+	Created int `json:"created"`
+	// Error is why the last sync (listing) or a deletion failed; empty when all went well.
+	Error string    `json:"error,omitempty"`
+	Time  time.Time `json:"time"`
+}
+
+// Handle serves the protocol on mux: status answers GET /status, acknowledge PUT /resume-from.
+func Handle(mux *http.ServeMux, status func() Status, acknowledge func(uri string)) {
+	mux.HandleFunc("PUT "+ResumeFromPath, func(w http.ResponseWriter, r *http.Request) {
+		acknowledge(r.URL.Query().Get(ResumeFromParam))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(status())
+	})
+}
+
+// Client calls agents; addr is host:port.
+type Client struct {
+	HTTP    *http.Client
+	Timeout time.Duration
+}
+
+// Status reads an agent's report.
+func (c *Client) Status(ctx context.Context, addr string) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "http://"+addr+StatusPath, func(body io.Reader) error {
+		return json.NewDecoder(body).Decode(&st)
+	})
+	return st, err
+}
+
+// AcknowledgeResumeFrom tells an agent what RESUME_FROM names now.
+func (c *Client) AcknowledgeResumeFrom(ctx context.Context, addr, uri string) error {
+	u := "http://" + addr + ResumeFromPath + "?" + url.Values{ResumeFromParam: {uri}}.Encode()
+	return c.do(ctx, http.MethodPut, u, func(io.Reader) error { return nil })
+}
+
+func (c *Client) do(ctx context.Context, method, u string, read func(io.Reader) error) error {
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("checkpoint agent: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("checkpoint agent: %s %s: %s", method, u, resp.Status)
+	}
+	return read(io.LimitReader(resp.Body, maxBody))
+}

@@ -1,0 +1,208 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+)
+
+// CheckpointReconciler follows a job's checkpoints through rank 0's checkpoint agent (package
+// checkpoint, protocol agentapi): status.checkpoint and CheckpointStorageReady, the checkpoint series, and
+// the ConfigMap's RESUME_FROM, of which it is the only writer. Before each attempt's workers start it
+// settles RESUME_FROM for that attempt (the newest checkpoint it knows, including what the stopped
+// workers' agent reported last) and marks the ConfigMap with the attempt; the JobController waits for
+// that mark.
+type CheckpointReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	Clock    clock.Clock
+	Agent    *agentapi.Client
+	// Interval is the default time between two reads of a Running job's agent.
+	Interval time.Duration
+	Workers  int
+
+	// reports is the agent's last report per job, for the increase of its cumulative counts.
+	reports poller[agentapi.Status]
+}
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;update
+
+// Reconcile: get, apply the stopped agents' final reports, read the running agent when due, settle and
+// move RESUME_FROM, write the status.
+func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	tj := &mlv1.TrainingJob{}
+	if err := r.Get(ctx, req.NamespacedName, tj); apierrors.IsNotFound(err) {
+		r.reports.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	} else if err != nil || !builders.CheckpointEnabled(tj) {
+		return reconcile.Result{}, err
+	}
+	cm := &corev1.ConfigMap{}
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil || !found {
+		return reconcile.Result{}, err // the ConfigMap's creation brings the job back
+	}
+	old := *tj.Status.DeepCopy()
+	now := r.Clock.Now()
+	pods, err := r.rank0Pods(ctx, tj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if a, ok := derive.FinalReport(pods); ok {
+		derive.ApplyFinalReport(&tj.Status, a, metav1.NewTime(now))
+	}
+	var res reconcile.Result
+	addr := ""
+	if tj.Status.State == mlv1.StateRunning {
+		addr, res = r.readWhenDue(ctx, tj, now)
+	}
+	if err := r.syncResumeFrom(ctx, tj, cm, pods, addr); err != nil {
+		return reconcile.Result{}, err
+	}
+	written, wres, err := writeStatus(ctx, r.Client, tj, old)
+	if written {
+		r.recordStorageFault(tj, old)
+	}
+	return minResult(res, wres), err
+}
+
+// readWhenDue reads rank 0's agent into tj.Status and the series when the job's interval has passed. It
+// returns the agent's address when it answered, and when to come back.
+func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) (string, reconcile.Result) {
+	every := interval(tj, r.Interval)
+	wait, prev := r.reports.due(tj, now, every)
+	if wait > 0 {
+		return "", reconcile.Result{RequeueAfter: wait}
+	}
+	res := reconcile.Result{RequeueAfter: every}
+	addr, err := rank0Addr(ctx, r.Client, tj, builders.AgentPort)
+	var a agentapi.Status
+	if err == nil {
+		a, err = r.Agent.Status(ctx, addr)
+	}
+	if err != nil {
+		derive.ApplyAgentError(&tj.Status, err, metav1.NewTime(now))
+		return "", res
+	}
+	derive.ApplyCheckpoints(&tj.Status, a, metav1.NewTime(now))
+	l := []string{tj.Namespace, tj.Name}
+	metrics.CheckpointSize.WithLabelValues(l...).Set(float64(a.SizeBytes))
+	r.reports.with(prev, func(p *agentapi.Status) {
+		metrics.CheckpointsCreated.WithLabelValues(l...).Add(float64(derive.Increase(p.Created, a.Created)))
+		metrics.CheckpointsDeleted.WithLabelValues(l...).Add(float64(derive.Increase(p.Deleted, a.Deleted)))
+		*p = a
+	})
+	return addr, res
+}
+
+// syncResumeFrom brings RESUME_FROM to the newest checkpoint the status knows (builders.ResumeFrom), and
+// marks it settled for the current attempt once no rank 0 of an older attempt may still report a newer
+// one. Then it tells rank 0's agent (when it answered) what RESUME_FROM names now, so the agent may
+// rotate away what no starting worker can be told any more: the agent protects every checkpoint it
+// reported until then. RESUME_FROM only moves forward: a checkpoint it named may be rotated away as soon
+// as it names a newer one.
+func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod, addr string) error {
+	want, current := builders.ResumeFrom(tj), cm.Data[builders.ResumeFromKey]
+	attempt := strconv.Itoa(int(tj.Status.Attempt))
+	settle := cm.Annotations[builders.ResumeAttemptAnnotation] != attempt && !olderRank0Running(tj, pods)
+	_, had := cm.Data[builders.ResumeFromKey]
+	if (want != current && newer(want, current)) || !had || settle {
+		if !newer(want, current) {
+			want = current
+		}
+		patch := client.MergeFromWithOptions(cm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[builders.ResumeFromKey] = want
+		if settle {
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, builders.ResumeAttemptAnnotation, attempt)
+		}
+		if err := r.Patch(ctx, cm, patch); err != nil {
+			return fmt.Errorf("setting RESUME_FROM of %s: %w", klog.KObj(tj), err)
+		}
+	}
+	if addr != "" {
+		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[builders.ResumeFromKey]); err != nil {
+			// Safe to leave: the agent keeps protecting what it reported until a later acknowledgement.
+			ctrl.LoggerFrom(ctx).Info("telling rank 0's checkpoint agent what RESUME_FROM names", "trainingJob", klog.KObj(tj), "error", err.Error())
+		}
+	}
+	return nil
+}
+
+// newer: checkpoint a is newer than b (an epoch-named checkpoint with a higher epoch, or b is empty).
+func newer(a, b string) bool {
+	if b == "" {
+		return a != ""
+	}
+	ea, okA := agentapi.EpochOf(a)
+	eb, okB := agentapi.EpochOf(b)
+	return okA && okB && ea > eb
+}
+
+// olderRank0Running: a rank 0 pod of an older attempt has not ended yet: its agent may still report a
+// newer checkpoint as it stops.
+func olderRank0Running(tj *mlv1.TrainingJob, pods []corev1.Pod) bool {
+	for _, p := range pods {
+		if builders.JobAttempt(&p) < tj.Status.Attempt && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// rank0Pods are the rank 0 pods of every attempt still there.
+func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{builders.NameLabel: tj.Name, builders.RankLabel: "0"}); err != nil {
+		return nil, fmt.Errorf("listing rank 0 pods of %s: %w", klog.KObj(tj), err)
+	}
+	return pods.Items, nil
+}
+
+// recordStorageFault records a Warning when the agent starts reporting a storage error.
+func (r *CheckpointReconciler) recordStorageFault(tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
+	c := derive.ConditionReason(tj.Status, mlv1.ConditionCheckpointStorageReady)
+	if c == derive.ReasonStorageError && derive.ConditionReason(old, mlv1.ConditionCheckpointStorageReady) != c {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c, "Checkpoint", "%s", derive.ConditionMessage(tj.Status, mlv1.ConditionCheckpointStorageReady))
+	}
+}
+
+// SetupWithManager registers the controller: TrainingJobs (spec and state changes), their ConfigMaps and
+// rank 0's pods (whose stopped agent leaves its final report).
+func (r *CheckpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(rank0ByNameLabel)).
+		Named(checkpointController).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		Complete(metrics.Instrument(checkpointController, r))
+}
+
+func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetLabels()[builders.RankLabel] != "0" {
+		return nil
+	}
+	return byNameLabel(ctx, obj)
+}

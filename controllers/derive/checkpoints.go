@@ -1,0 +1,92 @@
+package derive
+
+import (
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Reasons of the CheckpointStorageReady condition.
+const (
+	ReasonSynced           = "Synced"
+	ReasonStorageError     = "StorageError"
+	ReasonAgentUnreachable = "AgentUnreachable"
+)
+
+// ApplyAgentError says, until the agent first answers, why it cannot be read. Once it has reported, a
+// failed read (the pod stopping, a restart) leaves its last report in place.
+func ApplyAgentError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointStorageReady); c != nil && c.Status != metav1.ConditionUnknown {
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: mlv1.ConditionCheckpointStorageReady, Status: metav1.ConditionUnknown,
+		Reason: ReasonAgentUnreachable, Message: "rank 0's checkpoint agent has not answered yet: " + err.Error(),
+		ObservedGeneration: st.ObservedGeneration, LastTransitionTime: now})
+}
+
+// ApplyCheckpoints puts an agent's report into the status. It is pure.
+func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.Time) {
+	if a.Time.IsZero() {
+		return // the agent has not synced yet
+	}
+	if a.Error != "" {
+		set(st, mlv1.ConditionCheckpointStorageReady, false, ReasonStorageError, a.Error, now)
+	} else {
+		set(st, mlv1.ConditionCheckpointStorageReady, true, ReasonSynced, "rank 0's checkpoint agent lists and rotates the checkpoints", now)
+	}
+	if a.Latest == "" && st.Checkpoint == nil {
+		return
+	}
+	c := &mlv1.CheckpointStatus{Latest: a.Latest, LatestEpoch: int32(a.LatestEpoch), Count: int32(a.Count), SizeBytes: a.SizeBytes}
+	if !a.LastTime.IsZero() {
+		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
+	}
+	st.Checkpoint = c
+}
+
+// FinalReport is the report a stopped checkpoint agent of rank 0 left as its termination message (its
+// last sync, after the trainer ended), the newest among the pods; ok is false when there is none. It
+// covers what cannot be read from a running agent any more: the end of a run or of an attempt.
+func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
+	var last *corev1.ContainerStateTerminated
+	for i := range pods {
+		if pods[i].Labels[builders.RankLabel] != "0" {
+			continue
+		}
+		for _, cs := range pods[i].Status.InitContainerStatuses {
+			t := cs.State.Terminated
+			if cs.Name == builders.AgentContainerName && t != nil && t.Message != "" && (last == nil || last.FinishedAt.Before(&t.FinishedAt)) {
+				last = t
+			}
+		}
+	}
+	var a agentapi.Status
+	if last == nil || json.Unmarshal([]byte(last.Message), &a) != nil {
+		return a, false
+	}
+	return a, true
+}
+
+// ApplyFinalReport applies a stopped agent's final report unless the status already knows a newer
+// checkpoint.
+func ApplyFinalReport(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.Time) {
+	if st.Checkpoint != nil && int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch {
+		return
+	}
+	ApplyCheckpoints(st, a, now)
+}
+
+// Increase is how much a cumulative count of the agent grew; a restarted agent counts from 0 again.
+func Increase(prev, now int) int {
+	if now < prev {
+		return now
+	}
+	return now - prev
+}

@@ -1,0 +1,150 @@
+package derive
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Reasons of a failed attempt's outcome.
+const (
+	// ReasonRestarting: the workers of a failed attempt are stopped and a new set starts.
+	ReasonRestarting = "Restarting"
+	// ReasonBackoffLimitExceeded: a retryable failure with no restart left.
+	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
+	// ReasonNonRetryableExitCode: a trainer exited with a code that is not retried.
+	ReasonNonRetryableExitCode = "NonRetryableExitCode"
+	// ReasonWorkerFailed: a worker failed under restartPolicy Never.
+	ReasonWorkerFailed = "WorkerFailed"
+)
+
+// failureKind says whether a failure restarts the gang, and whether that restart counts.
+type failureKind int
+
+const (
+	// retryable restarts the gang and counts against backoffLimit.
+	retryable failureKind = iota
+	// disruption (preemption, eviction, node loss: the pod's DisruptionTarget condition) restarts the
+	// gang without counting.
+	disruption
+	// permanent fails the run at once.
+	permanent
+)
+
+// failure is a classified failure of an attempt and a description a user can act on.
+type failure struct {
+	kind failureKind
+	what string
+}
+
+// failedAttempt decides what the failed Job of the current attempt means. With restartPolicy Gang a
+// disruption or a retryable failure within the budget starts a new attempt: st gets the next attempt
+// number, the restart count (when it counts) and lastFailure, and the phase is Initializing/Restarting.
+// Anything else fails the run with a reason naming the rank, its exit code and the budget.
+func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition) phase {
+	policy := builders.RestartPolicy(tj)
+	if policy == mlv1.RestartOnFailure {
+		// The Job itself restarted the workers in place until its backoffLimit (the budget).
+		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.Pods)}
+	}
+	f := classify(tj, obs, c)
+	limit := builders.BackoffLimit(tj)
+	switch {
+	case policy == mlv1.RestartNever:
+		return phase{mlv1.StateFailed, ReasonWorkerFailed, "no restarts (failurePolicy.restartPolicy Never): " + f.what}
+	case f.kind == permanent:
+		return phase{mlv1.StateFailed, ReasonNonRetryableExitCode, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): " + f.what}
+	case f.kind == retryable && st.RestartCount >= limit:
+		return phase{mlv1.StateFailed, ReasonBackoffLimitExceeded, fmt.Sprintf("%d restarts (failurePolicy.backoffLimit %d), last: %s", st.RestartCount, limit, f.what)}
+	}
+	st.Attempt++
+	st.LastFailure = truncate(f.what, 2048)
+	st.Workers = mlv1.WorkerCounts{}
+	if f.kind == retryable {
+		st.RestartCount++
+		return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart %d/%d: %s; starting attempt %d", st.RestartCount, limit, f.what, st.Attempt)}
+	}
+	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart after a disruption (not counted against failurePolicy.backoffLimit): %s; starting attempt %d", f.what, st.Attempt)}
+}
+
+// classify finds why an attempt failed: a disrupted pod (the Job's pod failure policy names
+// DisruptionTarget, or a failed pod carries it), else the first rank that exited non-zero and its exit
+// code's class, else (a pod failed without an exit code) a retryable failure described by the Job.
+func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failure {
+	if c.Reason == batchv1.JobReasonPodFailurePolicy && strings.Contains(c.Message, string(corev1.DisruptionTarget)) {
+		return failure{disruption, c.Message}
+	}
+	for i := range obs.Pods {
+		if d := podCondition(&obs.Pods[i], corev1.DisruptionTarget); d != nil {
+			return failure{disruption, fmt.Sprintf("pod %s was disrupted (%s: %s)", obs.Pods[i].Name, d.Reason, d.Message)}
+		}
+	}
+	e := firstExit(obs.Pods)
+	if e == nil {
+		return failure{retryable, strings.TrimSuffix(c.Reason+": "+c.Message, ": ")}
+	}
+	return failure{exitKind(tj, e.t.ExitCode), describeExit(e.pod, e.container, e.t)}
+}
+
+// exitKind classifies a trainer's exit code: the spec's lists first, then the default: 128-255 (killed
+// by a signal: OOM-kill 137, SIGTERM 143, a crash) retryable, 1-127 (the program's own error) permanent.
+func exitKind(tj *mlv1.TrainingJob, code int32) failureKind {
+	if f := tj.Spec.FailurePolicy; f != nil {
+		switch {
+		case slices.Contains(f.RetryableExitCodes, code):
+			return retryable
+		case slices.Contains(f.NonRetryableExitCodes, code):
+			return permanent
+		}
+	}
+	if code > 128 {
+		return retryable
+	}
+	return permanent
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// restartMessage explains a restart in progress: the failure that caused it and what the new attempt
+// waits for.
+func restartMessage(st mlv1.TrainingJobStatus, blocked string) string {
+	msg := fmt.Sprintf("attempt %d after: %s", st.Attempt, st.LastFailure)
+	if blocked == "" {
+		blocked = "creating its workers"
+	}
+	return msg + "; " + blocked
+}
+
+// setRestartingCondition: True from the restart decision until the new attempt runs all its workers.
+func setRestartingCondition(st *mlv1.TrainingJobStatus, ph phase, now metav1.Time) {
+	switch c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRestarting); {
+	case ph.reason == ReasonRestarting && strings.HasPrefix(ph.message, "restart "):
+		set(st, mlv1.ConditionRestarting, true, ReasonRestarting, ph.message, now) // the decision
+	case c == nil || c.Status != metav1.ConditionTrue || ph.state == mlv1.StateInitializing:
+		return // none yet, over, or the new attempt is still starting: the decision's message stays
+	default:
+		set(st, mlv1.ConditionRestarting, false, ph.reason, fmt.Sprintf("attempt %d: %s", st.Attempt, ph.message), now)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,153 @@
+package derive
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// disrupted marks a pod as the control plane does before it evicts or preempts it.
+func (b *podB) disrupted(reason string) *podB {
+	b.p.Status.Conditions = append(b.p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason, Message: "evicted"})
+	return b
+}
+
+// TestFailedAttempt: what a failed attempt's Job becomes under each restart policy, exit code and budget.
+func TestFailedAttempt(t *testing.T) {
+	gang := func(restarts int32, f func(*mlv1.FailurePolicy)) *mlv1.TrainingJob {
+		tj := tjtest.NewTJ("ml", "g").BackoffLimit(3, mlv1.RestartGang).Obj()
+		tj.Status.State, tj.Status.RestartCount = mlv1.StateRunning, restarts
+		if f != nil {
+			f(tj.Spec.FailurePolicy)
+		}
+		return tj
+	}
+	failedJob := job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit"))
+	oom := pods(pod("0", corev1.PodRunning), pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))
+	exit1 := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("ValueError: bad lr"))
+	const oomKilled = "rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)"
+	cases := []struct {
+		name         string
+		tj           *mlv1.TrainingJob
+		obs          Observed
+		wantState    mlv1.State
+		wantReason   string // of Running, or of Failed
+		wantAttempt  int32
+		wantRestarts int32
+		wantMessage  string // the Restarting condition's, or failureReason
+	}{
+		{"retryable exit restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: oom},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: " + oomKilled + "; starting attempt 1"},
+		{"the last restart of the budget", gang(2, nil), Observed{Job: failedJob, Pods: oom},
+			mlv1.StateInitializing, ReasonRestarting, 1, 3, "restart 3/3: " + oomKilled + "; starting attempt 1"},
+		{"budget exhausted", gang(3, nil), Observed{Job: failedJob, Pods: oom},
+			mlv1.StateFailed, ReasonBackoffLimitExceeded, 0, 3, "3 restarts (failurePolicy.backoffLimit 3), last: " + oomKilled},
+		{"an error exit fails at once", gang(0, nil), Observed{Job: failedJob, Pods: exit1},
+			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr"},
+		{"retryableExitCodes makes it retryable", gang(0, func(f *mlv1.FailurePolicy) { f.RetryableExitCodes = []int32{1} }), Observed{Job: failedJob, Pods: exit1},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr; starting attempt 1"},
+		{"nonRetryableExitCodes makes a signal permanent", gang(0, func(f *mlv1.FailurePolicy) { f.NonRetryableExitCodes = []int32{137} }), Observed{Job: failedJob, Pods: oom},
+			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): " + oomKilled},
+		{"a disruption named by the pod failure policy is not counted", gang(3, nil), Observed{Job: job(jobCond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy,
+			"Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0"))},
+			mlv1.StateInitializing, ReasonRestarting, 1, 3, "restart after a disruption (not counted against failurePolicy.backoffLimit): Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0; starting attempt 1"},
+		{"a disrupted pod is not counted", gang(1, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).disrupted("PreemptionByScheduler"))},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart after a disruption (not counted against failurePolicy.backoffLimit): pod w-0 was disrupted (PreemptionByScheduler: evicted); starting attempt 1"},
+		{"a pod failed without an exit code is retried", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed))},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: BackoffLimitExceeded: Job has reached the specified backoff limit; starting attempt 1"},
+		{"Never fails at the first failure", tjtest.NewTJ("ml", "n").BackoffLimit(3, mlv1.RestartNever).Obj(), Observed{Job: failedJob, Pods: oom},
+			mlv1.StateFailed, ReasonWorkerFailed, 0, 0, "no restarts (failurePolicy.restartPolicy Never): " + oomKilled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := DeriveStatus(tc.tj, tc.obs, t0)
+			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ConditionMessage(st, mlv1.ConditionRestarting)
+			if st.State == mlv1.StateFailed {
+				reason, msg = ConditionReason(st, mlv1.ConditionFailed), st.FailureReason
+			}
+			got := []any{st.State, reason, st.Attempt, st.RestartCount, msg}
+			want := []any{tc.wantState, tc.wantReason, tc.wantAttempt, tc.wantRestarts, tc.wantMessage}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("state, reason, attempt, restartCount, message (-want +got):\n%s", diff)
+			}
+			// Derived again from the same observation (a stale cache), a restart is not counted twice: the
+			// old attempt's Job is no longer the current one's.
+			again := tc.tj.DeepCopy()
+			again.Status = st
+			if st2 := DeriveStatus(again, tc.obs, t0); st2.Attempt != st.Attempt || st2.RestartCount != st.RestartCount {
+				t.Errorf("second derivation: attempt %d restarts %d, want %d %d", st2.Attempt, st2.RestartCount, st.Attempt, st.RestartCount)
+			}
+		})
+	}
+}
+
+// TestRestartInProgress: while the old attempt's Job is replaced the job is Initializing and says what
+// it waits for; once the new attempt runs every worker, Restarting turns False.
+func TestRestartInProgress(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "g").Obj()
+	tj.Status = DeriveStatus(tj, Observed{Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")), Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))}, t0)
+	waiting := DeriveStatus(tj, Observed{StartBlocked: "waiting for 2 workers of attempt 0 to stop"}, t0)
+	newJob := job()
+	newJob.Labels = map[string]string{builders.AttemptLabel: "1"}
+	tj.Status = waiting
+	running := DeriveStatus(tj, Observed{Job: newJob, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, metav1.NewTime(t0.Add(time.Minute)))
+	got := []any{waiting.State, ConditionMessage(waiting, mlv1.ConditionRunning), running.State, ConditionReason(running, mlv1.ConditionRestarting), running.RestartCount}
+	want := []any{mlv1.StateInitializing, "attempt 1 after: rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled); waiting for 2 workers of attempt 0 to stop",
+		mlv1.StateRunning, "AllWorkersRunning", int32(1)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestDeadlines: activeDeadlineSeconds counts from the first start over restarts; the scheduling
+// timeout fails a job whose workers stay unschedulable.
+func TestDeadlines(t *testing.T) {
+	start := metav1.NewTime(t0.Add(-time.Hour)) // job() started an hour before t0
+	deadline := func(sec int64) *mlv1.TrainingJob {
+		tj := tjtest.NewTJ("ml", "d").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To(sec)}
+		}).Obj()
+		tj.Status.State, tj.Status.StartTime, tj.Status.Attempt = mlv1.StateRunning, &start, 2
+		return tj
+	}
+	timeout := tjtest.NewTJ("ml", "s").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Scheduling = &mlv1.SchedulingSpec{SchedulingTimeoutSeconds: ptr.To[int64](600)}
+	}).Obj()
+	created := job()
+	created.Labels = map[string]string{builders.AttemptLabel: "0"}
+	created.CreationTimestamp = metav1.NewTime(t0.Add(-11 * time.Minute))
+	unschedulable := pods(pod("0", corev1.PodPending).unschedulable("0/4 nodes are available: 4 Insufficient nvidia.com/gpu."))
+	cases := []struct {
+		name       string
+		tj         *mlv1.TrainingJob
+		obs        Observed
+		wantState  mlv1.State
+		wantReason string
+	}{
+		{"within the deadline, a restart in progress", deadline(7200), Observed{}, mlv1.StateInitializing, ReasonRestarting},
+		{"past the deadline, over restarts", deadline(3600), Observed{}, mlv1.StateFailed, ReasonDeadlineExceeded},
+		{"unschedulable within the timeout", timeout, Observed{Job: job(), Pods: unschedulable}, mlv1.StateInitializing, ReasonUnschedulable},
+		{"unschedulable past the timeout", timeout, Observed{Job: created, Pods: unschedulable}, mlv1.StateFailed, ReasonSchedulingTimeout},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := DeriveStatus(tc.tj, tc.obs, t0)
+			reason := ConditionReason(st, mlv1.ConditionRunning)
+			if st.State == mlv1.StateFailed {
+				reason = ConditionReason(st, mlv1.ConditionFailed)
+			}
+			if diff := cmp.Diff([]any{tc.wantState, tc.wantReason}, []any{st.State, reason}); diff != "" {
+				t.Errorf("state, reason (-want +got):\n%s\n%s", diff, st.FailureReason)
+			}
+		})
+	}
+}

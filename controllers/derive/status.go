@@ -1,0 +1,244 @@
+// Package derive is the operator's state machine: pure functions from what the controllers observe (the
+// TrainingJob, its Job and pods, rank 0's progress and checkpoint reports) to the TrainingJob's status.
+// Nothing here reads the API, a clock or the network; now is always an argument.
+//
+// Each status field has one writer. The JobController alone derives state, the conditions of the run
+// (Created, Running, Completed, Failed, Suspended, Restarting, CheckpointClaimBound), workers, attempt,
+// restartCount, times and failureReason (DeriveStatus). The StatusController writes progress, metrics,
+// ETA, best and the ProgressReported and SuccessPolicyMet conditions (ApplySample, DecideSuccess,
+// SettleProgress); the CheckpointController writes status.checkpoint and CheckpointStorageReady
+// (ApplyCheckpoints). A controller reports a fact to the state machine through a field it owns: the
+// success policy's verdict is the SuccessPolicyMet condition, which DeriveStatus turns into Completed.
+package derive
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// Observed is what a reconcile of the JobController saw of a TrainingJob's children.
+type Observed struct {
+	// Job is the workers' Job of the current attempt, nil when it does not exist (yet, or any more).
+	Job *batchv1.Job
+	// Pods are the workers' pods of the current attempt.
+	Pods []corev1.Pod
+	// CreateRejected is why the API server refused to create a child (invalid, forbidden by admission or
+	// quota) before the Job existed; empty otherwise.
+	CreateRejected string
+	// StartBlocked is why the current attempt's Job is not created yet although it should run (workers of
+	// an older attempt still stopping, RESUME_FROM not settled); empty otherwise.
+	StartBlocked string
+	// Claim is the checkpoint claim the operator manages for the job, nil when it manages none; ClaimEvent
+	// the claim's newest event while it is not bound.
+	Claim      *corev1.PersistentVolumeClaim
+	ClaimEvent *corev1.Event
+}
+
+// ReasonCreateRejected is the reason of the Created condition while the API server refuses a child.
+const ReasonCreateRejected = "CreateRejected"
+
+// phase is a state with the reason and message that explain it.
+type phase struct {
+	state   mlv1.State
+	reason  string
+	message string
+}
+
+// DeriveStatus computes the JobController's part of a TrainingJob's status from what was observed. It is
+// a pure function: the same inputs give the same status. now is the time of new condition transitions and
+// the clock deadlines are measured by (failurePolicy.activeDeadlineSeconds,
+// scheduling.schedulingTimeoutSeconds). A failed attempt that may be retried becomes a new attempt here
+// (see restart.go); the JobController then replaces the Job.
+func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
+	st := *tj.Status.DeepCopy()
+	st.ObservedGeneration = tj.Generation
+	if obs.Job != nil && builders.JobAttempt(obs.Job) != tj.Status.Attempt {
+		obs.Job, obs.Pods = nil, nil // an older attempt's Job, being replaced
+	}
+	if obs.Job != nil {
+		st.Workers = workerCounts(obs)
+		if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
+			st.RestartCount = inPlaceRestarts(obs)
+		}
+	}
+	setStartTime(&st, obs.Job)
+	ph := derivePhase(tj, &st, obs, now)
+	st.State = ph.state
+	if ph.state == mlv1.StateFailed {
+		st.FailureReason = ph.message
+	}
+	setConditions(&st, obs.Job != nil, ph, now)
+	setRestartingCondition(&st, ph, now)
+	SetClaimCondition(&st, obs, now)
+	setCompletionTime(&st, obs.Job, ph, now)
+	return st
+}
+
+func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time) phase {
+	if prev := tj.Status.State; prev == mlv1.StateCompleted || prev == mlv1.StateFailed {
+		// Terminal states are final, even if the Job is deleted afterwards.
+		return phase{prev, ConditionReason(tj.Status, string(prev)), ConditionMessage(tj.Status, string(prev))}
+	}
+	if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionSuccessPolicyMet); c != nil && c.Status == metav1.ConditionTrue {
+		return phase{mlv1.StateCompleted, c.Reason, c.Message}
+	}
+	if ph, over := deadlinePhase(tj, st, now); over {
+		return ph
+	}
+	switch {
+	case obs.Job == nil && builders.Suspended(tj):
+		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
+	case obs.Job == nil && obs.CreateRejected != "":
+		return phase{mlv1.StatePending, ReasonCreateRejected, "the API server rejected the workers' objects: " + obs.CreateRejected}
+	case obs.Job == nil && tj.Status.Attempt > 0:
+		return phase{mlv1.StateInitializing, ReasonRestarting, restartMessage(tj.Status, obs.StartBlocked)}
+	case obs.Job == nil && obs.StartBlocked != "":
+		return phase{mlv1.StatePending, "Accepted", "accepted; " + obs.StartBlocked}
+	case obs.Job == nil:
+		return phase{mlv1.StatePending, "Accepted", "accepted; creating the workers' Job, Service and ConfigMap"}
+	}
+	if c := jobCondition(obs.Job, batchv1.JobComplete); c != nil {
+		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
+	}
+	if c := jobCondition(obs.Job, batchv1.JobFailed); c != nil {
+		return failedAttempt(tj, st, obs, c)
+	}
+	if builders.Suspended(tj) {
+		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; workers are stopped"}
+	}
+	if ptr.Deref(obs.Job.Spec.Suspend, false) {
+		return queuedPhase(tj)
+	}
+	return activePhase(tj, obs, now)
+}
+
+// queuedPhase: the Job is suspended although the user did not ask: a queue has not admitted it yet.
+func queuedPhase(tj *mlv1.TrainingJob) phase {
+	if q := builders.QueueName(tj); q != "" {
+		return phase{mlv1.StateSuspended, "Queued", fmt.Sprintf("waiting for queue %q (Kueue) to admit the workers' Job", q)}
+	}
+	return phase{mlv1.StateSuspended, "JobSuspended", "the workers' Job is suspended"}
+}
+
+// deadlinePhase fails a run whose workers first started more than activeDeadlineSeconds ago: wall time,
+// restarts and suspension included.
+func deadlinePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, now metav1.Time) (phase, bool) {
+	left, ok := DeadlineLeft(tj, st.StartTime, now.Time)
+	if !ok || left > 0 {
+		return phase{}, false
+	}
+	d := time.Duration(*tj.Spec.FailurePolicy.ActiveDeadlineSeconds) * time.Second
+	return phase{mlv1.StateFailed, ReasonDeadlineExceeded, fmt.Sprintf("the run started %s ago, past failurePolicy.activeDeadlineSeconds (%s); its workers were stopped",
+		now.Sub(st.StartTime.Time).Round(time.Second), d)}, true
+}
+
+// ReasonDeadlineExceeded is the Failed reason of a run past failurePolicy.activeDeadlineSeconds.
+const ReasonDeadlineExceeded = "DeadlineExceeded"
+
+// DeadlineLeft is the time left before failurePolicy.activeDeadlineSeconds, counted from start; ok is
+// false when no deadline applies (none set, or not started).
+func DeadlineLeft(tj *mlv1.TrainingJob, start *metav1.Time, now time.Time) (time.Duration, bool) {
+	f := tj.Spec.FailurePolicy
+	if f == nil || f.ActiveDeadlineSeconds == nil || start == nil {
+		return 0, false
+	}
+	return start.Add(time.Duration(*f.ActiveDeadlineSeconds) * time.Second).Sub(now), true
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// ConditionReason is the reason of condition t, or t when it is absent.
+func ConditionReason(st mlv1.TrainingJobStatus, t string) string {
+	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+		return c.Reason
+	}
+	return t
+}
+
+// ConditionMessage is the message of condition t, "" when it is absent.
+func ConditionMessage(st mlv1.TrainingJobStatus, t string) string {
+	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func countPods(pods []corev1.Pod, match func(*corev1.Pod) bool) int {
+	n := 0
+	for i := range pods {
+		if pods[i].DeletionTimestamp == nil && match(&pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+func workerCounts(obs Observed) mlv1.WorkerCounts {
+	js := obs.Job.Status
+	return mlv1.WorkerCounts{
+		Active:    js.Active,
+		Ready:     ptr.Deref(js.Ready, 0),
+		Succeeded: js.Succeeded,
+		Failed:    js.Failed,
+		Pending: int32(countPods(obs.Pods, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodPending || p.Status.Phase == ""
+		})),
+	}
+}
+
+// inPlaceRestarts (restartPolicy OnFailure) is the number of replaced pods plus in-place container
+// restarts of current pods.
+func inPlaceRestarts(obs Observed) int32 {
+	n := obs.Job.Status.Failed
+	for i := range obs.Pods {
+		for _, cs := range obs.Pods[i].Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	return n
+}
+
+// setStartTime keeps the first start of the workers, over all attempts.
+func setStartTime(st *mlv1.TrainingJobStatus, job *batchv1.Job) {
+	if job != nil && st.StartTime == nil && job.Status.StartTime != nil {
+		st.StartTime = job.Status.StartTime.DeepCopy()
+	}
+}
+
+func setCompletionTime(st *mlv1.TrainingJobStatus, job *batchv1.Job, ph phase, now metav1.Time) {
+	if st.CompletionTime == nil && (ph.state == mlv1.StateCompleted || ph.state == mlv1.StateFailed) {
+		st.CompletionTime = finishTime(job, ph, now)
+	}
+	if st.StartTime != nil && st.CompletionTime != nil {
+		st.Duration = st.CompletionTime.Sub(st.StartTime.Time).Round(time.Second).String()
+	}
+}
+
+func finishTime(job *batchv1.Job, ph phase, now metav1.Time) *metav1.Time {
+	if job == nil {
+		return &now
+	}
+	if ph.state == mlv1.StateCompleted && ph.reason == "Succeeded" && job.Status.CompletionTime != nil {
+		return job.Status.CompletionTime.DeepCopy()
+	}
+	if c := jobCondition(job, batchv1.JobFailed); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.DeepCopy()
+	}
+	return &now
+}

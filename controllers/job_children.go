@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// createOwned creates obj owned by tj. Names are deterministic, so an object left by an earlier
+// reconcile (or a crash between two creates) is found, never duplicated.
+func (r *JobReconciler) createOwned(ctx context.Context, tj *mlv1.TrainingJob, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(tj, obj, r.Scheme); err != nil {
+		return fmt.Errorf("setting owner of %T %s: %w", obj, obj.GetName(), err)
+	}
+	return r.create(ctx, obj)
+}
+
+// create creates obj; one of its name that exists already is left as it is.
+func (r *JobReconciler) create(ctx context.Context, obj client.Object) error {
+	if err := r.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}
+
+// ensure creates want, or, when an object of its name exists (read into current), lets sync copy the
+// fields the operator manages from want and updates the object when sync reports a change.
+func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, current client.Object, sync func() bool) error {
+	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), current)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return r.createOwned(ctx, tj, want)
+	}
+	if !sync() {
+		return nil
+	}
+	if err := r.Update(ctx, current); err != nil {
+		return fmt.Errorf("updating %T %s of %s: %w", current, current.GetName(), klog.KObj(tj), err)
+	}
+	return nil
+}
+
+// ensureConfigMap creates the ConfigMap, or brings config.json up to date (it changes only while no worker
+// runs: admission rejects changes to the hyperparameters of an Initializing or Running job). Its
+// RESUME_FROM key and the annotation that says for which attempt it was settled belong to the
+// CheckpointController and are kept as they are.
+func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
+	want, err := builders.ConfigMap(tj)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{}
+	return r.ensure(ctx, tj, want, cm, func() bool {
+		if cm.Data[builders.ConfigFileName] == want.Data[builders.ConfigFileName] {
+			return false
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[builders.ConfigFileName] = want.Data[builders.ConfigFileName]
+		return true
+	})
+}
+
+// ensureService creates the headless Service, or brings its ports and selector up to date.
+func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob) error {
+	want := builders.Service(tj)
+	svc := &corev1.Service{}
+	return r.ensure(ctx, tj, want, svc, func() bool {
+		if apiequality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) && apiequality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) {
+			return false
+		}
+		svc.Spec.Ports, svc.Spec.Selector = want.Spec.Ports, want.Spec.Selector
+		return true
+	})
+}
+
+// ensureJob keeps exactly one Job, the current attempt's: it deletes a Job of an older attempt (a gang
+// restart) or one built from an older spec while suspended, creates the current one once nothing blocks
+// its start, stops the workers of a finished run and keeps suspend in step. It puts the Job into obs.
+// The attempt is recorded in the status before the old Job is deleted, so an operator killed anywhere in
+// between resumes the restart: it never counts it twice, and the Job's fixed name means two Jobs never
+// exist at once.
+func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
+	want := builders.Job(tj, r.Options)
+	job := &batchv1.Job{}
+	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), job)
+	switch {
+	case err != nil:
+		return err
+	case found && !metav1.IsControlledBy(job, tj):
+		return fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
+	case found && builders.JobAttempt(job) != tj.Status.Attempt:
+		obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", builders.JobAttempt(job))
+		return r.deleteJob(ctx, job, "of an older attempt")
+	case found && finished(tj):
+		obs.Job = job
+		return r.stopJob(ctx, tj, job)
+	case found && isStale(job, want):
+		return r.deleteJob(ctx, job, "built from an older spec")
+	case found:
+		obs.Job = job
+		return r.syncSuspend(ctx, tj, job)
+	case finished(tj) || builders.Suspended(tj):
+		return nil
+	}
+	if obs.StartBlocked, err = r.startBlocked(ctx, tj); err != nil || obs.StartBlocked != "" {
+		return err
+	}
+	obs.Job = want
+	return r.createOwned(ctx, tj, want)
+}
+
+// startBlocked says why the current attempt's Job cannot be created yet: workers of an older attempt
+// still stop (they hold the ranks' host names and, on a process node, ports), or RESUME_FROM has not been
+// settled for this attempt by the CheckpointController. "" when nothing blocks.
+func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
+	old, err := r.listPods(ctx, tj, false)
+	if err != nil {
+		return "", err
+	}
+	if len(old) > 0 {
+		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), builders.JobAttempt(&old[0])), nil
+	}
+	if !builders.CheckpointEnabled(tj) {
+		return "", nil
+	}
+	cm := &corev1.ConfigMap{}
+	if _, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		return "", err
+	}
+	if cm.Annotations[builders.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)) {
+		return "waiting for the checkpoint controller to settle RESUME_FROM", nil
+	}
+	return "", nil
+}
+
+// deleteJob deletes a Job the current attempt replaces; its pods go with it (background propagation),
+// and the next Job waits for them (startBlocked).
+func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why string) error {
+	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting job %s %s: %w", job.Name, why, err)
+	}
+	return nil
+}
+
+// isStale: the Job is suspended, runs no pod, and was built from a spec edited since (spec edits are
+// admitted only while suspended). Its pod template is immutable, so it is replaced.
+func isStale(job, want *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && job.Status.Active == 0 &&
+		job.Annotations[builders.SpecHashAnnotation] != want.Annotations[builders.SpecHashAnnotation]
+}
+
+// stopJob suspends a Job that still runs workers of a finished TrainingJob (a success policy completed
+// it, its deadline passed): the Job controller stops the pods gracefully (SIGTERM, grace period) and the
+// Job is kept for its history.
+// With cleanPodPolicy None they are left to run until they exit.
+func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	if ptr.Deref(job.Spec.Suspend, false) || jobFinished(job) || builders.CleanPodPolicy(tj) == mlv1.CleanPodsNone {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr.To(true)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("stopping the workers of finished job %s: %w", klog.KObj(job), err)
+	}
+	return nil
+}
+
+func jobFinished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// syncSuspend suspends the Job when the user suspends the TrainingJob, and resumes it when the user
+// resumes, unless a queue (Kueue) decides when it runs.
+func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	current := ptr.Deref(job.Spec.Suspend, false)
+	want := current
+	switch {
+	case builders.Suspended(tj):
+		want = true
+	case builders.QueueName(tj) == "":
+		want = false
+	}
+	if want == current {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr.To(want)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("setting suspend=%t on job %s: %w", want, job.Name, err)
+	}
+	return nil
+}
+
+// listPods lists the workers' pods of the current attempt, or (current false) of older attempts. Pods of
+// another attempt are never counted as the current one's, whatever their state.
+func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, current bool) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(builders.SelectorLabels(tj))); err != nil {
+		return nil, fmt.Errorf("listing pods of %s: %w", tj.Name, err)
+	}
+	out := pods.Items[:0]
+	for _, p := range pods.Items {
+		if (builders.JobAttempt(&p) == tj.Status.Attempt) == current {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// cleanupFinished applies spec.cleanup to a finished run: cleanPodPolicy All deletes every worker pod;
+// once ttlSecondsAfterFinished has passed, the Job (with its pods), Service, ConfigMap and PodGroup are
+// deleted, and with deleteTrainingJob the TrainingJob too (done is then true). The checkpoint claim is
+// never touched: it follows claimRetentionPolicy. res asks to come back when the TTL expires.
+func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) (done bool, res reconcile.Result, err error) {
+	if !finished(tj) || tj.Spec.Cleanup == nil {
+		return false, res, nil
+	}
+	c := tj.Spec.Cleanup
+	if c.CleanPodPolicy == mlv1.CleanPodsAll {
+		if err := r.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(tj.Namespace), client.MatchingLabels(builders.SelectorLabels(tj))); err != nil {
+			return false, res, fmt.Errorf("deleting the pods of finished %s (cleanPodPolicy All): %w", klog.KObj(tj), err)
+		}
+	}
+	if c.TTLSecondsAfterFinished == nil || tj.Status.CompletionTime == nil {
+		return false, res, nil
+	}
+	if left := tj.Status.CompletionTime.Add(time.Duration(*c.TTLSecondsAfterFinished) * time.Second).Sub(now); left > 0 {
+		return false, reconcile.Result{RequeueAfter: left}, nil
+	}
+	if c.DeleteTrainingJob {
+		ctrl.LoggerFrom(ctx).Info("deleting finished TrainingJob (ttlSecondsAfterFinished)", "trainingJob", klog.KObj(tj))
+		return true, res, ignoreNotFound(r.Delete(ctx, tj, client.Preconditions{UID: &tj.UID}))
+	}
+	return false, res, r.deleteChildren(ctx, tj)
+}
+
+// deleteChildren deletes the run's Job (its pods with it), Service, ConfigMap and PodGroup, those the
+// cache still holds.
+func (r *JobReconciler) deleteChildren(ctx context.Context, tj *mlv1.TrainingJob) error {
+	meta := metav1.ObjectMeta{Namespace: tj.Namespace}
+	children := []client.Object{
+		&batchv1.Job{ObjectMeta: withName(meta, builders.JobName(tj))},
+		&corev1.Service{ObjectMeta: withName(meta, builders.ServiceName(tj))},
+		&corev1.ConfigMap{ObjectMeta: withName(meta, builders.ConfigMapName(tj))},
+	}
+	if pg := builders.PodGroup(tj); pg != nil {
+		children = append(children, pg)
+	}
+	for _, obj := range children {
+		found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(obj), obj)
+		if err != nil || !found || !metav1.IsControlledBy(obj, tj) {
+			continue // a PodGroup API gone with its scheduler is nothing to clean
+		}
+		if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); ignoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %T %s of finished %s (ttlSecondsAfterFinished): %w", obj, obj.GetName(), klog.KObj(tj), err)
+		}
+	}
+	return nil
+}
+
+func withName(m metav1.ObjectMeta, name string) metav1.ObjectMeta {
+	m.Name = name
+	return m
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,193 @@
+// Package controllers holds the three TrainingJob controllers over one pure state machine (package
+// derive):
+//
+//   - the JobController (job_*.go) builds the workers' Job, headless Service, ConfigMap, checkpoint claim
+//     and PodGroup, restarts the gang, cleans up, and alone derives status.state and the run's conditions;
+//   - the StatusController (status_*.go) reads rank 0's progress into status and the per-job series and
+//     gives the success policy's verdict;
+//   - the CheckpointController (checkpoint_*.go) reads rank 0's checkpoint agent into status.checkpoint
+//     and alone writes the ConfigMap's RESUME_FROM.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+)
+
+// JobReconciler turns a TrainingJob into an Indexed Job (one per attempt), a headless Service, a
+// ConfigMap, a checkpoint claim and a PodGroup, and derives the TrainingJob's state from them.
+type JobReconciler struct {
+	client.Client
+	// APIReader reads what the cache does not hold: a checkpoint claim's events.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Options   builders.Options
+}
+
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;deletecollection
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one TrainingJob's children and status in line with its spec: get, place checkpoints,
+// accept, ensure the children, derive the status, write it once.
+func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	tj := &mlv1.TrainingJob{}
+	if found, err := getOptional(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, err // children go with it through owner references
+	}
+	old := *tj.Status.DeepCopy()
+	// Where checkpoints go is chosen before anything is built from it; the status write records it.
+	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options)
+	now := metav1.NewTime(r.Clock.Now())
+	if old.State == "" {
+		// Record that the job was accepted before anything is created, so every job passes Pending.
+		return r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{}, now))
+	}
+	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time)
+	if done || err != nil {
+		return reconcile.Result{}, err
+	}
+	obs, err := r.ensureChildren(ctx, tj)
+	if rejected(err) && old.State == mlv1.StatePending {
+		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
+		_, werr := r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{CreateRejected: apiMessage(err)}, now))
+		return reconcile.Result{}, errors.Join(err, werr)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	res, err := r.write(ctx, tj, old, derive.DeriveStatus(tj, obs, now))
+	return minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err
+}
+
+// ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup and the current
+// attempt's Job, and observes the claim, the Job and its pods.
+func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (derive.Observed, error) {
+	var obs derive.Observed
+	if !finished(tj) {
+		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureConfigMap, r.ensureService, r.ensurePodGroup} {
+			if err := ensure(ctx, tj); err != nil {
+				return obs, err
+			}
+		}
+		if err := r.ensureClaim(ctx, tj, &obs); err != nil {
+			return obs, err
+		}
+	}
+	if err := r.ensureJob(ctx, tj, &obs); err != nil {
+		return obs, err
+	}
+	var err error
+	obs.Pods, err = r.listPods(ctx, tj, true)
+	return obs, err
+}
+
+// write writes st as the new status and records the events of what changed.
+func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus) (reconcile.Result, error) {
+	tj.Status = st
+	written, res, err := writeStatus(ctx, r.Client, tj, old)
+	if written {
+		r.recordEvents(ctx, tj, old)
+	}
+	return res, err
+}
+
+// recheck is when the job must be looked at again although nothing it watches may change: an unbound
+// claim's events, the run's deadline, the scheduling timeout.
+func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
+	var res reconcile.Result
+	if claimWaiting(obs) {
+		res.RequeueAfter = claimRecheck
+	}
+	if finished(tj) {
+		return res
+	}
+	for _, left := range []func() (time.Duration, bool){
+		func() (time.Duration, bool) { return derive.DeadlineLeft(tj, tj.Status.StartTime, now) },
+		func() (time.Duration, bool) { return derive.SchedulingLeft(tj, obs.Job, now) },
+	} {
+		if d, ok := left(); ok && d > 0 {
+			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})
+		}
+	}
+	return res
+}
+
+// minResult is the sooner of two results.
+func minResult(a, b reconcile.Result) reconcile.Result {
+	if a.Requeue || b.Requeue { //nolint:staticcheck // Requeue is what writeStatus asks on a conflict
+		return reconcile.Result{Requeue: true}
+	}
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// rejected is true for errors that repeat until something changes: the object is invalid, or admission
+// (a policy, a webhook, a quota) forbids it.
+func rejected(err error) bool {
+	var missing *missingAPIError
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.As(err, &missing)
+}
+
+// apiMessage is the API server's message of an error, without our wrapping.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	var missing *missingAPIError
+	if !errors.As(err, &missing) && errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// SetupWithManager registers the controller: it watches TrainingJobs, owns their Jobs, Services and
+// ConfigMaps, and maps worker pods and checkpoint claims (owned or not) to their TrainingJob by label.
+func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(jobControllerEvents)).
+		Owns(&batchv1.Job{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
+		Named(jobController).
+		Complete(metrics.Instrument(jobController, r))
+}
+
+func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := obj.GetLabels()[builders.NameLabel]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+func finished(tj *mlv1.TrainingJob) bool {
+	return tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed
+}

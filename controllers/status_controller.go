@@ -1,0 +1,205 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+)
+
+// StatusReconciler reads rank 0's progress endpoint of every Running TrainingJob once per interval into
+// the status and the per-job gauges, and gives the success policy's verdict (the SuccessPolicyMet
+// condition, from which the JobController completes the run). It writes only the progress fields (see
+// package derive).
+//
+// Cost is bounded by the controller's work queue: a job is queued at most once, Workers reconciles run at
+// a time (the global limit), each scrape has Timeout, and nothing runs per job between scrapes (the next
+// one is a RequeueAfter). Gauges change on every scrape; the status is written only when what rank 0
+// reported changed, so at most once per job per interval.
+type StatusReconciler struct {
+	client.Client
+	Clock clock.Clock
+	// Interval is the default time between scrapes; monitoring.scrapeIntervalSeconds overrides it.
+	Interval time.Duration
+	// Timeout bounds one scrape.
+	Timeout time.Duration
+	// Workers is how many scrapes may run at once.
+	Workers int
+	HTTP    *http.Client
+
+	// windows is where each job's progress was first seen, for the ETA.
+	windows poller[*derive.RateWindow]
+}
+
+// maxBody bounds how much of rank 0's answer is read.
+const maxBody = 4 << 20
+
+// Reconcile keeps the gauges derived from the status, settles progress of a finished run and scrapes a
+// Running job when its interval has passed.
+func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	tj := &mlv1.TrainingJob{}
+	if err := r.Get(ctx, req.NamespacedName, tj); apierrors.IsNotFound(err) {
+		r.windows.forget(req.NamespacedName)
+		metrics.DeleteJob(req.Namespace, req.Name)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	now := r.Clock.Now()
+	setAllocation(tj, now)
+	old := *tj.Status.DeepCopy()
+	derive.PlannedEpochs(&tj.Status, tj)
+	derive.SettleProgress(&tj.Status)
+	var res reconcile.Result
+	if tj.Status.State == mlv1.StateRunning && builders.MonitoringEnabled(tj) {
+		res = r.scrapeWhenDue(ctx, tj, now)
+	}
+	_, wres, err := writeStatus(ctx, r.Client, tj, old)
+	return minResult(res, wres), err
+}
+
+// scrapeWhenDue scrapes rank 0 into tj.Status when the job's interval has passed, and says when to come
+// back.
+func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) reconcile.Result {
+	every := interval(tj, r.Interval)
+	wait, window := r.windows.due(tj, now, every)
+	if wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}
+	}
+	sample, err := r.scrape(ctx, tj)
+	if err != nil {
+		derive.ApplyScrapeError(&tj.Status, err, metav1.NewTime(now))
+	} else {
+		r.observe(ctx, tj, sample, window, now)
+	}
+	return reconcile.Result{RequeueAfter: r.windows.next(tj, r.Clock.Now(), every)}
+}
+
+// observe puts a sample into the gauges (every scrape) and the status (when rank 0's figures changed),
+// and applies the success policy.
+func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sample derive.Sample, window **derive.RateWindow, now time.Time) {
+	setProgressGauges(tj, sample)
+	f, ok := sample.Fraction(derive.SpecEpochs(tj))
+	w := derive.RateWindow{At: now, Fraction: f}
+	r.windows.with(window, func(win **derive.RateWindow) {
+		if *win == nil && ok {
+			*win = &derive.RateWindow{At: now, Fraction: f}
+		}
+		if *win != nil {
+			w = **win
+		}
+	})
+	derive.ApplySample(&tj.Status, tj, sample, w, metav1.NewTime(now))
+	if d := derive.DecideSuccess(tj, &tj.Status, sample); d.Done {
+		derive.ApplySuccess(&tj.Status, d, metav1.NewTime(now))
+		ctrl.LoggerFrom(ctx).Info("success policy met", "trainingJob", klog.KObj(tj), "reason", d.Reason, "message", d.Message)
+	}
+}
+
+// scrape reads rank 0's progress endpoint.
+func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob) (derive.Sample, error) {
+	addr, err := rank0Addr(ctx, r.Client, tj, builders.MetricsPort(tj))
+	if err != nil {
+		return derive.Sample{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	url := "http://" + addr + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return derive.Sample{}, err
+	}
+	resp, err := r.HTTP.Do(req)
+	if err != nil {
+		return derive.Sample{}, fmt.Errorf("GET %s: %w", url, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return derive.Sample{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return derive.ParseSample(io.LimitReader(resp.Body, maxBody))
+}
+
+// setProgressGauges sets the per-job gauges rank 0's figures feed.
+func setProgressGauges(tj *mlv1.TrainingJob, s derive.Sample) {
+	l := []string{tj.Namespace, tj.Name}
+	if f, ok := s.Fraction(derive.SpecEpochs(tj)); ok {
+		metrics.ProgressPercent.WithLabelValues(l...).Set(f * 100)
+	}
+	setIf(metrics.CurrentEpoch.WithLabelValues(l...), s.Epoch)
+	setIf(metrics.Loss.WithLabelValues(l...), s.Loss)
+	setIf(metrics.Accuracy.WithLabelValues(l...), s.Accuracy)
+	setIf(metrics.GPUUtilization.WithLabelValues(l...), s.GPUUtilization)
+}
+
+type gaugeSetter interface{ Set(float64) }
+
+func setIf(g gaugeSetter, v *float64) {
+	if v != nil {
+		g.Set(*v)
+	}
+}
+
+// setAllocation sets the gauges derived from the status: workers and GPUs held, the run's duration, its
+// restarts, and since when its workers wait.
+func setAllocation(tj *mlv1.TrainingJob, now time.Time) {
+	l := []string{tj.Namespace, tj.Name}
+	st := tj.Status
+	active := st.Workers.Active
+	if st.State == mlv1.StateCompleted || st.State == mlv1.StateFailed || st.State == mlv1.StateSuspended {
+		active = 0
+	}
+	metrics.AllocatedWorkers.WithLabelValues(l...).Set(float64(active))
+	metrics.AllocatedGPUs.WithLabelValues(l...).Set(float64(active * builders.GPUsPerWorker(tj)))
+	metrics.Restarts.WithLabelValues(l...).Set(float64(st.RestartCount))
+	metrics.WaitingSince.WithLabelValues(l...).Set(waitingSince(tj))
+	if start := st.StartTime; start != nil {
+		end := now
+		if c := st.CompletionTime; c != nil {
+			end = c.Time
+		}
+		metrics.DurationSeconds.WithLabelValues(l...).Set(end.Sub(start.Time).Seconds())
+	}
+}
+
+// waitingSince is when a Pending or Initializing job's workers started waiting, as a Unix time: its
+// creation while Pending, the Running condition's last change while Initializing; 0 otherwise.
+func waitingSince(tj *mlv1.TrainingJob) float64 {
+	switch tj.Status.State {
+	case mlv1.StatePending:
+		return float64(tj.CreationTimestamp.Unix())
+	case mlv1.StateInitializing:
+		for _, c := range tj.Status.Conditions {
+			if c.Type == mlv1.ConditionRunning {
+				return float64(c.LastTransitionTime.Unix())
+			}
+		}
+		return float64(tj.CreationTimestamp.Unix())
+	}
+	return 0
+}
+
+// SetupWithManager registers the controller; Workers bounds concurrent scrapes.
+func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
+		Named(statusController).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		Complete(metrics.Instrument(statusController, r))
+}
