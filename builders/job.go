@@ -27,12 +27,12 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName(tj), Namespace: tj.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
-			CompletionMode:        ptr.To(batchv1.IndexedCompletion),
-			Completions:           ptr.To(tj.Spec.NumWorkers),
-			Parallelism:           ptr.To(tj.Spec.NumWorkers),
-			BackoffLimit:          ptr.To(jobBackoffLimit(tj)),
-			PodFailurePolicy:      podFailurePolicy(tj),
-			Suspend:               ptr.To(JobSuspend(tj)),
+			CompletionMode:   ptr.To(batchv1.IndexedCompletion),
+			Completions:      ptr.To(tj.Spec.NumWorkers),
+			Parallelism:      ptr.To(tj.Spec.NumWorkers),
+			BackoffLimit:     ptr.To(jobBackoffLimit(tj)),
+			PodFailurePolicy: podFailurePolicy(tj),
+			Suspend:          ptr.To(JobSuspend(tj)),
 			// A replacement pod waits until the failed one is gone, so two pods never share a rank's host name.
 			PodReplacementPolicy: ptr.To(batchv1.Failed),
 			Template: corev1.PodTemplateSpec{
