@@ -72,7 +72,10 @@ func TestFailedAttempt(t *testing.T) {
 			st := DeriveStatus(tc.tj, tc.obs, t0)
 			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ConditionMessage(st, mlv1.ConditionRestarting)
 			if st.State == mlv1.StateFailed {
-				reason, msg = ConditionReason(st, mlv1.ConditionFailed), st.FailureReason
+				reason, msg = ConditionReason(st, mlv1.ConditionFailed), ConditionMessage(st, mlv1.ConditionFailed)
+				if st.FailureReason != reason+": "+msg {
+					t.Errorf("failureReason = %q, want the reason and the Failed condition's message", st.FailureReason)
+				}
 			}
 			got := []any{st.State, reason, st.Attempt, st.RestartCount, msg}
 			want := []any{tc.wantState, tc.wantReason, tc.wantAttempt, tc.wantRestarts, tc.wantMessage}

@@ -13,6 +13,7 @@ package derive
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -73,8 +74,8 @@ func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.Trai
 	setStartTime(&st, obs.Job)
 	ph := derivePhase(tj, &st, obs, now)
 	st.State = ph.state
-	if ph.state == mlv1.StateFailed {
-		st.FailureReason = ph.message
+	if ph.state == mlv1.StateFailed && tj.Status.State != mlv1.StateFailed {
+		st.FailureReason = failureReason(ph)
 	}
 	setConditions(&st, obs.Job != nil, ph, now)
 	setRestartingCondition(&st, ph, now)
@@ -119,6 +120,14 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 		return queuedPhase(tj)
 	}
 	return activePhase(tj, obs, now)
+}
+
+// failureReason is status.failureReason: the reason, then what a user can act on.
+func failureReason(ph phase) string {
+	if strings.HasPrefix(ph.message, ph.reason) {
+		return ph.message
+	}
+	return ph.reason + ": " + ph.message
 }
 
 // queuedPhase: the Job is suspended although the user did not ask: a queue has not admitted it yet.

@@ -113,7 +113,7 @@ func TestDeriveStatus(t *testing.T) {
 	inPlace := tjtest.NewTJ("ml", "mnist").BackoffLimit(3, mlv1.RestartOnFailure).Obj()
 	inPlace.Status.State = mlv1.StateRunning
 	failed := base.Obj()
-	failed.Status = mlv1.TrainingJobStatus{State: mlv1.StateFailed, Conditions: []metav1.Condition{{Type: mlv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "boom"}}}
+	failed.Status = mlv1.TrainingJobStatus{State: mlv1.StateFailed, FailureReason: "boom", Conditions: []metav1.Condition{{Type: mlv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "boom"}}}
 	cases := []struct {
 		name        string
 		tj          *mlv1.TrainingJob
