@@ -36,25 +36,34 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
 // exits with an error right after the peer dies, so the lowest failing rank alone would blame a bystander.
 func failedRank(pods []corev1.Pod) string {
 	if e := firstExit(pods); e != nil {
-		return describeExit(e.pod, e.container, e.t)
+		return e.describe()
 	}
 	return ""
 }
 
-// firstExit is the exit failedRank describes, nil when no container exited with a non-zero code.
+// firstExit is the exit failedRank describes, nil when no container exited with a non-zero code. Other
+// ranks whose exit cannot be told apart from it (same second, same kind) are named with it: which one
+// caused the other is then not known.
 func firstExit(pods []corev1.Pod) *rankExit {
-	var best *rankExit
+	var exits []*rankExit
 	for _, p := range byRank(pods) {
 		for _, cs := range containerStatuses(p) { // a failed resume check names the missing checkpoint
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t == nil || t.ExitCode == 0 {
-					continue
-				}
-				e := &rankExit{pod: p, container: cs.Name, t: t}
-				if best == nil || e.before(best) {
-					best = e
+				if t != nil && t.ExitCode != 0 {
+					exits = append(exits, &rankExit{pod: p, container: cs.Name, t: t})
 				}
 			}
+		}
+	}
+	var best *rankExit
+	for _, e := range exits {
+		if best == nil || e.before(best) {
+			best = e
+		}
+	}
+	for _, e := range exits {
+		if best != nil && e.pod != best.pod && !e.before(best) && !best.before(e) {
+			best.ties = append(best.ties, e.pod.Labels[builders.RankLabel])
 		}
 	}
 	return best
@@ -64,6 +73,12 @@ type rankExit struct {
 	pod       *corev1.Pod
 	container string
 	t         *corev1.ContainerStateTerminated
+	// ties are the ranks that exited the same way in the same second.
+	ties []string
+}
+
+func (e *rankExit) describe() string {
+	return describeExit(e.pod, e.container, e.t, e.ties...)
 }
 
 // before orders exits by time, then by exitClass; byRank order breaks ties.
@@ -85,10 +100,13 @@ func exitClass(code int32) int {
 	return 1
 }
 
-func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated) string {
+func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated, ties ...string) string {
 	s := fmt.Sprintf("rank %s (pod %s, container %s) exited with code %d", p.Labels[builders.RankLabel], p.Name, container, t.ExitCode)
 	if t.Reason != "" && t.Reason != "Error" {
 		s += " (" + t.Reason + ")"
+	}
+	if len(ties) > 0 {
+		s += fmt.Sprintf(" (rank %s too, in the same second)", strings.Join(ties, ", "))
 	}
 	if m := lastLines(t.Message, 3, 512); m != "" {
 		s += ": " + m

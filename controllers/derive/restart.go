@@ -91,7 +91,7 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 	if e == nil {
 		return failure{retryable, strings.TrimSuffix(c.Reason+": "+c.Message, ": ")}
 	}
-	return failure{exitKind(tj, e.t.ExitCode), describeExit(e.pod, e.container, e.t)}
+	return failure{exitKind(tj, e.t.ExitCode), e.describe()}
 }
 
 // exitKind classifies a trainer's exit code: the spec's lists first, then the default: 128-255 (killed

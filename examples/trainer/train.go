@@ -48,6 +48,7 @@ func train(c config) error {
 		return err
 	}
 	for epoch := start + 1; epoch <= c.epochs; epoch++ {
+		c.fail.inject(c.rank, epoch, start > 0)
 		if err := t.epoch(epoch); err != nil {
 			return err
 		}

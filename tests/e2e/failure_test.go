@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// failureScenario is one way a distributed run goes wrong, on the local stack (real API server, Job
+// controller, scheduler, process nodes running the example trainer), and what the TrainingJob must end
+// as. The trainer's --fail-at=RANK:EPOCH:CODE injects a rank's death as an epoch starts (137: SIGKILL,
+// as an OOM kill; 1: an error exit), in a run that did not resume unless --fail-always.
+type failureScenario struct {
+	name string
+	job  func(ns string) *tjtest.TJ
+	// fault, when set, injects the fault from outside once every rank runs.
+	fault        func(t *testing.T, ns, name string)
+	wantState    mlv1.State
+	wantReason   string // the Completed or Failed condition's
+	wantRestarts int32  // status.restartCount: restarts counted against backoffLimit
+	wantAttempt  int32  // status.attempt: gang restarts, disruptions included
+	// check, when set, looks further at the finished job.
+	check func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int)
+}
+
+// TestFailureHandling is the table of failure scenarios: gang restarts from the newest checkpoint,
+// permanent exit codes, disruptions, the restart budget, the deadline over restarts, workers that
+// cannot be scheduled, and cleanup after the end.
+func TestFailureHandling(t *testing.T) {
+	withCheckpoints := func(tj *tjtest.TJ) *tjtest.TJ { return tj.With(withPVCCheckpoints(3)) }
+	scenarios := []failureScenario{{
+		name: "retryable exit: the whole gang restarts and resumes from the newest checkpoint",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "retry", 2, 6, "--epoch-delay=1s", "--fail-at=1:3:137"))
+		},
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
+			// Rank 1 died as epoch 3 started, after checkpoint 2: the new gang resumes from it, not earlier.
+			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
+			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: rank 1 (pod retry-worker-1-", "exited with code 137", "starting attempt 1")
+			assertGone(t, pids) // no rank of the first attempt left waiting at the dead rendezvous
+		},
+	}, {
+		name: "permanent exit code: failed at once, naming the rank and the code",
+		job: func(ns string) *tjtest.TJ {
+			// Rank 1 loses its peer and exits 1 in the same second: it is named as a rank that failed too.
+			return trainerJob(ns, "permanent", 2, 6, "--epoch-delay=200ms", "--fail-at=0:2:1")
+		},
+		wantState: mlv1.StateFailed, wantReason: "NonRetryableExitCode",
+		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
+			assertContains(t, "failureReason", tj.Status.FailureReason, "NonRetryableExitCode: not retried", "rank 0 (pod permanent-worker-0-", "exited with code 1", "injected fault at epoch 2")
+			assertGone(t, pids)
+		},
+	}, {
+		name: "disruption (eviction): a gang restart that does not use the budget",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "evicted", 2, 8, "--epoch-delay=500ms")).BackoffLimit(0, mlv1.RestartGang)
+		},
+		fault:     evictRank1,
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit)", "DisruptionTarget")
+		},
+	}, {
+		name: "budget exhausted: failed after backoffLimit restarts",
+		job: func(ns string) *tjtest.TJ {
+			return trainerJob(ns, "budget", 2, 6, "--epoch-delay=200ms", "--fail-at=1:2:137", "--fail-always").BackoffLimit(1, mlv1.RestartGang)
+		},
+		wantState: mlv1.StateFailed, wantReason: "BackoffLimitExceeded", wantRestarts: 1, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			assertContains(t, "failureReason", tj.Status.FailureReason, "BackoffLimitExceeded: 1 restarts (failurePolicy.backoffLimit 1), last: rank 1 (pod budget-worker-1-", "exited with code 137")
+		},
+	}, {
+		name: "deadline over a restart: failed and no worker left",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "deadline", 2, 100000, "--epoch-delay=200ms", "--fail-at=1:2:137")).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To[int64](8)}
+			})
+		},
+		wantState: mlv1.StateFailed, wantReason: "DeadlineExceeded", wantRestarts: 1, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
+			if d := tj.Status.CompletionTime.Sub(tj.Status.StartTime.Time); d < 8*time.Second {
+				t.Errorf("failed %s after the first start, before the deadline", d)
+			}
+			assertNoRunningWorker(t, tj)
+			assertGone(t, pids)
+		},
+	}, {
+		name: "no GPU for the workers: Initializing with the scheduler's message, then the scheduling timeout",
+		job: func(ns string) *tjtest.TJ {
+			return trainerJob(ns, "nogpu", 2, 6).GPUs(1).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendGloo}
+				tj.Spec.Scheduling = &mlv1.SchedulingSpec{SchedulingTimeoutSeconds: ptr.To[int64](6)}
+			})
+		},
+		fault: func(t *testing.T, ns, name string) {
+			eventually(t, time.Minute, "Unschedulable with the scheduler's message", func() error {
+				c := condition(getTJ(t, ns, name), mlv1.ConditionRunning)
+				if c == nil || c.Reason != "Unschedulable" || !strings.Contains(c.Message, "Insufficient nvidia.com/gpu") {
+					return fmt.Errorf("Running condition %+v", c)
+				}
+				return nil
+			})
+		},
+		wantState: mlv1.StateFailed, wantReason: "SchedulingTimeout",
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			assertContains(t, "failureReason", tj.Status.FailureReason, "within scheduling.schedulingTimeoutSeconds (6s)", "Insufficient nvidia.com/gpu")
+			assertEvent(t, tj.Namespace, "Unschedulable", "Insufficient nvidia.com/gpu")
+		},
+	}, {
+		name: "cleanup: pods deleted at the end, children after the TTL, checkpoints kept",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "ttl", 1, 3, "--epoch-delay=300ms")).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Cleanup = &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsAll, TTLSecondsAfterFinished: ptr.To[int32](3)}
+			})
+		},
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded",
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			eventually(t, time.Minute, "Job, Service, ConfigMap and pods deleted", func() error {
+				for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+					if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: childName(tj.Name, obj)}, obj); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("%T still there (%v)", obj, err)
+					}
+				}
+				if n := len(workerPods(t, tj.Namespace, tj.Name)); n > 0 {
+					return fmt.Errorf("%d pods left", n)
+				}
+				return nil
+			})
+			if getTJ(t, tj.Namespace, tj.Name).Status.State != mlv1.StateCompleted {
+				t.Errorf("the TrainingJob lost its state")
+			}
+			if ck := completeCheckpoints(t, tj.Namespace, tj.Name); len(ck) == 0 {
+				t.Errorf("the checkpoints were removed by cleanup")
+			}
+		},
+	}}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) { runFailureScenario(t, sc) })
+	}
+}
+
+func runFailureScenario(t *testing.T, sc failureScenario) {
+	ns := newNamespace(t)
+	tj := sc.job(ns).Obj()
+	if tj.Spec.Checkpoint != nil {
+		create(t, claim(ns))
+	}
+	create(t, tj)
+	start := time.Now()
+	var pids map[int]int
+	if tj.Spec.GPUsPerWorker == nil || *tj.Spec.GPUsPerWorker == 0 {
+		pids = runningPIDs(t, ns, tj.Name, int(tj.Spec.NumWorkers))
+	}
+	if sc.fault != nil {
+		sc.fault(t, ns, tj.Name)
+	}
+	got := waitForState(t, ns, tj.Name, sc.wantState, 3*time.Minute)
+	t.Logf("%s after %s: %s", got.Status.State, time.Since(start).Round(100*time.Millisecond), got.Status.FailureReason)
+	reason := condition(got, string(sc.wantState))
+	if reason == nil {
+		t.Fatalf("no %s condition: %+v", sc.wantState, got.Status.Conditions)
+	}
+	gotFields := []any{reason.Reason, got.Status.RestartCount, got.Status.Attempt}
+	wantFields := []any{sc.wantReason, sc.wantRestarts, sc.wantAttempt}
+	if fmt.Sprint(gotFields) != fmt.Sprint(wantFields) {
+		t.Errorf("reason, restartCount, attempt = %v, want %v", gotFields, wantFields)
+	}
+	if sc.check != nil {
+		sc.check(t, got, pids)
+	}
+}
+
+// evictRank1 evicts rank 1's pod through the Eviction API, as a drain or the descheduler does: the API
+// server marks it DisruptionTarget before deleting it.
+func evictRank1(t *testing.T, ns, name string) {
+	waitForState(t, ns, name, mlv1.StateRunning, 2*time.Minute)
+	pod := workerPods(t, ns, name)[1]
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}}
+	if err := stack.Client.SubResource("eviction").Create(ctx, pod, ev); err != nil {
+		t.Fatalf("evicting %s: %v", pod.Name, err)
+	}
+}
+
+// checkpointDir is where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.
+func checkpointDir(ns, name string) string {
+	return filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
+}
+
+func assertContains(t *testing.T, what, s string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Errorf("%s %q does not contain %q", what, s, p)
+		}
+	}
+}
+
+// assertEvent checks an event of the given reason on the TrainingJob whose note has every part.
+func assertEvent(t *testing.T, ns, reason string, parts ...string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "a "+reason+" event", func() error {
+		events := &eventsv1.EventList{}
+		if err := stack.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var notes []string
+		for _, e := range events.Items {
+			if e.Reason != reason || e.Regarding.Kind != "TrainingJob" {
+				continue
+			}
+			matches := true
+			for _, p := range parts {
+				matches = matches && strings.Contains(e.Note, p)
+			}
+			if matches {
+				return nil
+			}
+			notes = append(notes, e.Note)
+		}
+		return fmt.Errorf("no %s event with %q among %q", reason, parts, notes)
+	})
+}
+
+// assertGone checks the trainer processes seen running have exited.
+func assertGone(t *testing.T, pids map[int]int) {
+	t.Helper()
+	eventually(t, time.Minute, "the first attempt's trainers exited", func() error {
+		for rank, pid := range pids {
+			if processAlive(pid) {
+				return fmt.Errorf("rank %d (pid %d) still runs", rank, pid)
+			}
+		}
+		return nil
+	})
+}
+
+// assertNoRunningWorker checks no pod of the job runs any more and no trainer process is left.
+func assertNoRunningWorker(t *testing.T, tj *mlv1.TrainingJob) {
+	t.Helper()
+	eventually(t, time.Minute, "no worker left", func() error {
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{builders.NameLabel: tj.Name}); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending {
+				return fmt.Errorf("pod %s is %s", p.Name, p.Status.Phase)
+			}
+		}
+		return nil
+	})
+}
