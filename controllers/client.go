@@ -6,11 +6,13 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -46,4 +48,24 @@ func writeStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old
 		return false, reconcile.Result{}, fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
 	return true, reconcile.Result{}, nil
+}
+
+// minResult is the sooner of two results.
+func minResult(a, b reconcile.Result) reconcile.Result {
+	if a.Requeue || b.Requeue { //nolint:staticcheck // Requeue is what writeStatus asks on a conflict
+		return reconcile.Result{Requeue: true}
+	}
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// byNameLabel maps a child or a pod to its TrainingJob by the name label.
+func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := obj.GetLabels()[builders.NameLabel]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }

@@ -230,3 +230,8 @@ func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, curr
 	}
 	return out, nil
 }
+
+// finished: the run is Completed or Failed.
+func finished(tj *mlv1.TrainingJob) bool {
+	return tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed
+}

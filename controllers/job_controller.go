@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -138,17 +137,6 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 	return res
 }
 
-// minResult is the sooner of two results.
-func minResult(a, b reconcile.Result) reconcile.Result {
-	if a.Requeue || b.Requeue { //nolint:staticcheck // Requeue is what writeStatus asks on a conflict
-		return reconcile.Result{Requeue: true}
-	}
-	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
-		return b
-	}
-	return a
-}
-
 // rejected is true for errors that repeat until something changes: the object is invalid, or admission
 // (a policy, a webhook, a quota) forbids it.
 func rejected(err error) bool {
@@ -178,16 +166,4 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Named(jobController).
 		Complete(metrics.Instrument(jobController, r))
-}
-
-func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[builders.NameLabel]
-	if !ok {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
-}
-
-func finished(tj *mlv1.TrainingJob) bool {
-	return tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed
 }

@@ -162,3 +162,65 @@ func TestReconcileRecordsFaultOnce(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// TestCleanup: cleanPodPolicy decides whether a finished run's running workers are stopped and its pods
+// deleted; ttlSecondsAfterFinished removes the children, and with deleteTrainingJob the TrainingJob.
+func TestCleanup(t *testing.T) {
+	ctx := context.Background()
+	finishedTJ := func(name string, c *mlv1.CleanupPolicy, finishedAgo time.Duration) *mlv1.TrainingJob {
+		tj := tjtest.NewTJ("ml", name).Obj()
+		tj.UID, tj.Spec.Cleanup = types.UID("uid-"+name), c
+		tj.Status.State = mlv1.StateCompleted
+		tj.Status.CompletionTime = &metav1.Time{Time: t0.Add(-finishedAgo)}
+		return tj
+	}
+	cases := []struct {
+		name         string
+		tj           *mlv1.TrainingJob
+		wantSuspend  bool // the running Job is stopped
+		wantPods     int
+		wantChildren []int // jobs, services, configmaps
+		wantTJ       bool
+	}{
+		{"default (Running): running workers stopped, pods kept", finishedTJ("run", nil, 0), true, 1, []int{1, 1, 1}, true},
+		{"None: nothing stopped or deleted", finishedTJ("none", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsNone}, 0), false, 1, []int{1, 1, 1}, true},
+		{"All: pods deleted", finishedTJ("all", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsAll}, 0), true, 0, []int{1, 1, 1}, true},
+		{"TTL not passed", finishedTJ("ttl", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 30*time.Second), true, 1, []int{1, 1, 1}, true},
+		{"TTL passed: children deleted, the TrainingJob kept", finishedTJ("ttl", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 2*time.Minute), false, 1, []int{0, 0, 0}, true},
+		{"TTL passed, deleteTrainingJob", finishedTJ("gone", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](0), DeleteTrainingJob: true}, time.Second), false, 1, []int{1, 1, 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			owned := func(obj client.Object) client.Object {
+				obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: tc.tj.Name, UID: tc.tj.UID, Controller: ptr.To(true)}})
+				return obj
+			}
+			job := builders.Job(tc.tj, builders.Options{})
+			job.Status.Active = 1
+			cm, _ := builders.ConfigMap(tc.tj)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: tc.tj.Name + "-worker-0", Labels: builders.AttemptLabels(tc.tj)}}
+			r := newReconciler(tc.tj, owned(job), owned(builders.Service(tc.tj)), owned(cm), pod)
+			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.tj)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pods corev1.PodList
+			if err := r.List(ctx, &pods); err != nil {
+				t.Fatal(err)
+			}
+			suspended := false
+			if got := (&batchv1.Job{}); r.Get(ctx, client.ObjectKeyFromObject(job), got) == nil {
+				suspended = ptr.Deref(got.Spec.Suspend, false)
+			}
+			tjFound := r.Get(ctx, client.ObjectKeyFromObject(tc.tj), &mlv1.TrainingJob{}) == nil
+			got := []any{suspended, len(pods.Items), countChildren(t, r.Client, "ml"), tjFound}
+			want := []any{tc.wantSuspend, tc.wantPods, tc.wantChildren, tc.wantTJ}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("job suspended, pods, children, TrainingJob kept (-want +got):\n%s", diff)
+			}
+			if tc.name == "TTL not passed" && res.RequeueAfter != 30*time.Second {
+				t.Errorf("RequeueAfter = %s, want the 30s left", res.RequeueAfter)
+			}
+		})
+	}
+}

@@ -67,7 +67,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobNoProgress", "TrainingJobLowGPUUtilization"} {
+	for _, want := range []string{"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobWorkersWaiting", "TrainingJobRestarting", "TrainingJobNoProgress", "TrainingJobLowGPUUtilization"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing (have %v)", want, alerts)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,9 +35,9 @@ func startStack(t *testing.T) string {
 	return ns
 }
 
-// startOperator runs the operator's controllers, watching only ns, until the test ends; options change
-// its configuration.
-func startOperator(t *testing.T, ns string, options ...func(*controllers.Config)) {
+// startOperator runs the operator's controllers, watching only ns, until the test ends or stop is called
+// (as when the operator is killed: nothing is flushed); options change its configuration.
+func startOperator(t *testing.T, ns string, options ...func(*controllers.Config)) (stop func()) {
 	t.Helper()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -63,12 +64,17 @@ func startOperator(t *testing.T, ns string, options ...func(*controllers.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // startControllerManager runs the real kube-controller-manager's Job controller, garbage collector and
