@@ -31,6 +31,9 @@ type config struct {
 	epochDelay, rendezvousTO time.Duration
 	// fail is a fault to inject (--fail-at), for the operator's failure-handling tests.
 	fail fault
+	// blockOnPeerLoss makes a rank that loses a peer wait forever instead of exiting, as a rank blocked in
+	// an NCCL collective does until NCCL's timeout (30 minutes by default).
+	blockOnPeerLoss bool
 }
 
 func main() {
@@ -66,6 +69,7 @@ func loadConfig(args []string) (config, error) {
 	fs.DurationVar(&c.rendezvousTO, "rendezvous-timeout", 5*time.Minute, "how long ranks wait for each other")
 	fs.Var(&c.fail, "fail-at", "inject a fault: RANK:EPOCH:CODE exits (or, for CODE > 128, kills itself with signal CODE-128) as that epoch starts, in a run that did not resume from a checkpoint")
 	fs.BoolVar(&c.fail.always, "fail-always", false, "inject the --fail-at fault in resumed runs too")
+	fs.BoolVar(&c.blockOnPeerLoss, "block-on-peer-loss", false, "wait forever when a peer is lost, as a rank blocked in an NCCL collective does")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 )
@@ -50,6 +51,10 @@ func train(c config) error {
 	for epoch := start + 1; epoch <= c.epochs; epoch++ {
 		c.fail.inject(c.rank, epoch, start > 0)
 		if err := t.epoch(epoch); err != nil {
+			if c.blockOnPeerLoss {
+				fmt.Fprintf(os.Stderr, "trainer: %v; blocking, as a rank in a collective does until its timeout\n", err)
+				select {}
+			}
 			return err
 		}
 		time.Sleep(c.epochDelay)

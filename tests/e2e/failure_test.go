@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,6 +56,27 @@ func TestFailureHandling(t *testing.T) {
 			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
 			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: rank 1 (pod retry-worker-1-", "exited with code 137", "starting attempt 1")
 			assertGone(t, pids) // no rank of the first attempt left waiting at the dead rendezvous
+		},
+	}, {
+		name: "retryable exit while the other ranks block in the collective: none is left hanging",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "blocked", 3, 5, "--epoch-delay=1s", "--fail-at=2:2:137", "--block-on-peer-loss"))
+		},
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
+			assertGone(t, pids)
+			logs, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_blocked-worker-0-*", "logs", builders.ContainerName+".log"))
+			blocked := false
+			for _, l := range logs {
+				data, _ := os.ReadFile(l)
+				blocked = blocked || strings.Contains(string(data), "blocking, as a rank in a collective does")
+			}
+			if !blocked {
+				t.Errorf("rank 0 of the first attempt did not block on losing rank 2 (logs %v)", logs)
+			}
+			if log := readLog(t, tj.Namespace, "blocked-worker-0-*", builders.ContainerName); !strings.Contains(log, "training complete") {
+				t.Errorf("rank 0 of the new attempt did not finish:\n%s", log)
+			}
 		},
 	}, {
 		name: "permanent exit code: failed at once, naming the rank and the code",
