@@ -140,6 +140,10 @@ func TestDeadlines(t *testing.T) {
 		{"past the deadline, over restarts", deadline(3600), Observed{}, mlv1.StateFailed, ReasonDeadlineExceeded},
 		{"unschedulable within the timeout", timeout, Observed{Job: job(), Pods: unschedulable}, mlv1.StateInitializing, ReasonUnschedulable},
 		{"unschedulable past the timeout", timeout, Observed{Job: created, Pods: unschedulable}, mlv1.StateFailed, ReasonSchedulingTimeout},
+		{"an image that cannot be pulled, past the timeout", timeout, Observed{Job: created, Pods: pods(pod("0", corev1.PodPending).waiting("ImagePullBackOff", "Back-off pulling image"))},
+			mlv1.StateFailed, ReasonSchedulingTimeout},
+		{"still creating containers past the timeout is no fault", timeout, Observed{Job: created, Pods: pods(pod("0", corev1.PodPending).waiting("ContainerCreating", ""))},
+			mlv1.StateInitializing, "WorkersStarting"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

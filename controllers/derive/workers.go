@@ -23,7 +23,8 @@ const (
 	ReasonSchedulingTimeout = "SchedulingTimeout"
 )
 
-// SchedulingLeft is the time the current attempt's workers have left to be scheduled under
+// SchedulingLeft is the time the current attempt's workers have left to be scheduled and started (while a
+// fault holds one: unschedulable, an image that cannot be pulled, a missing Secret) under
 // scheduling.schedulingTimeoutSeconds, counted from the creation of the attempt's Job; ok is false when
 // no timeout applies.
 func SchedulingLeft(tj *mlv1.TrainingJob, job *batchv1.Job, now time.Time) (time.Duration, bool) {
@@ -53,9 +54,9 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 		state = mlv1.StateRunning
 	}
 	reason, why := waitingReason(obs.Pods)
-	if left, ok := SchedulingLeft(tj, obs.Job, now.Time); ok && left <= 0 && state == mlv1.StateInitializing && reason == ReasonUnschedulable {
-		return phase{mlv1.StateFailed, ReasonSchedulingTimeout, fmt.Sprintf("not all workers could be scheduled within scheduling.schedulingTimeoutSeconds (%ds): %s",
-			*tj.Spec.Scheduling.SchedulingTimeoutSeconds, why)}
+	if left, ok := SchedulingLeft(tj, obs.Job, now.Time); ok && left <= 0 && state == mlv1.StateInitializing && reason != "" {
+		return phase{mlv1.StateFailed, ReasonSchedulingTimeout, fmt.Sprintf("not all workers could be scheduled and started within scheduling.schedulingTimeoutSeconds (%ds): %s: %s",
+			*tj.Spec.Scheduling.SchedulingTimeoutSeconds, reason, why)}
 	}
 	switch {
 	case reason != "":

@@ -389,7 +389,8 @@ type SchedulingSpec struct {
 	Gang *GangScheduling `json:"gang,omitempty"`
 
 	// schedulingTimeoutSeconds fails the TrainingJob with reason SchedulingTimeout when its workers cannot
-	// all be scheduled within this time of the attempt's start; unset waits as long as it takes.
+	// all be scheduled and started (unschedulable, an image that cannot be pulled, a missing Secret) within
+	// this time of the attempt's start; unset waits as long as it takes.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	SchedulingTimeoutSeconds *int64 `json:"schedulingTimeoutSeconds,omitempty"`

@@ -142,7 +142,7 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateFailed, wantReason: "SchedulingTimeout",
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
-			assertContains(t, "failureReason", tj.Status.FailureReason, "within scheduling.schedulingTimeoutSeconds (6s)", "Insufficient nvidia.com/gpu")
+			assertContains(t, "failureReason", tj.Status.FailureReason, "within scheduling.schedulingTimeoutSeconds (6s): Unschedulable: pod nogpu-worker-", "Insufficient nvidia.com/gpu")
 			assertEvent(t, tj.Namespace, "Unschedulable", "Insufficient nvidia.com/gpu")
 		},
 	}, {
