@@ -14,12 +14,14 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/local"
@@ -156,30 +158,51 @@ func watch(ctx context.Context, out io.Writer, cfg *rest.Config, keys []client.O
 		wanted[k] = true
 	}
 	last := map[client.ObjectKey]*mlv1.TrainingJob{}
+	// Once every job is finished, the StatusController settles its progress in a write of its own right
+	// after: the watch waits for it, briefly.
+	var settle <-chan time.Time
 	for ctx.Err() == nil {
 		w, err := c.Watch(ctx, &mlv1.TrainingJobList{})
 		if err != nil {
 			return fmt.Errorf("watching TrainingJobs: %w", err)
 		}
-		for ev := range w.ResultChan() {
-			tj, ok := ev.Object.(*mlv1.TrainingJob)
-			if !ok || !wanted[client.ObjectKeyFromObject(tj)] {
-				continue
+		for open := true; open; {
+			var ev apiwatch.Event
+			select {
+			case ev, open = <-w.ResultChan():
+			case <-settle:
+				w.Stop()
+				return finishedErr(last)
 			}
-			if tj.Status.State == "" {
-				continue // the operator has not seen it yet
+			tj, ok := ev.Object.(*mlv1.TrainingJob)
+			if !ok || !wanted[client.ObjectKeyFromObject(tj)] || tj.Status.State == "" {
+				continue // not ours, or the operator has not seen it yet
 			}
 			if prev := last[client.ObjectKeyFromObject(tj)]; prev == nil || describe(prev) != describe(tj) {
 				fmt.Fprintf(out, "%s  %s\n", time.Now().Format("15:04:05"), describe(tj))
 			}
 			last[client.ObjectKeyFromObject(tj)] = tj
-			if exitWhenDone && len(last) == len(keys) && allFinished(last) {
+			if done := exitWhenDone && len(last) == len(keys) && allFinished(last); done && allSettled(last) {
 				w.Stop()
 				return finishedErr(last)
+			} else if done && settle == nil {
+				settle = time.After(3 * time.Second)
 			}
 		}
 	}
 	return nil
+}
+
+// allSettled: every finished job's progress is final (no ETA; 100% when its workers all succeeded).
+func allSettled(tjs map[client.ObjectKey]*mlv1.TrainingJob) bool {
+	for _, tj := range tjs {
+		settled := *tj.Status.DeepCopy()
+		derive.SettleProgress(&settled)
+		if settled.ETA != tj.Status.ETA || settled.Progress != tj.Status.Progress {
+			return false
+		}
+	}
+	return true
 }
 
 func allFinished(tjs map[client.ObjectKey]*mlv1.TrainingJob) bool {
