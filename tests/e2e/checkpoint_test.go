@@ -77,9 +77,9 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 	}
 }
 
-// TestRestartResumesFromTheNewestCheckpoint: rank 0 is killed mid-run; the ranks restart in place
-// (restartPolicy OnFailure), rank 0 resumes from RESUME_FROM, the newest complete checkpoint the operator
-// had seen (or a newer one), the epochs continue from there and the loss keeps falling.
+// TestRestartResumesFromTheNewestCheckpoint: rank 0 is killed mid-run; the whole gang restarts
+// (restartPolicy Gang, the default), rank 0 resumes from RESUME_FROM, the newest complete checkpoint the
+// operator had seen (or a newer one), the epochs continue from there and the loss keeps falling.
 func TestRestartResumesFromTheNewestCheckpoint(t *testing.T) {
 	ns, name := newNamespace(t), "resume"
 	create(t, claim(ns), trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").With(withPVCCheckpoints(3)).Obj())
