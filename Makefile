@@ -48,6 +48,11 @@ bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a 
 up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops).
 	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(if $(FILE),-f $(FILE))
 
+.PHONY: chaos
+chaos: ## Kill the real operator (SIGKILL) at random moments of many TrainingJob lifecycles; CHAOS_SEED replays a run.
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" CHAOS_ROUNDS=$${CHAOS_ROUNDS:-20} CHAOS_KILLS=$${CHAOS_KILLS:-5} \
+		go test -count=1 -v -timeout 60m ./tests/chaos
+
 .PHONY: testbin
 testbin: ## Build the control-plane binaries for the tests (cached outside the repo).
 	hack/testbin.sh $(TESTBIN_COMPONENTS)

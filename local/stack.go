@@ -51,6 +51,9 @@ type Options struct {
 	NodeEnv map[string]string
 	// Log receives the operator's and the nodes' logs.
 	Log logr.Logger
+	// ManagerBinary, when set, runs the operator as this binary (the real bin/manager) in a process of its
+	// own, logging to Dir/operator-<n>.log; KillOperator and StartOperator kill and restart it.
+	ManagerBinary string
 }
 
 // Stack is a running local system.
@@ -62,6 +65,10 @@ type Stack struct {
 	cancel context.CancelFunc
 	errs   chan error
 	runs   int
+
+	opts     Options
+	manager  *cluster.Process
+	managers int
 }
 
 // Up starts the control plane, the kube-controller-manager and kube-scheduler, the process nodes and
@@ -74,7 +81,7 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Cluster: c, DataRoot: filepath.Join(opts.Dir, "data"), errs: make(chan error, opts.Nodes+1)}
+	s := &Stack{Cluster: c, DataRoot: filepath.Join(opts.Dir, "data"), errs: make(chan error, opts.Nodes+1), opts: opts}
 	if err := s.start(ctx, opts); err != nil {
 		return nil, errors.Join(err, s.Down())
 	}
@@ -99,6 +106,12 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 			WorkDir: opts.WorkDir, RestartBackoff: opts.RestartBackoff, Provision: i == 0, Env: opts.NodeEnv, Log: opts.Log.WithName("node"),
 		})
 		s.goRun(func() error { return n.Start(ctx, s.Cluster.Config) })
+	}
+	if opts.ManagerBinary != "" {
+		if err := s.StartOperator(); err != nil {
+			return err
+		}
+		return s.waitForNodes(ctx, opts.Nodes)
 	}
 	mgr, err := operator(s.Cluster, opts)
 	if err != nil {
@@ -134,6 +147,39 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		Builders:         builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: []string{"manager"}, AgentInterval: opts.CheckpointInterval},
 		ProgressInterval: opts.ProgressInterval,
 	})
+}
+
+// StartOperator starts the operator's process (Options.ManagerBinary), with the settings the in-process
+// operator gets.
+func (s *Stack) StartOperator() error {
+	o := s.opts
+	addr := o.MetricsAddr
+	if addr == "" {
+		addr = "0"
+	}
+	args := []string{"--kubeconfig=" + s.Cluster.Kubeconfig, "--metrics-bind-address=" + addr, "--health-probe-bind-address=0",
+		"--checkpoint-agent-command=manager", "--zap-log-level=info"}
+	if o.ProgressInterval > 0 {
+		args = append(args, "--progress-interval="+o.ProgressInterval.String())
+	}
+	if o.CheckpointInterval > 0 {
+		args = append(args, "--checkpoint-sync-interval="+o.CheckpointInterval.String())
+	}
+	s.managers++
+	p, err := cluster.StartProcess(o.ManagerBinary, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%d.log", s.managers)))
+	if err != nil {
+		return err
+	}
+	s.manager = p
+	return nil
+}
+
+// KillOperator kills the operator's process with SIGKILL: nothing is flushed, no lease released.
+func (s *Stack) KillOperator() {
+	if s.manager != nil {
+		s.manager.Kill()
+		s.manager = nil
+	}
 }
 
 // waitForNodes waits until the nodes are registered and Ready.
@@ -188,6 +234,9 @@ func (s *Stack) Apply(ctx context.Context, objs []*unstructured.Unstructured) er
 // Down stops the operator and the nodes (which stop every process they started), then the control plane.
 func (s *Stack) Down() error {
 	var errs []error
+	if s.manager != nil {
+		s.manager.Stop()
+	}
 	if s.cancel != nil {
 		s.cancel()
 		for i := 0; i < s.runs; i++ {

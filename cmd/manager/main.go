@@ -33,6 +33,7 @@ type config struct {
 	scrapeTimeout          time.Duration
 	scrapeWorkers          int
 	agentImage             string
+	agentCommand           string
 	agentInterval          time.Duration
 	checkpointStorage      string
 	checkpointClaimSize    string
@@ -52,6 +53,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.DurationVar(&c.scrapeTimeout, "scrape-timeout", 2*time.Second, "time limit of one read of rank 0's progress")
 	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress that may run at once, over all jobs")
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
+	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
 	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "", "storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); empty: a claim per job, NAME-checkpoints")
 	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
@@ -105,7 +107,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentInterval: c.agentInterval}
+	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval}
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}

@@ -62,3 +62,10 @@ func (p *Process) Stop() {
 
 // Pid is the process ID.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Kill kills the process with SIGKILL, as the OOM killer or a node failure would, and waits for it.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	err := <-p.done
+	p.done <- err
+}

@@ -1,0 +1,183 @@
+// Package chaos kills the real operator (bin/manager, its own process) with SIGKILL at random moments of
+// TrainingJob lifecycles on the local stack (real etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, process nodes running the example trainer) and checks that every job still ends as it
+// would have: nothing duplicated, no restart counted twice or lost, no protected checkpoint deleted.
+//
+// `make test` runs one short round; `make chaos` runs CHAOS_ROUNDS rounds (CHAOS_SEED replays one).
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+var (
+	stack       *local.Stack
+	metricsAddr string
+)
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	assets, err := testenv.Assets()
+	if err != nil {
+		return 1, err
+	}
+	dir, err := os.MkdirTemp("", "trainingjob-chaos-")
+	if err != nil {
+		return 1, err
+	}
+	bin := filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
+	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return 1, fmt.Errorf("building the trainer and the manager: %w", err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		return 1, err
+	}
+	defer logFile.Close()
+	metricsAddr, err = freeAddr()
+	if err != nil {
+		return 1, err
+	}
+	stack, err = local.Up(context.Background(), local.Options{
+		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(), RestartBackoff: time.Second,
+		ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond, MetricsAddr: metricsAddr,
+		ManagerBinary: filepath.Join(bin, "manager"), Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+	})
+	if err != nil {
+		return 1, err
+	}
+	code := m.Run()
+	if err := stack.Down(); err != nil {
+		return 1, err
+	}
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "chaos: logs of the stack, the operator's runs and the pods are kept in", dir)
+	}
+	return code, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// config is a chaos run's size: CHAOS_ROUNDS rounds (default 1), CHAOS_KILLS kills per round (default 3),
+// CHAOS_SEED to replay a run.
+type config struct {
+	rounds, kills int
+	seed          uint64
+}
+
+func loadConfig(t *testing.T) config {
+	c := config{rounds: envInt("CHAOS_ROUNDS", 1), kills: envInt("CHAOS_KILLS", 3), seed: uint64(time.Now().UnixNano())}
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED: %v", err)
+		}
+		c.seed = n
+	}
+	t.Logf("chaos: %d rounds, %d operator kills each, seed %d (replay: CHAOS_SEED=%d)", c.rounds, c.kills, c.seed, c.seed)
+	return c
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// killer SIGKILLs the operator kills times at random moments within window, restarting it after a
+// random pause, and returns how long each restarted operator took to reconcile again.
+func killer(t *testing.T, rng *rand.Rand, kills int, window time.Duration) []time.Duration {
+	var recoveries []time.Duration
+	for i := 0; i < kills; i++ {
+		time.Sleep(time.Duration(rng.Int64N(int64(window) / int64(kills))))
+		stack.KillOperator()
+		time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
+		start := time.Now()
+		if err := stack.StartOperator(); err != nil {
+			t.Fatalf("restarting the operator: %v", err)
+		}
+		if err := waitReconciling(2 * time.Minute); err != nil {
+			t.Fatalf("the restarted operator: %v", err)
+		}
+		recoveries = append(recoveries, time.Since(start))
+	}
+	return recoveries
+}
+
+// waitReconciling waits until the operator's /metrics shows a finished reconcile of the JobController.
+func waitReconciling(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		body, err := scrapeMetrics()
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, `trainingjob_reconciliation_total{controller="trainingjob"`) && !strings.HasSuffix(line, " 0") {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no reconcile after %s (last error %v)", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// scrapeMetrics reads the operator's /metrics.
+func scrapeMetrics() (string, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return string(body), err
+}
+
+// percentile is the p-th percentile (0-100) of ds.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, (len(s)*p+99)/100-1)]
+}
