@@ -58,8 +58,19 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 	hack/testbin.sh $(TESTBIN_COMPONENTS)
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server), e2e (local stack), checkpoint stores (real S3 and GCS servers).
+test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), and a short fuzzing run.
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
+
+# Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.
+FUZZ_TARGETS := ./builders:FuzzParseStorageURI ./builders:FuzzJob ./controllers/derive:FuzzParseSample \
+	./checkpoint:FuzzDirStoreKey ./checkpoint:FuzzScan ./checkpoint:FuzzAgentResumeFrom
+FUZZTIME ?= 1m
+
+.PHONY: fuzz
+fuzz: ## Fuzz the builders, the progress parser, checkpoint keys and the agent's protocol, FUZZTIME each (default 1m).
+	@for t in $(FUZZ_TARGETS); do echo "fuzz $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$$$.log 2>&1 || { cat /tmp/fuzz-$$$$.log; exit 1; }; done
 
 .PHONY: run
 run: ## Run the operator against the cluster of the current kubeconfig.

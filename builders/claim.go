@@ -3,6 +3,7 @@ package builders
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,5 +128,38 @@ func ParseStorageURI(uri string) (*mlv1.CheckpointStorage, error) {
 	if s.Type == mlv1.StoragePVC && s.SecretRef != nil {
 		return nil, fmt.Errorf("default checkpoint storage %q: secret is for s3:// and gs:// only", uri)
 	}
+	if err := checkStorage(s); err != nil {
+		return nil, fmt.Errorf("default checkpoint storage %q: %w", uri, err)
+	}
 	return s, nil
+}
+
+// The API's rules for a storage's names (crd/v1 CheckpointStorage): a storage the operator records in a
+// job's status must pass them, or the status write is refused.
+var (
+	claimNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	s3BucketPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`)
+	gcsBucketPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*[a-z0-9]$`)
+	endpointPattern  = regexp.MustCompile(`^https?://`)
+)
+
+func checkStorage(s *mlv1.CheckpointStorage) error {
+	checks := []struct {
+		ok   bool
+		what string
+	}{
+		{s.ClaimName == "" || len(s.ClaimName) <= 253 && claimNamePattern.MatchString(s.ClaimName), "claim name"},
+		{s.S3Bucket == "" || len(s.S3Bucket) <= 63 && s3BucketPattern.MatchString(s.S3Bucket), "s3 bucket name"},
+		{s.GCSBucket == "" || len(s.GCSBucket) <= 222 && gcsBucketPattern.MatchString(s.GCSBucket), "gcs bucket name"},
+		{len(s.Prefix) <= 512 && !strings.Contains(s.Prefix, ".."), "prefix (at most 512 characters, no '..')"},
+		{s.Endpoint == "" || len(s.Endpoint) <= 512 && endpointPattern.MatchString(s.Endpoint), "endpoint (http:// or https://)"},
+		{len(s.Region) <= 64, "region (at most 64 characters)"},
+		{s.SecretRef == nil || len(s.SecretRef.Name) <= 253 && claimNamePattern.MatchString(s.SecretRef.Name), "secret name"},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			return fmt.Errorf("invalid %s", c.what)
+		}
+	}
+	return nil
 }

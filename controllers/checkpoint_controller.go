@@ -47,8 +47,10 @@ type CheckpointReconciler struct {
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;update
 
-// Reconcile: get, apply the stopped agents' final reports, read the running agent when due, settle and
-// move RESUME_FROM, write the status.
+// Reconcile: get; put into the status the agent's last report (remembered, and from stopped agents) and
+// a fresh read when due; write the status; then settle and move RESUME_FROM from the status as written.
+// The status goes first: RESUME_FROM is derived from it, so a crash or a conflict between the two writes
+// never leaves the ConfigMap naming a checkpoint the status does not know.
 func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
 	if err := r.Get(ctx, req.NamespacedName, tj); apierrors.IsNotFound(err) {
@@ -62,27 +64,38 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		return reconcile.Result{}, err // the ConfigMap's creation brings the job back
 	}
 	old := *tj.Status.DeepCopy()
-	now := r.Clock.Now()
 	pods, err := r.rank0Pods(ctx, tj)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if a, ok := derive.FinalReport(pods); ok {
-		derive.ApplyFinalReport(&tj.Status, a, metav1.NewTime(now))
-	}
-	var res reconcile.Result
-	addr := ""
-	if tj.Status.State == mlv1.StateRunning {
-		addr, res = r.readWhenDue(ctx, tj, now)
-	}
-	if err := r.syncResumeFrom(ctx, tj, cm, pods, addr); err != nil {
-		return reconcile.Result{}, err
-	}
+	addr, res := r.observe(ctx, tj, cm, pods)
 	written, wres, err := writeStatus(ctx, r.Client, tj, old)
 	if written {
 		r.recordStorageFault(tj, old)
 	}
-	return minResult(res, wres), err
+	if err != nil || wres.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
+		return wres, err
+	}
+	return res, r.syncResumeFrom(ctx, tj, cm, pods, addr)
+}
+
+// observe puts every report of the job's checkpoints into tj.Status: what RESUME_FROM already names (a
+// status write lost to a crash), the last report read (a write lost to a conflict), the stopped agents'
+// final reports, and a read of the running agent when due. It returns the agent's address when it
+// answered, and when to come back.
+func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod) (string, reconcile.Result) {
+	now := metav1.NewTime(r.Clock.Now())
+	derive.ApplyResumeFrom(&tj.Status, cm.Data[builders.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
+	if a, ok := r.reports.peek(tj); ok {
+		derive.ApplyFinalReport(&tj.Status, a, now)
+	}
+	if a, ok := derive.FinalReport(pods); ok {
+		derive.ApplyFinalReport(&tj.Status, a, now)
+	}
+	if tj.Status.State != mlv1.StateRunning {
+		return "", reconcile.Result{}
+	}
+	return r.readWhenDue(ctx, tj, now.Time)
 }
 
 // readWhenDue reads rank 0's agent into tj.Status and the series when the job's interval has passed. It

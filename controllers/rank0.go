@@ -63,6 +63,18 @@ func (p *poller[S]) next(tj *mlv1.TrainingJob, now time.Time, interval time.Dura
 	return interval
 }
 
+// peek returns the job's remembered state without taking a read; ok is false when none is remembered.
+func (p *poller[S]) peek(tj *mlv1.TrainingJob) (S, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var zero S
+	s := p.jobs[client.ObjectKeyFromObject(tj)]
+	if s == nil || s.uid != tj.UID || s.last.IsZero() {
+		return zero, false
+	}
+	return s.state, true
+}
+
 // with runs f on the job's state under the poller's lock.
 func (p *poller[S]) with(s *S, f func(*S)) {
 	p.mu.Lock()

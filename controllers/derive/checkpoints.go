@@ -83,6 +83,23 @@ func ApplyFinalReport(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 	ApplyCheckpoints(st, a, now)
 }
 
+// ApplyResumeFrom restores status.checkpoint from RESUME_FROM when the ConfigMap names a checkpoint
+// newer than the status knows (the status write that should have come with it was lost): RESUME_FROM is
+// only ever set from the status, so what it names existed and was the newest. fromSpec, what RESUME_FROM
+// is before any checkpoint of the job (spec.checkpoint.resumeFrom), is not one of the job's own.
+func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string) {
+	epoch, ok := agentapi.EpochOf(resumeFrom)
+	if !ok || resumeFrom == fromSpec || st.Checkpoint != nil && int32(epoch) <= st.Checkpoint.LatestEpoch {
+		return
+	}
+	c := &mlv1.CheckpointStatus{}
+	if st.Checkpoint != nil {
+		c = st.Checkpoint.DeepCopy()
+	}
+	c.Latest, c.LatestEpoch = resumeFrom, int32(epoch)
+	st.Checkpoint = c
+}
+
 // Increase is how much a cumulative count of the agent grew; a restarted agent counts from 0 again.
 func Increase(prev, now int) int {
 	if now < prev {

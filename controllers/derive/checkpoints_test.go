@@ -61,3 +61,33 @@ func TestFinalCheckpointsFromTheAgentsTerminationMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyResumeFrom: a RESUME_FROM newer than status.checkpoint (its status write was lost) restores
+// the status; the spec's resumeFrom and older values do not.
+func TestApplyResumeFrom(t *testing.T) {
+	const own, spec = "s3://b/ml/a/checkpoint-epoch-", "s3://b/ml/old/checkpoint-epoch-9"
+	at := func(e int32) *mlv1.CheckpointStatus {
+		return &mlv1.CheckpointStatus{Latest: own + itoa(int(e)), LatestEpoch: e, Count: 2}
+	}
+	cases := []struct {
+		name       string
+		status     *mlv1.CheckpointStatus
+		resumeFrom string
+		want       *mlv1.CheckpointStatus
+	}{
+		{"nothing known: restored", nil, own + "3", &mlv1.CheckpointStatus{Latest: own + "3", LatestEpoch: 3}},
+		{"newer: moved, the rest kept", at(2), own + "4", &mlv1.CheckpointStatus{Latest: own + "4", LatestEpoch: 4, Count: 2}},
+		{"same or older: kept", at(4), own + "4", at(4)},
+		{"the spec's resumeFrom is not the job's own", nil, spec, nil},
+		{"empty", at(1), "", at(1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := mlv1.TrainingJobStatus{Checkpoint: tc.status}
+			ApplyResumeFrom(&st, tc.resumeFrom, spec)
+			if diff := cmp.Diff(tc.want, st.Checkpoint); diff != "" {
+				t.Errorf("status.checkpoint (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

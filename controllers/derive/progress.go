@@ -48,8 +48,7 @@ type Sample struct {
 // ParseSample reads the Prometheus text format with the Prometheus parser and maps the well-known
 // series; a series with several label sets is averaged (for example DCGM's one series per GPU).
 func ParseSample(r io.Reader) (Sample, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
+	families, err := parseText(r)
 	if err != nil {
 		return Sample{}, fmt.Errorf("parsing rank 0's metrics: %w", err)
 	}
@@ -81,6 +80,18 @@ func ParseSample(r io.Reader) (Sample, error) {
 		}
 	}
 	return s, nil
+}
+
+// parseText runs the Prometheus text parser, which panics on some malformed input (found by
+// FuzzParseSample: a body of "{}"); a rank 0 serving that is an error, not a crash.
+func parseText(r io.Reader) (families map[string]*dto.MetricFamily, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			families, err = nil, fmt.Errorf("malformed text format (the parser failed: %v)", p)
+		}
+	}()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
 }
 
 // runtimeSeries are the series client libraries add on their own (Go and Python runtime, process,
