@@ -45,7 +45,7 @@ type CheckpointReconciler struct {
 	reports poller[agentapi.Status]
 }
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
 
 // Reconcile: get; put into the status the agent's last report (remembered, and from stopped agents) and
 // a fresh read when due; write the status; then settle and move RESUME_FROM from the status as written.

@@ -117,5 +117,5 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // Leader election uses a Lease in the operator's namespace.
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=trainingjob-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=trainingjob-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=events,verbs=create;patch

@@ -1,4 +1,4 @@
-// Package deploy embeds the generated CRD and the admission policies, so that programs that install the
+// Package deploy embeds the generated CRD, the admission policies and the RBAC, so that programs that install the
 // API themselves (the local control plane, the tests) use exactly the committed manifests.
 package deploy
 
@@ -15,7 +15,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-//go:embed crd/*.yaml policy/*.yaml
+//go:embed crd/*.yaml policy/*.yaml rbac/*.yaml
 var manifests embed.FS
 
 // CRDs are the objects of crd/.
@@ -23,6 +23,9 @@ func CRDs() ([]*unstructured.Unstructured, error) { return objects("crd/*.yaml")
 
 // Policies are the ValidatingAdmissionPolicies and bindings of policy/.
 func Policies() ([]*unstructured.Unstructured, error) { return objects("policy/*.yaml") }
+
+// RBAC is the operator's ServiceAccount, roles and bindings of rbac/.
+func RBAC() ([]*unstructured.Unstructured, error) { return objects("rbac/*.yaml") }
 
 func objects(pattern string) ([]*unstructured.Unstructured, error) {
 	files, err := fs.Glob(manifests, pattern)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 )
@@ -54,6 +55,9 @@ type Options struct {
 	// ManagerBinary, when set, runs the operator as this binary (the real bin/manager) in a process of its
 	// own, logging to Dir/operator-<n>.log; KillOperator and StartOperator kill and restart it.
 	ManagerBinary string
+	// AsServiceAccount runs those processes as the operator's ServiceAccount with deploy/rbac applied,
+	// instead of as a cluster admin: a verb missing from the generated RBAC fails there as in a cluster.
+	AsServiceAccount bool
 }
 
 // Stack is a running local system.
@@ -69,6 +73,8 @@ type Stack struct {
 	opts     Options
 	manager  *cluster.Process
 	managers int
+	// managerKubeconfig is the identity manager processes run as.
+	managerKubeconfig string
 }
 
 // Up starts the control plane, the kube-controller-manager and kube-scheduler, the process nodes and
@@ -108,6 +114,9 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 		s.goRun(func() error { return n.Start(ctx, s.Cluster.Config) })
 	}
 	if opts.ManagerBinary != "" {
+		if err := s.managerIdentity(ctx); err != nil {
+			return err
+		}
 		if err := s.StartOperator(); err != nil {
 			return err
 		}
@@ -152,12 +161,24 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 // StartOperator starts the operator's process (Options.ManagerBinary), with the settings the in-process
 // operator gets.
 func (s *Stack) StartOperator() error {
-	o := s.opts
-	addr := o.MetricsAddr
-	if addr == "" {
-		addr = "0"
+	s.managers++
+	p, err := s.StartManager(fmt.Sprintf("operator-%d", s.managers), s.opts.MetricsAddr)
+	if err != nil {
+		return err
 	}
-	args := []string{"--kubeconfig=" + s.Cluster.Kubeconfig, "--metrics-bind-address=" + addr, "--health-probe-bind-address=0",
+	s.manager = p
+	return nil
+}
+
+// StartManager starts one more process of Options.ManagerBinary, logging to Dir/<name>.log, with the
+// settings the in-process operator gets, the metrics address given ("" or "0": none) and extra flags
+// (for example --leader-elect). The caller stops it.
+func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluster.Process, error) {
+	o := s.opts
+	if metricsAddr == "" {
+		metricsAddr = "0"
+	}
+	args := []string{"--kubeconfig=" + s.managerKubeconfig, "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0",
 		"--checkpoint-agent-command=manager", "--zap-log-level=info"}
 	if o.ProgressInterval > 0 {
 		args = append(args, "--progress-interval="+o.ProgressInterval.String())
@@ -165,13 +186,32 @@ func (s *Stack) StartOperator() error {
 	if o.CheckpointInterval > 0 {
 		args = append(args, "--checkpoint-sync-interval="+o.CheckpointInterval.String())
 	}
-	s.managers++
-	p, err := cluster.StartProcess(o.ManagerBinary, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%d.log", s.managers)))
+	return cluster.StartProcess(o.ManagerBinary, append(args, extra...), filepath.Join(o.Dir, name+".log"))
+}
+
+// The operator's ServiceAccount, as deploy/rbac binds it.
+const (
+	operatorNamespace      = "trainingjob-system"
+	operatorServiceAccount = "system:serviceaccount:" + operatorNamespace + ":trainingjob-operator"
+)
+
+// managerIdentity chooses the kubeconfig manager processes use: the admin's, or (AsServiceAccount) the
+// operator's ServiceAccount after applying its namespace and deploy/rbac.
+func (s *Stack) managerIdentity(ctx context.Context) error {
+	s.managerKubeconfig = s.Cluster.Kubeconfig
+	if !s.opts.AsServiceAccount {
+		return nil
+	}
+	objs, err := deploy.RBAC()
 	if err != nil {
 		return err
 	}
-	s.manager = p
-	return nil
+	if err := s.Apply(ctx, objs); err != nil {
+		return err
+	}
+	s.managerKubeconfig, err = s.Cluster.UserKubeconfig("operator-serviceaccount.kubeconfig", operatorServiceAccount,
+		"system:serviceaccounts", "system:serviceaccounts:"+operatorNamespace, "system:authenticated")
+	return err
 }
 
 // KillOperator kills the operator's process with SIGKILL: nothing is flushed, no lease released.

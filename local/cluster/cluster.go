@@ -123,6 +123,22 @@ func (c *Cluster) writeKubeconfig(path, user string) error {
 	return os.WriteFile(path, data, 0o600)
 }
 
+// UserKubeconfig writes a kubeconfig, Dir/<file>, that authenticates as the given user and groups (a
+// client certificate): RBAC applies to it as to that identity, for example a ServiceAccount's
+// ("system:serviceaccount:NS:NAME", groups "system:serviceaccounts" and "system:serviceaccounts:NS").
+func (c *Cluster) UserKubeconfig(file, user string, groups ...string) (string, error) {
+	u, err := c.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return "", fmt.Errorf("adding user %s: %w", user, err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("kubeconfig of %s: %w", user, err)
+	}
+	path := filepath.Join(c.opts.Dir, file)
+	return path, os.WriteFile(path, data, 0o600)
+}
+
 // componentKubeconfig writes a kubeconfig for one run of a component; every run gets its own files.
 func (c *Cluster) componentKubeconfig(name string) (string, error) {
 	c.users++

@@ -70,7 +70,7 @@ func run(m *testing.M) (int, error) {
 	stack, err = local.Up(context.Background(), local.Options{
 		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(), RestartBackoff: time.Second,
 		ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond, MetricsAddr: metricsAddr,
-		ManagerBinary: filepath.Join(bin, "manager"), Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+		ManagerBinary: filepath.Join(bin, "manager"), AsServiceAccount: true, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
 	})
 	if err != nil {
 		return 1, err
@@ -161,9 +161,12 @@ func waitReconciling(timeout time.Duration) error {
 }
 
 // scrapeMetrics reads the operator's /metrics.
-func scrapeMetrics() (string, error) {
+func scrapeMetrics() (string, error) { return scrape(metricsAddr) }
+
+// scrape reads the /metrics of a manager at addr.
+func scrape(addr string) (string, error) {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + metricsAddr + "/metrics")
+	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return "", err
 	}

@@ -68,7 +68,7 @@ func TestOperatorKilled(t *testing.T) {
 		wg.Wait()
 		recoveries = append(recoveries, rec...)
 		for i, lc := range lifecycles {
-			if checkJob(t, tjs[i], lc) {
+			if checkJob(t, tjs[i], lc, metricsAddr) {
 				correct++
 			}
 		}
@@ -113,8 +113,9 @@ func createJob(t *testing.T, ns string, lc lifecycle) *mlv1.TrainingJob {
 	return tj
 }
 
-// checkJob waits for the job to finish and checks the invariants; it reports whether all held.
-func checkJob(t *testing.T, tj *mlv1.TrainingJob, lc lifecycle) bool {
+// checkJob waits for the job to finish and checks the invariants, the operator's series read at metrics;
+// it reports whether all held.
+func checkJob(t *testing.T, tj *mlv1.TrainingJob, lc lifecycle, metrics string) bool {
 	t.Helper()
 	ctx := context.Background()
 	key := client.ObjectKeyFromObject(tj)
@@ -143,7 +144,7 @@ func checkJob(t *testing.T, tj *mlv1.TrainingJob, lc lifecycle) bool {
 		problems = append(problems, fmt.Sprintf("restartCount %d, attempt %d, want %d", got.Status.RestartCount, got.Status.Attempt, lc.wantRestarts))
 	}
 	problems = append(problems, countChildren(ctx, got)...)
-	problems = append(problems, checkMetrics(got)...)
+	problems = append(problems, checkMetrics(got, metrics)...)
 	problems = append(problems, checkCheckpoints(ctx, got)...)
 	if n := len(completeCheckpoints(got)); n > 2 {
 		extraKept.Add(int64(n - 2))
@@ -247,13 +248,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// checkMetrics: the operator's per-job restart gauge (rebuilt from the status by each new process)
-// agrees with the status.
-func checkMetrics(tj *mlv1.TrainingJob) []string {
+// checkMetrics: the per-job restart gauge of the operator at addr (rebuilt from the status by each new
+// process) agrees with the status.
+func checkMetrics(tj *mlv1.TrainingJob, addr string) []string {
 	want := fmt.Sprintf(`trainingjob_restarts{namespace=%q,training_job=%q} %d`, tj.Namespace, tj.Name, tj.Status.RestartCount)
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		body, err := scrapeMetrics()
+		body, err := scrape(addr)
 		if err == nil && strings.Contains(body, want) {
 			return nil
 		}

@@ -1,0 +1,79 @@
+package deploy_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+)
+
+// used is every permission the operator's code uses, and why. The generated RBAC (from the controllers'
+// +kubebuilder:rbac markers) must grant exactly these: no wildcard, no verb nobody calls. The chaos suite
+// runs the manager as the ServiceAccount with this RBAC, so a verb missing here fails there.
+var used = map[string][]string{
+	// JobController: the cache (list, watch), createOwned, ensure (update), TTL cleanup (delete).
+	"core/configmaps":                    {"create", "delete", "get", "list", "patch", "update", "watch"}, // patch: the CheckpointController's RESUME_FROM
+	"core/services":                      {"create", "delete", "get", "list", "update", "watch"},
+	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"}, // patch: suspend; delete: a replaced attempt
+	"core/pods":                          {"deletecollection", "get", "list", "watch"},          // deletecollection: cleanPodPolicy All
+	"core/events":                        {"list"},                                              // an unbound claim's events (read, not cached)
+	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},
+	"events.k8s.io/events":               {"create", "patch"},
+	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
+	"ml.example.com/trainingjobs/status": {"update"},
+	"scheduling.volcano.sh/podgroups":    {"create", "get"},
+	"scheduling.x-k8s.io/podgroups":      {"create", "get"},
+	// Leader election (namespaced Role): the Lease, and its events.
+	"trainingjob-system:coordination.k8s.io/leases": {"create", "get", "update"},
+	"trainingjob-system:core/events":                {"create", "patch"},
+}
+
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	objs, err := deploy.RBAC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string][]string{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+			t.Fatal(err)
+		}
+		prefix := ""
+		if ns := o.GetNamespace(); ns != "" {
+			prefix = ns + ":"
+		}
+		for _, r := range role.Rules {
+			for _, f := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames, r.NonResourceURLs} {
+				if slices.Contains(f, "*") {
+					t.Errorf("%s %s grants a wildcard: %+v", o.GetKind(), o.GetName(), r)
+				}
+			}
+			for _, g := range r.APIGroups {
+				if g == "" {
+					g = "core"
+				}
+				for _, res := range r.Resources {
+					key := fmt.Sprintf("%s%s/%s", prefix, g, res)
+					granted[key] = append(granted[key], r.Verbs...)
+				}
+			}
+		}
+	}
+	for k, v := range granted {
+		slices.Sort(v)
+		granted[k] = slices.Compact(v)
+	}
+	if diff := cmp.Diff(used, granted); diff != "" {
+		t.Errorf("granted permissions differ from what the code uses (-used +granted):\n%s\n(change the +kubebuilder:rbac markers, run make generate, and say here why a verb is needed)", strings.TrimSpace(diff))
+	}
+}
