@@ -39,7 +39,7 @@ var resumedURI = regexp.MustCompile(`resuming from (\S+/checkpoint-epoch-(\d+)) 
 
 // objectStorageScenario: 2 ranks of the example trainer write a checkpoint every epoch to CHECKPOINT_URI
 // in object storage, retention 2. While they run, status.checkpoint and the ConfigMap's RESUME_FROM follow
-// the newest checkpoint. Rank 0 is killed; the ranks restart in place, and rank 0 resumes from RESUME_FROM,
+// the newest checkpoint. Rank 0 is killed; the gang restarts, and rank 0 resumes from RESUME_FROM,
 // at least as new as the newest checkpoint the operator had seen when it was killed; the epochs continue
 // and the loss keeps falling. At the end exactly the newest 2 checkpoints are left in the bucket, and the
 // status names the last one.

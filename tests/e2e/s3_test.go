@@ -2,13 +2,18 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +51,48 @@ func TestCheckpointsOnS3(t *testing.T) {
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
 	objectStorageScenario(t, ns, store, "s3://ckpt/", &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Prefix: "runs",
 		Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}})
+	assertNoSecretLeak(t, ns, "e2e-secret-key")
+}
+
+// assertNoSecretLeak checks a run's every artifact for a Secret's value: the operator's, the control
+// plane's and the pods' logs, and the namespace's TrainingJobs (status included), ConfigMaps, Jobs and
+// events. Only the Secret itself may hold it (and a Secret volume's files, which are the Secret).
+func assertNoSecretLeak(t *testing.T, ns, secret string) {
+	t.Helper()
+	root := filepath.Dir(stack.DataRoot)
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if d != nil && d.IsDir() && d.Name() == "volumes" {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if strings.HasSuffix(path, ".kubeconfig") || d.Name() == "kubeconfig" || filepath.Base(filepath.Dir(path)) == "bin" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		files++
+		if err == nil && strings.Contains(string(data), secret) {
+			t.Errorf("the storage Secret's value is in %s", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 10 {
+		t.Fatalf("only %d files under %s: the logs were not found", files, root)
+	}
+	for _, l := range []client.ObjectList{&mlv1.TrainingJobList{}, &corev1.ConfigMapList{}, &batchv1.JobList{}, &eventsv1.EventList{}, &corev1.PodList{}} {
+		if err := stack.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(l)
+		if strings.Contains(string(data), secret) {
+			t.Errorf("the storage Secret's value is in the namespace's %T", l)
+		}
+	}
 }
 
 // TestWrongS3CredentialsAreReported: with keys the S3 server refuses, the job says so — the condition
