@@ -43,8 +43,17 @@ type StatusReconciler struct {
 	Workers int
 	HTTP    *http.Client
 
-	// windows is where each job's progress was first seen, for the ETA.
-	windows poller[*derive.RateWindow]
+	// jobs paces the scrapes and remembers, per job, the last sample and where progress was first seen.
+	jobs poller[progressState]
+}
+
+// progressState is what the StatusController remembers of a job between scrapes.
+type progressState struct {
+	// window is where progress was first seen in this process, for the ETA.
+	window *derive.RateWindow
+	// sample is the last scrape's, taken at at; nil after a failed scrape.
+	sample *derive.Sample
+	at     time.Time
 }
 
 // maxBody bounds how much of rank 0's answer is read.
@@ -55,7 +64,7 @@ const maxBody = 4 << 20
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
 	if err := r.Get(ctx, req.NamespacedName, tj); apierrors.IsNotFound(err) {
-		r.windows.forget(req.NamespacedName)
+		r.jobs.forget(req.NamespacedName)
 		metrics.DeleteJob(req.Namespace, req.Name)
 		return reconcile.Result{}, nil
 	} else if err != nil {
@@ -74,40 +83,45 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	return minResult(res, wres), err
 }
 
-// scrapeWhenDue scrapes rank 0 into tj.Status when the job's interval has passed, and says when to come
-// back.
+// scrapeWhenDue scrapes rank 0 when the job's interval has passed, puts the last sample into tj.Status
+// (also when not due: a write lost to a conflict with another controller is made again on the next
+// reconcile, not an interval later) and says when to come back.
 func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) reconcile.Result {
 	every := interval(tj, r.Interval)
-	wait, window := r.windows.due(tj, now, every)
-	if wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}
+	wait, state := r.jobs.due(tj, now, every)
+	if wait == 0 {
+		sample, err := r.scrape(ctx, tj)
+		r.jobs.with(state, func(s *progressState) { s.sample, s.at = nil, now })
+		if err != nil {
+			derive.ApplyScrapeError(&tj.Status, err, metav1.NewTime(now))
+			return reconcile.Result{RequeueAfter: r.jobs.next(tj, r.Clock.Now(), every)}
+		}
+		setProgressGauges(tj, sample)
+		r.jobs.with(state, func(s *progressState) {
+			s.sample = &sample
+			if f, ok := sample.Fraction(derive.SpecEpochs(tj)); s.window == nil && ok {
+				s.window = &derive.RateWindow{At: now, Fraction: f}
+			}
+		})
+		wait = r.jobs.next(tj, r.Clock.Now(), every)
 	}
-	sample, err := r.scrape(ctx, tj)
-	if err != nil {
-		derive.ApplyScrapeError(&tj.Status, err, metav1.NewTime(now))
-	} else {
-		r.observe(ctx, tj, sample, window, now)
+	var last progressState
+	r.jobs.with(state, func(s *progressState) { last = *s })
+	if last.sample != nil {
+		r.observe(ctx, tj, *last.sample, last.window, last.at)
 	}
-	return reconcile.Result{RequeueAfter: r.windows.next(tj, r.Clock.Now(), every)}
+	return reconcile.Result{RequeueAfter: wait}
 }
 
-// observe puts a sample into the gauges (every scrape) and the status (when rank 0's figures changed),
-// and applies the success policy.
-func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sample derive.Sample, window **derive.RateWindow, now time.Time) {
-	setProgressGauges(tj, sample)
-	f, ok := sample.Fraction(derive.SpecEpochs(tj))
-	w := derive.RateWindow{At: now, Fraction: f}
-	r.windows.with(window, func(win **derive.RateWindow) {
-		if *win == nil && ok {
-			*win = &derive.RateWindow{At: now, Fraction: f}
-		}
-		if *win != nil {
-			w = **win
-		}
-	})
-	derive.ApplySample(&tj.Status, tj, sample, w, metav1.NewTime(now))
-	if d := derive.DecideSuccess(tj, &tj.Status, sample); d.Done {
-		derive.ApplySuccess(&tj.Status, d, metav1.NewTime(now))
+// observe puts a sample taken at at into the status (when rank 0's figures changed) and applies the
+// success policy.
+func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sample derive.Sample, window *derive.RateWindow, at time.Time) {
+	w := derive.RateWindow{At: at}
+	if window != nil {
+		w = *window
+	}
+	derive.ApplySample(&tj.Status, tj, sample, w, metav1.NewTime(at))
+	if d := derive.DecideSuccess(tj, &tj.Status, sample); derive.ApplySuccess(&tj.Status, d, metav1.NewTime(at)) {
 		ctrl.LoggerFrom(ctx).Info("success policy met", "trainingJob", klog.KObj(tj), "reason", d.Reason, "message", d.Message)
 	}
 }

@@ -23,11 +23,13 @@ type SuccessDecision struct {
 
 // ApplySuccess records a verdict that the run is done as the SuccessPolicyMet condition, the
 // StatusController's report to the state machine (DeriveStatus completes the run from it). A verdict once
-// given stays.
-func ApplySuccess(st *mlv1.TrainingJobStatus, d SuccessDecision, now metav1.Time) {
+// given stays; given is true when this call gave it.
+func ApplySuccess(st *mlv1.TrainingJobStatus, d SuccessDecision, now metav1.Time) (given bool) {
 	if d.Done && meta.FindStatusCondition(st.Conditions, mlv1.ConditionSuccessPolicyMet) == nil {
 		set(st, mlv1.ConditionSuccessPolicyMet, true, d.Reason, d.Message, now)
+		return true
 	}
+	return false
 }
 
 // DecideSuccess applies spec.successPolicy to a sample. It tracks the best value of the early-stopping
