@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -132,6 +133,34 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"zero deadline", func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To[int64](0)}
 		}, "spec.failurePolicy.activeDeadlineSeconds"},
+		{"exit code both retryable and not", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{1, 2}, NonRetryableExitCodes: []int32{2}}
+		}, "spec.failurePolicy.retryableExitCodes"},
+		{"exit code 0", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{0}}
+		}, "spec.failurePolicy.retryableExitCodes[0]"},
+		{"exit code above 255", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{NonRetryableExitCodes: []int32{256}}
+		}, "spec.failurePolicy.nonRetryableExitCodes[0]"},
+		{"exit codes with in-place restarts", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartOnFailure, RetryableExitCodes: []int32{1}}
+		}, "spec.failurePolicy.restartPolicy"},
+		{"exit code listed twice", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{137, 137}}
+		}, "spec.failurePolicy.retryableExitCodes[1]"},
+		{"zero scheduling timeout", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Scheduling = &mlv1.SchedulingSpec{SchedulingTimeoutSeconds: ptr.To[int64](0)}
+		}, "spec.scheduling.schedulingTimeoutSeconds"},
+		{"unknown gang scheduler", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: "yunikorn"}}
+		}, "spec.scheduling.gang.scheduler"},
+		{"zero gang schedule timeout", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: mlv1.GangCoscheduling, ScheduleTimeoutSeconds: ptr.To[int32](0)}}
+		}, "spec.scheduling.gang.scheduleTimeoutSeconds"},
+		{"unknown clean pod policy", func(tj *mlv1.TrainingJob) { tj.Spec.Cleanup = &mlv1.CleanupPolicy{CleanPodPolicy: "Some"} }, "spec.cleanup.cleanPodPolicy"},
+		{"negative ttl", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Cleanup = &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](-1)}
+		}, "spec.cleanup.ttlSecondsAfterFinished"},
 		{"accuracy above 1", func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetAccuracy: ptr.To(1.5)} }, "spec.successPolicy.targetAccuracy"},
 		{"negative target loss", func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetLoss: ptr.To(-1.0)} }, "spec.successPolicy.targetLoss"},
 		{"zero patience", func(tj *mlv1.TrainingJob) {
@@ -155,6 +184,43 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 	}
 	if len(cases) < 30 {
 		t.Fatalf("only %d invalid cases", len(cases))
+	}
+}
+
+// TestAdmissionRejectsWhatUsersWriteWrong: YAML as people really get it wrong, sent as YAML with strict
+// field validation (what kubectl apply does by default): the error names the field.
+func TestAdmissionRejectsWhatUsersWriteWrong(t *testing.T) {
+	ns := newNamespace(t)
+	const head = "apiVersion: ml.example.com/v1\nkind: TrainingJob\nmetadata: {name: %s, namespace: %s}\nspec:\n  model: resnet50\n  dataset: imagenet\n"
+	cases := []struct {
+		name, spec, want string
+	}{
+		{"a string where a number goes", "  numWorkers: \"2\"\n", "spec.numWorkers"},
+		{"a word where a number goes", "  numWorkers: two\n", "spec.numWorkers"},
+		{"a fraction of a GPU", "  numWorkers: 1\n  gpusPerWorker: 0.5\n", "spec.gpusPerWorker"},
+		{"a misspelt field", "  numWorkers: 1\n  numworkers: 2\n", "spec.numworkers"},
+		{"a field at the wrong level", "  numWorkers: 1\n  epochs: 10\n", "spec.epochs"},
+		{"a list where an object goes", "  numWorkers: 1\n  hyperparameters: [lr]\n", "spec.hyperparameters"},
+		{"yes for a boolean", "  numWorkers: 1\n  suspend: \"yes\"\n", "spec.suspend"},
+		{"exit codes as one string", "  numWorkers: 1\n  failurePolicy: {retryableExitCodes: \"137,143\"}\n", "spec.failurePolicy.retryableExitCodes"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := fmt.Sprintf(head, fmt.Sprintf("wrong-%d", i), ns) + tc.spec
+			cs, err := kubernetes.NewForConfig(env.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := cs.RESTClient().Post().AbsPath("/apis/ml.example.com/v1/namespaces", ns, "trainingjobs").
+				Param("fieldValidation", "Strict").SetHeader("Content-Type", "application/yaml").Body([]byte(body)).Do(context.Background())
+			err = res.Error()
+			if err == nil {
+				t.Fatalf("accepted:\n%s", body)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not name %s: %v", tc.want, err)
+			}
+		})
 	}
 }
 
