@@ -177,8 +177,9 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		Name: AgentContainerName, Image: image, Command: command, Args: args, RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
 		// RESUME_FROM: the checkpoint the workers of this pod started from, protected until the operator
 		// says (agentapi: PUT /resume-from) that the ConfigMap names a newer one.
-		Env:   []corev1.EnvVar{rankEnv(), podIPEnv(), resumeFromEnv(tj)},
-		Ports: []corev1.ContainerPort{{Name: AgentPortName, ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
+		Env:             []corev1.EnvVar{rankEnv(), podIPEnv(), resumeFromEnv(tj)},
+		Ports:           []corev1.ContainerPort{{Name: AgentPortName, ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
+		SecurityContext: agentSecurityContext(tj),
 	}
 	if mountedCheckpoints(tj) {
 		ctr.VolumeMounts = []corev1.VolumeMount{{Name: CheckpointVolumeName, MountPath: CheckpointMountPath}}

@@ -94,9 +94,10 @@ func SpecHash(job *batchv1.Job) string {
 
 func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	spec := corev1.PodSpec{
-		Subdomain:     ServiceName(tj),
-		RestartPolicy: podRestartPolicy(tj),
-		Containers:    []corev1.Container{container(tj, opts)},
+		SecurityContext: podSecurityContext(tj),
+		Subdomain:       ServiceName(tj),
+		RestartPolicy:   podRestartPolicy(tj),
+		Containers:      []corev1.Container{container(tj, opts)},
 		Volumes: []corev1.Volume{{
 			Name: ConfigVolumeName,
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -145,6 +146,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		VolumeMounts: mounts,
 		// A crash's last log lines become its termination message, and so the failure reason.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          workerSecurityContext(tj),
 	}
 }
 

@@ -118,6 +118,13 @@ type TrainingJobSpec struct {
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
 
+	// securityContext sets the identity the workers (and, on mounted checkpoint storage, the checkpoint
+	// agent, which must delete what they write) run as. Unset: the image's user (framework images run as
+	// root). Every container also gets no privilege escalation, all capabilities dropped (IPC_LOCK kept
+	// with rdmaEnabled) and the RuntimeDefault seccomp profile.
+	// +optional
+	SecurityContext *WorkerSecurityContext `json:"securityContext,omitempty"`
+
 	// cleanup decides what is removed after the run ends. Checkpoints are never removed by it.
 	// +optional
 	Cleanup *CleanupPolicy `json:"cleanup,omitempty"`
@@ -547,6 +554,29 @@ type FailurePolicy struct {
 	// +kubebuilder:validation:items:Minimum=1
 	// +kubebuilder:validation:items:Maximum=255
 	NonRetryableExitCodes []int32 `json:"nonRetryableExitCodes,omitempty"`
+}
+
+// WorkerSecurityContext is the identity of the workers.
+// +kubebuilder:validation:XValidation:rule="!has(self.runAsNonRoot) || !self.runAsNonRoot || !has(self.runAsUser) || self.runAsUser != 0",message="securityContext.runAsUser 0 is root, which runAsNonRoot forbids",fieldPath=".runAsUser"
+type WorkerSecurityContext struct {
+	// runAsUser is the user ID the workers run as.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+
+	// runAsGroup is the group ID the workers run as.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+
+	// runAsNonRoot refuses to start a worker whose user is root (the Pod Security "restricted" level needs it).
+	// +optional
+	RunAsNonRoot *bool `json:"runAsNonRoot,omitempty"`
+
+	// fsGroup owns the pods' volumes (the checkpoint claim included), so a non-root user can write them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FSGroup *int64 `json:"fsGroup,omitempty"`
 }
 
 // CleanPodPolicy decides which worker pods are deleted when the run ends.

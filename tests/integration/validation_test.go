@@ -157,6 +157,12 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"zero gang schedule timeout", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: mlv1.GangCoscheduling, ScheduleTimeoutSeconds: ptr.To[int32](0)}}
 		}, "spec.scheduling.gang.scheduleTimeoutSeconds"},
+		{"root and runAsNonRoot", func(tj *mlv1.TrainingJob) {
+			tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)}
+		}, "spec.securityContext.runAsUser"},
+		{"negative fsGroup", func(tj *mlv1.TrainingJob) {
+			tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{FSGroup: ptr.To[int64](-1)}
+		}, "spec.securityContext.fsGroup"},
 		{"unknown clean pod policy", func(tj *mlv1.TrainingJob) { tj.Spec.Cleanup = &mlv1.CleanupPolicy{CleanPodPolicy: "Some"} }, "spec.cleanup.cleanPodPolicy"},
 		{"negative ttl", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Cleanup = &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](-1)}
