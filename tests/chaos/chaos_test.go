@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -52,11 +51,9 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
-	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return 1, fmt.Errorf("building the trainer and the manager: %w", err)
+	bin, err := testenv.BuildWorkerTools(dir)
+	if err != nil {
+		return 1, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -49,12 +48,9 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	bin := filepath.Join(dir, "bin")
-	// The example trainer, and the manager for its checkpoint-agent subcommand (the agent sidecar).
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
-	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return 1, fmt.Errorf("building the example trainer: %w", err)
+	bin, err := testenv.BuildWorkerTools(dir)
+	if err != nil {
+		return 1, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
 	if err != nil {

@@ -9,6 +9,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 
@@ -29,6 +30,18 @@ type Env struct {
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// BuildWorkerTools builds the example trainer and the manager (whose checkpoint-agent subcommand is the
+// agent sidecar) into dir/bin, for the process nodes' PATH, and returns that directory.
+func BuildWorkerTools(dir string) (string, error) {
+	bin := filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
+	build.Dir, build.Stdout, build.Stderr = RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building the example trainer and the manager: %w", err)
+	}
+	return bin, nil
 }
 
 // Assets is the directory of the control-plane binaries, from KUBEBUILDER_ASSETS.
