@@ -9,10 +9,28 @@ import (
 	"time"
 )
 
-// StartVersityGW runs the real S3-compatible server versitygw (built by hack/objstore.sh; its path in
-// $VERSITYGW) on a free loopback port over a temporary directory until the test ends, and returns its
-// endpoint URL. Requests must be signed with access and secret.
+// VersityGW is the real S3-compatible server versitygw (built by hack/objstore.sh; its path in
+// $VERSITYGW) on a loopback port over a temporary directory, until the test ends. It can be stopped and
+// started again on the same port and data, as an outage of the storage.
+type VersityGW struct {
+	// Endpoint is its URL.
+	Endpoint string
+
+	t              testing.TB
+	bin, addr, dir string
+	access, secret string
+	cmd            *exec.Cmd
+	log            *os.File
+}
+
+// StartVersityGW starts a VersityGW and returns its endpoint URL. Requests must be signed with access
+// and secret.
 func StartVersityGW(t testing.TB, access, secret string) string {
+	return NewVersityGW(t, access, secret).Endpoint
+}
+
+// NewVersityGW starts a VersityGW on a free port.
+func NewVersityGW(t testing.TB, access, secret string) *VersityGW {
 	t.Helper()
 	bin := os.Getenv("VERSITYGW")
 	if bin == "" {
@@ -22,41 +40,59 @@ func StartVersityGW(t testing.TB, access, secret string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	v := &VersityGW{t: t, bin: bin, addr: l.Addr().String(), dir: t.TempDir(), access: access, secret: secret}
 	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", addr, "--access", access, "--secret", secret, "posix", filepath.Join(dir, "data"))
+	v.Endpoint = "http://" + v.addr
+	if err := os.MkdirAll(filepath.Join(v.dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// Its request log goes to a file, shown when the test fails.
-	logFile, err := os.Create(filepath.Join(dir, "versitygw.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
+	if v.log, err = os.Create(filepath.Join(v.dir, "versitygw.log")); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
+		v.Stop()
+		v.log.Close()
 		if t.Failed() {
-			data, _ := os.ReadFile(logFile.Name())
+			data, _ := os.ReadFile(v.log.Name())
 			t.Logf("versitygw log (last 4 KiB):\n%s", tail(data, 4096))
 		}
 	})
+	v.Start()
+	return v
+}
+
+// Start starts the server (again) and waits until it listens.
+func (v *VersityGW) Start() {
+	v.t.Helper()
+	v.cmd = exec.Command(v.bin, "--port", v.addr, "--access", v.access, "--secret", v.secret, "posix", filepath.Join(v.dir, "data"))
+	v.cmd.Stdout, v.cmd.Stderr = v.log, v.log
+	if err := v.cmd.Start(); err != nil {
+		v.t.Fatal(err)
+	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+		if c, err := net.Dial("tcp", v.addr); err == nil {
 			c.Close()
-			return "http://" + addr
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not listen on %s", addr)
+			v.t.Fatalf("versitygw did not listen on %s", v.addr)
 		}
 	}
 }
+
+// Stop kills the server: requests fail with "connection refused" until Start.
+func (v *VersityGW) Stop() {
+	if v.cmd == nil {
+		return
+	}
+	_ = v.cmd.Process.Kill()
+	_ = v.cmd.Wait()
+	v.cmd = nil
+}
+
+// Data is the directory the server keeps its buckets in (bucket/key as files).
+func (v *VersityGW) Data() string { return filepath.Join(v.dir, "data") }
 
 func tail(b []byte, n int) []byte {
 	if len(b) > n {

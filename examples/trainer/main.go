@@ -29,6 +29,7 @@ type config struct {
 	checkpointAt, resume     string
 	frequency                int
 	epochDelay, rendezvousTO time.Duration
+	storageWait              time.Duration
 	// fail is a fault to inject (--fail-at), for the operator's failure-handling tests.
 	fail fault
 	// blockOnPeerLoss makes a rank that loses a peer wait forever instead of exiting, as a rank blocked in
@@ -67,6 +68,7 @@ func loadConfig(args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic dataset")
 	fs.DurationVar(&c.epochDelay, "epoch-delay", 0, "pause after each epoch, to watch progress")
 	fs.DurationVar(&c.rendezvousTO, "rendezvous-timeout", 5*time.Minute, "how long ranks wait for each other")
+	fs.DurationVar(&c.storageWait, "storage-wait", 5*time.Minute, "how long rank 0 waits for unreachable checkpoint storage when it resumes")
 	fs.Var(&c.fail, "fail-at", "inject a fault: RANK:EPOCH:CODE exits (or, for CODE > 128, kills itself with signal CODE-128) as that epoch starts, in a run that did not resume from a checkpoint")
 	fs.BoolVar(&c.fail.always, "fail-always", false, "inject the --fail-at fault in resumed runs too")
 	fs.BoolVar(&c.blockOnPeerLoss, "block-on-peer-loss", false, "wait forever when a peer is lost, as a rank blocked in an NCCL collective does")

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -70,12 +72,14 @@ func train(c config) error {
 func (t *trainer) resume() (int, error) {
 	state := make([]float64, len(t.w)+1)
 	if t.c.rank == 0 {
-		from, err := t.resumeFrom()
+		var from string
+		err := t.waitForStorage("finding the checkpoint to resume from", func() (err error) { from, err = t.resumeFrom(); return err })
 		if err != nil {
 			return 0, err
 		}
 		if from != "" {
-			ck, err := loadCheckpoint(t.ctx, from)
+			var ck modelState
+			err := t.waitForStorage("reading "+from, func() (err error) { ck, err = loadCheckpoint(t.ctx, from); return err })
 			if err != nil {
 				return 0, err
 			}
@@ -92,6 +96,27 @@ func (t *trainer) resume() (int, error) {
 	}
 	copy(t.w, state)
 	return int(state[len(t.w)]), nil
+}
+
+// waitForStorage runs f until it succeeds, for as long as it fails because the storage cannot be reached
+// (an outage, a restart), up to --storage-wait; other errors (a refused credential, a missing object) end
+// it at once.
+func (t *trainer) waitForStorage(what string, f func() error) error {
+	deadline := time.Now().Add(t.c.storageWait)
+	for {
+		err := f()
+		if err == nil || !unreachable(err) || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "trainer: %s: storage unreachable, retrying: %v\n", what, err)
+		time.Sleep(time.Second)
+	}
+}
+
+// unreachable: the error is a failure to reach the storage, not an answer from it.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func (t *trainer) resumeFrom() (string, error) {
@@ -147,7 +172,10 @@ func (t *trainer) report(epoch, steps int, loss, acc, rate float64) error {
 	}
 	dir, err := t.ckpts.save(t.ctx, modelState{Epoch: epoch, Weights: t.w, Loss: loss, Accuracy: acc, LearningRate: t.c.lr})
 	if err != nil {
-		return fmt.Errorf("writing the checkpoint of epoch %d: %w", epoch, err)
+		// The storage may come back: losing one checkpoint costs less than the run. The checkpoint agent
+		// reports the storage's error on the TrainingJob meanwhile.
+		fmt.Fprintf(os.Stderr, "trainer: checkpoint of epoch %d not written, training goes on: %v\n", epoch, err)
+		return nil
 	}
 	p.set("training_checkpoint_epoch", float64(epoch))
 	fmt.Printf("checkpoint %s\n", dir)

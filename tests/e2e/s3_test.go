@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,17 +21,18 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 )
 
 // startS3 runs versitygw (hack/objstore.sh builds it; $VERSITYGW) with a bucket, until the test ends.
-func startS3(t *testing.T, bucket string) (endpoint string, store *checkpoint.S3Store) {
+func startS3(t *testing.T, bucket string) (*storetest.VersityGW, *checkpoint.S3Store) {
 	t.Helper()
-	endpoint = storetest.StartVersityGW(t, "e2e-access", "e2e-secret-key")
-	var err error
-	store, err = checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: bucket, Endpoint: endpoint, AccessKey: "e2e-access", SecretKey: "e2e-secret-key"})
+	gw := storetest.NewVersityGW(t, "e2e-access", "e2e-secret-key")
+	store, err := checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: bucket, Endpoint: gw.Endpoint, AccessKey: "e2e-access", SecretKey: "e2e-secret-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func startS3(t *testing.T, bucket string) (endpoint string, store *checkpoint.S3
 		_, err := store.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)})
 		return err
 	})
-	return endpoint, store
+	return gw, store
 }
 
 // TestCheckpointsOnS3: the example trainer writes its checkpoints to an S3 bucket (a real S3-compatible
@@ -46,11 +48,11 @@ func startS3(t *testing.T, bucket string) (endpoint string, store *checkpoint.S3
 // resumes from the newest one (see objectStorageScenario).
 func TestCheckpointsOnS3(t *testing.T) {
 	ns := newNamespace(t)
-	endpoint, store := startS3(t, "ckpt")
+	gw, store := startS3(t, "ckpt")
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
 	objectStorageScenario(t, ns, store, "s3://ckpt/", &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Prefix: "runs",
-		Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}})
+		Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}})
 	assertNoSecretLeak(t, ns, "e2e-secret-key")
 }
 
@@ -102,7 +104,8 @@ func assertNoSecretLeak(t *testing.T, ns, secret string) {
 // here OnFailure restarts it in place, so the agent's own report is what is seen.)
 func TestWrongS3CredentialsAreReported(t *testing.T) {
 	ns, name := newNamespace(t), "badkeys"
-	endpoint, _ := startS3(t, "ckpt")
+	gw, _ := startS3(t, "ckpt")
+	endpoint := gw.Endpoint
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "not-the-secret"}})
 	create(t, trainerJob(ns, name, 1, 20, "--epoch-delay=1s").BackoffLimit(100, mlv1.RestartOnFailure).With(func(tj *mlv1.TrainingJob) {
@@ -128,4 +131,78 @@ func TestWrongS3CredentialsAreReported(t *testing.T) {
 	if err := stack.Client.Delete(ctx, getTJ(t, ns, name)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestObjectStorageDown: the S3 server goes down while a run writes and rotates checkpoints, and stays
+// down through a gang restart. The TrainingJob says so (CheckpointStorageReady=False, StorageError, a
+// Warning event) while the run goes on (the trainer skips a checkpoint it cannot write); nothing is
+// deleted and RESUME_FROM keeps naming a checkpoint that exists; the new attempt's rank 0 waits for the
+// storage, resumes from RESUME_FROM once it is back, and the run completes with the condition True again.
+func TestObjectStorageDown(t *testing.T) {
+	ns, name := newNamespace(t), "outage"
+	gw, _ := startS3(t, "ckpt")
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
+	tj := trainerJob(ns, name, 2, 60, "--epoch-delay=300ms").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2), Storage: &mlv1.CheckpointStorage{
+			Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
+	}).Obj()
+	create(t, tj)
+	pids := runningPIDs(t, ns, name, 2)
+	prefix := "s3://ckpt/" + builders.CheckpointRoot(tj) + "/"
+	seen := waitForResumeFrom(t, ns, name, prefix, 2)
+	gw.Stop()
+	eventually(t, time.Minute, "CheckpointStorageReady=False while the run goes on", func() error {
+		got := getTJ(t, ns, name)
+		c := condition(got, mlv1.ConditionCheckpointStorageReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "StorageError" || got.Status.State != mlv1.StateRunning {
+			return fmt.Errorf("state %s, condition %+v", got.Status.State, c)
+		}
+		return nil
+	})
+	resumeFrom := resumeFromValue(t, ns, name)
+	marker := filepath.Join(gw.Data(), "ckpt", strings.TrimPrefix(resumeFrom, "s3://ckpt/"), checkpoint.Marker)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("RESUME_FROM %s does not exist during the outage: %v", resumeFrom, err)
+	}
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil { // a gang restart while the storage is down
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the new attempt's rank 0 waiting for the storage", func() error {
+		log, err := logOf(ns, name+"-worker-0-*")
+		if err != nil || getTJ(t, ns, name).Status.Attempt != 1 || !strings.Contains(log, "storage unreachable, retrying") {
+			return fmt.Errorf("attempt %d, log: %v %q", getTJ(t, ns, name).Status.Attempt, err, log)
+		}
+		return nil
+	})
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("RESUME_FROM %s was deleted during the outage: %v", resumeFrom, err)
+	}
+	gw.Start()
+	done := waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
+	assertResumed(t, ns, name, prefix, seen, 60)
+	if c := condition(done, mlv1.ConditionCheckpointStorageReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("after the outage: CheckpointStorageReady %+v", c)
+	}
+	assertEvent(t, ns, "StorageError", "connection refused")
+	t.Logf("outage: RESUME_FROM %s kept; restartCount %d, attempt %d", resumeFrom, done.Status.RestartCount, done.Status.Attempt)
+}
+
+func resumeFromValue(t *testing.T, ns, name string) string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data[builders.ResumeFromKey]
+}
+
+// logOf is the trainer log of the newest pod matching the glob, or an error while there is none.
+func logOf(ns, pod string) (string, error) {
+	path, err := node.LogPath(stack.DataRoot, ns, pod, builders.ContainerName)
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(path)
+	return string(data), err
 }
