@@ -214,6 +214,14 @@ func (s *Stack) managerIdentity(ctx context.Context) error {
 	return err
 }
 
+// OperatorExited reports whether the operator's process has exited, and how.
+func (s *Stack) OperatorExited() (bool, error) {
+	if s.manager == nil {
+		return true, nil
+	}
+	return s.manager.Exited()
+}
+
 // KillOperator kills the operator's process with SIGKILL: nothing is flushed, no lease released.
 func (s *Stack) KillOperator() {
 	if s.manager != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -61,7 +62,15 @@ func Start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A fixed certificate directory keeps the API server's serving certificate and client CA across a
+	// restart (RestartAPIServer), so every client's kubeconfig stays valid.
+	certDir := filepath.Join(opts.Dir, "apiserver-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{BinaryAssetsDirectory: opts.Assets, CRDs: crds}
+	// kube-apiserver drains its watches for long on SIGTERM; 5 s, then SIGKILL, keeps a restart quick.
+	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
@@ -121,6 +130,21 @@ func (c *Cluster) writeKubeconfig(path, user string) error {
 		return fmt.Errorf("kubeconfig of %s: %w", user, err)
 	}
 	return os.WriteFile(path, data, 0o600)
+}
+
+// RestartAPIServer stops kube-apiserver, leaves it down for down, and starts it again on the same port
+// with the same certificates; etcd keeps running, so no data is lost. Clients see connection errors
+// meanwhile, as in an API server upgrade or crash.
+func (c *Cluster) RestartAPIServer(down time.Duration) error {
+	api := c.env.ControlPlane.APIServer
+	if err := api.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") {
+		return fmt.Errorf("stopping kube-apiserver: %w", err) // a timeout means it was killed, as in a crash
+	}
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	return nil
 }
 
 // UserKubeconfig writes a kubeconfig, Dir/<file>, that authenticates as the given user and groups (a

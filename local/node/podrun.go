@@ -279,14 +279,32 @@ func (r *podRun) update(f func(*corev1.PodStatus)) {
 }
 
 // writeStatus replaces the pod's status with the node's view, keeping conditions set by others (the
-// scheduler's PodScheduled, the Job controller's disruption target).
+// scheduler's PodScheduled, the Job controller's disruption target). Like the kubelet's status manager it
+// keeps trying while the API server cannot be reached (a restart, an outage), until the pod's run ends.
 func (r *podRun) writeStatus(ctx context.Context) error {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err := r.writeOnce(ctx)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || ctx.Err() != nil:
+			return fmt.Errorf("writing status of pod %s: %w", r.key, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("writing status of pod %s: %w", r.key, err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (r *podRun) writeOnce(ctx context.Context) error {
 	r.mu.Lock()
 	status := *r.status.DeepCopy()
 	r.mu.Unlock()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pod := &corev1.Pod{}
 		if err := r.n.reader.Get(ctx, r.key, pod); err != nil {
 			return err
@@ -297,13 +315,6 @@ func (r *podRun) writeStatus(ctx context.Context) error {
 		pod.Status = mergeStatus(pod.Status, status)
 		return r.n.client.Status().Update(ctx, pod)
 	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("writing status of pod %s: %w", r.key, err)
-	}
-	return nil
 }
 
 // withTerminationLog adds the container's terminationMessagePath (default /dev/termination-log) to its
