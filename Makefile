@@ -49,7 +49,7 @@ up: build ## Start the local control plane, process node and operator and keep t
 	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(if $(FILE),-f $(FILE))
 
 .PHONY: chaos
-chaos: ## Kill the real operator (SIGKILL) at random moments of many TrainingJob lifecycles; CHAOS_SEED replays a run.
+chaos: ## The fault suite, long: the real operator SIGKILLed at random moments of 20 rounds of lifecycles, leader election, an API server restart; CHAOS_SEED replays a run.
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" CHAOS_ROUNDS=$${CHAOS_ROUNDS:-20} CHAOS_KILLS=$${CHAOS_KILLS:-5} \
 		go test -count=1 -v -timeout 60m ./tests/chaos
 

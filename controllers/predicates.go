@@ -13,7 +13,7 @@ import (
 )
 
 // specOrState passes every TrainingJob event except updates that change neither the spec (generation),
-// the labels, annotations or deletion, nor status.state. Progress the StatusController writes every
+// the labels, annotations or deletion, nor status.state or status.attempt. Progress the StatusController writes every
 // interval reaches neither controller again: at 1,000 running jobs that is hundreds of reconciles a
 // second saved. A controller whose status write conflicts retries by itself instead of waiting for an
 // event.
@@ -23,7 +23,7 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	if !okOld || !okNew {
 		return true
 	}
-	return o.Generation != n.Generation || o.Status.State != n.Status.State || !n.DeletionTimestamp.IsZero() ||
+	return o.Generation != n.Generation || o.Status.State != n.Status.State || o.Status.Attempt != n.Status.Attempt || !n.DeletionTimestamp.IsZero() ||
 		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }}
 

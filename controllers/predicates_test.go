@@ -23,8 +23,11 @@ func TestSpecOrState(t *testing.T) {
 		{"progress only", change(func(n *mlv1.TrainingJob) { n.Status.Progress = "20%" }), false},
 		{"workers only", change(func(n *mlv1.TrainingJob) { n.Status.Workers.Active = 3 }), false},
 		{"checkpoint count only", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Count = 2 }), false},
-		{"a newer checkpoint (the StatusController moves RESUME_FROM)", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Latest = "s3://b/ml/a/checkpoint-epoch-4" }), false},
+		{"a newer checkpoint (the CheckpointController moves RESUME_FROM)", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Latest = "s3://b/ml/a/checkpoint-epoch-4" }), false},
 		{"state", change(func(n *mlv1.TrainingJob) { n.Status.State = mlv1.StateCompleted }), true},
+		// A gang restart decided before every worker ran keeps the state (Initializing) but not the attempt:
+		// the JobController must come back to replace the Job (found by the chaos suite).
+		{"attempt", change(func(n *mlv1.TrainingJob) { n.Status.Attempt = 1 }), true},
 		{"spec", change(func(n *mlv1.TrainingJob) { n.Generation = 2 }), true},
 		{"labels", change(func(n *mlv1.TrainingJob) { n.Labels = map[string]string{"a": "b"} }), true},
 		{"deleting", change(func(n *mlv1.TrainingJob) { now := metav1.Now(); n.DeletionTimestamp = &now }), true},

@@ -123,3 +123,31 @@ func attempts(jobs []batchv1.Job) []string {
 	}
 	return out
 }
+
+// TestGangRestartBeforeEveryWorkerRan: a rank that fails while the others start (the job still
+// Initializing, so the restart changes no state) still gets its new attempt: the new Job is created
+// (a regression the chaos suite found: the restart's status write woke no controller).
+func TestGangRestartBeforeEveryWorkerRan(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	tj := tjtest.NewTJ(ns, "early").Workers(2).GPUs(0).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	pods := workerPods(t, tj, 2)
+	waitForState(t, client.ObjectKeyFromObject(tj), mlv1.StateInitializing)
+	setPodStatus(t, &pods[0], corev1.PodRunning, running(), 0)
+	setPodStatus(t, &pods[1], corev1.PodFailed, terminated(137, "OOMKilled"), 0)
+	eventually(t, "a Job of attempt 1", func(ctx context.Context) error {
+		job := &batchv1.Job{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.JobName(tj)}, job); err != nil {
+			return err
+		}
+		if job.Labels[builders.AttemptLabel] != "1" {
+			return fmt.Errorf("job of attempt %q", job.Labels[builders.AttemptLabel])
+		}
+		return nil
+	})
+}
