@@ -24,9 +24,13 @@ type step struct {
 // steps are the points of a gang-restart lifecycle at which the operator is killed, in order.
 var steps = []step{
 	{"accepted (first status write)", func(tj *mlv1.TrainingJob) bool { return tj.Status.State != "" }},
-	{"Initializing", func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateInitializing || tj.Status.State == mlv1.StateRunning }},
+	{"Initializing", func(tj *mlv1.TrainingJob) bool {
+		return tj.Status.State == mlv1.StateInitializing || tj.Status.State == mlv1.StateRunning
+	}},
 	{"Running", func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateRunning }},
-	{"checkpoint rotation", func(tj *mlv1.TrainingJob) bool { return tj.Status.Checkpoint != nil && tj.Status.Checkpoint.LatestEpoch >= 2 }},
+	{"checkpoint rotation", func(tj *mlv1.TrainingJob) bool {
+		return tj.Status.Checkpoint != nil && tj.Status.Checkpoint.LatestEpoch >= 2
+	}},
 	{"gang restart recorded", func(tj *mlv1.TrainingJob) bool { return tj.Status.Attempt == 1 }},
 	{"Completed", func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateCompleted }},
 }
