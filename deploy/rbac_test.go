@@ -23,6 +23,7 @@ var used = map[string][]string{
 	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"}, // patch: suspend; delete: a replaced attempt
 	"core/pods":                          {"deletecollection", "get", "list", "watch"},          // deletecollection: cleanPodPolicy All
 	"core/events":                        {"list"},                                              // an unbound claim's events (read, not cached)
+	"core/nodes":                         {"get"},                                               // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
 	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},
 	"events.k8s.io/events":               {"create", "patch"},
 	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob

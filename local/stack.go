@@ -71,6 +71,9 @@ type Stack struct {
 	runs   int
 
 	opts     Options
+	ctx      context.Context
+	nodes    map[string]*nodeRun
+	lost     map[string]bool // lost nodes, and whether they provisioned volumes
 	manager  *cluster.Process
 	managers int
 	// managerKubeconfig is the identity manager processes run as.
@@ -106,12 +109,9 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
+	s.ctx, s.nodes = ctx, map[string]*nodeRun{}
 	for i := 0; i < opts.Nodes; i++ {
-		n := node.New(node.Options{
-			Name: fmt.Sprintf("process-node-%d", i), DataRoot: s.DataRoot, GPUs: opts.GPUs, Path: opts.Path,
-			WorkDir: opts.WorkDir, RestartBackoff: opts.RestartBackoff, Provision: i == 0, Env: opts.NodeEnv, Log: opts.Log.WithName("node"),
-		})
-		s.goRun(func() error { return n.Start(ctx, s.Cluster.Config) })
+		s.startNode(fmt.Sprintf("process-node-%d", i), i == 0)
 	}
 	if opts.ManagerBinary != "" {
 		if err := s.managerIdentity(ctx); err != nil {
@@ -214,6 +214,66 @@ func (s *Stack) managerIdentity(ctx context.Context) error {
 	return err
 }
 
+// nodeRun is a running process node: cancel stops it, done receives how it ended.
+type nodeRun struct {
+	cancel    context.CancelFunc
+	done      chan error
+	provision bool
+}
+
+// startNode starts a process node (provision: it also runs the hostpath volume provisioner).
+func (s *Stack) startNode(name string, provision bool) {
+	o := s.opts
+	ctx, cancel := context.WithCancel(s.ctx)
+	run := &nodeRun{cancel: cancel, done: make(chan error, 1), provision: provision}
+	s.nodes[name] = run
+	n := node.New(node.Options{
+		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, Path: o.Path,
+		WorkDir: o.WorkDir, RestartBackoff: o.RestartBackoff, Provision: provision, Env: o.NodeEnv, Log: o.Log.WithName("node"),
+	})
+	go func() { run.done <- n.Start(ctx, s.Cluster.Config) }()
+}
+
+// stopNode stops a process node and waits for it; a stop asked for is no error.
+func stopNode(run *nodeRun) error {
+	run.cancel()
+	if err := <-run.done; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// LoseNode makes a process node vanish as a machine does: its processes stop (the pods' processes with
+// them), it reports nothing any more, and its Node object is deleted, as a cloud provider's node
+// controller deletes the Node of a machine that is gone. The control plane then deals with its pods
+// (the pod garbage collector fails and removes them).
+func (s *Stack) LoseNode(ctx context.Context, name string) error {
+	run, ok := s.nodes[name]
+	if !ok {
+		return fmt.Errorf("no process node %s", name)
+	}
+	delete(s.nodes, name)
+	if s.lost == nil {
+		s.lost = map[string]bool{}
+	}
+	s.lost[name] = run.provision
+	if err := stopNode(run); err != nil {
+		return err
+	}
+	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	return nil
+}
+
+// AddNode starts a process node (again) under name, with the duties it had if it was lost, and waits
+// until the cluster has want Ready nodes.
+func (s *Stack) AddNode(ctx context.Context, name string, want int) error {
+	s.startNode(name, s.lost[name])
+	return s.waitForNodes(ctx, want)
+}
+
 // OperatorExited reports whether the operator's process has exited, and how.
 func (s *Stack) OperatorExited() (bool, error) {
 	if s.manager == nil {
@@ -239,16 +299,32 @@ func (s *Stack) waitForNodes(ctx context.Context, want int) error {
 		if err == nil && readyNodes(nodes) >= want {
 			return nil
 		}
+		if stopped := s.stoppedNode(); stopped != nil {
+			return fmt.Errorf("a process node stopped: %w", stopped)
+		}
 		select {
 		case err := <-s.errs:
 			s.errs <- err
-			return fmt.Errorf("a process node or the operator stopped: %w", err)
+			return fmt.Errorf("the operator stopped: %w", err)
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("process nodes not Ready after a minute (last error: %v)", err)
 		}
 	}
+}
+
+// stoppedNode is the error of a node that stopped by itself, nil while all run.
+func (s *Stack) stoppedNode() error {
+	for name, run := range s.nodes {
+		select {
+		case err := <-run.done:
+			run.done <- err
+			return fmt.Errorf("%s: %w", name, err)
+		default:
+		}
+	}
+	return nil
 }
 
 func readyNodes(nodes *corev1.NodeList) int {
@@ -284,6 +360,9 @@ func (s *Stack) Down() error {
 	var errs []error
 	if s.manager != nil {
 		s.manager.Stop()
+	}
+	for _, run := range s.nodes {
+		errs = append(errs, stopNode(run))
 	}
 	if s.cancel != nil {
 		s.cancel()

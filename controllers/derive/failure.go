@@ -46,7 +46,7 @@ func failedRank(pods []corev1.Pod) string {
 // caused the other is then not known.
 func firstExit(pods []corev1.Pod) *rankExit {
 	var exits []*rankExit
-	for _, p := range byRank(pods) {
+	for _, p := range ByRank(pods) {
 		for _, cs := range containerStatuses(p) { // a failed resume check names the missing checkpoint
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if t != nil && t.ExitCode != 0 {
@@ -129,8 +129,8 @@ func lastLines(msg string, n, max int) string {
 	return out
 }
 
-// byRank returns the pods ordered by rank, pods without a rank last.
-func byRank(pods []corev1.Pod) []*corev1.Pod {
+// ByRank returns the pods ordered by rank, pods without a rank last.
+func ByRank(pods []corev1.Pod) []*corev1.Pod {
 	sorted := make([]*corev1.Pod, len(pods))
 	for i := range pods {
 		sorted[i] = &pods[i]

@@ -82,6 +82,11 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 	if c.Reason == batchv1.JobReasonPodFailurePolicy && strings.Contains(c.Message, string(corev1.DisruptionTarget)) {
 		return failure{disruption, c.Message}
 	}
+	if len(obs.LostNodes) > 0 {
+		// A rank that loses its peer usually exits with an error at once, long before the control plane
+		// marks the lost node's pods: the lost node is the cause.
+		return failure{disruption, strings.Join(obs.LostNodes, "; ")}
+	}
 	for i := range obs.Pods {
 		if d := podCondition(&obs.Pods[i], corev1.DisruptionTarget); d != nil {
 			return failure{disruption, fmt.Sprintf("pod %s was disrupted (%s: %s)", obs.Pods[i].Name, d.Reason, d.Message)}

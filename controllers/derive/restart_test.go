@@ -158,3 +158,21 @@ func TestDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// TestLostNodeIsADisruption: a survivor that exits 1 on losing its peer is not blamed when a worker's
+// node is gone: the restart is a disruption, not counted.
+func TestLostNodeIsADisruption(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "n").BackoffLimit(0, mlv1.RestartGang).Obj()
+	tj.Status.State = mlv1.StateRunning
+	obs := Observed{
+		Job:       job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+		Pods:      pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF"), pod("1", corev1.PodRunning)),
+		LostNodes: []string{"rank 1's node n-2 is gone"},
+	}
+	st := DeriveStatus(tj, obs, t0)
+	got := []any{st.State, st.Attempt, st.RestartCount, st.LastFailure}
+	want := []any{mlv1.StateInitializing, int32(1), int32(0), "rank 1's node n-2 is gone"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("state, attempt, restartCount, lastFailure (-want +got):\n%s", diff)
+	}
+}

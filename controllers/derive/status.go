@@ -38,6 +38,9 @@ type Observed struct {
 	// StartBlocked is why the current attempt's Job is not created yet although it should run (workers of
 	// an older attempt still stopping, RESUME_FROM not settled); empty otherwise.
 	StartBlocked string
+	// LostNodes describe the workers of a failed attempt whose node is gone or not Ready, for example
+	// "rank 1's node n-2 is gone": their failure is a disruption, whichever rank exited first.
+	LostNodes []string
 	// Claim is the checkpoint claim the operator manages for the job, nil when it manages none; ClaimEvent
 	// the claim's newest event while it is not bound.
 	Claim      *corev1.PersistentVolumeClaim

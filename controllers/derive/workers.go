@@ -76,7 +76,7 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 // containers and sidecars included) stuck waiting (image pull errors, a missing Secret or ConfigMap, a
 // crash loop with its last exit code).
 func waitingReason(pods []corev1.Pod) (string, string) {
-	for _, p := range byRank(pods) {
+	for _, p := range ByRank(pods) {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 				return ReasonUnschedulable, fmt.Sprintf("pod %s: %s", p.Name, c.Message)

@@ -30,8 +30,9 @@ import (
 type lifecycle struct {
 	name string
 	args []string
-	// wantRestarts is the restart count it must end with (restarts the trainer injects).
-	wantRestarts int32
+	// wantRestarts is the restart count it must end with (restarts the trainer injects); disruptions the
+	// gang restarts that do not count (attempt = wantRestarts + disruptions).
+	wantRestarts, disruptions int32
 	// reasons are the Completed reasons it may end with.
 	reasons []string
 	mutate  func(*mlv1.TrainingJob)
@@ -140,8 +141,8 @@ func checkJob(t *testing.T, tj *mlv1.TrainingJob, lc lifecycle, metrics string) 
 	if got.Status.State != mlv1.StateCompleted || !contains(lc.reasons, reason) {
 		problems = append(problems, fmt.Sprintf("ended %s/%s (%s), want Completed with %v", got.Status.State, reason, got.Status.FailureReason, lc.reasons))
 	}
-	if got.Status.RestartCount != lc.wantRestarts || got.Status.Attempt != lc.wantRestarts {
-		problems = append(problems, fmt.Sprintf("restartCount %d, attempt %d, want %d", got.Status.RestartCount, got.Status.Attempt, lc.wantRestarts))
+	if got.Status.RestartCount != lc.wantRestarts || got.Status.Attempt != lc.wantRestarts+lc.disruptions {
+		problems = append(problems, fmt.Sprintf("restartCount %d, attempt %d, want %d and %d", got.Status.RestartCount, got.Status.Attempt, lc.wantRestarts, lc.wantRestarts+lc.disruptions))
 	}
 	problems = append(problems, countChildren(ctx, got)...)
 	problems = append(problems, checkMetrics(got, metrics)...)
