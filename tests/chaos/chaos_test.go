@@ -7,7 +7,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,11 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
 	"github.com/trainingjob-operator/trainingjob-operator/local"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
 var (
@@ -34,54 +30,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
+	var err error
+	if metricsAddr, err = freeAddr(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
-		code = 1
+		os.Exit(1)
 	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	assets, err := testenv.Assets()
-	if err != nil {
-		return 1, err
-	}
-	dir, err := os.MkdirTemp("", "trainingjob-chaos-")
-	if err != nil {
-		return 1, err
-	}
-	bin, err := testenv.BuildWorkerTools(dir)
-	if err != nil {
-		return 1, err
-	}
-	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
-	if err != nil {
-		return 1, err
-	}
-	defer logFile.Close()
-	metricsAddr, err = freeAddr()
-	if err != nil {
-		return 1, err
-	}
-	stack, err = local.Up(context.Background(), local.Options{
-		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(), RestartBackoff: time.Second,
-		ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond, MetricsAddr: metricsAddr,
-		ManagerBinary: filepath.Join(bin, "manager"), AsServiceAccount: true, Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
-	})
-	if err != nil {
-		return 1, err
-	}
-	code := m.Run()
-	if err := stack.Down(); err != nil {
-		return 1, err
-	}
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintln(os.Stderr, "chaos: logs of the stack, the operator's runs and the pods are kept in", dir)
-	}
-	return code, nil
+	os.Exit(stacktest.Main(m, "chaos", &stack, func(o *local.Options, bin string) {
+		o.MetricsAddr, o.ManagerBinary, o.AsServiceAccount = metricsAddr, filepath.Join(bin, "manager"), true
+	}))
 }
 
 func freeAddr() (string, error) {

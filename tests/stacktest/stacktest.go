@@ -1,0 +1,72 @@
+// Package stacktest runs a test binary's tests on one local stack (package local): the end-to-end and
+// the chaos suites share it.
+package stacktest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+)
+
+// Main builds the example trainer and the manager, starts a local stack with two process nodes and
+// short intervals, lets configure complete its options (bin is where the tools are), runs the tests,
+// stops the stack, and keeps its directory (component and pod logs, pods' files) only when a test
+// failed. It returns the exit code for os.Exit.
+func Main(m *testing.M, name string, stack **local.Stack, configure func(o *local.Options, bin string)) int {
+	code, err := run(m, name, stack, configure)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return 1
+	}
+	return code
+}
+
+func run(m *testing.M, name string, stack **local.Stack, configure func(o *local.Options, bin string)) (int, error) {
+	assets, err := testenv.Assets()
+	if err != nil {
+		return 1, err
+	}
+	dir, err := os.MkdirTemp("", "trainingjob-"+name+"-")
+	if err != nil {
+		return 1, err
+	}
+	bin, err := testenv.BuildWorkerTools(dir)
+	if err != nil {
+		return 1, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		return 1, err
+	}
+	defer logFile.Close()
+	opts := local.Options{
+		Assets: assets, Dir: dir, Nodes: 2, Path: []string{bin}, WorkDir: testenv.RepoRoot(), RestartBackoff: time.Second,
+		ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond,
+		Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)),
+	}
+	if configure != nil {
+		configure(&opts, bin)
+	}
+	if *stack, err = local.Up(context.Background(), opts); err != nil {
+		return 1, err
+	}
+	code := m.Run()
+	if err := (*stack).Down(); err != nil {
+		return 1, err
+	}
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: logs of the stack and the pods are kept in %s\n", name, dir)
+	}
+	return code, nil
+}
