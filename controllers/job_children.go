@@ -184,13 +184,9 @@ func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *
 	return nil
 }
 
+// jobFinished: the Job completed or failed.
 func jobFinished(job *batchv1.Job) bool {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return derive.JobCondition(job, batchv1.JobComplete) != nil || derive.JobCondition(job, batchv1.JobFailed) != nil
 }
 
 // syncSuspend suspends the Job when the user suspends the TrainingJob, and resumes it when the user

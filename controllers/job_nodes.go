@@ -14,15 +14,7 @@ import (
 
 // attemptFailed: the current attempt's Job has failed.
 func attemptFailed(obs derive.Observed) bool {
-	if obs.Job == nil {
-		return false
-	}
-	for _, c := range obs.Job.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return obs.Job != nil && derive.JobCondition(obs.Job, batchv1.JobFailed) != nil
 }
 
 // lostNodes describes the pods of a failed attempt whose node is gone or not Ready. Nodes are read from

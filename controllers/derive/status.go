@@ -110,10 +110,10 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	case obs.Job == nil:
 		return phase{mlv1.StatePending, "Accepted", "accepted; creating the workers' Job, Service and ConfigMap"}
 	}
-	if c := jobCondition(obs.Job, batchv1.JobComplete); c != nil {
+	if c := JobCondition(obs.Job, batchv1.JobComplete); c != nil {
 		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
 	}
-	if c := jobCondition(obs.Job, batchv1.JobFailed); c != nil {
+	if c := JobCondition(obs.Job, batchv1.JobFailed); c != nil {
 		return failedAttempt(tj, st, obs, c)
 	}
 	if builders.Suspended(tj) {
@@ -166,7 +166,8 @@ func DeadlineLeft(tj *mlv1.TrainingJob, start *metav1.Time, now time.Time) (time
 	return start.Add(time.Duration(*f.ActiveDeadlineSeconds) * time.Second).Sub(now), true
 }
 
-func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+// JobCondition is the Job's condition of type t when it is True, else nil.
+func JobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
 	for i := range job.Status.Conditions {
 		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
 			return c
@@ -249,7 +250,7 @@ func finishTime(job *batchv1.Job, ph phase, now metav1.Time) *metav1.Time {
 	if ph.state == mlv1.StateCompleted && ph.reason == "Succeeded" && job.Status.CompletionTime != nil {
 		return job.Status.CompletionTime.DeepCopy()
 	}
-	if c := jobCondition(job, batchv1.JobFailed); c != nil && !c.LastTransitionTime.IsZero() {
+	if c := JobCondition(job, batchv1.JobFailed); c != nil && !c.LastTransitionTime.IsZero() {
 		return c.LastTransitionTime.DeepCopy()
 	}
 	return &now
