@@ -95,19 +95,19 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	if tj.Status.State != mlv1.StateRunning {
 		return "", reconcile.Result{}
 	}
-	return r.readWhenDue(ctx, tj, now.Time)
+	return r.readWhenDue(ctx, tj, pods, now.Time)
 }
 
-// readWhenDue reads rank 0's agent into tj.Status and the series when the job's interval has passed. It
-// returns the agent's address when it answered, and when to come back.
-func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) (string, reconcile.Result) {
+// readWhenDue reads rank 0's agent (found among rank0, rank 0's pods) into tj.Status and the series when
+// the job's interval has passed. It returns the agent's address when it answered, and when to come back.
+func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.TrainingJob, rank0 []corev1.Pod, now time.Time) (string, reconcile.Result) {
 	every := interval(tj, r.Interval)
 	wait, prev := r.reports.due(tj, now, every)
 	if wait > 0 {
 		return "", reconcile.Result{RequeueAfter: wait}
 	}
 	res := reconcile.Result{RequeueAfter: every}
-	addr, err := rank0Addr(ctx, r.Client, tj, builders.AgentPort)
+	addr, err := runningRank0(tj, rank0, builders.AgentPort)
 	var a agentapi.Status
 	if err == nil {
 		a, err = r.Agent.Status(ctx, addr)
@@ -134,14 +134,14 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 // reported until then. RESUME_FROM only moves forward: a checkpoint it named may be rotated away as soon
 // as it names a newer one.
 func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod, addr string) error {
-	want, current := builders.ResumeFrom(tj), cm.Data[builders.ResumeFromKey]
+	current, had := cm.Data[builders.ResumeFromKey]
+	want := current
+	if from := builders.ResumeFrom(tj); newer(from, current) {
+		want = from
+	}
 	attempt := strconv.Itoa(int(tj.Status.Attempt))
 	settle := cm.Annotations[builders.ResumeAttemptAnnotation] != attempt && !olderRank0Running(tj, pods)
-	_, had := cm.Data[builders.ResumeFromKey]
-	if (want != current && newer(want, current)) || !had || settle {
-		if !newer(want, current) {
-			want = current
-		}
+	if want != current || !had || settle {
 		patch := client.MergeFromWithOptions(cm.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if cm.Data == nil {
 			cm.Data = map[string]string{}

@@ -103,8 +103,13 @@ func rank0Addr(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, port 
 	if err := c.List(ctx, pods, client.InNamespace(tj.Namespace), labels); err != nil {
 		return "", err
 	}
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+	return runningRank0(tj, pods.Items, port)
+}
+
+// runningRank0 is host:port of the running pod of the current attempt among rank 0's pods.
+func runningRank0(tj *mlv1.TrainingJob, pods []corev1.Pod, port int32) (string, error) {
+	for _, p := range pods {
+		if builders.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), nil
 		}
 	}
