@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -28,8 +29,8 @@ func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJo
 	}
 	c := tj.Spec.Cleanup
 	if c.CleanPodPolicy == mlv1.CleanPodsAll {
-		if err := r.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(tj.Namespace), client.MatchingLabels(builders.SelectorLabels(tj))); err != nil {
-			return false, res, fmt.Errorf("deleting the pods of finished %s (cleanPodPolicy All): %w", klog.KObj(tj), err)
+		if err := r.deletePods(ctx, tj); err != nil {
+			return false, res, err
 		}
 	}
 	if c.TTLSecondsAfterFinished == nil || tj.Status.CompletionTime == nil {
@@ -43,6 +44,24 @@ func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJo
 		return true, res, ignoreNotFound(r.Delete(ctx, tj, client.Preconditions{UID: &tj.UID}))
 	}
 	return false, res, r.deleteChildren(ctx, tj)
+}
+
+// deletePods deletes the run's pods (cleanPodPolicy All), when the cache still holds one not already
+// being deleted: a finished job is reconciled on every event of its children, and the API server is
+// asked only while such a pod remains.
+func (r *JobReconciler) deletePods(ctx context.Context, tj *mlv1.TrainingJob) error {
+	var pods corev1.PodList
+	sel := client.MatchingLabels(builders.SelectorLabels(tj))
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), sel); err != nil {
+		return fmt.Errorf("listing the pods of finished %s: %w", klog.KObj(tj), err)
+	}
+	if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }) {
+		return nil
+	}
+	if err := r.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(tj.Namespace), sel); err != nil {
+		return fmt.Errorf("deleting the pods of finished %s (cleanPodPolicy All): %w", klog.KObj(tj), err)
+	}
+	return nil
 }
 
 // deleteChildren deletes the run's Job (its pods with it), Service, ConfigMap and PodGroup, those the
