@@ -34,9 +34,11 @@ import (
 // that mark.
 type CheckpointReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
-	Clock    clock.Clock
-	Agent    *agentapi.Client
+	// APIReader reads the nodes of stranded pods (not cached).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.Clock
+	Agent     *agentapi.Client
 	// Interval is the default time between two reads of a Running job's agent.
 	Interval time.Duration
 	Workers  int
@@ -140,7 +142,14 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 		want = from
 	}
 	attempt := strconv.Itoa(int(tj.Status.Attempt))
-	settle := cm.Annotations[builders.ResumeAttemptAnnotation] != attempt && !olderRank0Running(tj, pods)
+	settle := cm.Annotations[builders.ResumeAttemptAnnotation] != attempt
+	if settle {
+		running, err := r.olderRank0Running(ctx, tj, pods)
+		if err != nil {
+			return err
+		}
+		settle = !running
+	}
 	if want != current || !had || settle {
 		patch := client.MergeFromWithOptions(cm.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if cm.Data == nil {
@@ -174,14 +183,20 @@ func newer(a, b string) bool {
 }
 
 // olderRank0Running: a rank 0 pod of an older attempt has not ended yet: its agent may still report a
-// newer checkpoint as it stops.
-func olderRank0Running(tj *mlv1.TrainingJob, pods []corev1.Pod) bool {
+// newer checkpoint. One stranded on a lost node is not waited for (its agent cannot be reached; what it
+// last reported is what is known).
+func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) (bool, error) {
+	var older []corev1.Pod
 	for _, p := range pods {
-		if builders.JobAttempt(&p) < tj.Status.Attempt && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			return true
+		if builders.JobAttempt(&p) < tj.Status.Attempt && !derive.Ended(&p) {
+			older = append(older, p)
 		}
 	}
-	return false
+	if len(older) == 0 {
+		return false, nil
+	}
+	left, err := withoutStranded(ctx, r.APIReader, older)
+	return len(left) > 0, err
 }
 
 // rank0Pods are the rank 0 pods of every attempt still there.

@@ -65,7 +65,7 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 				objs = append(objs, tc.pod)
 			}
 			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(objs...).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
-			r := &CheckpointReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time)}
+			r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time)}
 			key := types.NamespacedName{Namespace: "ml", Name: "a"}
 			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 				t.Fatal(err)

@@ -132,6 +132,9 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, obs
 // settled for this attempt by the CheckpointController. "" when nothing blocks.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
 	old, err := r.listPods(ctx, tj, false)
+	if err == nil {
+		old, err = withoutStranded(ctx, r.APIReader, old)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -51,7 +51,6 @@ type JobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 
 // Reconcile brings one TrainingJob's children and status in line with its spec: get, place checkpoints,
 // accept, ensure the children, derive the status, write it once.
@@ -103,10 +102,10 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 		return obs, err
 	}
 	var err error
-	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil || !attemptFailed(obs) {
+	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil || !attemptFailing(obs) {
 		return obs, err
 	}
-	obs.LostNodes, err = r.lostNodes(ctx, obs.Pods)
+	obs.NodeTrouble, err = nodeTrouble(ctx, r.APIReader, obs.Pods)
 	return obs, err
 }
 

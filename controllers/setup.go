@@ -100,7 +100,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}
-	cr := &CheckpointReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trainingjob-operator"), Clock: clock.RealClock{},
+	cr := &CheckpointReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trainingjob-operator"), Clock: clock.RealClock{},
 		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the checkpoint controller: %w", err)

@@ -216,6 +216,7 @@ func (s *Stack) managerIdentity(ctx context.Context) error {
 
 // nodeRun is a running process node: cancel stops it, done receives how it ended.
 type nodeRun struct {
+	node      *node.Node
 	cancel    context.CancelFunc
 	done      chan error
 	provision bool
@@ -228,9 +229,10 @@ func (s *Stack) startNode(name string, provision bool) {
 	run := &nodeRun{cancel: cancel, done: make(chan error, 1), provision: provision}
 	s.nodes[name] = run
 	n := node.New(node.Options{
-		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, Path: o.Path,
+		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, Path: o.Path, HeartbeatInterval: cluster.NodeMonitorGracePeriod / 10,
 		WorkDir: o.WorkDir, RestartBackoff: o.RestartBackoff, Provision: provision, Env: o.NodeEnv, Log: o.Log.WithName("node"),
 	})
+	run.node = n
 	go func() { run.done <- n.Start(ctx, s.Cluster.Config) }()
 }
 
@@ -248,6 +250,21 @@ func stopNode(run *nodeRun) error {
 // controller deletes the Node of a machine that is gone. The control plane then deals with its pods
 // (the pod garbage collector fails and removes them).
 func (s *Stack) LoseNode(ctx context.Context, name string) error {
+	if err := s.PartitionNode(name); err != nil {
+		return err
+	}
+	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	return nil
+}
+
+// PartitionNode makes a process node unreachable as a machine that loses power or its network does: its
+// processes stop (the pods' processes with them) and it reports nothing any more, but its Node object
+// stays. Its lease is no longer renewed; after the controller manager's node-monitor-grace-period the
+// node lifecycle controller marks it NotReady (Unknown), and its pods stay as they were last reported.
+func (s *Stack) PartitionNode(name string) error {
 	run, ok := s.nodes[name]
 	if !ok {
 		return fmt.Errorf("no process node %s", name)
@@ -257,14 +274,8 @@ func (s *Stack) LoseNode(ctx context.Context, name string) error {
 		s.lost = map[string]bool{}
 	}
 	s.lost[name] = run.provision
-	if err := stopNode(run); err != nil {
-		return err
-	}
-	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting node %s: %w", name, err)
-	}
-	return nil
+	run.node.Partition()
+	return stopNode(run)
 }
 
 // AddNode starts a process node (again) under name, with the duties it had if it was lost, and waits

@@ -82,10 +82,10 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 	if c.Reason == batchv1.JobReasonPodFailurePolicy && strings.Contains(c.Message, string(corev1.DisruptionTarget)) {
 		return failure{disruption, c.Message}
 	}
-	if len(obs.LostNodes) > 0 {
+	if lost := lostNodes(obs); len(lost) > 0 {
 		// A rank that loses its peer usually exits with an error at once, long before the control plane
 		// marks the lost node's pods: the lost node is the cause.
-		return failure{disruption, strings.Join(obs.LostNodes, "; ")}
+		return failure{disruption, strings.Join(lost, "; ")}
 	}
 	for i := range obs.Pods {
 		if d := podCondition(&obs.Pods[i], corev1.DisruptionTarget); d != nil {

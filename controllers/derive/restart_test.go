@@ -159,20 +159,75 @@ func TestDeadlines(t *testing.T) {
 	}
 }
 
-// TestLostNodeIsADisruption: a survivor that exits 1 on losing its peer is not blamed when a worker's
-// node is gone: the restart is a disruption, not counted.
-func TestLostNodeIsADisruption(t *testing.T) {
+// on places the pod on a node.
+func (b *podB) on(node string) *podB {
+	b.p.Spec.NodeName = node
+	return b
+}
+
+// TestLostNode: a survivor that exits 1 on losing its peer is not blamed when a worker's node is gone or
+// not Ready: the restart is a disruption, not counted. A worker that never ends because its node is
+// unreachable (the Job only says FailureTarget) does not hang the run; one that still stops on a healthy
+// node is waited for.
+func TestLostNode(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "n").BackoffLimit(0, mlv1.RestartGang).Obj()
 	tj.Status.State = mlv1.StateRunning
-	obs := Observed{
-		Job:       job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
-		Pods:      pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF"), pod("1", corev1.PodRunning)),
-		LostNodes: []string{"rank 1's node n-2 is gone"},
+	failed := job(jobCond(batchv1.JobFailureTarget, "BackoffLimitExceeded", ""), jobCond(batchv1.JobFailed, "BackoffLimitExceeded", ""))
+	target := job(jobCond(batchv1.JobFailureTarget, "BackoffLimitExceeded", ""))
+	survivor := func() *podB {
+		return pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF").on("n-1")
 	}
-	st := DeriveStatus(tj, obs, t0)
-	got := []any{st.State, st.Attempt, st.RestartCount, st.LastFailure}
-	want := []any{mlv1.StateInitializing, int32(1), int32(0), "rank 1's node n-2 is gone"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("state, attempt, restartCount, lastFailure (-want +got):\n%s", diff)
+	gone := map[string]string{"n-2": "is gone"}
+	unreachable := map[string]string{"n-2": "is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.)"}
+	restarted := []any{mlv1.StateInitializing, int32(1), int32(0)}
+	for _, tc := range []struct {
+		name        string
+		obs         Observed
+		want        []any
+		wantFailure string
+	}{
+		{"failed Job, a worker's node gone", Observed{Job: failed, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(137, "Error", false).on("n-2")), NodeTrouble: gone},
+			restarted, "rank 1's node n-2 is gone"},
+		{"failure target, the other worker stranded on an unreachable node", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodRunning).on("n-2")), NodeTrouble: unreachable},
+			restarted, "rank 1's node n-2 is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.)"},
+		{"failure target, the other worker still stopping on a healthy node", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodRunning).on("n-2"))},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
+		{"failure target, a worker not scheduled yet", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodPending)), NodeTrouble: unreachable},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
+		{"failure target, every pod ended: Failed follows", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
+		{"failed Job, healthy nodes: the survivor's exit code decides", Observed{Job: failed, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
+			[]any{mlv1.StateFailed, int32(0), int32(0)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := DeriveStatus(tj, tc.obs, t0)
+			got := []any{st.State, st.Attempt, st.RestartCount}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("state, attempt, restartCount (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantFailure, st.LastFailure); diff != "" {
+				t.Errorf("lastFailure (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNodeTrouble(t *testing.T) {
+	ready := func(s corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s, Reason: "R", Message: "m"}}}}
+	}
+	for _, tc := range []struct {
+		node *corev1.Node
+		want string
+	}{
+		{nil, "is gone"},
+		{ready(corev1.ConditionTrue), ""},
+		{ready(corev1.ConditionUnknown), "is not Ready (R: m)"},
+		{ready(corev1.ConditionFalse), "is not Ready (R: m)"},
+		{&corev1.Node{}, ""},
+	} {
+		if diff := cmp.Diff(tc.want, NodeTrouble(tc.node)); diff != "" {
+			t.Errorf("NodeTrouble(%v) (-want +got):\n%s", tc.node, diff)
+		}
 	}
 }

@@ -38,9 +38,10 @@ type Observed struct {
 	// StartBlocked is why the current attempt's Job is not created yet although it should run (workers of
 	// an older attempt still stopping, RESUME_FROM not settled); empty otherwise.
 	StartBlocked string
-	// LostNodes describe the workers of a failed attempt whose node is gone or not Ready, for example
-	// "rank 1's node n-2 is gone": their failure is a disruption, whichever rank exited first.
-	LostNodes []string
+	// NodeTrouble maps the nodes of a failing attempt's workers that are gone or not Ready to why
+	// (NodeTrouble); read only once the attempt's Job fails. A failure with a worker on such a node is a
+	// disruption, whichever rank exited first.
+	NodeTrouble map[string]string
 	// Claim is the checkpoint claim the operator manages for the job, nil when it manages none; ClaimEvent
 	// the claim's newest event while it is not bound.
 	Claim      *corev1.PersistentVolumeClaim
@@ -113,7 +114,7 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if c := JobCondition(obs.Job, batchv1.JobComplete); c != nil {
 		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
 	}
-	if c := JobCondition(obs.Job, batchv1.JobFailed); c != nil {
+	if c := attemptFailure(obs); c != nil {
 		return failedAttempt(tj, st, obs, c)
 	}
 	if builders.Suspended(tj) {

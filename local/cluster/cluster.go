@@ -26,6 +26,11 @@ import (
 // deleted ones once no pod uses them), and cleanup.
 var LocalControllers = []string{"job", "garbagecollector", "nodelifecycle", "persistentvolume-binder", "pvc-protection", "podgc", "ttl-after-finished"}
 
+// NodeMonitorGracePeriod is how long a node may go without renewing its lease before the node lifecycle
+// controller marks it NotReady (Kubernetes' default is 50 s; shorter here so node-loss tests are quick).
+// Process nodes renew ten times within it.
+const NodeMonitorGracePeriod = 20 * time.Second
+
 // Options configure a control plane.
 type Options struct {
 	// Assets is the directory of etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
@@ -177,7 +182,8 @@ func (c *Cluster) StartControllerManager(controllers []string) (*Process, error)
 		return nil, err
 	}
 	return c.startComponent("kube-controller-manager", "--kubeconfig="+kc, "--controllers="+strings.Join(controllers, ","),
-		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false", "--concurrent-gc-syncs=5")
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false", "--concurrent-gc-syncs=5",
+		"--node-monitor-grace-period="+NodeMonitorGracePeriod.String(), "--node-monitor-period=2s")
 }
 
 // StartScheduler runs the real kube-scheduler.

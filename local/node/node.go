@@ -70,6 +70,8 @@ type Node struct {
 	// recorder records the provisioner's events.
 	recorder events.EventRecorder
 
+	partition partition
+
 	mu    sync.Mutex
 	runs  map[types.UID]*podRun
 	addrs addrTable
@@ -99,6 +101,8 @@ func (n *Node) Start(ctx context.Context, cfg *rest.Config) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(n.partition.wrap)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Logger: n.opts.Log,

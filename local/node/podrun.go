@@ -289,7 +289,7 @@ func (r *podRun) writeStatus(ctx context.Context) error {
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			return nil
-		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || ctx.Err() != nil:
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, errPartitioned) || ctx.Err() != nil:
 			return fmt.Errorf("writing status of pod %s: %w", r.key, err)
 		}
 		select {

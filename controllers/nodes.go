@@ -1,0 +1,72 @@
+package controllers
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+)
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+
+// attemptFailing: the current attempt's Job has failed, or the Job controller has decided it fails
+// (FailureTarget) and waits for its pods to end.
+func attemptFailing(obs derive.Observed) bool {
+	return obs.Job != nil && (derive.JobCondition(obs.Job, batchv1.JobFailed) != nil || derive.JobCondition(obs.Job, batchv1.JobFailureTarget) != nil)
+}
+
+// nodeTrouble reads the nodes of pods from the API server (the operator holds no node informer: nodes
+// are read only on the rare paths that need them, one read per node) and maps those that are gone or not
+// Ready to why (derive.NodeTrouble).
+func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod) (map[string]string, error) {
+	trouble := map[string]string{}
+	seen := map[string]bool{}
+	for _, p := range pods {
+		name := p.Spec.NodeName
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		node := &corev1.Node{}
+		found, err := getOptional(ctx, reader, client.ObjectKey{Name: name}, node)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			node = nil
+		}
+		if why := derive.NodeTrouble(node); why != "" {
+			trouble[name] = why
+		}
+	}
+	return trouble, nil
+}
+
+// withoutStranded leaves out the pods that have not ended on a lost node (derive.Stranded): they hold
+// nothing a new attempt needs and will not end while the node is unreachable. Nodes are read only when a
+// pod has not ended.
+func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Pod) ([]corev1.Pod, error) {
+	running := pods[:0:0]
+	for _, p := range pods {
+		if !derive.Ended(&p) {
+			running = append(running, p)
+		}
+	}
+	if len(running) == 0 {
+		return pods, nil
+	}
+	trouble, err := nodeTrouble(ctx, reader, running)
+	if err != nil {
+		return nil, err
+	}
+	out := pods[:0:0]
+	for _, p := range pods {
+		if !derive.Stranded(&p, trouble) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
