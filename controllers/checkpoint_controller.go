@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -78,7 +77,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if err != nil || wres.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
 		return wres, err
 	}
-	return res, r.syncResumeFrom(ctx, tj, cm, pods, addr)
+	return result(res, r.syncResumeFrom(ctx, tj, cm, pods, addr))
 }
 
 // observe puts every report of the job's checkpoints into tj.Status: what RESUME_FROM already names (a
@@ -224,7 +223,7 @@ func (r *CheckpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(rank0ByNameLabel)).
 		Named(checkpointController).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		WithOptions(controllerOptions(r.Workers)).
 		Complete(metrics.Instrument(checkpointController, r))
 }
 

@@ -3,13 +3,17 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"golang.org/x/time/rate"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -48,6 +52,36 @@ func writeStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old
 		return false, reconcile.Result{}, fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
 	return true, reconcile.Result{}, nil
+}
+
+// result is what Reconcile returns: res, or only err when there is one (controller-runtime ignores a
+// result returned with an error, and warns about it). A conflict (a write based on a cache that had not
+// seen the latest version yet) is no error: the job is computed again, with backoff, on what the cache
+// holds then.
+func result(res reconcile.Result, err error) (reconcile.Result, error) {
+	switch {
+	case apierrors.IsConflict(err):
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // the rate limiter's backoff, as for a status conflict
+	case err != nil:
+		return reconcile.Result{}, err
+	}
+	return res, nil
+}
+
+// maxRetryDelay bounds how long a failing reconcile waits before it is tried again. client-go's default
+// doubles from 5 ms up to 1,000 s, so a job whose reconciles kept failing through a few minutes of API
+// outage would not be looked at again for up to a quarter of an hour unless one of its objects changed:
+// progress reads, checkpoint reads and deadlines come back through RequeueAfter, not through events.
+const maxRetryDelay = 5 * time.Second
+
+// controllerOptions are the options of the three controllers: workers reconciles at once, and failures
+// retried with client-go's default backoff capped at maxRetryDelay, within its overall bound of 10
+// retries a second (burst 100), which keeps a long outage from turning into a storm of retries.
+func controllerOptions(workers int) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)}
 }
 
 // minResult is the sooner of two results.

@@ -43,6 +43,8 @@ type JobReconciler struct {
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	Options   builders.Options
+	// Workers is how many TrainingJobs are reconciled at once (one job is never reconciled twice at once).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
@@ -81,7 +83,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, err
 	}
 	res, err := r.write(ctx, tj, old, derive.DeriveStatus(tj, obs, now))
-	return minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err
+	return result(minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err)
 }
 
 // ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup and the current
@@ -168,5 +170,6 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Named(jobController).
+		WithOptions(controllerOptions(r.Workers)).
 		Complete(metrics.Instrument(jobController, r))
 }

@@ -35,11 +35,12 @@ func NewScheme() *runtime.Scheme {
 }
 
 // CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
-// objects the operator owns, so a cluster's other pods and config maps are not held in memory.
+// objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
+// keeps its managedFields there (never read, often the largest part of a small object).
 func CacheOptions(namespaces []string) cache.Options {
 	owned, _ := labels.NewRequirement(builders.NameLabel, selection.Exists, nil) // a fixed, valid requirement
 	sel := labels.NewSelector().Add(*owned)
-	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:       {Label: sel},
 		&batchv1.Job{}:      {Label: sel},
 		&corev1.Service{}:   {Label: sel},
@@ -71,8 +72,13 @@ type Config struct {
 	ProgressInterval time.Duration
 	// ScrapeTimeout bounds one scrape (default 2 s).
 	ScrapeTimeout time.Duration
-	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16).
+	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16): the StatusController's
+	// and the CheckpointController's concurrent reconciles.
 	ScrapeWorkers int
+	// JobWorkers is how many TrainingJobs the JobController reconciles at once (default 10). Its
+	// reconciles mostly wait on the API server (a create or a status write each), so a burst of new jobs
+	// is wired about this many times faster than one at a time, until the API server is the limit.
+	JobWorkers int
 }
 
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr.
@@ -84,6 +90,10 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Recorder:  mgr.GetEventRecorder("trainingjob-operator"),
 		Clock:     clock.RealClock{},
 		Options:   cfg.Builders,
+		Workers:   cfg.JobWorkers,
+	}
+	if jr.Workers == 0 {
+		jr.Workers = 10
 	}
 	if err := jr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the job controller: %w", err)

@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -80,7 +79,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
 	_, wres, err := writeStatus(ctx, r.Client, tj, old)
-	return minResult(res, wres), err
+	return result(minResult(res, wres), err)
 }
 
 // scrapeWhenDue scrapes rank 0 when the job's interval has passed, puts the last sample into tj.Status
@@ -214,6 +213,6 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
 		Named(statusController).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		WithOptions(controllerOptions(r.Workers)).
 		Complete(metrics.Instrument(statusController, r))
 }

@@ -32,6 +32,9 @@ type config struct {
 	progressInterval       time.Duration
 	scrapeTimeout          time.Duration
 	scrapeWorkers          int
+	jobWorkers             int
+	qps                    float64
+	burst                  int
 	agentImage             string
 	agentCommand           string
 	agentInterval          time.Duration
@@ -51,7 +54,10 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.DurationVar(&c.progressInterval, "progress-interval", 5*time.Second, "time between two reads of a running job's rank-0 progress (monitoring.scrapeIntervalSeconds overrides it)")
 	fs.DurationVar(&c.scrapeTimeout, "scrape-timeout", 2*time.Second, "time limit of one read of rank 0's progress")
-	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress that may run at once, over all jobs")
+	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress and of checkpoint agents that may run at once, over all jobs (the status and checkpoint controllers' concurrent reconciles)")
+	fs.IntVar(&c.jobWorkers, "max-concurrent-reconciles", 10, "TrainingJobs the job controller reconciles at once (its reconciles mostly wait on the API server)")
+	fs.Float64Var(&c.qps, "kube-api-qps", -1, "client-side limit of requests per second to the API server; negative: none (the API server's priority and fairness protects it)")
+	fs.IntVar(&c.burst, "kube-api-burst", 0, "requests above --kube-api-qps allowed in a burst (with a positive --kube-api-qps)")
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
@@ -95,7 +101,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if c.namespaces != "" {
 		namespaces = strings.Split(c.namespaces, ",")
 	}
-	mgr, err := ctrl.NewManager(restConfig(), ctrl.Options{
+	rc := restConfig()
+	rc.QPS, rc.Burst = float32(c.qps), c.burst
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
 		Cache:                   controllers.CacheOptions(namespaces),
 		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
@@ -114,7 +122,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
 		return err
 	}
-	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers}
+	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers}
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
 	}

@@ -35,9 +35,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
-	os.Exit(stacktest.Main(m, "chaos", &stack, func(o *local.Options, bin string) {
+	code := stacktest.Main(m, "chaos", &stack, func(o *local.Options, bin string) {
 		o.MetricsAddr, o.ManagerBinary, o.AsServiceAccount = metricsAddr, filepath.Join(bin, "manager"), true
-	}))
+	})
+	printReport()
+	os.Exit(code)
 }
 
 func freeAddr() (string, error) {

@@ -47,13 +47,19 @@ func (r *replica) reconciles() int {
 // over once the lease expires (controller-runtime's defaults: lease 15 s, renew deadline 10 s, retry
 // 2 s), and the jobs end correctly.
 func TestLeaderElection(t *testing.T) {
-	ctx := context.Background()
 	stack.KillOperator() // the suite's own operator does not elect a leader
 	t.Cleanup(func() {
 		if err := stack.StartOperator(); err != nil {
 			t.Error(err)
 		}
 	})
+	for i := 0; i < repeats(); i++ {
+		t.Run(fmt.Sprint(i), killLeaderMidRun)
+	}
+}
+
+func killLeaderMidRun(t *testing.T) {
+	ctx := context.Background()
 	if err := stack.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainingjob-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -96,6 +102,7 @@ func TestLeaderElection(t *testing.T) {
 			correct++
 		}
 	}
+	record("leader SIGKILLed (2 replicas, leader election)", "kill → the other replica's first reconcile", 1, len(tjs), correct, takeover)
 	t.Logf("leader election report: %s led, SIGKILLed mid-run; %s reconciled first %s later (lease 15 s); %d of %d jobs ended correctly",
 		leader.name, follower.name, takeover.Round(100*time.Millisecond), correct, len(tjs))
 }

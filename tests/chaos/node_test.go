@@ -38,17 +38,29 @@ var nodeLosses = []nodeLoss{
 // (backoffLimit 0) and resumes from a checkpoint, although the lost rank's pod never ends. The node comes
 // back afterwards for the other tests.
 func TestNodeLost(t *testing.T) {
-	for _, loss := range nodeLosses {
-		t.Run(loss.name, func(t *testing.T) {
-			d := loseNodeMidRun(t, loss)
-			t.Logf("node loss report (%s, rank %s): gang restart recorded %s after the loss", loss.name, loss.rank, d.Round(100*time.Millisecond))
-		})
+	for i := 0; i < repeats(); i++ {
+		for _, loss := range nodeLosses {
+			t.Run(fmt.Sprintf("%s-%d", loss.name, i), func(t *testing.T) {
+				d, ok := loseNodeMidRun(t, loss)
+				record("node lost mid-run: "+loss.name+", rank "+loss.rank, "loss → gang restart recorded", 1, 1, count(ok), d)
+				t.Logf("node loss report (%s, rank %s): gang restart recorded %s after the loss", loss.name, loss.rank, d.Round(100*time.Millisecond))
+			})
+		}
 	}
 }
 
+// count is 1 for true.
+func count(ok bool) int {
+	if ok {
+		return 1
+	}
+	return 0
+}
+
 // loseNodeMidRun runs one job, loses the node of loss.rank once a checkpoint is kept, checks that the job
-// completes after one uncounted gang restart, and returns how long after the loss the restart was recorded.
-func loseNodeMidRun(t *testing.T, loss nodeLoss) time.Duration {
+// completes after one uncounted gang restart, and returns how long after the loss the restart was recorded
+// and whether the job ended correctly.
+func loseNodeMidRun(t *testing.T, loss nodeLoss) (time.Duration, bool) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	lc := lifecycle{name: "node-" + loss.name, reasons: []string{"Succeeded"}, disruptions: 1, mutate: func(tj *mlv1.TrainingJob) {
@@ -71,7 +83,7 @@ func loseNodeMidRun(t *testing.T, loss nodeLoss) time.Duration {
 		t.Fatalf("losing %s: %v", nodeName, err)
 	}
 	if !checkJob(t, tj, lc, metricsAddr) {
-		return restarted.Sub(lost)
+		return restarted.Sub(lost), false
 	}
 	got := &mlv1.TrainingJob{}
 	if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
@@ -79,8 +91,9 @@ func loseNodeMidRun(t *testing.T, loss nodeLoss) time.Duration {
 	}
 	if !strings.Contains(got.Status.LastFailure, nodeName) {
 		t.Errorf("lastFailure %q: want the lost node %s named", got.Status.LastFailure, nodeName)
+		return restarted.Sub(lost), false
 	}
-	return restarted.Sub(lost)
+	return restarted.Sub(lost), true
 }
 
 // nodeOfRank waits until the job runs with a checkpoint kept and returns the node of rank's pod.

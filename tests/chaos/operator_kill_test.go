@@ -68,11 +68,14 @@ func TestOperatorKilled(t *testing.T) {
 		wg.Go(func() { rec = killer(t, rng, cfg.kills, 6*time.Second) })
 		wg.Wait()
 		recoveries = append(recoveries, rec...)
+		ok := 0
 		for i, lc := range lifecycles {
 			if checkJob(t, tjs[i], lc, metricsAddr) {
-				correct++
+				ok++
 			}
 		}
+		correct += ok
+		record("operator SIGKILLed at random moments, restarted", "restart → first reconcile", len(rec), len(tjs), ok, rec...)
 	}
 	t.Logf("chaos report: %d rounds, %d operator kills (SIGKILL), %d jobs, %d ended correctly, %d not; recovery (restart to first reconcile) p50 %s, p99 %s; %d checkpoints kept beyond retention (unacknowledged, safe)",
 		cfg.rounds, len(recoveries), jobs, correct, jobs-correct, percentile(recoveries, 50).Round(time.Millisecond), percentile(recoveries, 99).Round(time.Millisecond), extraKept.Load())
