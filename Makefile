@@ -26,8 +26,8 @@ verify: generate ## Fail when generated files drift, code is unformatted or vet 
 	go vet ./...
 
 .PHONY: build
-build: ## Build the manager, trainingjob-local, progress-bench and the example trainer into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/progress-bench ./examples/trainer
+build: ## Build the manager, trainingjob-local, the benchmarks and the example trainer into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/progress-bench ./cmd/scale-bench ./examples/trainer
 
 .PHONY: demo
 demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node.
@@ -39,6 +39,14 @@ demo: build ## Run examples/trainingjob-local.yaml to Completed on a local contr
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
 	bin/progress-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 100,1000
+
+.PHONY: bench
+bench: build ## Scale benchmark, quick (a few minutes): 1, 100 and 1,000 TrainingJobs, twice each; report and profiles in bin/scale-report/.
+	bin/scale-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 1,100,1000 -repeats 2 -idle 10s -out bin/scale-report
+
+.PHONY: bench-full
+bench-full: build ## Scale benchmark, long: up to 10,000 TrainingJobs, twice each.
+	bin/scale-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 1,100,1000,5000,10000 -repeats 2 -out bin/scale-report
 
 .PHONY: bench-checkpoints
 bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a whole sync on a directory and on a real S3 server.

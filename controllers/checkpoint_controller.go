@@ -60,6 +60,9 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	} else if err != nil || !builders.CheckpointEnabled(tj) {
 		return reconcile.Result{}, err
 	}
+	if statusWrites.behind(tj) {
+		return reconcile.Result{RequeueAfter: cacheLag}, nil
+	}
 	cm := &corev1.ConfigMap{}
 	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil || !found {
 		return reconcile.Result{}, err // the ConfigMap's creation brings the job back

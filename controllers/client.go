@@ -3,12 +3,15 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/time/rate"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,7 +46,13 @@ func writeStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old
 	if apiequality.Semantic.DeepEqual(old, tj.Status) {
 		return false, reconcile.Result{}, nil
 	}
+	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
+		log.Info("writing status", "trainingJob", klog.KObj(tj), "diff", cmp.Diff(old, tj.Status))
+	}
 	err = c.Status().Update(ctx, tj)
+	if err == nil {
+		statusWrites.wrote(tj)
+	}
 	if apierrors.IsConflict(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("status changed meanwhile; computing again", "trainingJob", klog.KObj(tj))
 		return false, reconcile.Result{Requeue: true}, nil
@@ -52,6 +61,45 @@ func writeStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old
 		return false, reconcile.Result{}, fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
 	}
 	return true, reconcile.Result{}, nil
+}
+
+// statusWrites are the resourceVersions of this process's last status write of each TrainingJob.
+var statusWrites resourceVersions
+
+// cacheLag is how long a reconcile that found the cache behind its own last write waits before it looks
+// again (the watch event that brings the write usually comes within milliseconds).
+const cacheLag = 20 * time.Millisecond
+
+// resourceVersions remembers the resourceVersion of each object's last write by this process, by UID, so
+// that a reconcile reading from a cache that has not seen that write yet waits for it instead of
+// computing from the old object and writing a conflict (kube-controller-manager's controllers do the same
+// since 1.35). A record older than a minute is ignored: a cache that far behind is being resynced anyway.
+type resourceVersions struct{ m sync.Map }
+
+type writtenVersion struct {
+	rv string
+	at time.Time
+}
+
+func (v *resourceVersions) wrote(obj client.Object) {
+	if obj.GetUID() == "" {
+		return // not from an API server (a test's object)
+	}
+	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), time.Now()})
+}
+
+// behind: obj, read from the cache, is older than this process's last write of it.
+func (v *resourceVersions) behind(obj client.Object) bool {
+	w, ok := v.m.Load(obj.GetUID())
+	if !ok {
+		return false
+	}
+	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), w.(writtenVersion).rv)
+	if err != nil || c >= 0 || time.Since(w.(writtenVersion).at) > time.Minute {
+		v.m.CompareAndDelete(obj.GetUID(), w)
+		return false
+	}
+	return true
 }
 
 // result is what Reconcile returns: res, or only err when there is one (controller-runtime ignores a

@@ -12,10 +12,12 @@ package controllers
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +47,12 @@ type JobReconciler struct {
 	Options   builders.Options
 	// Workers is how many TrainingJobs are reconciled at once (one job is never reconciled twice at once).
 	Workers int
+	// DetailInterval is how long a change of details only (worker counts, a reason) may wait to be written
+	// after the job's last write (monitoring.scrapeIntervalSeconds overrides it, as for progress).
+	DetailInterval time.Duration
+
+	// written is when each job's status was last written by this controller (time.Time by ObjectKey).
+	written sync.Map
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
@@ -54,35 +62,43 @@ type JobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile brings one TrainingJob's children and status in line with its spec: get, place checkpoints,
-// accept, ensure the children, derive the status, write it once.
+// Reconcile brings one TrainingJob's children and status in line with its spec: get, place checkpoints
+// (accepting the job first when the operator chose where), ensure the children, derive the status, write
+// it once.
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
 	if found, err := getOptional(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
+		if !found {
+			r.written.Delete(req.NamespacedName)
+		}
 		return reconcile.Result{}, err // children go with it through owner references
+	}
+	if statusWrites.behind(tj) {
+		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	old := *tj.Status.DeepCopy()
 	// Where checkpoints go is chosen before anything is built from it; the status write records it.
 	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options)
 	now := metav1.NewTime(r.Clock.Now())
-	if old.State == "" {
-		// Record that the job was accepted before anything is created, so every job passes Pending.
-		return r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{}, now))
+	if old.State == "" && tj.Status.CheckpointStorage != nil {
+		// The operator chose where checkpoints go: record the choice (and that the job was accepted, Pending)
+		// before anything is built from it, so a restart with other defaults never moves them.
+		return r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{}, now), now.Time)
 	}
 	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time)
 	if done || err != nil {
 		return reconcile.Result{}, err
 	}
 	obs, err := r.ensureChildren(ctx, tj)
-	if rejected(err) && old.State == mlv1.StatePending {
+	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending) {
 		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
-		_, werr := r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{CreateRejected: apiMessage(err)}, now))
+		_, werr := r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{CreateRejected: apiMessage(err)}, now), now.Time)
 		return reconcile.Result{}, errors.Join(err, werr)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	res, err := r.write(ctx, tj, old, derive.DeriveStatus(tj, obs, now))
+	res, err := r.write(ctx, tj, old, derive.DeriveStatus(tj, obs, now), now.Time)
 	return result(minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err)
 }
 
@@ -111,11 +127,22 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	return obs, err
 }
 
-// write writes st as the new status and records the events of what changed.
-func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus) (reconcile.Result, error) {
+// write writes st as the new status and records the events of what changed. A change of details only
+// (derive.Significant) waits until DetailInterval has passed since the job's last write by this
+// controller: worker counts move with every pod event, and each would be a write.
+func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus, now time.Time) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(tj)
+	if !derive.Significant(old, st) && !apiequality.Semantic.DeepEqual(old, st) {
+		if last, ok := r.written.Load(key); ok {
+			if wait := last.(time.Time).Add(interval(tj, r.DetailInterval)).Sub(now); wait > 0 {
+				return reconcile.Result{RequeueAfter: wait}, nil
+			}
+		}
+	}
 	tj.Status = st
 	written, res, err := writeStatus(ctx, r.Client, tj, old)
 	if written {
+		r.written.Store(key, now)
 		r.recordEvents(ctx, tj, old)
 	}
 	return res, err

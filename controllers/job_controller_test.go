@@ -186,7 +186,7 @@ func TestCleanup(t *testing.T) {
 		{"None: nothing stopped or deleted", finishedTJ("none", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsNone}, 0), false, 1, []int{1, 1, 1}, true},
 		{"All: pods deleted", finishedTJ("all", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsAll}, 0), true, 0, []int{1, 1, 1}, true},
 		{"TTL not passed", finishedTJ("ttl", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 30*time.Second), true, 1, []int{1, 1, 1}, true},
-		{"TTL passed: children deleted, the TrainingJob kept", finishedTJ("ttl", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 2*time.Minute), false, 1, []int{0, 0, 0}, true},
+		{"TTL passed: children deleted, the TrainingJob kept", finishedTJ("ttl-passed", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 2*time.Minute), false, 1, []int{0, 0, 0}, true},
 		{"TTL passed, deleteTrainingJob", finishedTJ("gone", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](0), DeleteTrainingJob: true}, time.Second), false, 1, []int{1, 1, 1}, false},
 	}
 	for _, tc := range cases {

@@ -36,13 +36,14 @@ func NewScheme() *runtime.Scheme {
 
 // CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
 // objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
-// keeps its managedFields there (never read, often the largest part of a small object).
+// keeps its managedFields there (never read, often the largest part of a small object), and pods and Jobs
+// keep no pod spec (slimPod, slimJob).
 func CacheOptions(namespaces []string) cache.Options {
 	owned, _ := labels.NewRequirement(builders.NameLabel, selection.Exists, nil) // a fixed, valid requirement
 	sel := labels.NewSelector().Add(*owned)
 	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:       {Label: sel},
-		&batchv1.Job{}:      {Label: sel},
+		&corev1.Pod{}:       {Label: sel, Transform: slimPod},
+		&batchv1.Job{}:      {Label: sel, Transform: slimJob},
 		&corev1.Service{}:   {Label: sel},
 		&corev1.ConfigMap{}: {Label: sel},
 		// Checkpoint claims the operator created; users' own claims are not held.
@@ -55,6 +56,27 @@ func CacheOptions(namespaces []string) cache.Options {
 		}
 	}
 	return opts
+}
+
+// slimPod keeps of a worker's pod what the controllers read: its metadata, node and status. The pod's
+// spec (containers, env, volumes: most of its size) is never read, and pods are never updated from the
+// cache (only deleted).
+func slimPod(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+	}
+	return obj, nil
+}
+
+// slimJob drops a Job's pod template spec, which the controllers never read: they compare the spec hash
+// annotation and change a Job only with patches of spec.suspend.
+func slimJob(obj any) (any, error) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		j.ManagedFields = nil
+		j.Spec.Template.Spec = corev1.PodSpec{}
+	}
+	return obj, nil
 }
 
 // The controllers' names: controller-runtime's series and the operator's reconcile series carry them.
@@ -91,6 +113,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Clock:     clock.RealClock{},
 		Options:   cfg.Builders,
 		Workers:   cfg.JobWorkers,
+		// Worker counts and reasons are written at most as often as progress is.
+		DetailInterval: orDefault(cfg.ProgressInterval, 5*time.Second),
 	}
 	if jr.Workers == 0 {
 		jr.Workers = 10

@@ -69,6 +69,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
+	if statusWrites.behind(tj) {
+		return reconcile.Result{RequeueAfter: cacheLag}, nil
+	}
 	now := r.Clock.Now()
 	setAllocation(tj, now)
 	old := *tj.Status.DeepCopy()

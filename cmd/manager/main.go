@@ -24,6 +24,7 @@ import (
 
 type config struct {
 	metricsAddr, probeAddr string
+	pprofAddr              string
 	leaderElect            bool
 	leaderElectionNS       string
 	namespaces             string
@@ -48,6 +49,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	c := config{images: map[mlv1.Framework]*string{}}
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles; 0 disables them")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -108,6 +110,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		Cache:                   controllers.CacheOptions(namespaces),
 		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
 		HealthProbeBindAddress:  c.probeAddr,
+		PprofBindAddress:        c.pprofAddr,
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "trainingjob-operator.ml.example.com",
 		LeaderElectionNamespace: c.leaderElectionNS,

@@ -26,6 +26,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 )
 
@@ -46,18 +47,9 @@ type result struct {
 }
 
 func (r result) row(n int) string {
-	g, s := quantiles(r.gauge), quantiles(r.status)
+	g, s := benchkit.Quantiles(r.gauge), benchkit.Quantiles(r.status)
 	return fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %s |", n, g[0], g[1], g[2], s[0], s[1], s[2],
 		r.writesPerJobMinute, r.scrapesPerInterval, r.cpuPerScrape.Round(time.Microsecond))
-}
-
-func quantiles(d []time.Duration) [3]time.Duration {
-	if len(d) == 0 {
-		return [3]time.Duration{}
-	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))].Round(time.Millisecond) }
-	return [3]time.Duration{at(0.5), at(0.99), d[len(d)-1].Round(time.Millisecond)}
 }
 
 // bench is one measurement: a control plane, the manager and n endpoints.
@@ -89,7 +81,7 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 		return result{}, err
 	}
 	defer cl.Stop()
-	b := &bench{c: c, n: n, metrics: freeAddr()}
+	b := &bench{c: c, n: n, metrics: benchkit.FreeAddr()}
 	if b.k, err = client.NewWithWatch(cl.Config, client.Options{Scheme: controllers.NewScheme()}); err != nil {
 		return result{}, err
 	}
@@ -103,15 +95,6 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 		return result{}, err
 	}
 	return b.run(ctx, mgr.Pid())
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // setUp serves the endpoints, creates the jobs and their rank-0 pods and waits until every job runs
@@ -128,10 +111,10 @@ func (b *bench) setUp(ctx context.Context) error {
 	if err := b.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	if err := parallel(b.n, b.createJob); err != nil {
+	if err := benchkit.Parallel(b.n, 8, b.createJob); err != nil {
 		return err
 	}
-	if err := parallel(b.n, b.createPod); err != nil {
+	if err := benchkit.Parallel(b.n, 8, b.createPod); err != nil {
 		return err
 	}
 	return b.waitFor(ctx, 5*time.Minute, "every job Running at epoch 1", func(tj *mlv1.TrainingJob) bool {
@@ -183,30 +166,6 @@ func (b *bench) createPod(i int) error {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: builders.ContainerName, Image: "bench:1", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
 	return b.k.Status().Update(ctx, pod)
-}
-
-// parallel runs f(0..n-1) on 8 goroutines and returns the first error.
-func parallel(n int, f func(int) error) error {
-	var next atomic.Int64
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		go func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if err := f(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	var first error
-	for w := 0; w < 8; w++ {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 func (b *bench) waitFor(ctx context.Context, timeout time.Duration, what string, ok func(*mlv1.TrainingJob) bool) error {
@@ -264,9 +223,9 @@ func (b *bench) run(ctx context.Context, pid int) (result, error) {
 	// second): for 3 intervals every job's figure changes once per interval, so each scrape also writes
 	// the status — the costliest steady state.
 	stopPolling()
-	cpu0, req0 := procCPU(pid), b.requests()
+	cpu0, req0 := benchkit.ProcCPU(pid), b.requests()
 	b.churn(2+int64(b.c.rounds), 3)
-	res.cpuPerScrape = (procCPU(pid) - cpu0) / time.Duration(max(b.requests()-req0, 1))
+	res.cpuPerScrape = (benchkit.ProcCPU(pid) - cpu0) / time.Duration(max(b.requests()-req0, 1))
 	return res, nil
 }
 
@@ -394,16 +353,4 @@ func (b *bench) pollGauges(ctx context.Context) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-}
-
-// procCPU is the user+system CPU time of a process, from /proc (clock ticks of 10 ms).
-func procCPU(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

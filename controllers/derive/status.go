@@ -18,6 +18,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -255,4 +256,22 @@ func finishTime(job *batchv1.Job, ph phase, now metav1.Time) *metav1.Time {
 		return c.LastTransitionTime.DeepCopy()
 	}
 	return &now
+}
+
+// Significant: st differs from old in what users and the other controllers act on (the state, a
+// condition's status, attempt, restarts, the failure, the checkpoint, times other than startTime) rather
+// than only in details: worker counts, startTime, or a condition's reason and message under the same
+// status. The JobController writes details at most once per interval, or with the next significant change.
+func Significant(old, st mlv1.TrainingJobStatus) bool {
+	return !apiequality.Semantic.DeepEqual(withoutDetails(old), withoutDetails(st))
+}
+
+func withoutDetails(st mlv1.TrainingJobStatus) mlv1.TrainingJobStatus {
+	st = *st.DeepCopy()
+	st.Workers, st.StartTime = mlv1.WorkerCounts{}, nil
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Reason, c.Message, c.LastTransitionTime, c.ObservedGeneration = "", "", metav1.Time{}, 0
+	}
+	return st
 }

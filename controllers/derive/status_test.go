@@ -219,3 +219,35 @@ func TestCrashLoopMessage(t *testing.T) {
 		t.Errorf("Running message = %q, want %q", got, want)
 	}
 }
+
+func TestSignificant(t *testing.T) {
+	base := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Conditions: []metav1.Condition{
+		{Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning", Message: "2 of 2 workers running", LastTransitionTime: t0}}}
+	for _, tc := range []struct {
+		name   string
+		change func(*mlv1.TrainingJobStatus)
+		want   bool
+	}{
+		{"nothing", func(*mlv1.TrainingJobStatus) {}, false},
+		{"worker counts", func(s *mlv1.TrainingJobStatus) { s.Workers.Ready = 2 }, false},
+		{"start time", func(s *mlv1.TrainingJobStatus) { s.StartTime = &t0 }, false},
+		{"a reason and message under the same status", func(s *mlv1.TrainingJobStatus) {
+			s.Conditions[0].Reason, s.Conditions[0].Message = "WorkersFinishing", "1 of 2 workers running, 1 finished"
+		}, false},
+		{"the state", func(s *mlv1.TrainingJobStatus) { s.State = mlv1.StateCompleted }, true},
+		{"a condition's status", func(s *mlv1.TrainingJobStatus) { s.Conditions[0].Status = metav1.ConditionFalse }, true},
+		{"a new condition", func(s *mlv1.TrainingJobStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: mlv1.ConditionRestarting, Status: metav1.ConditionTrue})
+		}, true},
+		{"the attempt", func(s *mlv1.TrainingJobStatus) { s.Attempt = 1 }, true},
+		{"the completion time", func(s *mlv1.TrainingJobStatus) { s.CompletionTime = &t0 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := *base.DeepCopy()
+			tc.change(&st)
+			if got := Significant(base, st); got != tc.want {
+				t.Errorf("Significant = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}

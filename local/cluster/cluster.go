@@ -93,7 +93,7 @@ func Start(opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		env.ControlPlane.APIServer.Configure().Set("audit-policy-file", policy).Set("audit-log-path", opts.AuditLog).
-			Set("audit-log-mode", "batch").Set("audit-log-format", "json")
+			Set("audit-log-format", "json")
 	}
 	cfg, err := env.Start()
 	if err != nil {
