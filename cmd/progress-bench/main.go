@@ -15,12 +15,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 )
 
 type config struct {
@@ -40,16 +41,13 @@ func main() {
 	flag.DurationVar(&c.interval, "interval", 5*time.Second, "the manager's --progress-interval")
 	flag.StringVar(&c.out, "out", "", "write the report here too")
 	flag.Parse()
-	for _, s := range strings.Split(jobs, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "progress-bench: bad job count %q\n", s)
-			os.Exit(2)
-		}
-		c.jobs = append(c.jobs, n)
+	var err error
+	if c.jobs, err = benchkit.Counts(jobs); err != nil {
+		fmt.Fprintln(os.Stderr, "progress-bench:", err)
+		os.Exit(2)
 	}
 	ctrl.SetLogger(logr.Discard())
-	if err := run(context.Background(), c); err != nil {
+	if err = run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "progress-bench:", err)
 		os.Exit(1)
 	}

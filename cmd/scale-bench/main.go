@@ -21,12 +21,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 )
 
 type config struct {
@@ -48,17 +49,14 @@ func main() {
 	flag.StringVar(&args, "manager-args", "", "extra manager flags, space-separated (e.g. --max-concurrent-reconciles=1)")
 	flag.StringVar(&c.out, "out", "", "directory for report.json, report.md and the manager's CPU and heap profiles")
 	flag.Parse()
-	for _, s := range strings.Split(jobs, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "scale-bench: bad job count %q\n", s)
-			os.Exit(2)
-		}
-		c.jobs = append(c.jobs, n)
+	var err error
+	if c.jobs, err = benchkit.Counts(jobs); err != nil {
+		fmt.Fprintln(os.Stderr, "scale-bench:", err)
+		os.Exit(2)
 	}
 	c.managerArgs = strings.Fields(args)
 	ctrl.SetLogger(logr.Discard())
-	if err := run(context.Background(), c); err != nil {
+	if err = run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "scale-bench:", err)
 		os.Exit(1)
 	}

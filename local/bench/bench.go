@@ -120,3 +120,16 @@ func ProcCPU(pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
+
+// Counts parses a comma-separated list of positive job counts ("1,100,1000").
+func Counts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad job count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -221,18 +221,24 @@ func (n *Node) forget(key types.NamespacedName) {
 
 // stopAll stops every pod's processes when the node shuts down.
 func (n *Node) stopAll() {
-	n.mu.Lock()
-	runs := make([]*podRun, 0, len(n.runs))
-	for _, r := range n.runs {
-		runs = append(runs, r)
-	}
-	n.mu.Unlock()
+	runs := n.allRuns()
 	for _, r := range runs {
 		r.shutdown(2 * time.Second)
 	}
 	for _, r := range runs {
 		<-r.done
 	}
+}
+
+// allRuns are the pods' runs the node has started.
+func (n *Node) allRuns() []*podRun {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	runs := make([]*podRun, 0, len(n.runs))
+	for _, r := range n.runs {
+		runs = append(runs, r)
+	}
+	return runs
 }
 
 // claimAddr gives a pod its loopback address.

@@ -33,13 +33,7 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // context) afterwards; a new Node for the same name takes its place again (AddNode in package local).
 func (n *Node) Partition() {
 	n.partition.cut.Store(true)
-	n.mu.Lock()
-	runs := make([]*podRun, 0, len(n.runs))
-	for _, r := range n.runs {
-		runs = append(runs, r)
-	}
-	n.mu.Unlock()
-	for _, r := range runs {
+	for _, r := range n.allRuns() {
 		r.shutdown(0)
 	}
 }
