@@ -152,7 +152,8 @@ func (b *bench) createJob(i int) error {
 // createPod plays the Job controller and the kubelet for rank 0: a Running pod at the endpoint's address.
 func (b *bench) createPod(i int) error {
 	ctx := context.Background()
-	labels := map[string]string{builders.NameLabel: jobName(i), builders.RankLabel: "0"}
+	// The labels the Job controller gives a pod of the first attempt's Job: the operator finds rank 0 by them.
+	labels := map[string]string{builders.NameLabel: jobName(i), builders.RankLabel: "0", builders.AttemptLabel: "0"}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: jobName(i) + "-worker-0", Namespace: ns, Labels: labels,
 			Annotations: map[string]string{builders.RankAnnotation: "0"}},
