@@ -114,6 +114,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "trainingjob-operator.ml.example.com",
 		LeaderElectionNamespace: c.leaderElectionNS,
+		// Hand the Lease over on a graceful stop (a rolling update): the next replica leads at once instead
+		// of after the 15 s lease. Safe because main exits as soon as the manager has stopped.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
