@@ -154,7 +154,7 @@ func (b *bench) lifecycle(ctx context.Context, res *result) error {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	if b.seen, err = watchAll(wctx, b.k, b.n); err != nil {
+	if b.seen, err = watchAll(wctx, b.k); err != nil {
 		return err
 	}
 	profile := b.profileCPU(10 * time.Second)

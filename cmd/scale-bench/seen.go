@@ -24,7 +24,6 @@ type jobSeen struct {
 	submitted, job time.Time
 	service, cm    bool
 	state          mlv1.State
-	stateAt        time.Time
 	jobObj         *batchv1.Job
 }
 
@@ -34,12 +33,11 @@ func (j *jobSeen) wired() bool { return !j.job.IsZero() && j.service && j.cm && 
 type seen struct {
 	mu   sync.Mutex
 	jobs map[string]*jobSeen
-	n    int
 }
 
 // watchAll watches the bench namespace's TrainingJobs, Jobs, Services and ConfigMaps until ctx is done.
-func watchAll(ctx context.Context, k client.WithWatch, n int) (*seen, error) {
-	s := &seen{jobs: map[string]*jobSeen{}, n: n}
+func watchAll(ctx context.Context, k client.WithWatch) (*seen, error) {
+	s := &seen{jobs: map[string]*jobSeen{}}
 	lists := []func() client.ObjectList{
 		func() client.ObjectList { return &mlv1.TrainingJobList{} }, func() client.ObjectList { return &batchv1.JobList{} },
 		func() client.ObjectList { return &corev1.ServiceList{} }, func() client.ObjectList { return &corev1.ConfigMapList{} },
@@ -105,7 +103,7 @@ func (s *seen) observe(obj runtime.Object, now time.Time) {
 	case *mlv1.TrainingJob:
 		j := s.get(o.Name)
 		if o.Status.State != j.state {
-			j.state, j.stateAt = o.Status.State, now
+			j.state = o.Status.State
 		}
 	case *batchv1.Job:
 		j := s.get(o.Labels[builders.NameLabel])

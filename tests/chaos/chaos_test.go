@@ -8,19 +8,17 @@ package chaos
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/local"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
@@ -102,11 +100,9 @@ func killer(t *testing.T, rng *rand.Rand, kills int, window time.Duration) []tim
 func waitReconciling(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		body, err := scrapeMetrics()
-		for _, line := range strings.Split(body, "\n") {
-			if strings.HasPrefix(line, `trainingjob_reconciliation_total{controller="trainingjob"`) && !strings.HasSuffix(line, " 0") {
-				return nil
-			}
+		n, err := reconciles(metricsAddr)
+		if n > 0 {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no reconcile after %s (last error %v)", timeout, err)
@@ -115,20 +111,22 @@ func waitReconciling(timeout time.Duration) error {
 	}
 }
 
-// scrapeMetrics reads the operator's /metrics.
-func scrapeMetrics() (string, error) { return scrape(metricsAddr) }
-
-// scrape reads the /metrics of a manager at addr.
-func scrape(addr string) (string, error) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return string(body), err
+// reconciles is how many JobController reconciles the manager at addr has finished.
+func reconciles(addr string) (int, error) {
+	return counter(addr, "trainingjob_reconciliation_total", map[string]string{"controller": "trainingjob"})
 }
+
+// counter sums the series of a counter on the /metrics of the manager at addr whose labels include match.
+func counter(addr, name string, match map[string]string) (int, error) {
+	families, err := benchkit.Metrics(addr)
+	if err != nil {
+		return 0, err
+	}
+	return int(benchkit.Sum(families, name, match)), nil
+}
+
+// scrapeMetrics reads the operator's /metrics.
+func scrapeMetrics() (string, error) { return stacktest.Scrape(metricsAddr) }
 
 // percentile is the p-th percentile (0-100) of ds.
 func percentile(ds []time.Duration, p int) time.Duration {

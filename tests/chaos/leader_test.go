@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,20 +24,7 @@ type replica struct {
 // reconciles is how many JobController reconciles the replica has finished (0 while it is not leader:
 // a follower starts no controller).
 func (r *replica) reconciles() int {
-	body, err := scrape(r.metrics)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, `trainingjob_reconciliation_total{controller="trainingjob"`) {
-			var v float64
-			fields := strings.Fields(line)
-			if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
-				n += int(v)
-			}
-		}
-	}
+	n, _ := reconciles(r.metrics)
 	return n
 }
 

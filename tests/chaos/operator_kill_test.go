@@ -23,6 +23,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -270,7 +271,7 @@ func checkMetrics(tj *mlv1.TrainingJob, addr string) []string {
 	want := fmt.Sprintf(`trainingjob_restarts{namespace=%q,training_job=%q} %d`, tj.Namespace, tj.Name, tj.Status.RestartCount)
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		body, err := scrape(addr)
+		body, err := stacktest.Scrape(addr)
 		if err == nil && strings.Contains(body, want) {
 			return nil
 		}

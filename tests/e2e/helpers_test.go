@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -176,18 +174,6 @@ func assertLossFalls(t *testing.T, log string, first, last int) {
 			t.Errorf("loss did not fall at epoch %d: %v -> %v", e, l[e-1], l[e])
 		}
 	}
-}
-
-// scrape reads rank 0's progress endpoint.
-func scrape(addr string) (string, error) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), err
 }
 
 func processAlive(pid int) bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
 // TestTrainingCompletes runs the example trainer with 2 and 4 ranks to Completed: the ranks rendezvous
@@ -48,7 +49,7 @@ func TestTrainingCompletes(t *testing.T) {
 			pods = workerPods(t, ns, name)
 			rank0 := net.JoinHostPort(pods[0].Status.PodIP, "8080")
 			eventually(t, time.Minute, "rank 0 progress endpoint", func() error {
-				body, err := scrape(rank0)
+				body, err := stacktest.Scrape(rank0)
 				if err == nil && !strings.Contains(body, "training_epochs_total 6\n") {
 					err = fmt.Errorf("no training_epochs_total 6 in:\n%s", body)
 				}
@@ -203,7 +204,7 @@ func TestPythonProgressHelper(t *testing.T) {
 	var body string
 	eventually(t, time.Minute, "python rank 0 progress", func() error {
 		var err error
-		body, err = scrape(rank0)
+		body, err = stacktest.Scrape(rank0)
 		if err == nil && !strings.Contains(body, "training_loss ") {
 			err = fmt.Errorf("no training_loss yet:\n%s", body)
 		}

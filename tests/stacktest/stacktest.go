@@ -5,6 +5,8 @@ package stacktest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,4 +71,16 @@ func run(m *testing.M, name string, stack **local.Stack, configure func(o *local
 		fmt.Fprintf(os.Stderr, "%s: logs of the stack and the pods are kept in %s\n", name, dir)
 	}
 	return code, nil
+}
+
+// Scrape reads the Prometheus text served at addr/metrics (a manager's, or rank 0's progress endpoint).
+func Scrape(addr string) (string, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return string(body), err
 }
