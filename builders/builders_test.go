@@ -350,16 +350,22 @@ func TestResumeFrom(t *testing.T) {
 			}
 		}).Obj()
 	}
+	retried := pvc("/checkpoints/ml/old/checkpoint-epoch-4", "/checkpoints/ml/a/checkpoint-epoch-6")
+	retried.Status.Attempt = 1
 	cases := []struct {
 		name string
 		tj   *mlv1.TrainingJob
 		want string
+		// settled: the ConfigMap is built with RESUME_FROM settled for the first attempt (nothing older can
+		// report); for a later attempt the key is left to the CheckpointController.
+		settled bool
 	}{
-		{"checkpoints disabled", tjtest.NewTJ("ml", "a").Obj(), ""},
-		{"nothing yet: start fresh", pvc("", ""), ""},
-		{"resumeFrom until a checkpoint is seen", pvc("/checkpoints/ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4"},
-		{"pvc:// is where workers see it", pvc("pvc://ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4"},
-		{"the newest seen wins", pvc("/checkpoints/ml/old/checkpoint-epoch-4", "/checkpoints/ml/a/checkpoint-epoch-6"), "/checkpoints/ml/a/checkpoint-epoch-6"},
+		{"checkpoints disabled", tjtest.NewTJ("ml", "a").Obj(), "", false},
+		{"nothing yet: start fresh", pvc("", ""), "", true},
+		{"resumeFrom until a checkpoint is seen", pvc("/checkpoints/ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4", true},
+		{"pvc:// is where workers see it", pvc("pvc://ml/old/checkpoint-epoch-4", ""), "/checkpoints/ml/old/checkpoint-epoch-4", true},
+		{"the newest seen wins", pvc("/checkpoints/ml/old/checkpoint-epoch-4", "/checkpoints/ml/a/checkpoint-epoch-6"), "/checkpoints/ml/a/checkpoint-epoch-6", true},
+		{"a later attempt waits for the checkpoint controller", retried, "/checkpoints/ml/a/checkpoint-epoch-6", false},
 	}
 	ref := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "a-config"}, Key: "RESUME_FROM", Optional: ptr.To(true)}}
@@ -369,10 +375,20 @@ func TestResumeFrom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The value is the CheckpointController's to write into the ConfigMap.
-			_, set := cm.Data[builders.ResumeFromKey]
-			if diff := cmp.Diff([]any{tc.want, false}, []any{builders.ResumeFrom(tc.tj), set}); diff != "" {
-				t.Errorf("ResumeFrom, built ConfigMap has the key (-want +got):\n%s", diff)
+			// Past the first attempt, the value is the CheckpointController's to write into the ConfigMap.
+			wantCM := map[string]string{}
+			if tc.settled {
+				wantCM = map[string]string{builders.ResumeFromKey: tc.want, builders.ResumeAttemptAnnotation: "0"}
+			}
+			gotCM := map[string]string{}
+			if v, ok := cm.Data[builders.ResumeFromKey]; ok {
+				gotCM[builders.ResumeFromKey] = v
+			}
+			if v, ok := cm.Annotations[builders.ResumeAttemptAnnotation]; ok {
+				gotCM[builders.ResumeAttemptAnnotation] = v
+			}
+			if diff := cmp.Diff([]any{tc.want, wantCM}, []any{builders.ResumeFrom(tc.tj), gotCM}); diff != "" {
+				t.Errorf("ResumeFrom, built ConfigMap's RESUME_FROM (-want +got):\n%s", diff)
 			}
 			if !builders.CheckpointEnabled(tc.tj) {
 				return

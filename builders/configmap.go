@@ -54,7 +54,10 @@ func Config(tj *mlv1.TrainingJob) RunConfig {
 }
 
 // ConfigMap builds the ConfigMap holding config.json. Its RESUME_FROM key (see ResumeFrom) and
-// ResumeAttemptAnnotation are the CheckpointController's to write.
+// ResumeAttemptAnnotation are the CheckpointController's to write; a job with checkpoints gets them
+// already settled for its first attempt, for which the CheckpointController would find nothing else to
+// wait for (no older rank 0 can report a newer checkpoint) and write the same: its workers start
+// without waiting for that write.
 func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	data, err := json.MarshalIndent(Config(tj), "", "  ")
 	if err != nil {
@@ -63,6 +66,10 @@ func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(tj), Namespace: tj.Namespace, Labels: Labels(tj)},
 		Data:       map[string]string{ConfigFileName: string(data)},
+	}
+	if CheckpointEnabled(tj) && tj.Status.Attempt == 0 {
+		cm.Data[ResumeFromKey] = ResumeFrom(tj)
+		cm.Annotations = map[string]string{ResumeAttemptAnnotation: "0"}
 	}
 	return cm, nil
 }

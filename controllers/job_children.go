@@ -59,14 +59,17 @@ func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, 
 // ensureConfigMap creates the ConfigMap, or brings config.json up to date (it changes only while no worker
 // runs: admission rejects changes to the hyperparameters of an Initializing or Running job). Its
 // RESUME_FROM key and the annotation that says for which attempt it was settled belong to the
-// CheckpointController and are kept as they are.
-func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
+// CheckpointController and are kept as they are (the ConfigMap is created with them settled for the
+// first attempt, see builders.ConfigMap). It returns the ConfigMap as created or found.
+func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	want, err := builders.ConfigMap(tj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cm := &corev1.ConfigMap{}
-	return r.ensure(ctx, tj, want, cm, func() bool {
+	found := false
+	err = r.ensure(ctx, tj, want, cm, func() bool {
+		found = true
 		if cm.Data[builders.ConfigFileName] == want.Data[builders.ConfigFileName] {
 			return false
 		}
@@ -76,6 +79,10 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 		cm.Data[builders.ConfigFileName] = want.Data[builders.ConfigFileName]
 		return true
 	})
+	if !found {
+		return want, err
+	}
+	return cm, err
 }
 
 // ensureService creates the headless Service, or brings its ports and selector up to date.
@@ -97,7 +104,7 @@ func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob)
 // The attempt is recorded in the status before the old Job is deleted, so an operator killed anywhere in
 // between resumes the restart: it never counts it twice, and the Job's fixed name means two Jobs never
 // exist at once.
-func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
+func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, obs *derive.Observed) error {
 	want := builders.Job(tj, r.Options)
 	job := &batchv1.Job{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), job)
@@ -120,7 +127,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, obs
 	case finished(tj) || builders.Suspended(tj):
 		return nil
 	}
-	if obs.StartBlocked, err = r.startBlocked(ctx, tj); err != nil || obs.StartBlocked != "" {
+	if obs.StartBlocked, err = r.startBlocked(ctx, tj, cm); err != nil || obs.StartBlocked != "" {
 		return err
 	}
 	obs.Job = want
@@ -129,8 +136,9 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, obs
 
 // startBlocked says why the current attempt's Job cannot be created yet: workers of an older attempt
 // still stop (they hold the ranks' host names and, on a process node, ports), or RESUME_FROM has not been
-// settled for this attempt by the CheckpointController. "" when nothing blocks.
-func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
+// settled for this attempt by the CheckpointController (cm is the ConfigMap this reconcile created or
+// found, read again when nil). "" when nothing blocks.
+func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
 	old, err := r.listPods(ctx, tj, false)
 	if err == nil {
 		old, err = withoutStranded(ctx, r.APIReader, old)
@@ -144,9 +152,11 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob) 
 	if !builders.CheckpointEnabled(tj) {
 		return "", nil
 	}
-	cm := &corev1.ConfigMap{}
-	if _, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
-		return "", err
+	if cm == nil {
+		cm = &corev1.ConfigMap{}
+		if _, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+			return "", err
+		}
 	}
 	if cm.Annotations[builders.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)) {
 		return "waiting for the checkpoint controller to settle RESUME_FROM", nil

@@ -106,8 +106,13 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 // attempt's Job, and observes the claim, the Job and its pods.
 func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (derive.Observed, error) {
 	var obs derive.Observed
+	var cm *corev1.ConfigMap
 	if !finished(tj) {
-		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureConfigMap, r.ensureService, r.ensurePodGroup} {
+		var err error
+		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
+			return obs, err
+		}
+		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup} {
 			if err := ensure(ctx, tj); err != nil {
 				return obs, err
 			}
@@ -116,7 +121,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 			return obs, err
 		}
 	}
-	if err := r.ensureJob(ctx, tj, &obs); err != nil {
+	if err := r.ensureJob(ctx, tj, cm, &obs); err != nil {
 		return obs, err
 	}
 	var err error

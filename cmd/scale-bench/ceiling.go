@@ -19,7 +19,7 @@ const ceilingNS = "ceiling"
 func (b *bench) ceiling(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	err := benchkit.Parallel(b.n, clients, func(i int) error {
-		tj := trainingJob(i)
+		tj := trainingJob(i, b.c.checkpoints)
 		tj.Namespace = ceilingNS
 		cm, err := builders.ConfigMap(tj)
 		if err != nil {

@@ -15,17 +15,16 @@ import (
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 )
 
-// playWorkers plays the Job controller and the kubelet for every job, as cheaply as they would write:
-// the worker's pod is created and reported Running and Ready, with the Job's active and ready counts;
-// once every TrainingJob is Running, the pod is reported Succeeded and the Job Complete.
-func (b *bench) playWorkers(ctx context.Context) error {
+// The bench plays the Job controller and the kubelet for every job, as cheaply as they would write:
+// startWorkers creates the worker's pod and reports it Running and Ready, with the Job's active and
+// ready counts, and waits until every TrainingJob is Running; finishWorker reports the pod Succeeded and
+// the Job Complete.
+func (b *bench) startWorkers(ctx context.Context) error {
 	if err := benchkit.Parallel(b.n, clients, func(i int) error { return b.startWorker(ctx, i) }); err != nil {
 		return err
 	}
-	if _, err := b.seen.wait(10*time.Minute, "Running", func(j *jobSeen) bool { return j.state == mlv1.StateRunning }); err != nil {
-		return err
-	}
-	return benchkit.Parallel(b.n, clients, func(i int) error { return b.finishWorker(ctx, i) })
+	_, err := b.seen.wait(10*time.Minute, "Running", func(j *jobSeen) bool { return j.state == mlv1.StateRunning })
+	return err
 }
 
 func podName(i int) string { return jobName(i) + "-worker-0" }

@@ -170,12 +170,20 @@ func (b *bench) lifecycle(ctx context.Context, res *result) error {
 	res.WiredS = wired.Sub(start).Seconds()
 	res.Ratio = res.WiredS / res.CeilingS
 	res.SubmitToJob = b.seen.submitToJob(0, b.n)
+	if err := b.startWorkers(ctx); err != nil {
+		return err
+	}
+	// Memory with every job Running, its Job and pod cached, once the manager has nothing left to do
+	// (a reading in the middle of the burst counts the objects of reconciles in flight).
+	if err := b.settle(ctx); err != nil {
+		return err
+	}
 	heap1, rss1, err := b.memory()
 	if err != nil {
 		return err
 	}
 	res.HeapKiBPerJob, res.RSSKiBPerJob = (heap1-heap0)/1024/float64(b.n), (rss1-rss0)/1024/float64(b.n)
-	if err := b.playWorkers(ctx); err != nil {
+	if err := benchkit.Parallel(b.n, clients, func(i int) error { return b.finishWorker(ctx, i) }); err != nil {
 		return err
 	}
 	done, err := b.seen.wait(10*time.Minute, "Completed", func(j *jobSeen) bool { return j.state == mlv1.StateCompleted })
@@ -207,6 +215,28 @@ func (b *bench) afterwards(ctx context.Context, res *result) error {
 	}
 	res.IdleSubmitToJob, err = b.idleSubmissions(ctx, 20)
 	return err
+}
+
+// settle waits until the manager's work queues have been empty for two readings a second apart.
+func (b *bench) settle(ctx context.Context) error {
+	for empty, deadline := 0, time.Now().Add(2*time.Minute); empty < 2; {
+		m, err := benchkit.Metrics(b.metrics)
+		if err != nil {
+			return err
+		}
+		if empty = empty + 1; benchkit.Sum(m, "workqueue_depth", nil) > 0 {
+			empty = 0
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the manager's queues did not empty within 2 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
 }
 
 // memory is the manager's heap in use (after a collection, forced through pprof) and resident set.
@@ -252,20 +282,25 @@ func (b *bench) profileCPU(d time.Duration) <-chan struct{} {
 
 func jobName(i int) string { return fmt.Sprintf("job-%05d", i) }
 
-// trainingJob is the job a user submits: one worker, no GPU, no checkpoints and no progress scraping, so
-// that every status write is the JobController's (progress writes are measured by cmd/progress-bench).
-func trainingJob(i int) *mlv1.TrainingJob {
+// trainingJob is the job a user submits: one worker, no GPU and no progress scraping (progress writes are
+// measured by cmd/progress-bench); checkpoints in an S3 bucket when the run measures them (the bench's
+// agent stands in for every rank 0's), none otherwise, so that every status write is the JobController's.
+func trainingJob(i int, checkpoints bool) *mlv1.TrainingJob {
+	ckpt := &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
+	if checkpoints {
+		ckpt = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "bench"}}
+	}
 	return &mlv1.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Name: jobName(i), Namespace: ns},
 		Spec: mlv1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 1, GPUsPerWorker: ptr.To[int32](0), Image: "bench:1",
 			Command:    []string{"train"},
-			Checkpoint: &mlv1.CheckpointSpec{Enabled: ptr.To(false)},
+			Checkpoint: ckpt,
 			Monitoring: &mlv1.MonitoringSpec{Enabled: ptr.To(false)}},
 	}
 }
 
 func (b *bench) submit(ctx context.Context, i int) error {
-	tj := trainingJob(i)
+	tj := trainingJob(i, b.c.checkpoints)
 	b.seen.submitted(tj.Name, time.Now())
 	return b.k.Create(ctx, tj)
 }
