@@ -44,6 +44,7 @@ func TestWorkerEnv(t *testing.T) {
 		"POD_IP":    "fieldRef:status.podIP",
 		"RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
 		"NODE_RANK": "$(RANK)", "WORLD_SIZE": "2", "MASTER_ADDR": "mnist-worker-0.mnist-headless.ml.svc", "MASTER_PORT": "29500",
+		"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
 	}
 	with := func(extra map[string]string) map[string]string {
 		m := map[string]string{}
@@ -65,18 +66,18 @@ func TestWorkerEnv(t *testing.T) {
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "4",
 		})},
 		{"pytorch cpu-only with user env", tjtest.NewTJ("ml", "mnist").GPUs(0).Env("MY_RANK", "$(RANK)").Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1", "MY_RANK": "$(RANK)",
 		})},
 		{"tensorflow", tjtest.NewTJ("ml", "mnist").GPUs(0).Framework(mlv1.FrameworkTensorFlow).Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo",
-			"TF_CONFIG":    `{"cluster":{"worker":["mnist-worker-0.mnist-headless.ml.svc:29500","mnist-worker-1.mnist-headless.ml.svc:29500"]},"task":{"type":"worker","index":$(RANK)}}`,
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void",
+			"TF_CONFIG": `{"cluster":{"worker":["mnist-worker-0.mnist-headless.ml.svc:29500","mnist-worker-1.mnist-headless.ml.svc:29500"]},"task":{"type":"worker","index":$(RANK)}}`,
 		})},
 		{"pvc checkpoints", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](5),
 				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt", Prefix: "runs"}}
 		}).Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 			"CHECKPOINT_DIR": "/checkpoints/runs/ml/mnist", "CHECKPOINT_FREQUENCY": "5", "RESUME_FROM": "configMapKeyRef:mnist-config/RESUME_FROM",
 		})},
@@ -84,7 +85,7 @@ func TestWorkerEnv(t *testing.T) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false),
 				Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
 		}).Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 		})},
 		{"user NCCL tuning and defaults overridden", tjtest.NewTJ("ml", "mnist").GPUs(1).
@@ -97,21 +98,21 @@ func TestWorkerEnv(t *testing.T) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1)}
 			tj.Status.CheckpointStorage = &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}
 		}).Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 			"CHECKPOINT_DIR": "/checkpoints/ml/mnist", "CHECKPOINT_FREQUENCY": "1", "RESUME_FROM": "configMapKeyRef:mnist-config/RESUME_FROM",
 		})},
 		{"checkpoints enabled, storage not chosen yet", tjtest.NewTJ("ml", "mnist").GPUs(0).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)}
 		}).Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 		})},
 		{"s3 storage identity overridden by env", tjtest.NewTJ("ml", "mnist").GPUs(0).Env("AWS_REGION", "eu-west-1").With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1),
 				Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Region: "us-east-1", Endpoint: "http://minio:9000"}}
 		}).Obj(), with(map[string]string{
-			"DIST_BACKEND": "gloo", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
+			"DIST_BACKEND": "gloo", "NVIDIA_VISIBLE_DEVICES": "void", "PET_MASTER_ADDR": "$(MASTER_ADDR)", "PET_MASTER_PORT": "$(MASTER_PORT)",
 			"PET_NNODES": "2", "PET_NODE_RANK": "$(RANK)", "PET_NPROC_PER_NODE": "1",
 			"CHECKPOINT_URI": "s3://ckpt/ml/mnist", "CHECKPOINT_FREQUENCY": "1", "RESUME_FROM": "configMapKeyRef:mnist-config/RESUME_FROM",
 			"AWS_ENDPOINT_URL_S3": "http://minio:9000", "AWS_REGION": "eu-west-1",
@@ -120,7 +121,8 @@ func TestWorkerEnv(t *testing.T) {
 			tj.Spec.Networking = &mlv1.NetworkingSpec{RDMAEnabled: ptr.To(true)}
 		}).Obj(), with(map[string]string{
 			"DIST_BACKEND": "nccl", "NCCL_IB_DISABLE": "0", "JAX_COORDINATOR_ADDRESS": "$(MASTER_ADDR):$(MASTER_PORT)",
-			"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "$(RANK)",
+			"JAX_COORDINATOR_BIND_ADDRESS": "$(POD_IP):$(MASTER_PORT)", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "$(RANK)",
+			"COORDINATOR_ADDRESS": "$(MASTER_ADDR)", "COORDINATOR_PORT": "$(MASTER_PORT)", "NUM_PROCESSES": "2", "PROCESS_ID": "$(RANK)",
 		})},
 	}
 	for _, tc := range cases {
@@ -153,7 +155,7 @@ func assertReferencesDefinedEarlier(t *testing.T, env []corev1.EnvVar) {
 
 func TestJob(t *testing.T) {
 	gpu := func(n int64) corev1.ResourceList {
-		return corev1.ResourceList{builders.GPUResource: *resource.NewQuantity(n, resource.DecimalSI)}
+		return corev1.ResourceList{builders.DefaultGPUResource: *resource.NewQuantity(n, resource.DecimalSI)}
 	}
 	cases := []struct {
 		name  string
@@ -177,6 +179,12 @@ func TestJob(t *testing.T) {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
 		}},
+		{"gpu limit of the named resource", tjtest.NewTJ("ml", "a").GPUs(2).With(func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "amd.com/gpu" }).Obj(), func(t *testing.T, job *batchv1.Job) {
+			want := corev1.ResourceList{"amd.com/gpu": *resource.NewQuantity(2, resource.DecimalSI)}
+			if diff := cmp.Diff(want, job.Spec.Template.Spec.Containers[0].Resources.Limits); diff != "" {
+				t.Errorf("limits (-want +got):\n%s", diff)
+			}
+		}},
 		{"cpu-only has no gpu", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), func(t *testing.T, job *batchv1.Job) {
 			if l := job.Spec.Template.Spec.Containers[0].Resources.Limits; len(l) != 0 {
 				t.Errorf("limits = %v, want none", l)
@@ -186,7 +194,7 @@ func TestJob(t *testing.T) {
 			tj.Spec.Resources = &mlv1.Resources{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			r := job.Spec.Template.Spec.Containers[0].Resources
-			if r.Requests.Cpu().String() != "2" || r.Limits.Name(builders.GPUResource, resource.DecimalSI).Value() != 1 {
+			if r.Requests.Cpu().String() != "2" || r.Limits.Name(builders.DefaultGPUResource, resource.DecimalSI).Value() != 1 {
 				t.Errorf("resources = %+v", r)
 			}
 		}},
@@ -418,5 +426,24 @@ func TestJobSuspendAndSpecHash(t *testing.T) {
 	want := []any{false, true, true, true, false, true, 16}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("suspend plain/suspended/queued, hash ignores suspend, hash sees workers, hash reproducible, length (-want +got):\n%s", diff)
+	}
+}
+
+// TestGPUResourceName: the spec's resource name wins over the operator's default, which wins over
+// nvidia.com/gpu.
+func TestGPUResourceName(t *testing.T) {
+	mig := builders.Options{GPUResource: "nvidia.com/mig-1g.10gb"}
+	named := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "amd.com/gpu" }).Obj()
+	got := []corev1.ResourceName{
+		builders.GPUResourceName(tjtest.NewTJ("ml", "a").Obj(), builders.Options{}),
+		builders.GPUResourceName(tjtest.NewTJ("ml", "a").Obj(), mig),
+		builders.GPUResourceName(named, mig),
+	}
+	want := []corev1.ResourceName{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GPUResourceName (-want +got):\n%s", diff)
+	}
+	if l := builders.Resources(tjtest.NewTJ("ml", "a").GPUs(1).Obj(), mig).Limits; l.Name("nvidia.com/mig-1g.10gb", resource.DecimalSI).Value() != 1 || len(l) != 1 {
+		t.Errorf("limits with the operator's MIG default = %v", l)
 	}
 }

@@ -1,6 +1,7 @@
 package builders
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"time"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -18,6 +19,9 @@ type Options struct {
 	// DefaultCheckpointStorage is the storage of jobs that enable checkpoints without naming one; nil
 	// means a claim the operator creates per job with the defaults of CheckpointClaim (see StorageChoice).
 	DefaultCheckpointStorage *mlv1.CheckpointStorage
+	// GPUResource is the extended resource gpusPerWorker counts when spec.gpuResourceName is empty
+	// (default nvidia.com/gpu).
+	GPUResource corev1.ResourceName
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's
@@ -28,6 +32,13 @@ func DefaultImages() map[mlv1.Framework]string {
 		mlv1.FrameworkTensorFlow: "tensorflow/tensorflow:2.18.0-gpu",
 		mlv1.FrameworkJAX:        "ghcr.io/nvidia/jax:jax-2025-01-01",
 	}
+}
+
+// NoTrainingProgram is true when the workers run the framework's default image with neither command nor
+// args: those images have no training program of their own (their default command is a shell, which
+// exits at once), so such a job would end "successfully" having trained nothing.
+func NoTrainingProgram(tj *mlv1.TrainingJob) bool {
+	return tj.Spec.Image == "" && len(tj.Spec.Command) == 0 && len(tj.Spec.Args) == 0
 }
 
 // The accessors below read optional spec fields with the API's defaults, so builders behave the same

@@ -4,29 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
-
-// ReservedEnvNames are the environment variables that carry a worker's identity, the rendezvous and the
-// checkpoint location. spec.env may not set them; the CRD's CEL rule on spec.env lists the same names (a
-// test keeps the two equal).
-var ReservedEnvNames = []string{
-	"MASTER_ADDR", "MASTER_PORT", "RANK", "NODE_RANK", "WORLD_SIZE",
-	"PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
-	"TF_CONFIG", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
-	"TRAININGJOB_NAME", "TRAININGJOB_NAMESPACE", "TRAININGJOB_CONFIG", "MODEL_NAME", "DATASET_NAME",
-	"METRICS_PORT", "DIST_BACKEND", "POD_IP",
-	"CHECKPOINT_DIR", "CHECKPOINT_URI", "CHECKPOINT_FREQUENCY", "RESUME_FROM",
-}
-
-// DefaultEnvNames are the variables the operator sets only as defaults: when spec.env names one, the
-// user's entry replaces the operator's.
-var DefaultEnvNames = []string{
-	"PYTHONUNBUFFERED", "NCCL_IB_DISABLE", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "GOOGLE_APPLICATION_CREDENTIALS",
-}
 
 // WorkerEnv is the environment of every worker container: the injected contract (documented in the
 // README) followed by spec.env, whose entries replace the operator's defaults of the same name (admission
@@ -37,6 +20,7 @@ func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env = append(env, rendezvousEnv(tj)...)
 	env = append(env, frameworkEnv(tj)...)
 	env = append(env, backendEnv(tj)...)
+	env = append(env, gpuVisibilityEnv(tj)...)
 	env = append(env, checkpointEnv(tj)...)
 	return overrideEnv(env, tj.Spec.Env)
 }
@@ -82,11 +66,15 @@ func rankEnv() corev1.EnvVar {
 	}}}
 }
 
+// rendezvousEnv: one process per pod, so RANK is the pod's index and LOCAL_RANK 0 (a launcher such as
+// torchrun sets its own children's RANK, LOCAL_RANK and WORLD_SIZE).
 func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		rankEnv(),
 		value("NODE_RANK", "$(RANK)"),
 		value("WORLD_SIZE", itoa(tj.Spec.NumWorkers)),
+		value("LOCAL_RANK", "0"),
+		value("LOCAL_WORLD_SIZE", "1"),
 		value("MASTER_ADDR", WorkerDNSName(tj, 0)),
 		value("MASTER_PORT", itoa(masterPort(tj))),
 		value("DIST_BACKEND", string(backend(tj))),
@@ -98,10 +86,14 @@ func frameworkEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	case mlv1.FrameworkTensorFlow:
 		return []corev1.EnvVar{value("TF_CONFIG", tfConfig(tj))}
 	case mlv1.FrameworkJAX:
+		return jaxEnv(tj)
+	case mlv1.FrameworkXGBoost:
+		return xgboostEnv(tj)
+	case mlv1.FrameworkPaddle:
 		return []corev1.EnvVar{
-			value("JAX_COORDINATOR_ADDRESS", "$(MASTER_ADDR):$(MASTER_PORT)"),
-			value("JAX_NUM_PROCESSES", itoa(tj.Spec.NumWorkers)),
-			value("JAX_PROCESS_ID", "$(RANK)"),
+			value("PADDLE_MASTER", "$(MASTER_ADDR):$(MASTER_PORT)"),
+			value("PADDLE_NNODES", itoa(tj.Spec.NumWorkers)),
+			value("PADDLE_JOB_ID", tj.Name),
 		}
 	default:
 		nproc := gpusPerWorker(tj)
@@ -116,6 +108,44 @@ func frameworkEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 			value("PET_NPROC_PER_NODE", itoa(nproc)),
 		}
 	}
+}
+
+// jaxEnv: jax.distributed.initialize reads JAX_COORDINATOR_ADDRESS and JAX_COORDINATOR_BIND_ADDRESS
+// itself (rank 0's coordinator then listens on its own pod address only), but not the process count or
+// id: scripts pass JAX_NUM_PROCESSES and JAX_PROCESS_ID (see the README). COORDINATOR_ADDRESS,
+// COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID are what Kubeflow's JAXJob sets, so its scripts run
+// unchanged.
+func jaxEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		value("JAX_COORDINATOR_ADDRESS", "$(MASTER_ADDR):$(MASTER_PORT)"),
+		value("JAX_COORDINATOR_BIND_ADDRESS", "$(POD_IP):$(MASTER_PORT)"),
+		value("JAX_NUM_PROCESSES", itoa(tj.Spec.NumWorkers)),
+		value("JAX_PROCESS_ID", "$(RANK)"),
+		value("COORDINATOR_ADDRESS", "$(MASTER_ADDR)"),
+		value("COORDINATOR_PORT", "$(MASTER_PORT)"),
+		value("NUM_PROCESSES", itoa(tj.Spec.NumWorkers)),
+		value("PROCESS_ID", "$(RANK)"),
+	}
+}
+
+// xgboostEnv: rank 0 runs the Rabit tracker on MASTER_PORT and every rank (rank 0 too) joins it as a
+// worker through the DMLC_* variables. WORKER_ADDRS and WORKER_PORT (the other ranks) are what Kubeflow's
+// XGBoostJob sets for LightGBM.
+func xgboostEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		value("DMLC_TRACKER_URI", "$(MASTER_ADDR)"),
+		value("DMLC_TRACKER_PORT", "$(MASTER_PORT)"),
+		value("DMLC_NUM_WORKER", itoa(tj.Spec.NumWorkers)),
+		value("DMLC_TASK_ID", "$(RANK)"),
+	}
+	if tj.Spec.NumWorkers < 2 {
+		return env
+	}
+	others := make([]string, tj.Spec.NumWorkers-1)
+	for i := range others {
+		others[i] = WorkerDNSName(tj, int32(i+1))
+	}
+	return append(env, value("WORKER_ADDRS", strings.Join(others, ",")), value("WORKER_PORT", "$(MASTER_PORT)"))
 }
 
 // tfConfig is TF_CONFIG for MultiWorkerMirroredStrategy: every worker's address, and this worker's index
@@ -138,6 +168,17 @@ func backendEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		disable = "0"
 	}
 	return []corev1.EnvVar{value("NCCL_IB_DISABLE", disable)}
+}
+
+// gpuVisibilityEnv hides every GPU from workers that asked for none: CUDA images set
+// NVIDIA_VISIBLE_DEVICES=all, with which the NVIDIA container runtime (in its default configuration)
+// hands all of a node's GPUs to a container that requested no GPU resource; "void" makes it expose none.
+// A default: spec.env may set it.
+func gpuVisibilityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	if gpusPerWorker(tj) > 0 {
+		return nil
+	}
+	return []corev1.EnvVar{value("NVIDIA_VISIBLE_DEVICES", "void")}
 }
 
 func value(name, v string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: v} }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"regexp"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,8 +15,25 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// GPUResource is the extended resource name of NVIDIA GPUs.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+// DefaultGPUResource is the extended resource gpusPerWorker counts unless spec.gpuResourceName or the
+// operator's --gpu-resource-name (Options.GPUResource) names another.
+const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// ExtendedResourceName matches the names gpuResourceName and --gpu-resource-name accept (the CRD's
+// pattern): DOMAIN/NAME.
+var ExtendedResourceName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// GPUResourceName is the extended resource the job's gpusPerWorker counts: spec.gpuResourceName, else the
+// operator's default, else nvidia.com/gpu.
+func GPUResourceName(tj *mlv1.TrainingJob, opts Options) corev1.ResourceName {
+	switch {
+	case tj.Spec.GPUResourceName != "":
+		return corev1.ResourceName(tj.Spec.GPUResourceName)
+	case opts.GPUResource != "":
+		return opts.GPUResource
+	}
+	return DefaultGPUResource
+}
 
 // Job builds the Indexed Job that runs the workers: one pod per rank, host name "<job>-<rank>" under the
 // headless Service, so rank 0 has a stable DNS name.
@@ -142,7 +160,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 			{Name: MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
 			{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
 		},
-		Resources:    Resources(tj),
+		Resources:    Resources(tj, opts),
 		VolumeMounts: mounts,
 		// A crash's last log lines become its termination message, and so the failure reason.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -150,9 +168,11 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	}
 }
 
-// Resources are spec.resources with nvidia.com/gpu set to gpusPerWorker in the limits (the scheduler
-// takes an extended resource's request from its limit). CPU-only workers get no GPU entry.
-func Resources(tj *mlv1.TrainingJob) corev1.ResourceRequirements {
+// Resources are spec.resources with the GPU resource (GPUResourceName) set to gpusPerWorker in the limits
+// (the scheduler takes an extended resource's request from its limit): gpusPerWorker wins over a
+// different count under an operator-wide resource name, which admission cannot see. CPU-only workers get
+// no GPU entry.
+func Resources(tj *mlv1.TrainingJob, opts Options) corev1.ResourceRequirements {
 	var r corev1.ResourceRequirements
 	if res := tj.Spec.Resources.DeepCopy(); res != nil {
 		r.Limits, r.Requests = res.Limits, res.Requests
@@ -164,6 +184,6 @@ func Resources(tj *mlv1.TrainingJob) corev1.ResourceRequirements {
 	if r.Limits == nil {
 		r.Limits = corev1.ResourceList{}
 	}
-	r.Limits[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+	r.Limits[GPUResourceName(tj, opts)] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	return r
 }

@@ -58,12 +58,12 @@ func PodGroupKind(tj *mlv1.TrainingJob) (schema.GroupVersionKind, bool) {
 
 // PodGroup builds the workers' PodGroup: minMember = numWorkers, minResources = what all workers request,
 // the workers' priority class; nil when the job is not gang-scheduled.
-func PodGroup(tj *mlv1.TrainingJob) *unstructured.Unstructured {
+func PodGroup(tj *mlv1.TrainingJob, opts Options) *unstructured.Unstructured {
 	gvk, ok := PodGroupKind(tj)
 	if !ok {
 		return nil
 	}
-	spec := map[string]any{"minMember": int64(tj.Spec.NumWorkers), "minResources": minResources(tj)}
+	spec := map[string]any{"minMember": int64(tj.Spec.NumWorkers), "minResources": minResources(tj, opts)}
 	if s := tj.Spec.Scheduling; s.Priority != "" && gvk == VolcanoPodGroup {
 		spec["priorityClassName"] = s.Priority
 	}
@@ -80,8 +80,8 @@ func PodGroup(tj *mlv1.TrainingJob) *unstructured.Unstructured {
 
 // minResources is what numWorkers workers request together (a request, else its limit, as the scheduler
 // counts it), as strings.
-func minResources(tj *mlv1.TrainingJob) map[string]any {
-	r := Resources(tj)
+func minResources(tj *mlv1.TrainingJob, opts Options) map[string]any {
+	r := Resources(tj, opts)
 	per := corev1.ResourceList{}
 	for name, q := range r.Limits {
 		per[name] = q

@@ -73,7 +73,7 @@ func (r *JobReconciler) deleteChildren(ctx context.Context, tj *mlv1.TrainingJob
 		&corev1.Service{ObjectMeta: withName(meta, builders.ServiceName(tj))},
 		&corev1.ConfigMap{ObjectMeta: withName(meta, builders.ConfigMapName(tj))},
 	}
-	if pg := builders.PodGroup(tj); pg != nil {
+	if pg := builders.PodGroup(tj, r.Options); pg != nil {
 		children = append(children, pg)
 	}
 	for _, obj := range children {

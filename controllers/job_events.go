@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
@@ -19,6 +20,10 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	st := tj.Status
 	if old.State != st.State {
 		recordTransition(ctx, r.Recorder, tj, old.State)
+	}
+	if old.State == "" && builders.NoTrainingProgram(tj) {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonNoTrainingProgram, "Create", "%s",
+			"spec.command is empty and spec.image is the framework's default image, which has no training program: the job will end having trained nothing. Set spec.command (and spec.image)")
 	}
 	if st.Attempt != old.Attempt {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonRestarting, "Restart", "%s", derive.ConditionMessage(st, mlv1.ConditionRestarting))

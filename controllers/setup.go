@@ -69,12 +69,14 @@ func slimPod(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimJob drops a Job's pod template spec, which the controllers never read: they compare the spec hash
-// annotation and change a Job only with patches of spec.suspend.
+// slimJob keeps of a Job's spec what the controllers read: its size, completion mode and suspend. The pod
+// template and the failure policy (most of its size) are never read: the controllers compare the spec
+// hash annotation and change a Job only with patches of spec.suspend.
 func slimJob(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		j.ManagedFields = nil
-		j.Spec.Template.Spec = corev1.PodSpec{}
+		j.Spec = batchv1.JobSpec{Parallelism: j.Spec.Parallelism, Completions: j.Spec.Completions,
+			CompletionMode: j.Spec.CompletionMode, Suspend: j.Spec.Suspend}
 	}
 	return obj, nil
 }

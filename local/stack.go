@@ -34,9 +34,10 @@ type Options struct {
 	Assets string
 	// Dir holds the kubeconfig, the components' logs and the nodes' data (Dir/data).
 	Dir string
-	// Nodes is the number of process nodes (default 1); GPUs the nvidia.com/gpu each advertises when the
-	// host has none.
+	// Nodes is the number of process nodes (default 1); GPUs the GPUs each advertises when the host has
+	// none, as GPUResource (default nvidia.com/gpu).
 	Nodes, GPUs int
+	GPUResource corev1.ResourceName
 	// Path, WorkDir and RestartBackoff are passed to every node (see node.Options).
 	Path           []string
 	WorkDir        string
@@ -153,7 +154,8 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
-		Builders:         builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: []string{"manager"}, AgentInterval: opts.CheckpointInterval},
+		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: []string{"manager"}, AgentInterval: opts.CheckpointInterval,
+			GPUResource: opts.GPUResource},
 		ProgressInterval: opts.ProgressInterval,
 	})
 }
@@ -229,7 +231,7 @@ func (s *Stack) startNode(name string, provision bool) {
 	run := &nodeRun{cancel: cancel, done: make(chan error, 1), provision: provision}
 	s.nodes[name] = run
 	n := node.New(node.Options{
-		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, Path: o.Path, HeartbeatInterval: cluster.NodeMonitorGracePeriod / 10,
+		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, GPUResource: o.GPUResource, Path: o.Path, HeartbeatInterval: cluster.NodeMonitorGracePeriod / 10,
 		WorkDir: o.WorkDir, RestartBackoff: o.RestartBackoff, Provision: provision, Env: o.NodeEnv, Log: o.Log.WithName("node"),
 	})
 	run.node = n

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,6 +43,7 @@ type config struct {
 	checkpointStorage      string
 	checkpointClaimSize    string
 	checkpointStorageClass string
+	gpuResource            string
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -64,6 +66,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
 	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "", "storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); empty: a claim per job, NAME-checkpoints")
+	fs.StringVar(&c.gpuResource, "gpu-resource-name", string(builders.DefaultGPUResource), "extended resource that gpusPerWorker counts when a job's gpuResourceName is empty (nvidia.com/gpu, amd.com/gpu, a MIG slice such as nvidia.com/mig-1g.10gb)")
 	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
 	fs.StringVar(&c.checkpointStorageClass, "default-checkpoint-storage-class", "", "StorageClass of a per-job checkpoint claim whose storage names none; empty: the cluster's default StorageClass")
 	for fw, img := range builders.DefaultImages() {
@@ -121,12 +124,16 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval}
+	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval,
+		GPUResource: corev1.ResourceName(c.gpuResource)}
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}
 	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
 		return err
+	}
+	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {
+		return fmt.Errorf("--gpu-resource-name %q is not an extended resource name (DOMAIN/NAME, as nvidia.com/gpu)", c.gpuResource)
 	}
 	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers}
 	if err := controllers.Setup(mgr, cfg); err != nil {

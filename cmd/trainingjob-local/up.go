@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"path/filepath"
 	"sort"
@@ -31,6 +32,7 @@ type upFlags struct {
 	files        []string
 	dir, assets  string
 	nodes, gpus  int
+	gpuResource  string
 	path         string
 	metricsAddr  string
 	progress     time.Duration
@@ -46,7 +48,8 @@ func parseUp(args []string) (upFlags, error) {
 	fs.StringVar(&f.dir, "state-dir", defaultStateDir(), "directory of the kubeconfig, logs and node data")
 	fs.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "directory of etcd, kube-apiserver, kube-controller-manager and kube-scheduler (hack/testbin.sh prints it)")
 	fs.IntVar(&f.nodes, "nodes", 1, "number of process nodes")
-	fs.IntVar(&f.gpus, "gpus", 0, "nvidia.com/gpu each node advertises when the host has no NVIDIA GPU")
+	fs.IntVar(&f.gpus, "gpus", 0, "GPUs each node advertises when the host has no NVIDIA GPU")
+	fs.StringVar(&f.gpuResource, "gpu-resource-name", "nvidia.com/gpu", "extended resource the nodes advertise their GPUs as, and the operator's default for gpusPerWorker (amd.com/gpu, nvidia.com/mig-1g.10gb, ...)")
 	fs.StringVar(&f.path, "path", "bin", "colon-separated directories searched first for pod commands")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint; 0 disables it")
 	fs.DurationVar(&f.progress, "progress-interval", 2*time.Second, "how often the operator reads rank 0's progress")
@@ -88,7 +91,7 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel))
 	ctrl.SetLogger(log)
 	s, err := local.Up(ctx, local.Options{
-		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, Path: absPaths(f.path), WorkDir: wd,
+		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, GPUResource: corev1.ResourceName(f.gpuResource), Path: absPaths(f.path), WorkDir: wd,
 		MetricsAddr: f.metricsAddr, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
 	})
 	if err != nil {

@@ -112,6 +112,9 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	case obs.Job == nil:
 		return phase{mlv1.StatePending, "Accepted", "accepted; creating the workers' Job, Service and ConfigMap"}
 	}
+	if c := JobCondition(obs.Job, batchv1.JobComplete); c != nil && builders.NoTrainingProgram(tj) {
+		return phase{mlv1.StateFailed, ReasonNoTrainingProgram, NoTrainingProgramMessage}
+	}
 	if c := JobCondition(obs.Job, batchv1.JobComplete); c != nil {
 		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
 	}

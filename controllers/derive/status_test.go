@@ -139,6 +139,10 @@ func TestDeriveStatus(t *testing.T) {
 			mlv1.StateRunning, "CrashLoopBackOff", ""},
 		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
 		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
+		{"default image without a command trained nothing", tjtest.NewTJ("ml", "mnist").NoCommand().Obj(),
+			Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateFailed, ReasonNoTrainingProgram, ReasonNoTrainingProgram + ": " + NoTrainingProgramMessage},
+		{"default image with args runs them", tjtest.NewTJ("ml", "mnist").NoCommand().With(func(tj *mlv1.TrainingJob) { tj.Spec.Args = []string{"python3", "t.py"} }).Obj(),
+			Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
 		{"job failed names the rank", inPlace, Observed{
 			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
 			Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false), pod("0", corev1.PodFailed).exited(1, "Error", true)),

@@ -6,7 +6,7 @@ import (
 )
 
 // Framework is the training framework a TrainingJob runs.
-// +kubebuilder:validation:Enum=pytorch;tensorflow;jax
+// +kubebuilder:validation:Enum=pytorch;tensorflow;jax;xgboost;paddle
 type Framework string
 
 // Frameworks a TrainingJob can run.
@@ -14,12 +14,18 @@ const (
 	FrameworkPyTorch    Framework = "pytorch"
 	FrameworkTensorFlow Framework = "tensorflow"
 	FrameworkJAX        Framework = "jax"
+	FrameworkXGBoost    Framework = "xgboost"
+	FrameworkPaddle     Framework = "paddle"
 )
 
+// Frameworks are all the frameworks, in the order the enum lists them.
+var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX, FrameworkXGBoost, FrameworkPaddle}
+
 // TrainingJobSpec is what the user asks for: one distributed training run.
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits) || self.resources.limits['nvidia.com/gpu'] == self.gpusPerWorker || self.resources.limits['nvidia.com/gpu'] == string(self.gpusPerWorker)",message="resources.limits[nvidia.com/gpu] must be a whole number equal to gpusPerWorker",fieldPath=".resources.limits"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests) || self.resources.requests['nvidia.com/gpu'] == self.gpusPerWorker || self.resources.requests['nvidia.com/gpu'] == string(self.gpusPerWorker)",message="resources.requests[nvidia.com/gpu] must be a whole number equal to gpusPerWorker",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !((has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu') in self.resources.limits) || self.resources.limits[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == self.gpusPerWorker || self.resources.limits[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == string(self.gpusPerWorker)",message="resources.limits[gpuResourceName] (nvidia.com/gpu unless gpuResourceName says otherwise) must be a whole number equal to gpusPerWorker",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !((has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu') in self.resources.requests) || self.resources.requests[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == self.gpusPerWorker || self.resources.requests[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == string(self.gpusPerWorker)",message="resources.requests[gpuResourceName] (nvidia.com/gpu unless gpuResourceName says otherwise) must be a whole number equal to gpusPerWorker",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="monitoring.metricsPort must differ from networking.masterPort",fieldPath=".monitoring.metricsPort"
+// +kubebuilder:validation:XValidation:rule="has(self.image) || !has(self.framework) || self.framework in ['pytorch', 'tensorflow', 'jax']",message="image is required with framework xgboost or paddle: the operator has no default image for them",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
 type TrainingJobSpec struct {
 	// model names the model to train. It is passed to workers as MODEL_NAME and in the config file.
@@ -42,14 +48,23 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:Maximum=1024
 	NumWorkers int32 `json:"numWorkers"`
 
-	// gpusPerWorker is the number of nvidia.com/gpu each worker requests. 0 means CPU-only.
+	// gpusPerWorker is the number of GPUs (of gpuResourceName) each worker requests. 0 means CPU-only: such
+	// workers see no GPU even in a CUDA image (NVIDIA_VISIBLE_DEVICES=void).
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=16
 	GPUsPerWorker *int32 `json:"gpusPerWorker,omitempty"`
 
-	// framework selects the rendezvous environment injected into workers: pytorch, tensorflow or jax.
+	// gpuResourceName is the extended resource gpusPerWorker counts: nvidia.com/gpu unless the operator's
+	// --gpu-resource-name says otherwise; for example a MIG slice (nvidia.com/mig-1g.10gb) or amd.com/gpu.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	GPUResourceName string `json:"gpuResourceName,omitempty"`
+
+	// framework selects the rendezvous environment injected into workers: pytorch (torchrun's PET_*),
+	// tensorflow (TF_CONFIG), jax, xgboost (the Rabit tracker's DMLC_*) or paddle (PADDLE_*).
 	// +optional
 	// +kubebuilder:default=pytorch
 	Framework Framework `json:"framework,omitempty"`
@@ -82,11 +97,11 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
-	// resources are each worker's compute requests and limits. A nvidia.com/gpu entry must equal gpusPerWorker;
-	// when absent the operator adds it.
+	// resources are each worker's compute requests and limits. An entry of the GPU resource (gpuResourceName)
+	// must equal gpusPerWorker; when absent the operator adds it.
 	// +optional
 	Resources *Resources `json:"resources,omitempty"`
 

@@ -92,8 +92,10 @@ func Start(opts Options) (*Cluster, error) {
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 			return nil, err
 		}
+		// One file, never rotated (0 would mean rotate at 100 MB: 10,000 jobs write more, and a reader
+		// of the one file would miss the first writes).
 		env.ControlPlane.APIServer.Configure().Set("audit-policy-file", policy).Set("audit-log-path", opts.AuditLog).
-			Set("audit-log-format", "json")
+			Set("audit-log-format", "json").Set("audit-log-maxsize", "1000000")
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -10,8 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// gpuResource is the extended resource the node advertises for GPUs.
-const gpuResource corev1.ResourceName = "nvidia.com/gpu"
+// defaultGPUResource is the extended resource the node advertises for GPUs unless Options.GPUResource
+// names another.
+const defaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 var nvidiaDevice = regexp.MustCompile(`^/dev/nvidia[0-9]+$`)
 
@@ -27,23 +28,30 @@ func hostGPUs() int {
 	return n
 }
 
-// gpuAllocator hands GPU indices to containers that request nvidia.com/gpu, like a device plugin, and
-// tells the process which ones through CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES.
+// gpuAllocator hands GPU indices to containers that request the node's GPU resource, like a device
+// plugin, and tells the process which ones through CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES. A
+// container that requested none sees no GPU (both variables empty), as on a GPU node whose container
+// runtime exposes only allocated devices: processes share the host, so without this a CPU-only job's
+// framework would pick the host's GPUs.
 type gpuAllocator struct {
-	mu    sync.Mutex
-	owner []string // pod UID per GPU index; "" when free
-	held  map[string][]int
+	resource corev1.ResourceName
+	mu       sync.Mutex
+	owner    []string // pod UID per GPU index; "" when free
+	held     map[string][]int
 }
 
-func newGPUAllocator(n int) *gpuAllocator {
-	return &gpuAllocator{owner: make([]string, n), held: map[string][]int{}}
+func newGPUAllocator(resource corev1.ResourceName, n int) *gpuAllocator {
+	if resource == "" {
+		resource = defaultGPUResource
+	}
+	return &gpuAllocator{resource: resource, owner: make([]string, n), held: map[string][]int{}}
 }
 
 // env allocates the container's GPUs (once per pod and container) and returns the visibility env.
 func (g *gpuAllocator) env(podUID string, c *corev1.Container) map[string]string {
-	q, ok := c.Resources.Limits[gpuResource]
+	q, ok := c.Resources.Limits[g.resource]
 	if !ok || q.Value() == 0 {
-		return nil
+		return map[string]string{"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

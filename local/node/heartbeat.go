@@ -137,7 +137,7 @@ func (n *Node) allocatable() corev1.ResourceList {
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(hostMemory(), resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
-		gpuResource:           *resource.NewQuantity(int64(n.gpus.count()), resource.DecimalSI),
+		n.gpus.resource:       *resource.NewQuantity(int64(n.gpus.count()), resource.DecimalSI),
 	}
 }
 

@@ -40,8 +40,11 @@ type Options struct {
 	// DataRoot holds pod directories, logs and claim directories. Several nodes may share it: claims are
 	// then shared like network storage.
 	DataRoot string
-	// GPUs is the nvidia.com/gpu capacity to advertise when the host has no NVIDIA devices.
+	// GPUs is the GPU capacity to advertise when the host has no NVIDIA devices.
 	GPUs int
+	// GPUResource is the extended resource the GPUs are advertised as (default nvidia.com/gpu; e.g.
+	// amd.com/gpu or a MIG slice name).
+	GPUResource corev1.ResourceName
 	// Path lists directories searched for commands before the container's PATH.
 	Path []string
 	// WorkDir is the working directory of containers that set no workingDir.
@@ -92,7 +95,7 @@ func New(opts Options) *Node {
 	if gpus == 0 {
 		gpus = opts.GPUs
 	}
-	return &Node{opts: opts, gpus: newGPUAllocator(gpus), runs: map[types.UID]*podRun{}, addrs: addrTable{}}
+	return &Node{opts: opts, gpus: newGPUAllocator(opts.GPUResource, gpus), runs: map[types.UID]*podRun{}, addrs: addrTable{}}
 }
 
 // Start registers the Node and runs its pods until ctx is done; then it stops every process it started.

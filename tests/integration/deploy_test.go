@@ -141,7 +141,7 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageGCS, GCSBucket: "b", SecretRef: &corev1.LocalObjectReference{Name: "key"}}}
 	}
-	for _, fw := range []mlv1.Framework{mlv1.FrameworkPyTorch, mlv1.FrameworkTensorFlow, mlv1.FrameworkJAX} {
+	for _, fw := range mlv1.Frameworks {
 		for _, tj := range []*mlv1.TrainingJob{tjtest.NewTJ("ns", "x").Framework(fw).With(s3).Obj(), tjtest.NewTJ("ns", "x").Framework(fw).With(gcs).Obj()} {
 			for _, e := range builders.WorkerEnv(tj) {
 				if !slices.Contains(builders.ReservedEnvNames, e.Name) && !slices.Contains(builders.DefaultEnvNames, e.Name) {

@@ -40,6 +40,14 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 		{"16 gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](16) }},
 		{"tensorflow", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkTensorFlow }},
 		{"jax", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkJAX }},
+		{"xgboost with its image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework, tj.Spec.Image = mlv1.FrameworkXGBoost, "xgb:1" }},
+		{"paddle with its image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework, tj.Spec.Image = mlv1.FrameworkPaddle, "paddle:3" }},
+		{"no image and no command (accepted, warned, fails if it trains nothing)", func(tj *mlv1.TrainingJob) { tj.Spec.Command = nil }},
+		{"amd gpus with an equal limit", func(tj *mlv1.TrainingJob) {
+			tj.Spec.GPUResourceName = "amd.com/gpu"
+			tj.Spec.Resources = &mlv1.Resources{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
+		}},
+		{"a MIG slice", func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "nvidia.com/mig-1g.10gb" }},
 		{"tiny learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.00005) })},
 		{"largest learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(10.0) })},
 		{"all hyperparameters", hp(func(h *mlv1.Hyperparameters) {

@@ -83,6 +83,16 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"env overrides POD_IP", envVar("POD_IP"), "spec.env"},
 		{"gpu limit disagrees", gpuResources("limits", "2"), "spec.resources.limits"},
 		{"gpu request disagrees", gpuResources("requests", "4"), "spec.resources.requests"},
+		{"gpu limit of the named resource disagrees", func(tj *mlv1.TrainingJob) {
+			tj.Spec.GPUResourceName = "amd.com/gpu"
+			tj.Spec.Resources = &mlv1.Resources{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("3")}}
+		}, "spec.resources.limits"},
+		{"gpu resource name without a domain", func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "gpu" }, "spec.gpuResourceName"},
+		{"xgboost without an image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkXGBoost }, "spec.image"},
+		{"paddle without an image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkPaddle }, "spec.image"},
+		{"env overrides LOCAL_RANK", envVar("LOCAL_RANK"), "spec.env"},
+		{"env overrides DMLC_TASK_ID", envVar("DMLC_TASK_ID"), "spec.env"},
+		{"env overrides PADDLE_MASTER", envVar("PADDLE_MASTER"), "spec.env"},
 		{"zero learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.0) }), "spec.hyperparameters.learningRate"},
 		{"negative learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(-0.1) }), "spec.hyperparameters.learningRate"},
 		{"zero batch size", hp(func(h *mlv1.Hyperparameters) { h.BatchSize = ptr.To[int32](0) }), "spec.hyperparameters.batchSize"},

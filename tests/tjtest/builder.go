@@ -12,14 +12,18 @@ import (
 // TJ is a fluent builder of TrainingJobs for tests.
 type TJ struct{ tj mlv1.TrainingJob }
 
-// NewTJ starts a minimal valid TrainingJob: model, dataset and numWorkers.
+// NewTJ starts a minimal valid TrainingJob: model, dataset, numWorkers and a command run in the
+// framework's default image (without one the default image would train nothing; see NoCommand).
 func NewTJ(namespace, name string) *TJ {
 	return &TJ{tj: mlv1.TrainingJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mlv1.GroupVersion.String(), Kind: "TrainingJob"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       mlv1.TrainingJobSpec{Model: "cnn", Dataset: "mnist", NumWorkers: 2},
+		Spec:       mlv1.TrainingJobSpec{Model: "cnn", Dataset: "mnist", NumWorkers: 2, Command: []string{"python3", "train.py"}},
 	}}
 }
+
+// NoCommand removes the command: the shortest YAML a user can write, which runs the default image as it is.
+func (b *TJ) NoCommand() *TJ { b.tj.Spec.Command = nil; return b }
 
 // Workers sets numWorkers.
 func (b *TJ) Workers(n int32) *TJ { b.tj.Spec.NumWorkers = n; return b }

@@ -1,0 +1,65 @@
+package builders
+
+import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+
+// ContractVar is one variable of the worker environment contract. The README's "Environment contract"
+// table lists each (a test checks the two against each other), and WorkerEnv sets only these.
+type ContractVar struct {
+	Name string
+	// Frameworks that get it; empty: every framework.
+	Frameworks []mlv1.Framework
+	// Reserved names carry the job's identity, the rendezvous or the checkpoint location: spec.env may not
+	// set them (the CRD's CEL rule on spec.env lists the same names). The others are defaults that an
+	// entry of spec.env of the same name replaces.
+	Reserved bool
+}
+
+// Contract is the worker environment contract, in the order WorkerEnv sets it.
+var Contract = []ContractVar{
+	reserved("TRAININGJOB_NAME"), reserved("TRAININGJOB_NAMESPACE"), reserved("MODEL_NAME"), reserved("DATASET_NAME"),
+	reserved("TRAININGJOB_CONFIG"), reserved("METRICS_PORT"), {Name: "PYTHONUNBUFFERED"}, reserved("POD_IP"),
+	reserved("RANK"), reserved("NODE_RANK"), reserved("WORLD_SIZE"), reserved("LOCAL_RANK"), reserved("LOCAL_WORLD_SIZE"),
+	reserved("MASTER_ADDR"), reserved("MASTER_PORT"), reserved("DIST_BACKEND"),
+	reserved("PET_MASTER_ADDR", mlv1.FrameworkPyTorch), reserved("PET_MASTER_PORT", mlv1.FrameworkPyTorch),
+	reserved("PET_NNODES", mlv1.FrameworkPyTorch), reserved("PET_NODE_RANK", mlv1.FrameworkPyTorch),
+	reserved("PET_NPROC_PER_NODE", mlv1.FrameworkPyTorch),
+	reserved("TF_CONFIG", mlv1.FrameworkTensorFlow),
+	reserved("JAX_COORDINATOR_ADDRESS", mlv1.FrameworkJAX), reserved("JAX_COORDINATOR_BIND_ADDRESS", mlv1.FrameworkJAX),
+	reserved("JAX_NUM_PROCESSES", mlv1.FrameworkJAX), reserved("JAX_PROCESS_ID", mlv1.FrameworkJAX),
+	defaulted("COORDINATOR_ADDRESS", mlv1.FrameworkJAX), defaulted("COORDINATOR_PORT", mlv1.FrameworkJAX),
+	defaulted("NUM_PROCESSES", mlv1.FrameworkJAX), defaulted("PROCESS_ID", mlv1.FrameworkJAX),
+	reserved("DMLC_TRACKER_URI", mlv1.FrameworkXGBoost), reserved("DMLC_TRACKER_PORT", mlv1.FrameworkXGBoost),
+	reserved("DMLC_NUM_WORKER", mlv1.FrameworkXGBoost), reserved("DMLC_TASK_ID", mlv1.FrameworkXGBoost),
+	defaulted("WORKER_ADDRS", mlv1.FrameworkXGBoost), defaulted("WORKER_PORT", mlv1.FrameworkXGBoost),
+	reserved("PADDLE_MASTER", mlv1.FrameworkPaddle), reserved("PADDLE_NNODES", mlv1.FrameworkPaddle),
+	reserved("PADDLE_JOB_ID", mlv1.FrameworkPaddle),
+	{Name: "NCCL_IB_DISABLE"}, {Name: "NVIDIA_VISIBLE_DEVICES"},
+	reserved("CHECKPOINT_DIR"), reserved("CHECKPOINT_URI"), reserved("CHECKPOINT_FREQUENCY"), reserved("RESUME_FROM"),
+	{Name: "AWS_ENDPOINT_URL_S3"}, {Name: "AWS_REGION"}, {Name: "GOOGLE_APPLICATION_CREDENTIALS"},
+}
+
+func reserved(name string, fw ...mlv1.Framework) ContractVar {
+	return ContractVar{Name: name, Frameworks: fw, Reserved: true}
+}
+
+func defaulted(name string, fw ...mlv1.Framework) ContractVar {
+	return ContractVar{Name: name, Frameworks: fw}
+}
+
+// ReservedEnvNames are the contract's reserved names: spec.env may not set them; the CRD's CEL rule on
+// spec.env lists the same names (a test keeps the two equal).
+var ReservedEnvNames = contractNames(true)
+
+// DefaultEnvNames are the variables the operator sets only as defaults: when spec.env names one, the
+// user's entry replaces the operator's.
+var DefaultEnvNames = contractNames(false)
+
+func contractNames(reserved bool) []string {
+	var names []string
+	for _, v := range Contract {
+		if v.Reserved == reserved {
+			names = append(names, v.Name)
+		}
+	}
+	return names
+}

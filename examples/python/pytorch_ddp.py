@@ -1,0 +1,122 @@
+"""PyTorch DistributedDataParallel under the TrainingJob environment contract, nothing else.
+
+Every rank trains a small MLP on its shard of a synthetic regression set (no download); gradients are
+averaged by DDP (gloo on CPU, nccl with GPUs: DIST_BACKEND). Rank 0 reports progress with
+trainingjob_progress and writes a checkpoint every CHECKPOINT_FREQUENCY epochs in the documented layout
+(CHECKPOINT_DIR/checkpoint-epoch-<N>/model.pt, then the _COMPLETE marker); every rank resumes from
+RESUME_FROM when it is set. Start it either way (examples/pytorch-ddp.yaml):
+
+    torchrun examples/python/pytorch_ddp.py     # torchrun reads PET_NNODES, PET_NODE_RANK, PET_MASTER_*
+    python3 examples/python/pytorch_ddp.py      # init_method="env://": RANK, WORLD_SIZE, MASTER_*
+
+At the end every rank prints its parameters' checksum: equal on every rank, or DDP did not synchronise.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainingjob_progress import Progress  # noqa: E402
+
+
+def hyperparameters():
+    path = os.environ.get("TRAININGJOB_CONFIG", "")
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return json.load(f).get("hyperparameters") or {}
+    return {}
+
+
+def device():
+    if os.environ.get("DIST_BACKEND") == "nccl" and torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def dataset(rank, world, samples):
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(samples, 8, generator=g)
+    y = x @ torch.arange(1.0, 9.0).unsqueeze(1) - 2.0 + 0.01 * torch.randn(samples, 1, generator=g)
+    return x[rank::world], y[rank::world]
+
+
+def resume(model, optimizer):
+    """The epoch to start after: RESUME_FROM names a checkpoint directory (or is empty: start fresh)."""
+    src = os.environ.get("RESUME_FROM", "")
+    if not src:
+        return 0
+    state = torch.load(os.path.join(src, "model.pt"), map_location="cpu")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    print("resumed from %s (epoch %d)" % (src, state["epoch"]), flush=True)
+    return state["epoch"]
+
+
+def save(model, optimizer, epoch):
+    """Rank 0 writes checkpoint-epoch-<epoch>/model.pt, then the _COMPLETE marker (last: a checkpoint
+    without it is never taken for a complete one)."""
+    root = os.environ.get("CHECKPOINT_DIR", "")
+    if not root:
+        return
+    path = os.path.join(root, "checkpoint-epoch-%d" % epoch)
+    os.makedirs(path, exist_ok=True)
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, os.path.join(path, "model.pt"))
+    with open(os.path.join(path, "_COMPLETE"), "w") as f:
+        json.dump({"epoch": epoch, "time": time.time()}, f)
+
+
+def main():
+    hp = hyperparameters()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=hp.get("epochs", 5))
+    parser.add_argument("--learning-rate", type=float, default=hp.get("learningRate", 0.01))
+    parser.add_argument("--batch-size", type=int, default=hp.get("batchSize", 32))
+    parser.add_argument("--samples", type=int, default=2048)
+    args = parser.parse_args()
+
+    dist.init_process_group(backend=os.environ.get("DIST_BACKEND", "gloo"), init_method="env://")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = device()
+    torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).to(dev)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate)
+    start = resume(model, optimizer)
+    ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    x, y = dataset(rank, world, args.samples)
+    x, y = x.to(dev), y.to(dev)
+    progress = Progress(total_epochs=args.epochs)
+    every = int(os.environ.get("CHECKPOINT_FREQUENCY", "1") or 1)
+    for epoch in range(start + 1, args.epochs + 1):
+        began = time.time()
+        for i in range(0, len(x), args.batch_size):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(x[i:i + args.batch_size]), y[i:i + args.batch_size])
+            loss.backward()
+            optimizer.step()
+        loss = torch.nn.functional.mse_loss(ddp(x), y).detach()
+        dist.all_reduce(loss)
+        loss = loss.item() / world
+        progress.report(epoch=epoch, loss=loss, learning_rate=args.learning_rate,
+                        samples_per_second=args.samples / max(time.time() - began, 1e-9))
+        if rank == 0:
+            print("epoch %d/%d loss=%.6f" % (epoch, args.epochs, loss), flush=True)
+            if epoch % every == 0 or epoch == args.epochs:
+                save(model, optimizer, epoch)
+        dist.barrier()
+    checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+    print("rank %d of %d (local rank %s) checksum %.10f" % (rank, world, os.environ.get("LOCAL_RANK"), checksum), flush=True)
+    progress.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
