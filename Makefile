@@ -24,6 +24,7 @@ verify: generate ## Fail when generated files drift, code is unformatted or vet 
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
+	go vet -tags frameworks ./tests/frameworks
 
 .PHONY: build
 build: ## Build the manager, trainingjob-local, the benchmarks and the example trainer into bin/.
@@ -35,6 +36,11 @@ demo: build ## Run examples/trainingjob-local.yaml to Completed on a local contr
 		-f examples/trainingjob-local.yaml --exit-when-done
 	@echo "--- rank 0 log (bin/trainingjob-local logs -n demo logistic-regression):"
 	@bin/trainingjob-local logs -n demo logistic-regression
+
+.PHONY: test-frameworks
+test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, resume) and XGBoost (Rabit) as TrainingJobs on the local stack; installs Debian's packages once (hack/frameworks.sh); part of make test.
+	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
+		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
@@ -67,8 +73,10 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 	hack/testbin.sh $(TESTBIN_COMPONENTS)
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), and a short fuzzing run.
+test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), and a short fuzzing run.
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" go test $(GO_TEST_FLAGS) ./...
+	python3 -m unittest discover -s runner/tests
+	$(MAKE) --no-print-directory test-frameworks
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.

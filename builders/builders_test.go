@@ -185,6 +185,22 @@ func TestJob(t *testing.T) {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
 		}},
+		{"the minimal pytorch job runs the default runner", tjtest.NewTJ("ml", "a").NoCommand().Obj(), func(t *testing.T, job *batchv1.Job) {
+			c := job.Spec.Template.Spec.Containers[0]
+			if diff := cmp.Diff([]any{"torch:1", builders.RunnerCommand}, []any{c.Image, c.Command}); diff != "" {
+				t.Errorf("image, command (-want +got):\n%s", diff)
+			}
+		}},
+		{"args without a command run as the image says", tjtest.NewTJ("ml", "a").NoCommand().With(func(tj *mlv1.TrainingJob) { tj.Spec.Args = []string{"python3", "t.py"} }).Obj(), func(t *testing.T, job *batchv1.Job) {
+			if c := job.Spec.Template.Spec.Containers[0]; c.Command != nil {
+				t.Errorf("command = %v, want none", c.Command)
+			}
+		}},
+		{"other frameworks' default images get no runner", tjtest.NewTJ("ml", "a").NoCommand().Framework(mlv1.FrameworkJAX).Obj(), func(t *testing.T, job *batchv1.Job) {
+			if c := job.Spec.Template.Spec.Containers[0]; c.Command != nil {
+				t.Errorf("command = %v, want none", c.Command)
+			}
+		}},
 		{"cpu-only has no gpu", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), func(t *testing.T, job *batchv1.Job) {
 			if l := job.Spec.Template.Spec.Containers[0].Resources.Limits; len(l) != 0 {
 				t.Errorf("limits = %v, want none", l)

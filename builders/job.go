@@ -19,6 +19,15 @@ import (
 // operator's --gpu-resource-name (Options.GPUResource) names another.
 const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
+// command is spec.command, or the default runner's for a pytorch job that names neither image, command
+// nor args.
+func command(tj *mlv1.TrainingJob) []string {
+	if UsesRunner(tj) {
+		return append([]string(nil), RunnerCommand...)
+	}
+	return tj.Spec.Command
+}
+
 // ExtendedResourceName matches the names gpuResourceName and --gpu-resource-name accept (the CRD's
 // pattern): DOMAIN/NAME.
 var ExtendedResourceName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
@@ -152,7 +161,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	return corev1.Container{
 		Name:    ContainerName,
 		Image:   Image(tj, opts),
-		Command: tj.Spec.Command,
+		Command: command(tj),
 		Args:    tj.Spec.Args,
 		Env:     WorkerEnv(tj),
 		EnvFrom: envFrom,

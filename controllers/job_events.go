@@ -23,7 +23,7 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 	if old.State == "" && builders.NoTrainingProgram(tj) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonNoTrainingProgram, "Create", "%s",
-			"spec.command is empty and spec.image is the framework's default image, which has no training program: the job will end having trained nothing. Set spec.command (and spec.image)")
+			"spec.command is empty and spec.image is the framework's default image, which has no training program (only the pytorch image has the default runner): the job will end having trained nothing. Set spec.command (and spec.image)")
 	}
 	if st.Attempt != old.Attempt {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonRestarting, "Restart", "%s", derive.ConditionMessage(st, mlv1.ConditionRestarting))

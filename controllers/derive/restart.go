@@ -18,8 +18,9 @@ import (
 const (
 	// ReasonRestarting: the workers of a failed attempt are stopped and a new set starts.
 	ReasonRestarting = "Restarting"
-	// ReasonNoTrainingProgram: the workers ran the framework's default image with neither command nor args
-	// and "succeeded": that image has no training program, so nothing was trained.
+	// ReasonNoTrainingProgram: the workers ran a framework's default image that has no training program
+	// (not PyTorch's, which has the runner) with neither command nor args, and "succeeded": nothing was
+	// trained.
 	ReasonNoTrainingProgram = "NoTrainingProgram"
 	// ReasonBackoffLimitExceeded: a retryable failure with no restart left.
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
@@ -30,8 +31,9 @@ const (
 )
 
 // NoTrainingProgramMessage says why a job that ran the default image with no command failed, and what to do.
-const NoTrainingProgramMessage = "the workers ran the framework's default image with no command: it has no training program of its own, " +
-	"so they ended at once having trained nothing. Set spec.command (and spec.image to an image that holds your script)"
+const NoTrainingProgramMessage = "the workers ran the framework's default image with no command: it has no training program of its own " +
+	"(only the pytorch default image has the default runner), so they ended at once having trained nothing. " +
+	"Set spec.command (and spec.image to an image that holds your script)"
 
 // failureKind says whether a failure restarts the gang, and whether that restart counts.
 type failureKind int

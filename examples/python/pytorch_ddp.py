@@ -81,6 +81,7 @@ def main():
     parser.add_argument("--learning-rate", type=float, default=hp.get("learningRate", 0.01))
     parser.add_argument("--batch-size", type=int, default=hp.get("batchSize", 32))
     parser.add_argument("--samples", type=int, default=2048)
+    parser.add_argument("--epoch-delay", type=float, default=0.0, help="seconds to wait after each epoch (demos, tests)")
     args = parser.parse_args()
 
     dist.init_process_group(backend=os.environ.get("DIST_BACKEND", "gloo"), init_method="env://")
@@ -112,6 +113,7 @@ def main():
             if epoch % every == 0 or epoch == args.epochs:
                 save(model, optimizer, epoch)
         dist.barrier()
+        time.sleep(args.epoch_delay)
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     print("rank %d of %d (local rank %s) checksum %.10f" % (rank, world, os.environ.get("LOCAL_RANK"), checksum), flush=True)
     progress.close()

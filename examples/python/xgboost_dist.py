@@ -49,8 +49,8 @@ def shard(rank, world, samples):
 class Report(xgb.callback.TrainingCallback):
     """Progress and checkpoints after every boosting round."""
 
-    def __init__(self, progress, rank, every, first):
-        self.progress, self.rank, self.every, self.first = progress, rank, every, first
+    def __init__(self, progress, rank, every, first, delay):
+        self.progress, self.rank, self.every, self.first, self.delay = progress, rank, every, first, delay
 
     def after_iteration(self, model, epoch, evals_log):
         done = self.first + epoch + 1
@@ -58,6 +58,7 @@ class Report(xgb.callback.TrainingCallback):
         self.progress.report(epoch=done, loss=rmse)
         if self.rank == 0 and done % self.every == 0:
             save(model, done)
+        time.sleep(self.delay)
         return False
 
 
@@ -76,6 +77,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--samples", type=int, default=4000)
+    parser.add_argument("--round-delay", type=float, default=0.0, help="seconds to wait after each round (demos, tests)")
     args = parser.parse_args()
     rank, world = int(os.environ["DMLC_TASK_ID"]), int(os.environ["DMLC_NUM_WORKER"])
     tracker = start_tracker(world) if rank == 0 else None
@@ -91,7 +93,7 @@ def main():
         booster = xgb.train({"tree_method": "hist", "objective": "reg:squarederror", "max_depth": 4},
                             xgb.DMatrix(x, label=y), num_boost_round=args.rounds - first, xgb_model=model,
                             evals=[(xgb.DMatrix(x, label=y), "train")], verbose_eval=False,
-                            callbacks=[Report(progress, rank, every, first)])
+                            callbacks=[Report(progress, rank, every, first, args.round_delay)])
         if rank == 0:
             save(booster, args.rounds)
         checksum = hashlib.sha256(booster.save_raw("json")).hexdigest()[:16]

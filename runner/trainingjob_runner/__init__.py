@@ -1,0 +1,1 @@
+"""The TrainingJob default runner (python -m trainingjob_runner) and its progress helper."""

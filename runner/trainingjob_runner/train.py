@@ -1,0 +1,150 @@
+"""The runner's training loop (PyTorch). Settings come from settings.load."""
+
+import glob
+import json
+import os
+import re
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+from trainingjob_runner.progress import Progress
+
+
+def build_model(s):
+    c, h, w = s.shape
+    if s.model == "mlp":
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(c * h * w, 128), torch.nn.ReLU(), torch.nn.Linear(128, s.classes))
+    if s.model == "cnn":
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(c, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(4),
+            torch.nn.Flatten(), torch.nn.Linear(32 * 16, s.classes))
+    import torchvision
+    net = getattr(torchvision.models, s.model)(num_classes=s.classes)
+    if c == 1:  # torchvision's models take 3 channels
+        return torch.nn.Sequential(Expand3(), net)
+    return net
+
+
+class Expand3(torch.nn.Module):
+    def forward(self, x):
+        return x.expand(-1, 3, -1, -1)
+
+
+def build_dataset(s):
+    c, h, w = s.shape
+    if s.dataset == "synthetic":
+        g = torch.Generator().manual_seed(1234)
+        labels = torch.randint(0, s.classes, (s.samples,), generator=g)
+        # Learnable: each class has its own mean image.
+        means = torch.randn(s.classes, c, h, w, generator=g)
+        x = means[labels] + 0.5 * torch.randn(s.samples, c, h, w, generator=g)
+        return TensorDataset(x, labels)
+    import torchvision
+    from torchvision import transforms
+    tf = transforms.ToTensor()
+    if s.dataset == "fakedata":
+        return torchvision.datasets.FakeData(size=s.samples, image_size=(c, h, w), num_classes=s.classes, transform=tf, random_offset=7)
+    cls = {"mnist": torchvision.datasets.MNIST, "fashion-mnist": torchvision.datasets.FashionMNIST, "cifar10": torchvision.datasets.CIFAR10}[s.dataset]
+    if s.rank == 0:
+        cls(s.data_dir, train=True, download=True)
+    if dist.is_initialized():
+        dist.barrier()
+    return cls(s.data_dir, train=True, download=False, transform=tf)
+
+
+def build_optimizer(s, params):
+    lr = s.learning_rate
+    return {"adam": lambda: torch.optim.Adam(params, lr=lr), "adamw": lambda: torch.optim.AdamW(params, lr=lr),
+            "sgd": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9), "rmsprop": lambda: torch.optim.RMSprop(params, lr=lr)}[s.optimizer]()
+
+
+def newest_checkpoint(root):
+    """The newest complete checkpoint directory under root (one with its _COMPLETE marker), or ""."""
+    best, epoch = "", -1
+    for marker in glob.glob(os.path.join(root, "checkpoint-epoch-*", "_COMPLETE")):
+        m = re.search(r"checkpoint-epoch-(\d+)$", os.path.dirname(marker))
+        if m and int(m.group(1)) > epoch:
+            best, epoch = os.path.dirname(marker), int(m.group(1))
+    return best
+
+
+def save(s, state, epoch):
+    path = os.path.join(s.checkpoint_dir, "checkpoint-epoch-%d" % epoch)
+    os.makedirs(path, exist_ok=True)
+    torch.save(state, os.path.join(path, "model.pt"))
+    with open(os.path.join(path, "_COMPLETE"), "w") as f:  # last: the checkpoint is complete only now
+        json.dump({"epoch": epoch, "time": time.time(), "model": s.model, "dataset": s.dataset}, f)
+
+
+def run(s):
+    distributed = s.world_size > 1
+    if distributed:
+        dist.init_process_group(backend=s.backend, init_method="env://")
+    cuda = s.backend == "nccl" and torch.cuda.is_available()
+    dev = torch.device("cuda", s.local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    torch.manual_seed(0)
+    model = build_model(s).to(dev)
+    opt = build_optimizer(s, model.parameters())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / s.warmup_steps) if s.warmup_steps else 1.0)
+    scaler = torch.cuda.amp.GradScaler(enabled=cuda and s.mixed_precision)
+    start = 0
+    source = s.resume_from or (newest_checkpoint(s.checkpoint_dir) if s.checkpoint_dir else "")
+    if source:
+        state = torch.load(os.path.join(source, "model.pt"), map_location="cpu")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        start = state["epoch"]
+        print("resumed from %s (epoch %d)" % (source, start), flush=True)
+    net = DistributedDataParallel(model, device_ids=[dev.index] if cuda else None) if distributed else model
+    data = build_dataset(s)
+    sampler = DistributedSampler(data, num_replicas=s.world_size, rank=s.rank, shuffle=True, seed=0) if distributed else None
+    loader = DataLoader(data, batch_size=s.batch_size, sampler=sampler, shuffle=sampler is None)
+    progress = Progress(total_epochs=s.epochs)
+    amp_dtype = torch.float16 if cuda else torch.bfloat16
+    for epoch in range(start + 1, s.epochs + 1):
+        if sampler:
+            sampler.set_epoch(epoch)
+        began, seen, loss_sum, correct = time.time(), 0, torch.zeros((), device=dev), torch.zeros((), device=dev)
+        net.train()
+        for i, (x, y) in enumerate(loader):
+            x, y = x.to(dev), y.to(dev)
+            with torch.autocast(device_type=dev.type, dtype=amp_dtype, enabled=s.mixed_precision):
+                out = net(x)
+                loss = torch.nn.functional.cross_entropy(out, y)
+            scaler.scale(loss / s.grad_accum).backward()
+            if (i + 1) % s.grad_accum == 0 or i + 1 == len(loader):
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+                sched.step()
+            loss_sum += loss.detach() * len(y)
+            correct += (out.argmax(1) == y).sum()
+            seen += len(y)
+        totals = torch.stack([loss_sum, correct.float(), torch.tensor(float(seen), device=dev)])
+        if distributed:
+            dist.all_reduce(totals)
+        loss, acc = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+        progress.report(epoch=epoch, loss=loss, accuracy=acc, learning_rate=sched.get_last_lr()[0],
+                        samples_per_second=totals[2].item() / max(time.time() - began, 1e-9))
+        if s.rank == 0:
+            print("epoch %d/%d loss=%.4f accuracy=%.4f" % (epoch, s.epochs, loss, acc), flush=True)
+            if s.checkpoint_dir and (epoch % s.checkpoint_every == 0 or epoch == s.epochs):
+                save(s, {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "epoch": epoch}, epoch)
+        if distributed:
+            dist.barrier()
+        time.sleep(float(s.extra.get("epochDelaySeconds", 0)))
+    checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+    print("rank %d of %d checksum %.10f" % (s.rank, s.world_size, checksum), flush=True)
+    progress.close()
+    if distributed:
+        dist.destroy_process_group()
+    return 0
