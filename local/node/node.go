@@ -120,6 +120,9 @@ func (n *Node) Start(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("process node %s: %w", n.opts.Name, err)
 	}
 	n.client, n.reader = mgr.GetClient(), mgr.GetAPIReader()
+	if _, err := BindShim(); err != nil {
+		n.opts.Log.Info("pods share the wildcard address: two jobs listening on the same port will collide", "node", n.opts.Name, "reason", err.Error())
+	}
 	if err := n.register(ctx); err != nil {
 		return err
 	}

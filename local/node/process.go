@@ -100,6 +100,7 @@ func (r *podRun) containerEnv(ctx context.Context, c *corev1.Container, ms mount
 	for k, v := range r.n.gpus.env(string(pod.UID), c) {
 		env[k] = v
 	}
+	isolationEnv(pod.Status.PodIP, c.Ports, env)
 	return env, os.MkdirAll(env["HOME"], 0o755)
 }
 

@@ -93,6 +93,23 @@ func TestPyTorchDDP(t *testing.T) {
 	}
 }
 
+// TestTwoJobsOnOneMachine: two PyTorch jobs run at once on the process nodes, whose pods share the host's
+// network: both rank 0s listen on the wildcard address and port 29500 (TCPStore), each only on its own pod
+// address (the node's bind shim), and each job's ranks find their own rank 0.
+func TestTwoJobsOnOneMachine(t *testing.T) {
+	ns := newNamespace(t)
+	for _, name := range []string{"left", "right"} {
+		create(t, tjtest.NewTJ(ns, name).Workers(2).GPUs(0).Epochs(3).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Image = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+			tj.Spec.Command = []string{"python3", "examples/python/pytorch_ddp.py", "--epoch-delay=0.5"}
+		}).Obj())
+	}
+	for _, name := range []string{"left", "right"} {
+		waitFinished(t, ns, name, 4*time.Minute)
+		assertSameChecksum(t, rankLogs(t, ns, name, 2), 2)
+	}
+}
+
 // TestPyTorchResume: a second job resumes from the first one's checkpoint (RESUME_FROM from
 // checkpoint.resumeFrom, in a claim both jobs share) and trains only the epochs left.
 func TestPyTorchResume(t *testing.T) {

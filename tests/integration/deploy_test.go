@@ -16,7 +16,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -24,7 +23,6 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 type kustomization struct {
@@ -111,7 +109,8 @@ func TestDeployManagerIsHardened(t *testing.T) {
 	}
 }
 
-// TestReservedEnvNamesMatchCRD keeps the CRD's CEL rule on spec.env and builders.ReservedEnvNames equal.
+// TestReservedEnvNamesMatchCRD keeps the CRD's CEL rule on spec.env and builders.ReservedEnvNames equal
+// (builders' TestWorkerEnvFollowsContract checks every injected name against the contract).
 func TestReservedEnvNamesMatchCRD(t *testing.T) {
 	crd := loadCRD(t)
 	envSchema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["env"]
@@ -131,23 +130,6 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 	for _, name := range builders.DefaultEnvNames {
 		if slices.Contains(builders.ReservedEnvNames, name) {
 			t.Errorf("%s is both reserved and a default", name)
-		}
-	}
-	s3 := func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
-			Type: mlv1.StorageS3, S3Bucket: "b", Endpoint: "http://s3", Region: "r"}}
-	}
-	gcs := func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
-			Type: mlv1.StorageGCS, GCSBucket: "b", SecretRef: &corev1.LocalObjectReference{Name: "key"}}}
-	}
-	for _, fw := range mlv1.Frameworks {
-		for _, tj := range []*mlv1.TrainingJob{tjtest.NewTJ("ns", "x").Framework(fw).With(s3).Obj(), tjtest.NewTJ("ns", "x").Framework(fw).With(gcs).Obj()} {
-			for _, e := range builders.WorkerEnv(tj) {
-				if !slices.Contains(builders.ReservedEnvNames, e.Name) && !slices.Contains(builders.DefaultEnvNames, e.Name) {
-					t.Errorf("%s: injected %s is neither reserved nor a documented default", fw, e.Name)
-				}
-			}
 		}
 	}
 }
