@@ -201,6 +201,25 @@ func TestJob(t *testing.T) {
 				t.Errorf("command = %v, want none", c.Command)
 			}
 		}},
+		{"mpi: rank 0 launches, every rank serves SSH, the Job succeeds with rank 0", tjtest.NewTJ("ml", "a").GPUs(2).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI}
+			tj.Spec.Command, tj.Spec.Args = []string{"mpirun", "-np", "4"}, []string{"python3", "t.py"}
+		}).Obj(), func(t *testing.T, job *batchv1.Job) {
+			p := job.Spec.Template.Spec
+			c := p.Containers[0]
+			got := []any{c.Command[:2], c.Command[3], c.Args, *job.Spec.SuccessPolicy.Rules[0].SucceededIndexes,
+				c.Ports[2].ContainerPort, p.Volumes[1].Secret.SecretName, *p.Volumes[1].Secret.DefaultMode, c.VolumeMounts[1].MountPath,
+				c.SecurityContext.Capabilities.Add}
+			want := []any{[]string{"/bin/sh", "-c"}, "mpi", []string{"mpirun", "-np", "4", "python3", "t.py"}, "0",
+				int32(2222), "a-ssh", int32(0o600), "/etc/mpi/ssh", []corev1.Capability{"SETUID", "SETGID", "SYS_CHROOT"}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("mpi job (-want +got):\n%s", diff)
+			}
+			env := envMap(c.Env)
+			if env["MPI_HOSTS"] != "a-worker-0.a-headless.ml.svc:2 a-worker-1.a-headless.ml.svc:2" || env["OMPI_MCA_orte_default_hostfile"] != "/etc/mpi/run/hostfile" {
+				t.Errorf("MPI_HOSTS %q, hostfile %q", env["MPI_HOSTS"], env["OMPI_MCA_orte_default_hostfile"])
+			}
+		}},
 		{"cpu-only has no gpu", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), func(t *testing.T, job *batchv1.Job) {
 			if l := job.Spec.Template.Spec.Containers[0].Resources.Limits; len(l) != 0 {
 				t.Errorf("limits = %v, want none", l)

@@ -8,6 +8,8 @@ type ContractVar struct {
 	Name string
 	// Frameworks that get it; empty: every framework.
 	Frameworks []mlv1.Framework
+	// Backend: only jobs with this networking.backend get it; empty: any.
+	Backend mlv1.Backend
 	// Reserved names carry the job's identity, the rendezvous or the checkpoint location: spec.env may not
 	// set them (the CRD's CEL rule on spec.env lists the same names). The others are defaults that an
 	// entry of spec.env of the same name replaces.
@@ -22,7 +24,9 @@ var Contract = []ContractVar{
 	reserved("MASTER_ADDR"), reserved("MASTER_PORT"), reserved("DIST_BACKEND"),
 	reserved("PET_MASTER_ADDR", mlv1.FrameworkPyTorch), reserved("PET_MASTER_PORT", mlv1.FrameworkPyTorch),
 	reserved("PET_NNODES", mlv1.FrameworkPyTorch), reserved("PET_NODE_RANK", mlv1.FrameworkPyTorch),
-	reserved("PET_NPROC_PER_NODE", mlv1.FrameworkPyTorch),
+	reserved("PET_NPROC_PER_NODE", mlv1.FrameworkPyTorch), reserved("PET_RDZV_BACKEND", mlv1.FrameworkPyTorch),
+	reserved("PET_RDZV_ENDPOINT", mlv1.FrameworkPyTorch), reserved("PET_RDZV_ID", mlv1.FrameworkPyTorch),
+	reserved("PET_MAX_RESTARTS", mlv1.FrameworkPyTorch),
 	reserved("TF_CONFIG", mlv1.FrameworkTensorFlow),
 	reserved("JAX_COORDINATOR_ADDRESS", mlv1.FrameworkJAX), reserved("JAX_COORDINATOR_BIND_ADDRESS", mlv1.FrameworkJAX),
 	reserved("JAX_NUM_PROCESSES", mlv1.FrameworkJAX), reserved("JAX_PROCESS_ID", mlv1.FrameworkJAX),
@@ -33,7 +37,11 @@ var Contract = []ContractVar{
 	defaulted("WORKER_ADDRS", mlv1.FrameworkXGBoost), defaulted("WORKER_PORT", mlv1.FrameworkXGBoost),
 	reserved("PADDLE_MASTER", mlv1.FrameworkPaddle), reserved("PADDLE_NNODES", mlv1.FrameworkPaddle),
 	reserved("PADDLE_JOB_ID", mlv1.FrameworkPaddle),
-	{Name: "NCCL_IB_DISABLE"}, {Name: "NVIDIA_VISIBLE_DEVICES"},
+	{Name: "NCCL_IB_DISABLE"},
+	mpi("MPI_HOSTS"), mpi("MPI_SSH_DIR"), mpi("MPI_RUN_DIR"), mpi("OMPI_MCA_orte_default_hostfile"), mpi("OMPI_MCA_plm_rsh_args"),
+	mpi("OMPI_ALLOW_RUN_AS_ROOT"), mpi("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), mpi("I_MPI_HYDRA_HOST_FILE"), mpi("I_MPI_HYDRA_BOOTSTRAP"),
+	mpi("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"), mpi("HYDRA_HOST_FILE"), mpi("HYDRA_LAUNCHER_EXTRA_ARGS"),
+	{Name: "NVIDIA_VISIBLE_DEVICES"},
 	reserved("CHECKPOINT_DIR"), reserved("CHECKPOINT_URI"), reserved("CHECKPOINT_FREQUENCY"), reserved("RESUME_FROM"),
 	{Name: "AWS_ENDPOINT_URL_S3"}, {Name: "AWS_REGION"}, {Name: "GOOGLE_APPLICATION_CREDENTIALS"},
 }
@@ -41,6 +49,9 @@ var Contract = []ContractVar{
 func reserved(name string, fw ...mlv1.Framework) ContractVar {
 	return ContractVar{Name: name, Frameworks: fw, Reserved: true}
 }
+
+// mpi: set (as a default) only with networking.backend mpi.
+func mpi(name string) ContractVar { return ContractVar{Name: name, Backend: mlv1.BackendMPI} }
 
 func defaulted(name string, fw ...mlv1.Framework) ContractVar {
 	return ContractVar{Name: name, Frameworks: fw}

@@ -24,7 +24,7 @@ func TestContractMatchesREADME(t *testing.T) {
 		t.Fatal(err)
 	}
 	section, _, _ := strings.Cut(strings.SplitN(string(data), "## Environment contract", 2)[1], "\n## ")
-	name := regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
+	name := regexp.MustCompile("`([A-Z][A-Za-z0-9_]+)`")
 	got := map[string]string{}
 	for _, line := range strings.Split(section, "\n") {
 		cells := strings.Split(line, "|")
@@ -61,6 +61,8 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 		tj.Status.CheckpointStorage = &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}
 	}
 	nccl := func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendNCCL} }
+	mpi := func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI} }
+	elastic := func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 4} }
 	order := map[string]int{}
 	for i, v := range builders.Contract {
 		order[v.Name] = i
@@ -71,6 +73,8 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 			tjtest.NewTJ("ns", "x").Framework(fw).GPUs(0).With(s3).Obj(),
 			tjtest.NewTJ("ns", "x").Framework(fw).GPUs(2).With(gcs).With(nccl).Obj(),
 			tjtest.NewTJ("ns", "x").Framework(fw).Workers(1).GPUs(1).With(pvc).With(chosen).Obj(),
+			tjtest.NewTJ("ns", "x").Framework(fw).GPUs(0).With(mpi).Obj(),
+			tjtest.NewTJ("ns", "x").Framework(fw).With(elastic).Obj(),
 		} {
 			last := -1
 			for _, e := range builders.WorkerEnv(tj) {
@@ -82,6 +86,8 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 					t.Errorf("%s: %s out of the contract's order, or twice", fw, e.Name)
 				case len(builders.Contract[i].Frameworks) > 0 && !slices.Contains(builders.Contract[i].Frameworks, fw):
 					t.Errorf("%s: injected %s, which the contract gives only to %v", fw, e.Name, builders.Contract[i].Frameworks)
+				case builders.Contract[i].Backend != "" && (tj.Spec.Networking == nil || tj.Spec.Networking.Backend != builders.Contract[i].Backend):
+					t.Errorf("%s: injected %s, which the contract gives only to backend %s", fw, e.Name, builders.Contract[i].Backend)
 				}
 				last, seen[e.Name] = i, true
 			}
@@ -114,6 +120,10 @@ func TestFrameworkEnv(t *testing.T) {
 		{"xgboost alone has no other ranks", tjtest.NewTJ("ml", "a").Workers(1).Framework(mlv1.FrameworkXGBoost).Obj(), map[string]string{
 			"DMLC_TRACKER_URI": "$(MASTER_ADDR)", "DMLC_TRACKER_PORT": "$(MASTER_PORT)", "DMLC_NUM_WORKER": "1", "DMLC_TASK_ID": "$(RANK)"},
 			[]string{"WORKER_ADDRS", "WORKER_PORT"}},
+		{"elastic pytorch: c10d at rank 0's fully qualified name, no fixed size", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 2, MaxWorkers: 8, MaxRestarts: ptr.To[int32](5)}
+		}).Obj(), map[string]string{"PET_NNODES": "2:8", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "a-worker-0.a-headless.ml.svc.cluster.local:$(MASTER_PORT)",
+			"PET_RDZV_ID": "a", "PET_MAX_RESTARTS": "5"}, []string{"WORLD_SIZE", "PET_MASTER_ADDR", "PET_NODE_RANK"}},
 		{"paddle: collective mode", tjtest.NewTJ("ml", "a").Framework(mlv1.FrameworkPaddle).Obj(), map[string]string{
 			"PADDLE_MASTER": "$(MASTER_ADDR):$(MASTER_PORT)", "PADDLE_NNODES": "2", "PADDLE_JOB_ID": "a"}, nil},
 		{"CPU-only workers see no GPU", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"}, nil},

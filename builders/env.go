@@ -20,6 +20,7 @@ func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env = append(env, rendezvousEnv(tj)...)
 	env = append(env, frameworkEnv(tj)...)
 	env = append(env, backendEnv(tj)...)
+	env = append(env, mpiEnv(tj)...)
 	env = append(env, gpuVisibilityEnv(tj)...)
 	env = append(env, checkpointEnv(tj)...)
 	return overrideEnv(env, tj.Spec.Env)
@@ -69,16 +70,17 @@ func rankEnv() corev1.EnvVar {
 // rendezvousEnv: one process per pod, so RANK is the pod's index and LOCAL_RANK 0 (a launcher such as
 // torchrun sets its own children's RANK, LOCAL_RANK and WORLD_SIZE).
 func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
-	return []corev1.EnvVar{
-		rankEnv(),
-		value("NODE_RANK", "$(RANK)"),
-		value("WORLD_SIZE", itoa(tj.Spec.NumWorkers)),
+	env := []corev1.EnvVar{rankEnv(), value("NODE_RANK", "$(RANK)")}
+	if tj.Spec.Elastic == nil { // an elastic job's size changes under its immutable pod template
+		env = append(env, value("WORLD_SIZE", itoa(tj.Spec.NumWorkers)))
+	}
+	return append(env,
 		value("LOCAL_RANK", "0"),
 		value("LOCAL_WORLD_SIZE", "1"),
 		value("MASTER_ADDR", WorkerDNSName(tj, 0)),
 		value("MASTER_PORT", itoa(masterPort(tj))),
 		value("DIST_BACKEND", string(backend(tj))),
-	}
+	)
 }
 
 func frameworkEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
@@ -96,17 +98,37 @@ func frameworkEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 			value("PADDLE_JOB_ID", tj.Name),
 		}
 	default:
-		nproc := gpusPerWorker(tj)
-		if nproc == 0 {
-			nproc = 1
-		}
+		return torchrunEnv(tj)
+	}
+}
+
+// ClusterDomain is the cluster's DNS domain, which an elastic job's rendezvous endpoint names (see
+// torchrunEnv).
+const ClusterDomain = "cluster.local"
+
+// torchrunEnv is what torchrun reads. A fixed-size job: rank 0 is the master, each pod a node of
+// PET_NPROC_PER_NODE processes. An elastic one: c10d rendezvous at rank 0's fully qualified name (the
+// name rank 0's /etc/hosts gives as its own canonical name, which is how torchrun's agent on rank 0 knows
+// it must host the rendezvous store), between minWorkers and maxWorkers nodes, ranks assigned by the
+// rendezvous.
+func torchrunEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	nproc := max(gpusPerWorker(tj), 1)
+	if e := tj.Spec.Elastic; e != nil {
 		return []corev1.EnvVar{
-			value("PET_MASTER_ADDR", "$(MASTER_ADDR)"),
-			value("PET_MASTER_PORT", "$(MASTER_PORT)"),
-			value("PET_NNODES", itoa(tj.Spec.NumWorkers)),
-			value("PET_NODE_RANK", "$(RANK)"),
+			value("PET_NNODES", fmt.Sprintf("%d:%d", e.MinWorkers, e.MaxWorkers)),
 			value("PET_NPROC_PER_NODE", itoa(nproc)),
+			value("PET_RDZV_BACKEND", "c10d"),
+			value("PET_RDZV_ENDPOINT", WorkerDNSName(tj, 0)+"."+ClusterDomain+":$(MASTER_PORT)"),
+			value("PET_RDZV_ID", tj.Name),
+			value("PET_MAX_RESTARTS", itoa(ptrOr(e.MaxRestarts, 10))),
 		}
+	}
+	return []corev1.EnvVar{
+		value("PET_MASTER_ADDR", "$(MASTER_ADDR)"),
+		value("PET_MASTER_PORT", "$(MASTER_PORT)"),
+		value("PET_NNODES", itoa(tj.Spec.NumWorkers)),
+		value("PET_NODE_RANK", "$(RANK)"),
+		value("PET_NPROC_PER_NODE", itoa(nproc)),
 	}
 }
 

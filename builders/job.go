@@ -59,6 +59,7 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 			Parallelism:      ptr.To(tj.Spec.NumWorkers),
 			BackoffLimit:     ptr.To(jobBackoffLimit(tj)),
 			PodFailurePolicy: podFailurePolicy(tj),
+			SuccessPolicy:    mpiSuccessPolicy(tj),
 			Suspend:          ptr.To(JobSuspend(tj)),
 			// A replacement pod waits until the failed one is gone, so two pods never share a rank's host name.
 			PodReplacementPolicy: ptr.To(batchv1.Failed),
@@ -135,6 +136,8 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	if mountedCheckpoints(tj) {
 		spec.Volumes = append(spec.Volumes, checkpointVolume(tj))
 	}
+	mpiVols, _ := mpiVolumes(tj)
+	spec.Volumes = append(spec.Volumes, mpiVols...)
 	if CheckpointEnabled(tj) {
 		spec.InitContainers = agentInitContainers(tj, opts)
 		spec.Volumes = append(spec.Volumes, storageVolumes(tj)...)
@@ -158,17 +161,25 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		envFrom = storageEnvFrom(tj)
 		mounts = append(mounts, storageMounts(tj)...)
 	}
+	ports := []corev1.ContainerPort{
+		{Name: MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
+		{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
+	}
+	cmd, args := command(tj), tj.Spec.Args
+	if MPIEnabled(tj) {
+		cmd, args = mpiCommand(tj)
+		_, mpiMounts := mpiVolumes(tj)
+		mounts = append(mounts, mpiMounts...)
+		ports = append(ports, corev1.ContainerPort{Name: MPIPortName, ContainerPort: MPISSHPort, Protocol: corev1.ProtocolTCP})
+	}
 	return corev1.Container{
-		Name:    ContainerName,
-		Image:   Image(tj, opts),
-		Command: command(tj),
-		Args:    tj.Spec.Args,
-		Env:     WorkerEnv(tj),
-		EnvFrom: envFrom,
-		Ports: []corev1.ContainerPort{
-			{Name: MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
-			{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
-		},
+		Name:         ContainerName,
+		Image:        Image(tj, opts),
+		Command:      cmd,
+		Args:         args,
+		Env:          WorkerEnv(tj),
+		EnvFrom:      envFrom,
+		Ports:        ports,
 		Resources:    Resources(tj, opts),
 		VolumeMounts: mounts,
 		// A crash's last log lines become its termination message, and so the failure reason.

@@ -28,9 +28,9 @@ func podSecurityContext(tj *mlv1.TrainingJob) *corev1.PodSecurityContext {
 // workerSecurityContext: no escalation, no capability but IPC_LOCK with RDMA (NCCL pins memory for
 // InfiniBand/RoCE).
 func workerSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
-	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: mpiCapabilities(tj)}
 	if rdmaEnabled(tj) {
-		caps.Add = []corev1.Capability{"IPC_LOCK"}
+		caps.Add = append(caps.Add, "IPC_LOCK")
 	}
 	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false), Capabilities: caps}
 }

@@ -123,11 +123,17 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return r.deleteJob(ctx, job, "built from an older spec")
 	case found:
 		obs.Job = job
+		if err := r.syncSize(ctx, tj, job); err != nil {
+			return err
+		}
 		return r.syncSuspend(ctx, tj, job)
 	case finished(tj) || builders.Suspended(tj):
 		return nil
 	}
 	if obs.StartBlocked, err = r.startBlocked(ctx, tj, cm); err != nil || obs.StartBlocked != "" {
+		return err
+	}
+	if err := r.ensureSSHSecret(ctx, tj); err != nil {
 		return err
 	}
 	obs.Job = want
@@ -220,6 +226,22 @@ func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, j
 	job.Spec.Suspend = ptr.To(want)
 	if err := r.Patch(ctx, job, patch); err != nil {
 		return fmt.Errorf("setting suspend=%t on job %s: %w", want, job.Name, err)
+	}
+	return nil
+}
+
+// syncSize scales an elastic job's Job to numWorkers: parallelism and completions together (an elastic
+// Indexed Job); the Job controller starts the new ranks or removes the highest ones, and torchrun's
+// rendezvous admits or drops them.
+func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	n := tj.Spec.NumWorkers
+	if tj.Spec.Elastic == nil || (ptr.Deref(job.Spec.Parallelism, 0) == n && ptr.Deref(job.Spec.Completions, 0) == n) {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To(n), ptr.To(n)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("scaling job %s to %d workers: %w", job.Name, n, err)
 	}
 	return nil
 }

@@ -25,6 +25,9 @@ var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !((has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu') in self.resources.limits) || self.resources.limits[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == self.gpusPerWorker || self.resources.limits[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == string(self.gpusPerWorker)",message="resources.limits[gpuResourceName] (nvidia.com/gpu unless gpuResourceName says otherwise) must be a whole number equal to gpusPerWorker",fieldPath=".resources.limits"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !((has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu') in self.resources.requests) || self.resources.requests[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == self.gpusPerWorker || self.resources.requests[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == string(self.gpusPerWorker)",message="resources.requests[gpuResourceName] (nvidia.com/gpu unless gpuResourceName says otherwise) must be a whole number equal to gpusPerWorker",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="monitoring.metricsPort must differ from networking.masterPort",fieldPath=".monitoring.metricsPort"
+// +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'mpi' || has(self.command)",message="networking.backend mpi needs command: rank 0 runs it (typically mpirun) once every rank's SSH server answers",fieldPath=".command"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || (self.numWorkers >= self.elastic.minWorkers && self.numWorkers <= self.elastic.maxWorkers)",message="numWorkers must lie within elastic.minWorkers and elastic.maxWorkers",fieldPath=".numWorkers"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.framework) || self.framework == 'pytorch'",message="elastic needs framework pytorch (torchrun's c10d rendezvous)",fieldPath=".elastic"
 // +kubebuilder:validation:XValidation:rule="has(self.image) || !has(self.framework) || self.framework in ['pytorch', 'tensorflow', 'jax']",message="image is required with framework xgboost or paddle: the operator has no default image for them",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
 type TrainingJobSpec struct {
@@ -47,6 +50,12 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	NumWorkers int32 `json:"numWorkers"`
+
+	// elastic lets a pytorch job run with any number of workers between minWorkers and maxWorkers:
+	// torchrun's c10d rendezvous admits workers as they come and go, and numWorkers may change while the
+	// job runs (the Job's parallelism and completions follow). Start the workers with torchrun.
+	// +optional
+	Elastic *ElasticSpec `json:"elastic,omitempty"`
 
 	// gpusPerWorker is the number of GPUs (of gpuResourceName) each worker requests. 0 means CPU-only: such
 	// workers see no GPU even in a CUDA image (NVIDIA_VISIBLE_DEVICES=void).
@@ -97,7 +106,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// resources are each worker's compute requests and limits. An entry of the GPU resource (gpuResourceName)
@@ -489,6 +498,30 @@ const (
 	BackendGloo Backend = "gloo"
 	BackendMPI  Backend = "mpi"
 )
+
+// ElasticSpec bounds an elastic PyTorch job.
+// +kubebuilder:validation:XValidation:rule="self.minWorkers <= self.maxWorkers",message="elastic.minWorkers must not exceed elastic.maxWorkers",fieldPath=".minWorkers"
+type ElasticSpec struct {
+	// minWorkers is the fewest workers the run goes on with (torchrun's --nnodes MIN:MAX).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	MinWorkers int32 `json:"minWorkers"`
+
+	// maxWorkers is the most workers that may join (torchrun's --nnodes MIN:MAX).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	MaxWorkers int32 `json:"maxWorkers"`
+
+	// maxRestarts is how often torchrun restarts its workers after a failure or a change of membership
+	// before it gives up (PET_MAX_RESTARTS).
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+}
 
 // NetworkingSpec configures rendezvous and collectives.
 type NetworkingSpec struct {

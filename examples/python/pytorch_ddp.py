@@ -49,9 +49,23 @@ def dataset(rank, world, samples):
     return x[rank::world], y[rank::world]
 
 
+def newest_checkpoint():
+    """The newest complete checkpoint in CHECKPOINT_DIR (one with its _COMPLETE marker), or ""."""
+    root, best, epoch = os.environ.get("CHECKPOINT_DIR", ""), "", -1
+    for name in os.listdir(root) if root and os.path.isdir(root) else []:
+        if name.startswith("checkpoint-epoch-") and os.path.exists(os.path.join(root, name, "_COMPLETE")):
+            n = int(name.rsplit("-", 1)[1])
+            if n > epoch:
+                best, epoch = os.path.join(root, name), n
+    return best
+
+
 def resume(model, optimizer):
-    """The epoch to start after: RESUME_FROM names a checkpoint directory (or is empty: start fresh)."""
-    src = os.environ.get("RESUME_FROM", "")
+    """The epoch to start after: the newer of RESUME_FROM (set when the workers' pods started) and the newest
+    checkpoint in CHECKPOINT_DIR (written since: torchrun restarts its workers in place after a failure or,
+    in an elastic job, a change of membership); none: start fresh."""
+    candidates = [c for c in (os.environ.get("RESUME_FROM", ""), newest_checkpoint()) if c]
+    src = max(candidates, key=lambda c: int(c.rstrip("/").rsplit("-", 1)[1])) if candidates else ""
     if not src:
         return 0
     state = torch.load(os.path.join(src, "model.pt"), map_location="cpu")
@@ -109,7 +123,7 @@ def main():
         progress.report(epoch=epoch, loss=loss, learning_rate=args.learning_rate,
                         samples_per_second=args.samples / max(time.time() - began, 1e-9))
         if rank == 0:
-            print("epoch %d/%d loss=%.6f" % (epoch, args.epochs, loss), flush=True)
+            print("epoch %d/%d loss=%.6f world=%d" % (epoch, args.epochs, loss, world), flush=True)
             if epoch % every == 0 or epoch == args.epochs:
                 save(model, optimizer, epoch)
         dist.barrier()

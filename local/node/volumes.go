@@ -48,16 +48,16 @@ func (n *Node) volumeDir(ctx context.Context, pod *corev1.Pod, podDir string, v 
 		return v.HostPath.Path, nil
 	case v.ConfigMap != nil:
 		files, err := configMapFiles(ctx, src, pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
-		return dir, writeFiles(dir, files, err)
+		return dir, writeFiles(dir, files, v.ConfigMap.DefaultMode, err)
 	case v.Secret != nil:
 		files, err := secretFiles(ctx, src, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
-		return dir, writeFiles(dir, files, err)
+		return dir, writeFiles(dir, files, v.Secret.DefaultMode, err)
 	case v.DownwardAPI != nil:
 		files, err := downwardFiles(pod, v.DownwardAPI.Items)
-		return dir, writeFiles(dir, files, err)
+		return dir, writeFiles(dir, files, v.DownwardAPI.DefaultMode, err)
 	case v.Projected != nil:
 		files, err := n.projectedFiles(ctx, pod, v.Projected.Sources)
-		return dir, writeFiles(dir, files, err)
+		return dir, writeFiles(dir, files, v.Projected.DefaultMode, err)
 	}
 	return "", &ConfigError{Msg: "volume type not supported by the process node (supported: emptyDir, persistentVolumeClaim, hostPath, configMap, secret, downwardAPI, projected)"}
 }
@@ -166,10 +166,15 @@ func (n *Node) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev1.Service
 	return map[string]string{p.Path: tr.Status.Token}, nil
 }
 
-// writeFiles writes files (relative paths) into dir, replacing what a previous run of the pod wrote.
-func writeFiles(dir string, files map[string]string, err error) error {
+// writeFiles writes files (relative paths) into dir with the volume's defaultMode (0644 when unset, as the
+// kubelet; per-item modes are not supported), replacing what a previous run of the pod wrote.
+func writeFiles(dir string, files map[string]string, defaultMode *int32, err error) error {
 	if err != nil {
 		return err
+	}
+	mode := os.FileMode(0o644)
+	if defaultMode != nil {
+		mode = os.FileMode(*defaultMode) & os.ModePerm
 	}
 	names := make([]string, 0, len(files))
 	for p := range files {
@@ -184,7 +189,10 @@ func writeFiles(dir string, files map[string]string, err error) error {
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(full, []byte(files[p]), 0o644); err != nil {
+		if err := os.WriteFile(full, []byte(files[p]), mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(full, mode); err != nil { // an existing file keeps its mode on WriteFile
 			return err
 		}
 	}

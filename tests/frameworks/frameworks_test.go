@@ -110,6 +110,77 @@ func TestTwoJobsOnOneMachine(t *testing.T) {
 	}
 }
 
+// TestPyTorchElastic: an elastic job (1 to 4 workers) started with 2 is scaled to 4, then to 3, while it
+// runs: the Job follows, torchrun's c10d rendezvous admits and drops workers (its workers restart from the
+// newest checkpoint each time), the status follows, and the run completes with 3 workers.
+func TestPyTorchElastic(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, tjtest.NewTJ(ns, "elastic").Workers(2).GPUs(0).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Image = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+		tj.Spec.Command = []string{"torchrun", "examples/python/pytorch_ddp.py", "--epochs=40", "--epoch-delay=0.5"}
+		tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 4}
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)}
+		// PET_REDIRECTS/PET_TEE: Debian's torchrun bug (see TestPyTorchDDP); a short last call, so that a
+		// rendezvous below maxWorkers closes quickly.
+		tj.Spec.Env = []corev1.EnvVar{{Name: "PET_REDIRECTS", Value: "1"}, {Name: "PET_TEE", Value: "1"}, {Name: "PET_RDZV_CONF", Value: "last_call_timeout=2"}}
+	}).Obj())
+	// Each size is reached when some pod's global rank 0 trains with it (ranks move between pods at every
+	// rendezvous); then the next change is made.
+	for _, step := range []struct{ training, next int32 }{{2, 4}, {4, 3}} {
+		waitLog(t, ns, "elastic", 4, fmt.Sprintf(`(?m)world=%d$`, step.training))
+		tj := &mlv1.TrainingJob{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "elastic"}, tj); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(tj.DeepCopy())
+		tj.Spec.NumWorkers = step.next
+		if err := stack.Client.Patch(ctx, tj, patch); err != nil {
+			t.Fatalf("scaling to %d while %s: %v", step.next, tj.Status.State, err)
+		}
+		waitWorkers(t, ns, "elastic", func(w mlv1.WorkerCounts) bool { return w.Active == step.next })
+	}
+	waitLog(t, ns, "elastic", 4, `(?m)world=3$`)
+	done := waitFinished(t, ns, "elastic", 5*time.Minute)
+	if done.Status.Workers.Succeeded != 3 {
+		t.Errorf("workers %+v, want 3 succeeded", done.Status.Workers)
+	}
+	// Every change of membership restarted the workers, which resumed from the newest checkpoint.
+	waitLog(t, ns, "elastic", 3, `resumed from \S+/checkpoint-epoch-\d+ \(epoch \d+\)`)
+}
+
+// waitLog waits until one of the first workers' logs matches re (a bound on a hang).
+func waitLog(t *testing.T, ns, name string, workers int, re string) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		logs := rankLogs(t, ns, name, workers)
+		for _, log := range logs {
+			if regexp.MustCompile(re).MatchString(log) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no worker's log matches %s:\n%v", name, re, logs)
+		}
+	}
+}
+
+// waitWorkers waits until the job's status.workers satisfy ok (a bound on a hang).
+func waitWorkers(t *testing.T, ns, name string, ok func(mlv1.WorkerCounts) bool) {
+	t.Helper()
+	tj := &mlv1.TrainingJob{}
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj); err != nil {
+			t.Fatal(err)
+		}
+		if ok(tj.Status.Workers) {
+			return
+		}
+		if tj.Status.State == mlv1.StateFailed || time.Now().After(deadline) {
+			t.Fatalf("%s: state %s (%s), workers %+v", name, tj.Status.State, tj.Status.FailureReason, tj.Status.Workers)
+		}
+	}
+}
+
 // TestPyTorchResume: a second job resumes from the first one's checkpoint (RESUME_FROM from
 // checkpoint.resumeFrom, in a claim both jobs share) and trains only the epochs left.
 func TestPyTorchResume(t *testing.T) {
@@ -190,6 +261,24 @@ func TestDefaultRunner(t *testing.T) {
 	}
 	if want := "unknown model 'gpt-9': the default runner trains cnn, mlp"; !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(tj.Status.FailureReason) {
 		t.Errorf("failureReason %q does not say %q", tj.Status.FailureReason, want)
+	}
+}
+
+// TestMPI: networking.backend mpi with real Open MPI and OpenSSH: rank 0's pod runs mpirun over the
+// operator's hostfile and SSH key pair; both pods' SSH servers start one MPI process each, the processes
+// all-reduce with mpi4py, and the TrainingJob completes when rank 0 does (the SSH servers are stopped).
+func TestMPI(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, tjtest.NewTJ(ns, "mpi").Workers(2).GPUs(0).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Image = "mpioperator/openmpi:v0.6.0"
+		tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI}
+		tj.Spec.Command = []string{"mpirun", "-np", "2", "--map-by", "node", "-x", "PATH", "python3", "examples/python/mpi_allreduce.py"}
+	}).Obj())
+	waitFinished(t, ns, "mpi", 3*time.Minute)
+	log := rankLogs(t, ns, "mpi", 1)[0]
+	ranks := regexp.MustCompile(`(?m)^rank (\d) of 2 on \S+ checksum (\S+)$`).FindAllStringSubmatch(log, -1)
+	if len(ranks) != 2 || ranks[0][2] != ranks[1][2] {
+		t.Errorf("want two MPI ranks with the same checksum in rank 0's log (mpirun gathers their output):\n%s", log)
 	}
 }
 

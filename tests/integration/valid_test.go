@@ -218,6 +218,43 @@ func TestAdmissionImmutableWhileRunning(t *testing.T) {
 	}
 }
 
+// TestAdmissionElasticResize: an elastic job's numWorkers may change while it runs, within its bounds;
+// its bounds may not.
+func TestAdmissionElasticResize(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ(newNamespace(t), "elastic").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 4}
+	}).Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	tj.Status.State = mlv1.StateRunning
+	if err := env.Client.Status().Update(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		change func(*mlv1.TrainingJob)
+		field  string // "" when accepted
+	}{
+		{func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 4 }, ""},
+		{func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1 }, ""},
+		{func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 5 }, "spec.numWorkers"},
+		{func(tj *mlv1.TrainingJob) { tj.Spec.Elastic.MaxWorkers = 8 }, "spec.elastic"},
+	} {
+		changed := tj.DeepCopy()
+		tc.change(changed)
+		err := env.Client.Update(ctx, changed)
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("resize to %d while Running: %v", changed.Spec.NumWorkers, err)
+		case tc.field != "" && (!apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), tc.field)):
+			t.Errorf("update %+v while Running: error = %v, want Invalid naming %s", changed.Spec.Elastic, err, tc.field)
+		case err == nil:
+			tj = changed
+		}
+	}
+}
+
 // TestPolicyImmutableWhileRunning: the ValidatingAdmissionPolicy of deploy/policy keeps env, resources,
 // scheduling, checkpoint storage and the metrics port fixed while the job runs, naming the field; the
 // same edits pass while the job is Suspended.

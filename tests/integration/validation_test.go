@@ -89,6 +89,14 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		}, "spec.resources.limits"},
 		{"gpu resource name without a domain", func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "gpu" }, "spec.gpuResourceName"},
 		{"xgboost without an image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkXGBoost }, "spec.image"},
+		{"numWorkers outside the elastic range", func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 3, MaxWorkers: 4} }, "spec.numWorkers"},
+		{"elastic bounds reversed", func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 4, MaxWorkers: 2} }, "spec.elastic.minWorkers"},
+		{"elastic tensorflow", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Framework, tj.Spec.Elastic = mlv1.FrameworkTensorFlow, &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 4}
+		}, "spec.elastic"},
+		{"mpi without a command", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Command, tj.Spec.Networking = nil, &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI}
+		}, "spec.command"},
 		{"paddle without an image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkPaddle }, "spec.image"},
 		{"env overrides LOCAL_RANK", envVar("LOCAL_RANK"), "spec.env"},
 		{"env overrides DMLC_TASK_ID", envVar("DMLC_TASK_ID"), "spec.env"},
