@@ -51,6 +51,7 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 	s3 := func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageS3, S3Bucket: "b", Endpoint: "http://s3", Region: "r"}}
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", WandbProject: "p"}
 	}
 	gcs := func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
@@ -126,6 +127,12 @@ func TestFrameworkEnv(t *testing.T) {
 			"PET_RDZV_ID": "a", "PET_MAX_RESTARTS": "5"}, []string{"WORLD_SIZE", "PET_MASTER_ADDR", "PET_NODE_RANK"}},
 		{"paddle: collective mode", tjtest.NewTJ("ml", "a").Framework(mlv1.FrameworkPaddle).Obj(), map[string]string{
 			"PADDLE_MASTER": "$(MASTER_ADDR):$(MASTER_PORT)", "PADDLE_NNODES": "2", "PADDLE_JOB_ID": "a"}, nil},
+		{"tracking: MLflow's server and experiment, one W&B group with a run per rank", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.UID = "u-1"
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", WandbProject: "vision"}
+		}).Obj(), map[string]string{"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_EXPERIMENT_NAME": "ml", "WANDB_PROJECT": "vision",
+			"WANDB_RUN_GROUP": "a", "WANDB_RUN_ID": "u-1-rank-$(RANK)", "WANDB_NAME": "a-rank-$(RANK)", "WANDB_RESUME": "allow"}, nil},
+		{"no tracking configured", tjtest.NewTJ("ml", "a").Obj(), map[string]string{}, []string{"MLFLOW_TRACKING_URI", "WANDB_PROJECT"}},
 		{"CPU-only workers see no GPU", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"}, nil},
 		{"GPU workers see theirs", tjtest.NewTJ("ml", "a").GPUs(1).Obj(), map[string]string{}, []string{"NVIDIA_VISIBLE_DEVICES"}},
 	}

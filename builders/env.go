@@ -22,6 +22,7 @@ func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env = append(env, backendEnv(tj)...)
 	env = append(env, mpiEnv(tj)...)
 	env = append(env, gpuVisibilityEnv(tj)...)
+	env = append(env, trackingEnv(tj)...)
 	env = append(env, checkpointEnv(tj)...)
 	return overrideEnv(env, tj.Spec.Env)
 }

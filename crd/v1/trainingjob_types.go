@@ -476,13 +476,16 @@ type MonitoringSpec struct {
 	// +optional
 	TensorboardEnabled *bool `json:"tensorboardEnabled,omitempty"`
 
-	// mlflowTrackingUri is the MLflow tracking server, for example http://mlflow.mlflow:5000.
+	// mlflowTrackingUri is the MLflow tracking server, for example http://mlflow.mlflow:5000. Workers get
+	// MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME (the namespace).
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^https?://`
 	MLflowTrackingURI string `json:"mlflowTrackingUri,omitempty"`
 
-	// wandbProject is the Weights & Biases project.
+	// wandbProject is the Weights & Biases project. Workers get WANDB_PROJECT, WANDB_RUN_GROUP (the job's
+	// name: all ranks in one group), WANDB_RUN_ID and WANDB_NAME per rank (a restarted rank resumes its
+	// run) and WANDB_RESUME=allow.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	WandbProject string `json:"wandbProject,omitempty"`
