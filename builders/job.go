@@ -136,8 +136,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	if mountedCheckpoints(tj) {
 		spec.Volumes = append(spec.Volumes, checkpointVolume(tj))
 	}
-	mpiVols, _ := mpiVolumes(tj)
-	spec.Volumes = append(spec.Volumes, mpiVols...)
+	spec.Volumes = append(spec.Volumes, mpiVolumes(tj)...)
 	if CheckpointEnabled(tj) {
 		spec.InitContainers = agentInitContainers(tj, opts)
 		spec.Volumes = append(spec.Volumes, storageVolumes(tj)...)
@@ -168,8 +167,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	cmd, args := command(tj), tj.Spec.Args
 	if MPIEnabled(tj) {
 		cmd, args = mpiCommand(tj)
-		_, mpiMounts := mpiVolumes(tj)
-		mounts = append(mounts, mpiMounts...)
+		mounts = append(mounts, mpiMounts()...)
 		ports = append(ports, corev1.ContainerPort{Name: MPIPortName, ContainerPort: MPISSHPort, Protocol: corev1.ProtocolTCP})
 	}
 	return corev1.Container{

@@ -2,6 +2,7 @@ package builders
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -48,11 +49,13 @@ func SSHSecretName(tj *mlv1.TrainingJob) string { return tj.Name + "-ssh" }
 // mpiLauncher runs as `sh -c mpiLauncher mpi "$@"` with the user's command as "$@". Every rank runs the
 // SSH server (Open MPI may reach rank 0's own slots through it too); rank 0 then waits until every
 // server answers, writes the hostfile and runs the command, and stops its server when the command ends.
-// Only $VAR and ${...} are used: the kubelet would expand $(...).
-const mpiLauncher = `sshd() {
+// Only $VAR and ${...} are used: the kubelet would expand $(...). The {port} and {...key} placeholders are
+// MPISSHPort and the Secret's file names.
+var mpiLauncher = strings.NewReplacer("{port}", strconv.Itoa(MPISSHPort), "{host_key}", SSHHostKey,
+	"{authorized_keys}", SSHAuthorizedKeys, "{key}", SSHPrivateKey).Replace(`sshd() {
   mkdir -p /run/sshd 2>/dev/null || true
-  /usr/sbin/sshd -D -e -p 2222 -o ListenAddress="$POD_IP" -h "$MPI_SSH_DIR/ssh_host_ed25519_key" \
-    -o AuthorizedKeysFile="$MPI_SSH_DIR/authorized_keys" -o StrictModes=no -o PidFile=none -o PermitRootLogin=prohibit-password
+  /usr/sbin/sshd -D -e -p {port} -o ListenAddress="$POD_IP" -h "$MPI_SSH_DIR/{host_key}" \
+    -o AuthorizedKeysFile="$MPI_SSH_DIR/{authorized_keys}" -o StrictModes=no -o PidFile=none -o PermitRootLogin=prohibit-password
 }
 if [ "$RANK" != 0 ]; then sshd; exit; fi
 sshd & server=$!
@@ -60,16 +63,16 @@ printf '%s\n' $MPI_HOSTS | sed 's/:/ slots=/' > "$MPI_RUN_DIR/hostfile"
 for host in $MPI_HOSTS; do
   host=${host%%:*} waited=
   until ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes \
-      -o ConnectTimeout=2 -i "$MPI_SSH_DIR/id_ed25519" -p 2222 "$host" true; do
+      -o ConnectTimeout=2 -i "$MPI_SSH_DIR/{key}" -p {port} "$host" true; do
     waited=x$waited
-    [ ${#waited} -lt 120 ] || { echo "mpi: no SSH server answers on $host:2222 after 120 tries" >&2; kill $server; exit 1; }
+    [ ${#waited} -lt 120 ] || { echo "mpi: no SSH server answers on $host:{port} after 120 tries" >&2; kill $server; exit 1; }
     sleep 1
   done
 done
 "$@"
 status=$?
 kill $server
-exit $status`
+exit $status`)
 
 // mpiCommand wraps the user's command and args in the launcher; the kubelet's $(VAR) expansion of the
 // user's own arguments is kept (they stay separate arguments).
@@ -113,17 +116,19 @@ func mpiEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 }
 
 // mpiVolumes: the SSH Secret (owner-only files: ssh refuses a readable private key) and the scratch dir.
-func mpiVolumes(tj *mlv1.TrainingJob) ([]corev1.Volume, []corev1.VolumeMount) {
+func mpiVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 	if !MPIEnabled(tj) {
-		return nil, nil
+		return nil
 	}
 	return []corev1.Volume{
-			{Name: mpiSSHVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: SSHSecretName(tj), DefaultMode: ptrTo(int32(0o600))}}},
-			{Name: mpiRunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		}, []corev1.VolumeMount{
-			{Name: mpiSSHVolume, MountPath: MPISSHDir, ReadOnly: true},
-			{Name: mpiRunVolume, MountPath: MPIRunDir},
-		}
+		{Name: mpiSSHVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: SSHSecretName(tj), DefaultMode: ptrTo(int32(0o600))}}},
+		{Name: mpiRunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+}
+
+// mpiMounts mounts mpiVolumes in the worker container.
+func mpiMounts() []corev1.VolumeMount {
+	return []corev1.VolumeMount{{Name: mpiSSHVolume, MountPath: MPISSHDir, ReadOnly: true}, {Name: mpiRunVolume, MountPath: MPIRunDir}}
 }
 
 // mpiSuccessPolicy: the Job succeeds when rank 0 (the launcher) does; the SSH servers are then stopped.

@@ -67,9 +67,7 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 		return nil, err
 	}
 	cm := &corev1.ConfigMap{}
-	found := false
 	err = r.ensure(ctx, tj, want, cm, func() bool {
-		found = true
 		if cm.Data[builders.ConfigFileName] == want.Data[builders.ConfigFileName] {
 			return false
 		}
@@ -79,7 +77,7 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 		cm.Data[builders.ConfigFileName] = want.Data[builders.ConfigFileName]
 		return true
 	})
-	if !found {
+	if cm.ResourceVersion == "" { // not found: want is what was created (or, created meanwhile by another reconcile, alike)
 		return want, err
 	}
 	return cm, err

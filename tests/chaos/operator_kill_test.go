@@ -84,19 +84,14 @@ func TestOperatorKilled(t *testing.T) {
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-"}}
-	if err := stack.Client.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := stacktest.NewNamespace(t, stack.Client, "chaos-")
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "checkpoints", Namespace: ns.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: "checkpoints", Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
 	}
-	if err := stack.Client.Create(context.Background(), claim); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	stacktest.Create(t, stack.Client, claim)
+	return ns
 }
 
 // createJob creates a 2-rank job of the example trainer with checkpoints every epoch on the claim.

@@ -13,13 +13,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -27,11 +27,7 @@ var ctx = context.Background()
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-	if err := stack.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return stacktest.NewNamespace(t, stack.Client, "e2e-")
 }
 
 // trainerJob is a TrainingJob running the example trainer on CPU.
@@ -46,11 +42,7 @@ func trainerJob(ns, name string, workers int32, epochs int32, args ...string) *t
 
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
-	for _, o := range objs {
-		if err := stack.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	stacktest.Create(t, stack.Client, objs...)
 }
 
 // eventually polls cond every 200 ms until it returns nil, failing the test with its last error after

@@ -284,20 +284,12 @@ func TestMPI(t *testing.T) {
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fw-"}}
-	if err := stack.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return stacktest.NewNamespace(t, stack.Client, "fw-")
 }
 
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
-	for _, o := range objs {
-		if err := stack.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	stacktest.Create(t, stack.Client, objs...)
 }
 
 // waitFinished waits for the job to end (a bound on a hang) and fails the test unless it Completed.

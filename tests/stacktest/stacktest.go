@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainingjob-operator/trainingjob-operator/local"
@@ -71,6 +74,26 @@ func run(m *testing.M, name string, stack **local.Stack, configure func(o *local
 		fmt.Fprintf(os.Stderr, "%s: logs of the stack and the pods are kept in %s\n", name, dir)
 	}
 	return code, nil
+}
+
+// NewNamespace creates a namespace named prefix + a random suffix for one test.
+func NewNamespace(t *testing.T, c client.Client, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// Create creates objs, failing the test at the first error.
+func Create(t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
 }
 
 // Scrape reads the Prometheus text served at addr/metrics (a manager's, or rank 0's progress endpoint).
