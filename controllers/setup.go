@@ -71,7 +71,8 @@ func slimPod(obj any) (any, error) {
 
 // slimJob keeps of a Job's spec what the controllers read: its size, completion mode and suspend. The pod
 // template and the failure policy (most of its size) are never read: the controllers compare the spec
-// hash annotation and change a Job only with patches of spec.suspend.
+// hash annotation and change a Job only with merge patches of spec.suspend and, for an elastic job, of
+// parallelism and completions.
 func slimJob(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		j.ManagedFields = nil

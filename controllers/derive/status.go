@@ -112,10 +112,10 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	case obs.Job == nil:
 		return phase{mlv1.StatePending, "Accepted", "accepted; creating the workers' Job, Service and ConfigMap"}
 	}
-	if c := JobCondition(obs.Job, batchv1.JobComplete); c != nil && builders.NoTrainingProgram(tj) {
-		return phase{mlv1.StateFailed, ReasonNoTrainingProgram, NoTrainingProgramMessage}
-	}
 	if c := JobCondition(obs.Job, batchv1.JobComplete); c != nil {
+		if builders.NoTrainingProgram(tj) {
+			return phase{mlv1.StateFailed, ReasonNoTrainingProgram, NoTrainingProgramMessage}
+		}
 		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
 	}
 	if c := attemptFailure(obs); c != nil {
