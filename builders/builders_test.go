@@ -127,7 +127,7 @@ func TestWorkerEnv(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := builders.WorkerEnv(tc.tj)
+			env := builders.WorkerEnv(tc.tj, builders.Options{})
 			if diff := cmp.Diff(tc.want, envMap(env)); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}

@@ -125,11 +125,7 @@ func ResumeFrom(tj *mlv1.TrainingJob) string {
 }
 
 // resumeFromEnv is RESUME_FROM from the job's ConfigMap; unset while there is nothing to resume from.
-func resumeFromEnv(tj *mlv1.TrainingJob) corev1.EnvVar {
-	return corev1.EnvVar{Name: ResumeFromKey, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(tj)}, Key: ResumeFromKey, Optional: ptrTo(true),
-	}}}
-}
+func resumeFromEnv(tj *mlv1.TrainingJob) corev1.EnvVar { return configMapKeyEnv(tj, ResumeFromKey) }
 
 // The checkpoint agent (`manager checkpoint-agent`, see package checkpoint) runs as a native sidecar
 // (an init container with restartPolicy Always) in every worker pod: it starts before the trainer, stops

@@ -51,7 +51,7 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 	s3 := func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageS3, S3Bucket: "b", Endpoint: "http://s3", Region: "r"}}
-		tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", WandbProject: "p"}
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", MLflowCredentialsSecret: "mlflow", WandbProject: "p"}
 	}
 	gcs := func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
@@ -78,7 +78,7 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 			tjtest.NewTJ("ns", "x").Framework(fw).With(elastic).Obj(),
 		} {
 			last := -1
-			for _, e := range builders.WorkerEnv(tj) {
+			for _, e := range builders.WorkerEnv(tj, builders.Options{}) {
 				i, ok := order[e.Name]
 				switch {
 				case !ok:
@@ -131,7 +131,8 @@ func TestFrameworkEnv(t *testing.T) {
 			tj.UID = "u-1"
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", WandbProject: "vision"}
 		}).Obj(), map[string]string{"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_EXPERIMENT_NAME": "ml", "WANDB_PROJECT": "vision",
-			"WANDB_RUN_GROUP": "a", "WANDB_RUN_ID": "u-1-rank-$(RANK)", "WANDB_NAME": "a-rank-$(RANK)", "WANDB_RESUME": "allow"}, nil},
+			"WANDB_RUN_GROUP": "a", "WANDB_RUN_ID": "u-1-rank-$(RANK)", "WANDB_NAME": "a-rank-$(RANK)", "WANDB_RESUME": "allow",
+			"MLFLOW_RUN_ID": "", "MLFLOW_EXPERIMENT_ID": ""}, []string{"MLFLOW_TRACKING_TOKEN"}},
 		{"no tracking configured", tjtest.NewTJ("ml", "a").Obj(), map[string]string{}, []string{"MLFLOW_TRACKING_URI", "WANDB_PROJECT"}},
 		{"CPU-only workers see no GPU", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"}, nil},
 		{"GPU workers see theirs", tjtest.NewTJ("ml", "a").GPUs(1).Obj(), map[string]string{}, []string{"NVIDIA_VISIBLE_DEVICES"}},
@@ -139,13 +140,57 @@ func TestFrameworkEnv(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]string{}
-			for _, e := range builders.WorkerEnv(tc.tj) {
+			for _, e := range builders.WorkerEnv(tc.tj, builders.Options{}) {
 				if _, ok := tc.want[e.Name]; ok || slices.Contains(tc.absent, e.Name) {
 					got[e.Name] = e.Value
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTrackingEnv: the operator's default tracking server applies to jobs that name none; the job's own
+// wins; the run's ids come from the ConfigMap and the credentials from the named Secret, both optional.
+func TestTrackingEnv(t *testing.T) {
+	opts := builders.Options{MLflowTrackingURI: "http://default:5000"}
+	cmKey := func(key string) string { return "configMapKeyRef:a-config/" + key }
+	secretKey := func(key string) string { return "secretKeyRef:creds/" + key }
+	cases := []struct {
+		name string
+		mon  *mlv1.MonitoringSpec
+		want map[string]string
+	}{
+		{"the operator's default, the namespace's experiment", nil, map[string]string{
+			"MLFLOW_TRACKING_URI": "http://default:5000", "MLFLOW_EXPERIMENT_NAME": "ml",
+			"MLFLOW_EXPERIMENT_ID": cmKey("MLFLOW_EXPERIMENT_ID"), "MLFLOW_RUN_ID": cmKey("MLFLOW_RUN_ID")}},
+		{"the job's server, experiment and credentials", &mlv1.MonitoringSpec{MLflowTrackingURI: "https://mine", MLflowExperiment: "vision", MLflowCredentialsSecret: "creds"},
+			map[string]string{"MLFLOW_TRACKING_URI": "https://mine", "MLFLOW_EXPERIMENT_NAME": "vision",
+				"MLFLOW_EXPERIMENT_ID": cmKey("MLFLOW_EXPERIMENT_ID"), "MLFLOW_RUN_ID": cmKey("MLFLOW_RUN_ID"),
+				"MLFLOW_TRACKING_TOKEN": secretKey("MLFLOW_TRACKING_TOKEN"), "MLFLOW_TRACKING_USERNAME": secretKey("MLFLOW_TRACKING_USERNAME"),
+				"MLFLOW_TRACKING_PASSWORD": secretKey("MLFLOW_TRACKING_PASSWORD")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = tc.mon }).Obj()
+			got := map[string]string{}
+			for _, e := range builders.WorkerEnv(tj, opts) {
+				if !strings.HasPrefix(e.Name, "MLFLOW_") {
+					continue
+				}
+				switch {
+				case e.ValueFrom == nil:
+					got[e.Name] = e.Value
+				case e.ValueFrom.ConfigMapKeyRef != nil && *e.ValueFrom.ConfigMapKeyRef.Optional:
+					got[e.Name] = "configMapKeyRef:" + e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key
+				case e.ValueFrom.SecretKeyRef != nil && *e.ValueFrom.SecretKeyRef.Optional:
+					got[e.Name] = "secretKeyRef:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("MLflow env (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -22,6 +22,9 @@ type Options struct {
 	// GPUResource is the extended resource gpusPerWorker counts when spec.gpuResourceName is empty
 	// (default nvidia.com/gpu).
 	GPUResource corev1.ResourceName
+	// MLflowTrackingURI is the tracking server of jobs whose monitoring names none; "" tracks only those
+	// that name one.
+	MLflowTrackingURI string
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's
@@ -76,6 +79,9 @@ func framework(tj *mlv1.TrainingJob) mlv1.Framework {
 	}
 	return tj.Spec.Framework
 }
+
+// Framework is spec.framework, pytorch when empty.
+func Framework(tj *mlv1.TrainingJob) mlv1.Framework { return framework(tj) }
 
 func masterPort(tj *mlv1.TrainingJob) int32 {
 	if n := tj.Spec.Networking; n != nil && n.MasterPort != 0 {

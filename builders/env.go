@@ -15,14 +15,14 @@ import (
 // README) followed by spec.env, whose entries replace the operator's defaults of the same name (admission
 // keeps spec.env off the reserved names). Entries may refer to earlier ones with $(NAME), which the
 // kubelet expands, so spec.env may use every injected variable.
-func WorkerEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+func WorkerEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	env := identityEnv(tj)
 	env = append(env, rendezvousEnv(tj)...)
 	env = append(env, frameworkEnv(tj)...)
 	env = append(env, backendEnv(tj)...)
 	env = append(env, mpiEnv(tj)...)
 	env = append(env, gpuVisibilityEnv(tj)...)
-	env = append(env, trackingEnv(tj)...)
+	env = append(env, trackingEnv(tj, opts)...)
 	env = append(env, checkpointEnv(tj)...)
 	return overrideEnv(env, tj.Spec.Env)
 }

@@ -175,7 +175,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		Image:        Image(tj, opts),
 		Command:      cmd,
 		Args:         args,
-		Env:          WorkerEnv(tj),
+		Env:          WorkerEnv(tj, opts),
 		EnvFrom:      envFrom,
 		Ports:        ports,
 		Resources:    Resources(tj, opts),

@@ -139,9 +139,10 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 }
 
 // startBlocked says why the current attempt's Job cannot be created yet: workers of an older attempt
-// still stop (they hold the ranks' host names and, on a process node, ports), or RESUME_FROM has not been
-// settled for this attempt by the CheckpointController (cm is the ConfigMap this reconcile created or
-// found, read again when nil). "" when nothing blocks.
+// still stop (they hold the ranks' host names and, on a process node, ports), RESUME_FROM has not been
+// settled for this attempt by the CheckpointController, or the TrackingController has not yet tried to
+// create a tracked job's MLflow run (cm is the ConfigMap this reconcile created or found, read again
+// when nil). "" when nothing blocks.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
 	old, err := r.listPods(ctx, tj, false)
 	if err == nil {
@@ -153,7 +154,8 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 	if len(old) > 0 {
 		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), builders.JobAttempt(&old[0])), nil
 	}
-	if !builders.CheckpointEnabled(tj) {
+	checkpoints, tracked := builders.CheckpointEnabled(tj), builders.MLflowTrackingURI(tj, r.Options) != ""
+	if !checkpoints && !tracked {
 		return "", nil
 	}
 	if cm == nil {
@@ -162,8 +164,11 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 			return "", err
 		}
 	}
-	if cm.Annotations[builders.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)) {
+	switch {
+	case checkpoints && cm.Annotations[builders.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)):
 		return "waiting for the checkpoint controller to settle RESUME_FROM", nil
+	case tracked && cm.Annotations[builders.TrackingSettledAnnotation] == "":
+		return "waiting for the tracking controller's first attempt to create the MLflow run", nil
 	}
 	return "", nil
 }

@@ -3,12 +3,13 @@ package controllers
 import (
 	"maps"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -35,3 +36,41 @@ var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Fun
 	return okOld && okNew && meta.IsStatusConditionTrue(n.Status.Conditions, mlv1.ConditionSuccessPolicyMet) !=
 		meta.IsStatusConditionTrue(o.Status.Conditions, mlv1.ConditionSuccessPolicyMet)
 }})
+
+// trackingEvents are specOrState's events of tracked jobs plus what the TrackingController logs: a new
+// epoch, a newer checkpoint, the run as recorded in the status.
+func trackingEvents(opts builders.Options) predicate.Funcs {
+	tracked := func(o client.Object) bool {
+		tj, ok := o.(*mlv1.TrainingJob)
+		return ok && (tj.Status.MLflow != nil || builders.MLflowTrackingURI(tj, opts) != "")
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return tracked(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return tracked(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return tracked(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
+			n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
+			if !okOld || !okNew || !tracked(n) {
+				return false
+			}
+			return specOrState.Update(e) || o.Status.CurrentEpoch != n.Status.CurrentEpoch || (o.Status.Metrics == nil) != (n.Status.Metrics == nil) ||
+				checkpointLatest(o) != checkpointLatest(n) || !apiequality.Semantic.DeepEqual(o.Status.MLflow, n.Status.MLflow)
+		},
+	}
+}
+
+func checkpointLatest(tj *mlv1.TrainingJob) string {
+	if c := tj.Status.Checkpoint; c != nil {
+		return c.Latest
+	}
+	return ""
+}
+
+// created passes only creations: the TrackingController waits for a job's ConfigMap to exist, not for
+// its changes.
+var created = predicate.Funcs{
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}

@@ -87,6 +87,7 @@ const (
 	jobController        = "trainingjob"
 	statusController     = "trainingjob-status"
 	checkpointController = "trainingjob-checkpoint"
+	trackingController   = "trainingjob-tracking"
 )
 
 // Config configures the controllers.
@@ -104,6 +105,14 @@ type Config struct {
 	// reconciles mostly wait on the API server (a create or a status write each), so a burst of new jobs
 	// is wired about this many times faster than one at a time, until the API server is the limit.
 	JobWorkers int
+	// MLflowCredentials is the operator-wide Secret with the tracking server's credentials (keys
+	// MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD) for jobs that name none; the
+	// default server itself is Builders.MLflowTrackingURI.
+	MLflowCredentials client.ObjectKey
+	// MLflowTimeout bounds one reconcile's calls to a tracking server (default 5 s: a tracked job's
+	// first workers wait for the first attempt to create its run at most that long); MLflowRetry is the
+	// wait after a failure (default 30 s).
+	MLflowTimeout, MLflowRetry time.Duration
 }
 
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr.
@@ -141,6 +150,12 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the checkpoint controller: %w", err)
+	}
+	tr := &TrackingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trainingjob-operator"),
+		Clock: clock.RealClock{}, Options: cfg.Builders, Credentials: cfg.MLflowCredentials, HTTP: &http.Client{},
+		Timeout: orDefault(cfg.MLflowTimeout, 5*time.Second), Retry: orDefault(cfg.MLflowRetry, 30*time.Second), Workers: 4}
+	if err := tr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the tracking controller: %w", err)
 	}
 	metrics.SetStateReader(mgr.GetClient())
 	return nil

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -37,6 +38,34 @@ func TestDefaultCheckpointStorageFlags(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("storage (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMLflowFlags: the default tracking server must be an http(s) URL, the credentials Secret NAMESPACE/NAME.
+func TestMLflowFlags(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    client.ObjectKey
+		wantErr bool
+	}{
+		{"no flags: only jobs that name a server are tracked", nil, client.ObjectKey{}, false},
+		{"a default server and its credentials", []string{"--mlflow-tracking-uri=https://mlflow.example.com", "--mlflow-credentials-secret=trainingjob-system/mlflow"},
+			client.ObjectKey{Namespace: "trainingjob-system", Name: "mlflow"}, false},
+		{"not a URL", []string{"--mlflow-tracking-uri=mlflow:5000"}, client.ObjectKey{}, true},
+		{"a Secret without its namespace", []string{"--mlflow-credentials-secret=mlflow"}, client.ObjectKey{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := parseFlags(tc.args)
+			got, err := mlflowFlags(c)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %t", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("credentials Secret (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -44,6 +45,10 @@ type config struct {
 	checkpointClaimSize    string
 	checkpointStorageClass string
 	gpuResource            string
+	mlflowURI              string
+	mlflowCredentials      string
+	mlflowTimeout          time.Duration
+	mlflowRetry            time.Duration
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -69,6 +74,10 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.gpuResource, "gpu-resource-name", string(builders.DefaultGPUResource), "extended resource that gpusPerWorker counts when a job's gpuResourceName is empty (nvidia.com/gpu, amd.com/gpu, a MIG slice such as nvidia.com/mig-1g.10gb)")
 	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
 	fs.StringVar(&c.checkpointStorageClass, "default-checkpoint-storage-class", "", "StorageClass of a per-job checkpoint claim whose storage names none; empty: the cluster's default StorageClass")
+	fs.StringVar(&c.mlflowURI, "mlflow-tracking-uri", "", "MLflow tracking server of jobs whose monitoring.mlflowTrackingUri is empty (http:// or https://); empty: only jobs that name one are tracked")
+	fs.StringVar(&c.mlflowCredentials, "mlflow-credentials-secret", "", "NAMESPACE/NAME of a Secret with the tracking server's credentials (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) for jobs whose monitoring.mlflowCredentialsSecret is empty")
+	fs.DurationVar(&c.mlflowTimeout, "mlflow-timeout", 5*time.Second, "time limit of one round of calls to a tracking server; a tracked job's first workers wait at most this long for its run")
+	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
 	}
@@ -125,7 +134,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval,
-		GPUResource: corev1.ResourceName(c.gpuResource)}
+		GPUResource: corev1.ResourceName(c.gpuResource), MLflowTrackingURI: c.mlflowURI}
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}
@@ -135,7 +144,11 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {
 		return fmt.Errorf("--gpu-resource-name %q is not an extended resource name (DOMAIN/NAME, as nvidia.com/gpu)", c.gpuResource)
 	}
-	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers}
+	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers,
+		MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry}
+	if cfg.MLflowCredentials, err = mlflowFlags(c); err != nil {
+		return err
+	}
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
 	}
@@ -164,4 +177,19 @@ func defaultCheckpointStorage(c config) (*mlv1.CheckpointStorage, error) {
 		s.StorageClassName = &c.checkpointStorageClass
 	}
 	return s, nil
+}
+
+// mlflowFlags checks --mlflow-tracking-uri and returns the Secret --mlflow-credentials-secret names.
+func mlflowFlags(c config) (client.ObjectKey, error) {
+	if c.mlflowURI != "" && !strings.HasPrefix(c.mlflowURI, "http://") && !strings.HasPrefix(c.mlflowURI, "https://") {
+		return client.ObjectKey{}, fmt.Errorf("--mlflow-tracking-uri %q is not an http:// or https:// URL", c.mlflowURI)
+	}
+	if c.mlflowCredentials == "" {
+		return client.ObjectKey{}, nil
+	}
+	ns, name, ok := strings.Cut(c.mlflowCredentials, "/")
+	if !ok || ns == "" || name == "" {
+		return client.ObjectKey{}, fmt.Errorf("--mlflow-credentials-secret %q is not NAMESPACE/NAME", c.mlflowCredentials)
+	}
+	return client.ObjectKey{Namespace: ns, Name: name}, nil
 }

@@ -47,6 +47,11 @@ const (
 	// ConditionProgressReported is True while rank 0's progress endpoint answers; False says since when
 	// progress is stale and why.
 	ConditionProgressReported = "ProgressReported"
+	// ConditionExperimentTracked is True while the job's MLflow run is kept in step (reason RunActive, or
+	// RunClosed once its end is recorded); False names why the tracking server cannot be reached or
+	// refuses (TrackingServerUnavailable, TrackingCredentialsInvalid, TrackingCredentialsMissing,
+	// TrackingRequestRejected) while the training goes on and the operator retries.
+	ConditionExperimentTracked = "ExperimentTracked"
 )
 
 // TrainingJobStatus is what the operator observes of the run.
@@ -136,6 +141,10 @@ type TrainingJobStatus struct {
 	// +optional
 	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
 
+	// mlflow is the job's MLflow run, when monitoring tracks it (see monitoring.mlflowTrackingUri).
+	// +optional
+	MLflow *MLflowStatus `json:"mlflow,omitempty"`
+
 	// best is the best value of the metric successPolicy.earlyStoppingPatience tracks, and its epoch.
 	// +optional
 	Best *BestMetric `json:"best,omitempty"`
@@ -211,4 +220,30 @@ type CheckpointStatus struct {
 	// sizeBytes is the size of the newest checkpoint.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}
+
+// MLflowStatus is the job's MLflow run as the operator keeps it.
+type MLflowStatus struct {
+	// trackingUri is the tracking server the run is on (kept: a later change of the operator's default
+	// never moves a job's run).
+	// +kubebuilder:validation:MaxLength=1024
+	TrackingURI string `json:"trackingUri"`
+	// experimentId is the run's experiment.
+	// +kubebuilder:validation:MaxLength=256
+	ExperimentID string `json:"experimentId"`
+	// runId is the run's id, which workers get as MLFLOW_RUN_ID.
+	// +kubebuilder:validation:MaxLength=256
+	RunID string `json:"runId"`
+	// url is the run's page in the MLflow UI.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+	// runStatus is the run's status as the operator last set it: RUNNING, then FINISHED, FAILED or KILLED.
+	// +optional
+	// +kubebuilder:validation:Enum=RUNNING;SCHEDULED;FINISHED;FAILED;KILLED
+	RunStatus string `json:"runStatus,omitempty"`
+	// loggedEpoch is the last epoch whose metrics were logged to the run (as step = epoch); later
+	// epochs only are logged, so a restart of the operator or of the workers never logs one twice.
+	// +optional
+	LoggedEpoch int32 `json:"loggedEpoch,omitempty"`
 }

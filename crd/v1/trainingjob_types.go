@@ -476,12 +476,34 @@ type MonitoringSpec struct {
 	// +optional
 	TensorboardEnabled *bool `json:"tensorboardEnabled,omitempty"`
 
-	// mlflowTrackingUri is the MLflow tracking server, for example http://mlflow.mlflow:5000. Workers get
-	// MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME (the namespace).
+	// mlflowTrackingUri is the MLflow tracking server, for example http://mlflow.mlflow:5000; the operator's
+	// --mlflow-tracking-uri when empty. The operator keeps one MLflow run per TrainingJob there (found again
+	// by its trainingjob.uid tag): tags, hyperparameters as params, rank 0's metrics with step = epoch, the
+	// newest checkpoint, and the run's end. Workers get MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME,
+	// MLFLOW_EXPERIMENT_ID and MLFLOW_RUN_ID, so mlflow.start_run() in the training program logs into that
+	// run. A tracking server that does not answer never stops the training (see the ExperimentTracked
+	// condition).
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^https?://`
 	MLflowTrackingURI string `json:"mlflowTrackingUri,omitempty"`
+
+	// mlflowExperiment is the MLflow experiment of the job's run; the job's namespace when empty. It is
+	// created when it does not exist.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=500
+	MLflowExperiment string `json:"mlflowExperiment,omitempty"`
+
+	// mlflowCredentialsSecret names a Secret in the job's namespace holding the tracking server's
+	// credentials under MLflow's own variable names: MLFLOW_TRACKING_TOKEN (a bearer token), or
+	// MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (basic authentication). The operator sends
+	// them with its own calls; workers get them as those environment variables. Without it the operator
+	// uses its --mlflow-credentials-secret (which workers do not get).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	MLflowCredentialsSecret string `json:"mlflowCredentialsSecret,omitempty"`
 
 	// wandbProject is the Weights & Biases project. Workers get WANDB_PROJECT, WANDB_RUN_GROUP (the job's
 	// name: all ranks in one group), WANDB_RUN_ID and WANDB_NAME per rank (a restarted rank resumes its

@@ -90,7 +90,8 @@ func (s *Server) Calls(endpoint string) int {
 	return s.calls[endpoint]
 }
 
-// Runs returns every run of an experiment as the API's Run JSON (info, data.tags, data.params, data.metrics).
+// Runs returns every run of an experiment as the API's Run JSON (info, data.tags, data.params and the
+// latest value of each metric in data.metrics; History has the others).
 func (s *Server) Runs(experimentID string) []map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -196,6 +197,8 @@ func (s *Server) createRun(body map[string]any, _ *http.Request) (any, *apiError
 	return map[string]any{"run": r.json()}, nil
 }
 
+// json is the run as runs/get and runs/search return it: like MLflow, data.metrics holds the latest
+// value of each metric (the largest step, then the latest timestamp, then the largest value).
 func (r *run) json() map[string]any {
 	kv := func(m map[string]string) []map[string]string {
 		var out []map[string]string
@@ -204,7 +207,55 @@ func (r *run) json() map[string]any {
 		}
 		return out
 	}
-	return map[string]any{"info": r.info, "data": map[string]any{"tags": kv(r.tags), "params": kv(r.params), "metrics": r.metrics}}
+	latest := map[string]map[string]any{}
+	for _, m := range r.metrics {
+		if l, ok := latest[str(m, "key")]; !ok || later(m, l) {
+			latest[str(m, "key")] = m
+		}
+	}
+	metrics := make([]map[string]any, 0, len(latest))
+	for _, m := range latest {
+		metrics = append(metrics, m)
+	}
+	return map[string]any{"info": r.info, "data": map[string]any{"tags": kv(r.tags), "params": kv(r.params), "metrics": metrics}}
+}
+
+func later(a, b map[string]any) bool {
+	for _, k := range []string{"step", "timestamp", "value"} {
+		x, _ := a[k].(float64)
+		y, _ := b[k].(float64)
+		if x != y {
+			return x > y
+		}
+	}
+	return false
+}
+
+// Metric is one logged value of a metric.
+type Metric struct {
+	Step      int64
+	Value     float64
+	Timestamp int64
+}
+
+// History is every value logged to a run's metric, in the order logged (MLflow's metrics/get-history).
+func (s *Server) History(runID, key string) []Metric {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[runID]
+	if !ok {
+		return nil
+	}
+	var out []Metric
+	for _, m := range r.metrics {
+		if str(m, "key") == key {
+			step, _ := m["step"].(float64)
+			v, _ := m["value"].(float64)
+			ts, _ := m["timestamp"].(float64)
+			out = append(out, Metric{Step: int64(step), Value: v, Timestamp: int64(ts)})
+		}
+	}
+	return out
 }
 
 func (s *Server) run(id string) (*run, *apiError) {

@@ -1,0 +1,408 @@
+package controllers
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+	"github.com/trainingjob-operator/trainingjob-operator/tracking"
+	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
+)
+
+// TrackingReconciler keeps one MLflow run per tracked TrainingJob (package tracking says what is
+// written): it finds or creates the experiment and the run (found again by the job's uid tag, so a
+// restart never makes a second), logs rank 0's metrics of every new epoch from the status with step =
+// epoch, tags the newest checkpoint, closes the run when the job ends (FINISHED, FAILED; KILLED when it is
+// deleted while running) and alone writes status.mlflow, the ExperimentTracked condition, and the
+// ConfigMap's MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID. A tracking server that does not answer never stops
+// the training: the condition says so and the controller tries again after Retry.
+type TrackingReconciler struct {
+	client.Client
+	// APIReader reads credential Secrets (not cached: the operator holds no Secret in memory).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.Clock
+	Options   builders.Options
+	// Credentials is the operator-wide Secret with the tracking credentials, for jobs that name none.
+	Credentials client.ObjectKey
+	HTTP        *http.Client
+	// Timeout bounds the calls of one reconcile to the tracking server; Retry is the wait after a failure.
+	Timeout, Retry time.Duration
+	Workers        int
+
+	// runs is what this process knows of each tracked job's run (*trackedRun by NamespacedName): a status
+	// write lost to a conflict, and the run of a job deleted while it ran.
+	runs sync.Map
+}
+
+// trackedRun is what the TrackingController remembers of a job's run. One reconcile of a job runs at a
+// time, so a trackedRun is never used by two goroutines at once.
+type trackedRun struct {
+	uid    types.UID
+	job    *mlv1.TrainingJob // identity and monitoring, for the credentials when the job is gone
+	status mlv1.MLflowStatus
+	// synced: the last epoch logged was read from the run's tags in this process.
+	synced bool
+	// checkpoint is the newest checkpoint tagged by this process; closeTries counts the attempts to close
+	// the run of a deleted job.
+	checkpoint string
+	closeTries int
+}
+
+// maxCloseTries bounds the attempts to mark the run of a deleted job KILLED.
+const maxCloseTries = 10
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// Reconcile: get (a deleted job's run is closed as KILLED); bring the run in step with the status; set
+// ExperimentTracked; write the status; then the ConfigMap's keys from the status as written.
+func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	tj := &mlv1.TrainingJob{}
+	found, err := getOptional(ctx, r.Client, req.NamespacedName, tj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !found || !tj.DeletionTimestamp.IsZero() {
+		return r.closeDeleted(ctx, req.NamespacedName), nil
+	}
+	uri := r.trackingURI(tj)
+	if uri == "" {
+		return reconcile.Result{}, nil
+	}
+	if statusWrites.behind(tj) {
+		return reconcile.Result{RequeueAfter: cacheLag}, nil
+	}
+	old := *tj.Status.DeepCopy()
+	run := r.remember(tj)
+	terr := r.keepInStep(ctx, tj, uri, run)
+	derive.ApplyTracking(&tj.Status, terr, r.Retry, metav1.NewTime(r.Clock.Now()))
+	written, res, err := writeStatus(ctx, r.Client, tj, old)
+	if written {
+		r.recordEvents(tj, old)
+	}
+	if err != nil || res.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
+		return res, err
+	}
+	if err := r.syncConfigMap(ctx, tj); err != nil {
+		return result(reconcile.Result{}, err)
+	}
+	if terr != nil {
+		return reconcile.Result{RequeueAfter: r.Retry}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// trackingURI is the server of the job's run: the one recorded with the run, else the spec's or the
+// operator's default.
+func (r *TrackingReconciler) trackingURI(tj *mlv1.TrainingJob) string {
+	if m := tj.Status.MLflow; m != nil {
+		return m.TrackingURI
+	}
+	return builders.MLflowTrackingURI(tj, r.Options)
+}
+
+// remember returns what this process knows of the job's run, after putting into tj.Status what the
+// status lacks of it (a write lost to a conflict), and into it what the status knows.
+func (r *TrackingReconciler) remember(tj *mlv1.TrainingJob) *trackedRun {
+	v, _ := r.runs.LoadOrStore(client.ObjectKeyFromObject(tj), &trackedRun{uid: tj.UID})
+	run := v.(*trackedRun)
+	if run.uid != tj.UID { // a new job of the same name
+		*run = trackedRun{uid: tj.UID}
+	}
+	run.job = &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name, UID: tj.UID}, Spec: mlv1.TrainingJobSpec{Monitoring: tj.Spec.Monitoring}}
+	st := tj.Status.MLflow
+	switch {
+	case st == nil && run.status.RunID != "":
+		tj.Status.MLflow = run.status.DeepCopy()
+	case st != nil && st.RunID == run.status.RunID:
+		st.LoggedEpoch = max(st.LoggedEpoch, run.status.LoggedEpoch)
+		if closed(run.status.RunStatus) {
+			st.RunStatus = run.status.RunStatus
+		}
+	}
+	if tj.Status.MLflow != nil {
+		run.status = *tj.Status.MLflow
+	}
+	return run
+}
+
+// keepInStep makes the calls the job's run needs, if any, within Timeout, and records their outcome in
+// tj.Status.MLflow and run.
+func (r *TrackingReconciler) keepInStep(ctx context.Context, tj *mlv1.TrainingJob, uri string, run *trackedRun) error {
+	if !r.due(tj, run) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	c, err := r.client(ctx, tj, uri)
+	if err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context, *mlflow.Client, *mlv1.TrainingJob, *trackedRun) error{r.ensureRun, r.logProgress, r.closeRun} {
+		err = step(ctx, c, tj, run)
+		if tj.Status.MLflow != nil {
+			run.status = *tj.Status.MLflow
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// due: the run lacks something the status holds (the run itself, an epoch's metrics, the newest
+// checkpoint, the job's end), or the last failure is to be retried.
+func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
+	m, st := tj.Status.MLflow, &tj.Status
+	if m == nil || derive.ConditionReason(*st, mlv1.ConditionExperimentTracked) != derive.ReasonRunActive && !closed(m.RunStatus) {
+		return true
+	}
+	return newEpoch(tj, m) || (st.Checkpoint != nil && st.Checkpoint.Latest != run.checkpoint) ||
+		(tracking.FinalStatus(st.State) != "" && m.RunStatus != tracking.FinalStatus(st.State))
+}
+
+// newEpoch: rank 0 reported metrics of an epoch not logged yet, or the job ended having logged none
+// (metrics reported without epochs are logged once, at step 0, when it ends).
+func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
+	st := &tj.Status
+	if st.Metrics == nil {
+		return false
+	}
+	return st.CurrentEpoch > m.LoggedEpoch || (st.CurrentEpoch == 0 && m.LoggedEpoch == 0 && tracking.FinalStatus(st.State) != "" && !closed(m.RunStatus))
+}
+
+// client is a client of the tracking server with the job's credentials.
+func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, uri string) (*mlflow.Client, error) {
+	auth, err := r.authorization(ctx, tj)
+	return &mlflow.Client{BaseURL: uri, HTTP: r.HTTP, Authorization: auth, MaxBackoff: r.Timeout / 4}, err
+}
+
+// authorization is the Authorization header from monitoring.mlflowCredentialsSecret, else the
+// operator-wide Secret: a bearer token, or basic authentication. It never appears in errors.
+func (r *TrackingReconciler) authorization(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
+	key := client.ObjectKey{Namespace: tj.Namespace, Name: builders.MLflowCredentialsSecret(tj)}
+	if key.Name == "" {
+		key = r.Credentials
+	}
+	if key.Name == "" {
+		return "", nil
+	}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, key, s); apierrors.IsNotFound(err) {
+		return "", &derive.MissingCredentialsError{Message: fmt.Sprintf("secret %s with the MLflow credentials does not exist", key)}
+	} else if err != nil {
+		return "", fmt.Errorf("reading secret %s with the MLflow credentials: %w", key, err)
+	}
+	if token := s.Data[builders.MLflowTokenKey]; len(token) > 0 {
+		return "Bearer " + string(token), nil
+	}
+	if user := s.Data[builders.MLflowUsernameKey]; len(user) > 0 {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(string(user)+":"+string(s.Data[builders.MLflowPasswordKey]))), nil
+	}
+	return "", &derive.MissingCredentialsError{Message: fmt.Sprintf("secret %s has neither %s nor %s", key, builders.MLflowTokenKey, builders.MLflowUsernameKey)}
+}
+
+// ensureRun finds or creates the experiment and the job's run when the status names none. A run found by
+// the uid tag (created before a restart) is adopted with the last epoch it logged; params are logged when
+// the run has none.
+func (r *TrackingReconciler) ensureRun(ctx context.Context, c *mlflow.Client, tj *mlv1.TrainingJob, run *trackedRun) error {
+	if tj.Status.MLflow != nil {
+		return nil
+	}
+	name := builders.MLflowExperiment(tj)
+	exp, err := c.EnsureExperiment(ctx, name)
+	if err != nil {
+		return fmt.Errorf("finding or creating MLflow experiment %q: %w", name, err)
+	}
+	info, found, err := c.FindRunByTag(ctx, exp, tracking.UIDTag, string(tj.UID))
+	if err != nil {
+		return fmt.Errorf("looking for the job's MLflow run: %w", err)
+	}
+	logged, params := int32(0), true
+	if found {
+		got, err := c.GetRun(ctx, info.RunID)
+		if err != nil {
+			return fmt.Errorf("reading MLflow run %s: %w", info.RunID, err)
+		}
+		logged, params = tracking.LoggedEpoch(got.Data.Tags), len(got.Data.Params) == 0
+	} else if info, err = c.CreateRun(ctx, exp, tj.Name, tj.CreationTimestamp.Time, tracking.RunTags(tj, r.Options)); err != nil {
+		return fmt.Errorf("creating the job's MLflow run: %w", err)
+	}
+	if p := tracking.Params(tj); params && len(p) > 0 {
+		if err := c.LogBatch(ctx, info.RunID, nil, p, nil); err != nil {
+			return fmt.Errorf("logging the hyperparameters to MLflow run %s: %w", info.RunID, err)
+		}
+	}
+	run.synced = true
+	tj.Status.MLflow = &mlv1.MLflowStatus{TrackingURI: c.BaseURL, ExperimentID: exp, RunID: info.RunID,
+		URL: tracking.RunURL(c.BaseURL, exp, info.RunID), RunStatus: info.Status, LoggedEpoch: logged}
+	return nil
+}
+
+// logProgress logs the metrics of an epoch not logged yet (with the tag recording it, in one batch) and
+// tags a newer checkpoint. The first time in this process, the last epoch logged is read from the run: a
+// status write lost to a crash never makes an epoch logged twice.
+func (r *TrackingReconciler) logProgress(ctx context.Context, c *mlflow.Client, tj *mlv1.TrainingJob, run *trackedRun) error {
+	m, st := tj.Status.MLflow, &tj.Status
+	if !run.synced && newEpoch(tj, m) {
+		got, err := c.GetRun(ctx, m.RunID)
+		if err != nil {
+			return fmt.Errorf("reading MLflow run %s: %w", m.RunID, err)
+		}
+		m.LoggedEpoch, run.synced = max(m.LoggedEpoch, tracking.LoggedEpoch(got.Data.Tags)), true
+	}
+	var metrics []mlflow.Metric
+	var tags []mlflow.Tag
+	if newEpoch(tj, m) {
+		metrics = tracking.EpochMetrics(st, r.Clock.Now())
+		tags = append(tags, mlflow.Tag{Key: tracking.LoggedEpochTag, Value: strconv.Itoa(int(st.CurrentEpoch))})
+	}
+	latest := ""
+	if st.Checkpoint != nil {
+		latest = st.Checkpoint.Latest
+	}
+	if latest != run.checkpoint {
+		tags = append(tags, tracking.CheckpointTags(st)...)
+	}
+	if len(tags) == 0 {
+		return nil
+	}
+	if err := c.LogBatch(ctx, m.RunID, metrics, nil, tags); err != nil {
+		return fmt.Errorf("logging epoch %d to MLflow run %s: %w", st.CurrentEpoch, m.RunID, err)
+	}
+	if len(metrics) > 0 {
+		m.LoggedEpoch = st.CurrentEpoch
+	}
+	run.checkpoint = latest
+	return nil
+}
+
+// closeRun ends the run as the job ended, at its completion time.
+func (r *TrackingReconciler) closeRun(ctx context.Context, c *mlflow.Client, tj *mlv1.TrainingJob, _ *trackedRun) error {
+	m, want := tj.Status.MLflow, tracking.FinalStatus(tj.Status.State)
+	if want == "" || m.RunStatus == want {
+		return nil
+	}
+	end := r.Clock.Now()
+	if t := tj.Status.CompletionTime; t != nil {
+		end = t.Time
+	}
+	if err := c.UpdateRun(ctx, m.RunID, want, end); err != nil {
+		return fmt.Errorf("closing MLflow run %s as %s: %w", m.RunID, want, err)
+	}
+	m.RunStatus = want
+	return nil
+}
+
+func closed(runStatus string) bool {
+	return runStatus == mlflow.RunFinished || runStatus == mlflow.RunFailed || runStatus == mlflow.RunKilled
+}
+
+// closeDeleted marks the run of a job deleted while it ran KILLED, trying again after Retry up to
+// maxCloseTries times, and forgets the job.
+func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.NamespacedName) reconcile.Result {
+	v, ok := r.runs.Load(key)
+	if !ok {
+		return reconcile.Result{}
+	}
+	run := v.(*trackedRun)
+	if run.status.RunID == "" || closed(run.status.RunStatus) {
+		r.runs.Delete(key)
+		return reconcile.Result{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	log := ctrl.LoggerFrom(ctx).WithValues("trainingJob", klog.KRef(key.Namespace, key.Name), "run", run.status.RunID)
+	c, err := r.client(ctx, run.job, run.status.TrackingURI)
+	if derive.TrackingReason(err) == derive.ReasonTrackingCredentialsMissing { // deleted with its namespace: try without
+		c, err = &mlflow.Client{BaseURL: run.status.TrackingURI, HTTP: r.HTTP, MaxBackoff: r.Timeout / 4}, nil
+	}
+	if err == nil {
+		err = c.UpdateRun(ctx, run.status.RunID, mlflow.RunKilled, r.Clock.Now())
+	}
+	if run.closeTries++; err != nil && run.closeTries < maxCloseTries {
+		log.Info("cannot mark the MLflow run of the deleted job KILLED yet", "error", err.Error())
+		return reconcile.Result{RequeueAfter: r.Retry}
+	}
+	if err != nil {
+		log.Error(err, "giving up marking the MLflow run of the deleted job KILLED", "tries", run.closeTries)
+	} else {
+		log.Info("marked the MLflow run of the deleted job KILLED")
+	}
+	r.runs.Delete(key)
+	return reconcile.Result{}
+}
+
+// syncConfigMap puts the run's ids into the ConfigMap, and marks it settled (the JobController creates a
+// tracked job's first Job only then): after the first attempt to create the run, whether it succeeded.
+func (r *TrackingReconciler) syncConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
+	cm := &corev1.ConfigMap{}
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil || !found {
+		return err // the ConfigMap's creation brings the job back
+	}
+	want := map[string]string{}
+	if m := tj.Status.MLflow; m != nil {
+		want = map[string]string{builders.MLflowRunIDKey: m.RunID, builders.MLflowExperimentIDKey: m.ExperimentID}
+	}
+	if cm.Annotations[builders.TrackingSettledAnnotation] == "true" && cm.Data[builders.MLflowRunIDKey] == want[builders.MLflowRunIDKey] &&
+		cm.Data[builders.MLflowExperimentIDKey] == want[builders.MLflowExperimentIDKey] {
+		return nil
+	}
+	patch := client.MergeFrom(cm.DeepCopy())
+	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, builders.TrackingSettledAnnotation, "true")
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	for k, v := range want {
+		cm.Data[k] = v
+	}
+	if err := r.Patch(ctx, cm, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("setting the MLflow run of configmap %s: %w", klog.KObj(cm), err)
+	}
+	return nil
+}
+
+// recordEvents records the run's creation, and every change of ExperimentTracked's reason (a Warning
+// when tracking fails).
+func (r *TrackingReconciler) recordEvents(tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
+	st := tj.Status
+	reason := derive.ConditionReason(st, mlv1.ConditionExperimentTracked)
+	if reason == derive.ConditionReason(old, mlv1.ConditionExperimentTracked) || reason == "" {
+		return
+	}
+	kind := corev1.EventTypeWarning
+	if reason == derive.ReasonRunActive || reason == derive.ReasonRunClosed {
+		kind = corev1.EventTypeNormal
+	}
+	r.Recorder.Eventf(tj, nil, kind, reason, "Track", "%s", derive.ConditionMessage(st, mlv1.ConditionExperimentTracked))
+}
+
+// SetupWithManager registers the controller: tracked TrainingJobs, and the creation of their ConfigMaps.
+func (r *TrackingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(trackingEvents(r.Options))).
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(created)).
+		Named(trackingController).
+		WithOptions(controllerOptions(r.Workers)).
+		Complete(metrics.Instrument(trackingController, r))
+}
