@@ -9,6 +9,7 @@ COPY controllers/ controllers/
 COPY crd/ crd/
 COPY checkpoint/ checkpoint/
 COPY metrics/ metrics/
+COPY tracking/ tracking/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -23,7 +23,7 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// Helpers the three controllers share: reads that tell "absent" from errors, and the one way a status
+// Helpers the controllers share: reads that tell "absent" from errors, and the one way a status
 // is written.
 
 // getOptional gets obj by key; found is false when it does not exist.
@@ -122,7 +122,7 @@ func result(res reconcile.Result, err error) (reconcile.Result, error) {
 // progress reads, checkpoint reads and deadlines come back through RequeueAfter, not through events.
 const maxRetryDelay = 5 * time.Second
 
-// controllerOptions are the options of the three controllers: workers reconciles at once, and failures
+// controllerOptions are the options of the controllers: workers reconciles at once, and failures
 // retried with client-go's default backoff capped at maxRetryDelay, within its overall bound of 10
 // retries a second (burst 100), which keeps a long outage from turning into a storm of retries.
 func controllerOptions(workers int) controller.Options {

@@ -1,4 +1,4 @@
-// Package controllers holds the three TrainingJob controllers over one pure state machine (package
+// Package controllers holds the four TrainingJob controllers over one pure state machine (package
 // derive):
 //
 //   - the JobController (job_*.go) builds the workers' Job, headless Service, ConfigMap, checkpoint claim
@@ -6,7 +6,9 @@
 //   - the StatusController (status_*.go) reads rank 0's progress into status and the per-job series and
 //     gives the success policy's verdict;
 //   - the CheckpointController (checkpoint_*.go) reads rank 0's checkpoint agent into status.checkpoint
-//     and alone writes the ConfigMap's RESUME_FROM.
+//     and alone writes the ConfigMap's RESUME_FROM;
+//   - the TrackingController (tracking_controller.go) keeps the job's MLflow run in step with the status,
+//     and alone writes status.mlflow, ExperimentTracked and the ConfigMap's MLFLOW_RUN_ID.
 package controllers
 
 import (

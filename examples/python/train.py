@@ -27,6 +27,26 @@ def hyperparameters():
     return {}
 
 
+def mlflow_run(rank):
+    """The MLflow run the operator keeps for this job, on rank 0, when the job is tracked and the mlflow
+    package is installed; else None.
+
+    The operator creates the run (tags, hyperparameters as params) and logs the progress metrics reported
+    below with step = epoch. It gives every worker MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_ID and
+    MLFLOW_RUN_ID (and MLFLOW_TRACKING_TOKEN or _USERNAME/_PASSWORD when the job names a Secret), so
+    mlflow.start_run() continues that run instead of starting another: log only what the operator cannot
+    see (here the epoch's wall time), or artifacts. The operator records the run's end (FINISHED, FAILED,
+    KILLED) when the job ends, whatever mlflow's exit hook sets.
+    """
+    if rank != 0 or not os.environ.get("MLFLOW_RUN_ID"):
+        return None
+    try:
+        import mlflow
+    except ImportError:
+        return None
+    return mlflow.start_run()
+
+
 def main():
     hp = hyperparameters()
     parser = argparse.ArgumentParser()
@@ -42,6 +62,7 @@ def main():
     shard = data[rank::world]
 
     progress = Progress(total_epochs=args.epochs)
+    run = mlflow_run(rank)
     w, b = 0.0, 0.0
     for epoch in range(1, args.epochs + 1):
         start = time.time()
@@ -54,6 +75,10 @@ def main():
         progress.report(epoch=epoch, loss=loss, learning_rate=args.learning_rate, samples_per_second=rate, weight=w)
         if rank == 0:
             print("epoch %d/%d loss=%.6f w=%.3f b=%.3f" % (epoch, args.epochs, loss, w, b), flush=True)
+        if run is not None:
+            import mlflow
+
+            mlflow.log_metric("epoch_seconds", time.time() - start, step=epoch)
         time.sleep(args.epoch_delay)
     progress.close()
 

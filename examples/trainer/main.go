@@ -5,7 +5,8 @@
 // computes gradients on its shard, the ranks sum them over TCP through rank 0, rank 0 exposes progress in
 // the Prometheus text format on METRICS_PORT, writes a checkpoint every CHECKPOINT_FREQUENCY epochs (to a
 // volume, S3 or GCS) and resumes from RESUME_FROM, or without it from the newest complete checkpoint it
-// finds.
+// finds. When the job is tracked in MLflow, rank 0 also logs each epoch's wall time into the job's run
+// (MLFLOW_RUN_ID).
 package main
 
 import (

@@ -19,6 +19,7 @@ type trainer struct {
 	w        []float64
 	progress *progress    // rank 0 only
 	ckpts    *checkpoints // rank 0 only; nil without checkpoints
+	runLog   *runLog      // rank 0 only; nil when the job is not tracked in MLflow
 	ctx      context.Context
 }
 
@@ -34,7 +35,7 @@ func train(c config) error {
 		if err != nil {
 			return err
 		}
-		t.progress = p
+		t.progress, t.runLog = p, openRunLog()
 		if t.ckpts, err = openCheckpoints(t.ctx, c.checkpointAt); err != nil {
 			return err
 		}
@@ -151,6 +152,7 @@ func (t *trainer) epoch(epoch int) error {
 	if t.c.rank != 0 {
 		return nil
 	}
+	t.runLog.epoch(epoch, time.Since(begin))
 	return t.report(epoch, steps, stats[0]/stats[2], stats[1]/stats[2], stats[2]/time.Since(begin).Seconds())
 }
 
