@@ -25,7 +25,7 @@ var used = map[string][]string{
 	"core/events":                        {"list"},                                              // an unbound claim's events (read, not cached)
 	"core/nodes":                         {"get"},                                               // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
 	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},
-	"core/secrets":                       {"create"}, // an MPI job's SSH keys; never read, so no Secret is cached
+	"core/secrets":                       {"create", "get"}, // create: an MPI job's SSH keys; get: MLflow credentials, read uncached (no Secret is cached)
 	"events.k8s.io/events":               {"create", "patch"},
 	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
 	"ml.example.com/trainingjobs/status": {"update"},

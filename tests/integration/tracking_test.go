@@ -135,8 +135,20 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 	stop = startOperator(t, ns, trackingOptions)
 	rank0.set(map[string]float64{"training_epoch": 4, "training_loss": 0.25})
 	waitLogged(t, tj, 4)
-	if diff := cmp.Diff([]string{"1:1", "2:0.5", "3:0.3333333333333333", "4:0.25"}, steps(s.History(st.RunID, "loss"))); diff != "" {
-		t.Errorf("loss history step:value, each epoch once through 429s and a restart (-want +got):\n%s", diff)
+	// Workers restarted from the checkpoint of epoch 2 report epochs 3 and 4 again: not logged twice.
+	for _, e := range []struct{ epoch, loss float64 }{{3, 0.3}, {4, 0.24}, {5, 0.2}} {
+		rank0.set(map[string]float64{"training_epoch": e.epoch, "training_loss": e.loss})
+		eventually(t, fmt.Sprintf("epoch %g read", e.epoch), func(ctx context.Context) error {
+			got, err := getTJ(ctx, tj)
+			if err == nil && got.Status.CurrentEpoch != int32(e.epoch) {
+				err = fmt.Errorf("epoch %d", got.Status.CurrentEpoch)
+			}
+			return err
+		})
+	}
+	waitLogged(t, tj, 5)
+	if diff := cmp.Diff([]string{"1:1", "2:0.5", "3:0.3333333333333333", "4:0.25", "5:0.2"}, steps(s.History(st.RunID, "loss"))); diff != "" {
+		t.Errorf("loss history step:value, each epoch once through 429s, an operator restart and a gang restart (-want +got):\n%s", diff)
 	}
 
 	// The checkpoint is reported by the CheckpointController; here the test writes what it would.
