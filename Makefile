@@ -4,8 +4,10 @@ SHELL := /usr/bin/env bash -o pipefail
 
 CONTROLLER_GEN := go tool controller-gen
 # Control-plane binaries for the integration tests, built once from pinned Go modules (hack/testbin.sh).
-TESTBIN_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kube-scheduler
+TESTBIN_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 GO_TEST_FLAGS ?= -count=1
+# The Helm chart (deploy/helm): the same objects as deploy/, checked by tests/integration/helm_test.go.
+CHART := deploy/helm/trainingjob-operator
 
 .PHONY: help
 help: ## Show the targets.
@@ -16,11 +18,15 @@ generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./crd/...
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=./crd/... output:crd:dir=deploy/crd
 	$(CONTROLLER_GEN) rbac:roleName=trainingjob-operator paths=./controllers/... output:rbac:dir=deploy/rbac
+	@# The Helm chart installs the same generated CRD, RBAC rules, policy and monitoring objects as deploy/.
+	cp deploy/crd/ml.example.com_trainingjobs.yaml $(CHART)/files/crd.yaml
+	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/monitoring/prometheusrule.yaml \
+		deploy/monitoring/trainingjob-dashboard.json $(CHART)/files/
 
 .PHONY: verify
 verify: generate ## Fail when generated files drift, code is unformatted or vet complains.
-	@git diff --exit-code -- crd deploy/crd deploy/rbac || { echo "generated files are out of date: run make generate and commit"; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- crd deploy/crd deploy/rbac)" || { echo "untracked generated files: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- crd deploy/crd deploy/rbac $(CHART)/files || { echo "generated files are out of date: run make generate and commit"; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- crd deploy/crd deploy/rbac $(CHART)/files)" || { echo "untracked generated files: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
@@ -75,7 +81,8 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 .PHONY: test
 test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), and a short fuzzing run.
 	hack/cc.sh >/dev/null
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" go test $(GO_TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" \
+		go test $(GO_TEST_FLAGS) ./...
 	python3 -m unittest discover -s runner/tests
 	$(MAKE) --no-print-directory test-frameworks
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control-plane binaries the tests need (etcd, kube-apiserver,
+# Builds the Kubernetes binaries the tests need (etcd, kube-apiserver, kubectl,
 # kube-controller-manager, kube-scheduler) from pinned Go modules, once, into a cache
 # directory outside the repository. Prints the directory. Reuses binaries already built.
 #
@@ -92,7 +92,7 @@ for c in "${components[@]}"; do
   start=$SECONDS
   case "$c" in
     etcd) build_etcd ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler) build_k8s "$c" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) build_k8s "$c" ;;
     *) log "unknown component $c"; exit 2 ;;
   esac
   log "built $c in $((SECONDS - start))s"

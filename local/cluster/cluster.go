@@ -40,6 +40,9 @@ type Options struct {
 	// AuditLog, when set, is where kube-apiserver writes an audit event (JSON lines, Metadata level: user,
 	// verb, resource, response code) for every request it answers; benchmarks count writes with it.
 	AuditLog string
+	// Bare leaves the TrainingJob API out (neither the CRD nor the admission policies), for a test that
+	// installs it as a user does (helm install, kubectl apply -k).
+	Bare bool
 }
 
 // auditPolicy records every request's metadata once, when it has been answered.
@@ -63,8 +66,8 @@ type Cluster struct {
 	users int
 }
 
-// Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed, and writes an
-// admin kubeconfig to Dir/kubeconfig.
+// Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed (unless Bare), and
+// writes an admin kubeconfig to Dir/kubeconfig.
 func Start(opts Options) (*Cluster, error) {
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(opts.Assets, b)); err != nil {
@@ -74,9 +77,12 @@ func Start(opts Options) (*Cluster, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	crds, err := typedCRDs()
-	if err != nil {
-		return nil, err
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	if !opts.Bare {
+		var err error
+		if crds, err = typedCRDs(); err != nil {
+			return nil, err
+		}
 	}
 	// A fixed certificate directory keeps the API server's serving certificate and client CA across a
 	// restart (RestartAPIServer), so every client's kubeconfig stays valid.
@@ -116,6 +122,9 @@ func (c *Cluster) install() error {
 	cl, err := client.New(c.Config, client.Options{})
 	if err != nil {
 		return err
+	}
+	if c.opts.Bare {
+		return nil
 	}
 	policies, err := deploy.Policies()
 	if err != nil {

@@ -138,8 +138,14 @@ func workerPods(t *testing.T, tj *mlv1.TrainingJob, n int) []corev1.Pod {
 // setPodStatus plays the kubelet: it writes a pod's phase and its trainer container's state.
 func setPodStatus(t *testing.T, pod *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState, restarts int32) {
 	t.Helper()
+	setPodStatusIn(t, env.Client, pod, phase, state, restarts)
+}
+
+// setPodStatusIn is setPodStatus on the API server of c.
+func setPodStatusIn(t *testing.T, c client.Client, pod *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState, restarts int32) {
+	t.Helper()
 	eventually(t, "pod status write", func(ctx context.Context) error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err
 		}
 		ready := phase == corev1.PodRunning
@@ -148,7 +154,7 @@ func setPodStatus(t *testing.T, pod *corev1.Pod, phase corev1.PodPhase, state co
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
 			Name: builders.ContainerName, Image: pod.Spec.Containers[0].Image, State: state, Ready: ready, RestartCount: restarts,
 		}}
-		return env.Client.Status().Update(ctx, pod)
+		return c.Status().Update(ctx, pod)
 	})
 }
 

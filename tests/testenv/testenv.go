@@ -53,8 +53,9 @@ func Assets() (string, error) {
 	return dir, nil
 }
 
-// Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed.
-func Start() (*Env, error) {
+// Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed; options change the
+// cluster's (cluster.Options.Bare leaves the API out).
+func Start(options ...func(*cluster.Options)) (*Env, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
@@ -63,7 +64,11 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(cluster.Options{Assets: assets, Dir: dir})
+	opts := cluster.Options{Assets: assets, Dir: dir}
+	for _, o := range options {
+		o(&opts)
+	}
+	c, err := cluster.Start(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,296 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// The chart, and the release the tests install: named as deploy/ names its objects.
+const (
+	releaseName = "trainingjob-operator"
+	releaseNS   = "trainingjob-system"
+)
+
+var chartDir = filepath.Join(testenv.RepoRoot(), "deploy", "helm", "trainingjob-operator")
+
+// tool runs a command (helm or kubectl) and returns its standard output.
+func tool(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = &stdout, &stderr, testenv.RepoRoot()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(bin), strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// helm is the helm command built by hack/helm.sh (make test sets HELM); kubectl is in the control plane's
+// assets (hack/testbin.sh builds it). The tests fail without them: they never skip.
+func helm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	bin := os.Getenv("HELM")
+	if bin == "" {
+		t.Fatal("HELM is not set: run the tests with `make test`, which builds helm with hack/helm.sh")
+	}
+	return tool(t, bin, args...)
+}
+
+func kubectl(t *testing.T, args ...string) []byte {
+	t.Helper()
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool(t, filepath.Join(assets, "kubectl"), args...)
+}
+
+func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := deploy.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// helmOnly are the labels and annotations only the chart's objects carry.
+var helmOnly = []string{"app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart", "helm.sh/resource-policy"}
+
+// byKey indexes objects by kind/namespace/name without Helm's own labels and annotations.
+func byKey(objs []*unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		for _, field := range []string{"labels", "annotations"} {
+			m, _, _ := unstructured.NestedStringMap(o.Object, "metadata", field)
+			for _, k := range helmOnly {
+				delete(m, k)
+			}
+			if len(m) == 0 {
+				unstructured.RemoveNestedField(o.Object, "metadata", field)
+			} else {
+				_ = unstructured.SetNestedStringMap(o.Object, m, "metadata", field)
+			}
+		}
+		if !isNamespaced(o.GetKind()) {
+			// kustomize 5.8 does not know ValidatingAdmissionPolicy is cluster-scoped and gives it the
+			// namespace (which the API server ignores).
+			unstructured.RemoveNestedField(o.Object, "metadata", "namespace")
+		}
+		out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o.Object
+	}
+	return out
+}
+
+// TestHelmChartMatchesKustomize: with its default values (and monitoring on) the chart renders the objects
+// `kubectl kustomize` renders of deploy/ and deploy/monitoring, field for field. Allowed differences: Helm's
+// labels, the CRD's keep policy, and the Namespace (helm install --create-namespace creates it; deploy/
+// also labels it for Pod Security's restricted level).
+func TestHelmChartMatchesKustomize(t *testing.T) {
+	helm(t, "lint", "--strict", chartDir)
+	rendered := helm(t, "template", releaseName, chartDir, "--namespace", releaseNS, "--kube-version", "1.36.3",
+		"--set", "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true")
+	kustomized := append(decode(t, kubectl(t, "kustomize", "deploy")), decode(t, kubectl(t, "kustomize", filepath.Join("deploy", "monitoring")))...)
+	kustomized = slices.DeleteFunc(kustomized, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
+	if diff := cmp.Diff(byKey(kustomized), byKey(decode(t, rendered))); diff != "" {
+		t.Errorf("kubectl kustomize deploy/ (-) vs helm template (+):\n%s", diff)
+	}
+}
+
+// TestHelmValues: each value reaches the manager's flags or the pod.
+func TestHelmValues(t *testing.T) {
+	rendered := helm(t, "template", "ml", chartDir, "--namespace", "ml-system", "--kube-version", "1.36.3",
+		"--set", "leaderElection.enabled=false,watchNamespaces={team-a,team-b},defaultImages.pytorch=registry.local/pytorch:2.5",
+		"--set", "gpuResourceName=amd.com/gpu,checkpoint.defaultStorage=s3://ckpt/runs,checkpoint.defaultClaimSize=50Gi",
+		"--set", "checkpoint.defaultStorageClass=efs,mlflow.trackingUri=http://mlflow:5000,mlflow.credentialsSecret=mlflow",
+		"--set", "extraArgs={--progress-interval=10s},replicaCount=2,nodeSelector.pool=system,command={/manager}",
+		"--set", "crds.install=false,admissionPolicy.enabled=false,metrics.service.enabled=false")
+	var dep appsv1.Deployment
+	var kinds []string
+	for _, o := range decode(t, rendered) {
+		kinds = append(kinds, o.GetKind())
+		if o.GetKind() == "Deployment" {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	if diff := cmp.Diff([]string{"ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "ServiceAccount"}, kinds); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	want := []string{"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--watch-namespaces=team-a,team-b",
+		"--default-image-pytorch=registry.local/pytorch:2.5", "--gpu-resource-name=amd.com/gpu", "--default-checkpoint-storage=s3://ckpt/runs",
+		"--default-checkpoint-claim-size=50Gi", "--default-checkpoint-storage-class=efs", "--mlflow-tracking-uri=http://mlflow:5000",
+		"--mlflow-credentials-secret=ml-system/mlflow", "--progress-interval=10s"}
+	got := []any{dep.Name, *dep.Spec.Replicas, c.Command, c.Args, dep.Spec.Template.Spec.NodeSelector, dep.Spec.Template.Spec.ServiceAccountName}
+	if diff := cmp.Diff([]any{"ml-trainingjob-operator", int32(2), []string{"/manager"}, want, map[string]string{"pool": "system"}, "ml-trainingjob-operator"}, got); diff != "" {
+		t.Errorf("name, replicas, command, args, nodeSelector, service account (-want +got):\n%s", diff)
+	}
+}
+
+// TestHelmInstallUpgradeUninstall installs the chart into a control plane without the TrainingJob API,
+// runs the operator with the installed Deployment's flags as the chart's ServiceAccount (RBAC applies:
+// its rules are all the operator has), drives a TrainingJob to Completed with the real Job controller,
+// upgrades the release, and uninstalls it: the CRD and the TrainingJobs stay.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	bare, err := testenv.Start(func(o *cluster.Options) { o.Bare = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Stop() })
+	kc := []string{"--kubeconfig", bare.Kubeconfig}
+	ctx := context.Background()
+	ns := "team-a"
+	if err := bare.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	helm(t, append(kc, "install", releaseName, chartDir, "--namespace", releaseNS, "--create-namespace", "--set", "watchNamespaces={"+ns+"}")...)
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := bare.Client.Get(ctx, client.ObjectKey{Name: "trainingjobs.ml.example.com"}, crd); err != nil {
+		t.Fatalf("the chart's CRD: %v", err)
+	}
+	dep := operatorRunsAsInstalled(t, bare, ns)
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--watch-namespaces="+ns) {
+		t.Errorf("installed args %v lack --watch-namespaces=%s", args, ns)
+	}
+
+	helm(t, append(kc, "upgrade", releaseName, chartDir, "--namespace", releaseNS, "--reuse-values", "--set", "extraArgs={--progress-interval=10s}")...)
+	if err := bare.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
+		t.Fatal(err)
+	}
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--progress-interval=10s") || !slices.Contains(args, "--watch-namespaces="+ns) {
+		t.Errorf("upgraded args %v", args)
+	}
+	if out := string(helm(t, append(kc, "history", releaseName, "--namespace", releaseNS)...)); !strings.Contains(out, "Upgrade complete") {
+		t.Errorf("helm history:\n%s", out)
+	}
+
+	helm(t, append(kc, "uninstall", releaseName, "--namespace", releaseNS)...)
+	if err := bare.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep); !apierrors.IsNotFound(err) {
+		t.Errorf("deployment after uninstall: %v", err)
+	}
+	if err := bare.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "installed"}, &mlv1.TrainingJob{}); err != nil {
+		t.Errorf("the TrainingJob after uninstall (the CRD is kept): %v", err)
+	}
+}
+
+// TestKustomizeInstall: `kubectl apply -k deploy/`, as the README says, installs an operator that runs a
+// TrainingJob to Completed.
+func TestKustomizeInstall(t *testing.T) {
+	bare, err := testenv.Start(func(o *cluster.Options) { o.Bare = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Stop() })
+	if err := bare.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "--kubeconfig", bare.Kubeconfig, "apply", "-k", "deploy")
+	operatorRunsAsInstalled(t, bare, "team-b")
+}
+
+// operatorRunsAsInstalled reads the installed Deployment, runs the operator as it says (runInstalledOperator)
+// with the real Job controller, and drives a TrainingJob in ns to Completed. It returns the Deployment.
+func operatorRunsAsInstalled(t *testing.T, c *testenv.Env, ns string) *appsv1.Deployment {
+	t.Helper()
+	dep := &appsv1.Deployment{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: releaseName}, dep); err != nil {
+		t.Fatal(err)
+	}
+	runInstalledOperator(t, c, dep.Spec.Template.Spec.Containers[0].Args)
+	p, err := c.StartControllerManager([]string{"job", "garbagecollector"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	completeJob(t, c, tjtest.NewTJ(ns, "installed").Workers(1).GPUs(0).Image("busybox:1.36", "train").Obj())
+	return dep
+}
+
+// runInstalledOperator runs the manager built from this tree with the Deployment's flags, as the chart's
+// ServiceAccount, until the test ends. The process nodes of the local stack cannot give a pod Kubernetes'
+// in-cluster identity, so the manager gets a kubeconfig authenticating as that ServiceAccount instead.
+func runInstalledOperator(t *testing.T, c *testenv.Env, args []string) {
+	t.Helper()
+	sa := "system:serviceaccount:" + releaseNS + ":" + releaseName
+	kubeconfig, err := c.UserKubeconfig("chart-operator.kubeconfig", sa, "system:serviceaccounts", "system:serviceaccounts:"+releaseNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.BuildWorkerTools(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append(slices.Clone(args), "--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--leader-election-namespace="+releaseNS, "--progress-interval=300ms")
+	var out bytes.Buffer
+	cmd := exec.Command(filepath.Join(bin, "manager"), args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("manager output:\n%s", out.String())
+		}
+	})
+}
+
+// completeJob creates tj in c and plays the kubelet until it is Completed.
+func completeJob(t *testing.T, c *testenv.Env, tj *mlv1.TrainingJob) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	eventually(t, "the worker pod", func(ctx context.Context) error {
+		if err := c.Client.List(ctx, &pods, client.InNamespace(tj.Namespace)); err != nil || len(pods.Items) != 1 {
+			return fmt.Errorf("%d pods (%v)", len(pods.Items), err)
+		}
+		return nil
+	})
+	pod := pods.Items[0]
+	for _, step := range []struct {
+		phase corev1.PodPhase
+		state corev1.ContainerState
+		want  mlv1.State
+	}{{corev1.PodRunning, running(), mlv1.StateRunning}, {corev1.PodSucceeded, terminated(0, "Completed"), mlv1.StateCompleted}} {
+		setPodStatusIn(t, c.Client, &pod, step.phase, step.state, 0)
+		eventually(t, "TrainingJob "+string(step.want), func(ctx context.Context) error {
+			got := &mlv1.TrainingJob{}
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil || got.Status.State != step.want {
+				return fmt.Errorf("state %q (%v)", got.Status.State, err)
+			}
+			return nil
+		})
+	}
+}
