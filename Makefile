@@ -81,7 +81,7 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 .PHONY: test
 test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), and a short fuzzing run.
 	hack/cc.sh >/dev/null
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" \
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
 		go test $(GO_TEST_FLAGS) ./...
 	python3 -m unittest discover -s runner/tests
 	$(MAKE) --no-print-directory test-frameworks
