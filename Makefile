@@ -21,7 +21,7 @@ generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
 	@# The Helm chart installs the same generated CRD, RBAC rules, policy and monitoring objects as deploy/.
 	cp deploy/crd/ml.example.com_trainingjobs.yaml $(CHART)/files/crd.yaml
 	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/monitoring/prometheusrule.yaml \
-		deploy/monitoring/trainingjob-dashboard.json $(CHART)/files/
+		deploy/monitoring/podmonitor.yaml deploy/monitoring/trainingjob-dashboard.json $(CHART)/files/
 
 .PHONY: verify
 verify: generate ## Fail when generated files drift, code is unformatted or vet complains.

@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"testing"
 
@@ -24,6 +25,8 @@ var (
 	stack *local.Stack
 	// gcs is the GCS emulator every pod reaches through STORAGE_EMULATOR_HOST, as pods on GKE reach GCS.
 	gcs *fakestorage.Server
+	// operatorMetrics is the address of the operator's /metrics.
+	operatorMetrics string
 )
 
 func TestMain(m *testing.M) {
@@ -33,11 +36,26 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
+	if operatorMetrics, err = freeAddr(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	code := stacktest.Main(m, "e2e", &stack, func(o *local.Options, _ string) {
 		o.NodeEnv = map[string]string{"STORAGE_EMULATOR_HOST": gcs.URL()}
+		o.MetricsAddr = operatorMetrics
 	})
 	gcs.Stop()
 	os.Exit(code)
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // TestKubeconfig: the kubeconfig the stack writes works for a client of its own, as kubectl uses it.

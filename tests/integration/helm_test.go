@@ -112,7 +112,7 @@ func byKey(objs []*unstructured.Unstructured) map[string]map[string]any {
 func TestHelmChartMatchesKustomize(t *testing.T) {
 	helm(t, "lint", "--strict", chartDir)
 	rendered := helm(t, "template", releaseName, chartDir, "--namespace", releaseNS, "--kube-version", "1.36.3",
-		"--set", "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true")
+		"--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true")
 	kustomized := append(decode(t, kubectl(t, "kustomize", "deploy")), decode(t, kubectl(t, "kustomize", filepath.Join("deploy", "monitoring")))...)
 	kustomized = slices.DeleteFunc(kustomized, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 	if diff := cmp.Diff(byKey(kustomized), byKey(decode(t, rendered))); diff != "" {
