@@ -76,7 +76,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	setAllocation(tj, now)
 	old := *tj.Status.DeepCopy()
 	derive.PlannedEpochs(&tj.Status, tj)
-	derive.SettleProgress(&tj.Status)
+	derive.SettleProgress(&tj.Status, metav1.NewTime(now))
 	var res reconcile.Result
 	if tj.Status.State == mlv1.StateRunning && builders.MonitoringEnabled(tj) {
 		res = r.scrapeWhenDue(ctx, tj, now)

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -200,7 +201,7 @@ func watch(ctx context.Context, out io.Writer, cfg *rest.Config, keys []client.O
 func allSettled(tjs map[client.ObjectKey]*mlv1.TrainingJob) bool {
 	for _, tj := range tjs {
 		settled := *tj.Status.DeepCopy()
-		derive.SettleProgress(&settled)
+		derive.SettleProgress(&settled, metav1.Now())
 		if settled.ETA != tj.Status.ETA || settled.Progress != tj.Status.Progress {
 			return false
 		}

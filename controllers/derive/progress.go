@@ -210,15 +210,27 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	set(st, mlv1.ConditionProgressReported, false, "ScrapeFailed", fmt.Sprintf("progress is stale (%s): %v", since, err), now)
 }
 
-// SettleProgress is the StatusController's part of a finished run: no ETA, and 100% when all workers
-// succeeded (the last scrape may have been before the last epoch ended).
-func SettleProgress(st *mlv1.TrainingJobStatus) {
+// ReasonRunEnded is ProgressReported's reason once the run has ended: nothing is read any more, and the
+// last figures stay (a scrape between rank 0's exit and the end said ScrapeFailed, which was no fault).
+const ReasonRunEnded = "RunEnded"
+
+// SettleProgress is the StatusController's part of a finished run: no ETA, 100% when all workers
+// succeeded (the last scrape may have been before the last epoch ended), and ProgressReported says the
+// run ended.
+func SettleProgress(st *mlv1.TrainingJobStatus, now metav1.Time) {
 	if st.State != mlv1.StateCompleted && st.State != mlv1.StateFailed {
 		return
 	}
 	st.ETA = ""
 	if st.State == mlv1.StateCompleted && ConditionReason(*st, mlv1.ConditionCompleted) == "Succeeded" {
 		st.Progress = "100%"
+	}
+	if r := ConditionReason(*st, mlv1.ConditionProgressReported); r != "" && r != ReasonRunEnded {
+		last := "none was read"
+		if st.LastProgressTime != nil {
+			last = "the last, read at " + st.LastProgressTime.UTC().Format(time.RFC3339) + ", is kept"
+		}
+		set(st, mlv1.ConditionProgressReported, false, ReasonRunEnded, "the run ended: progress is no longer read; "+last, now)
 	}
 }
 

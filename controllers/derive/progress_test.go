@@ -207,16 +207,21 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "a").Obj()
 	tj.Status = mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "90%", ETA: "1m0s"}
 	// The JobController derives the end, then the StatusController settles its progress.
+	read := metav1.NewTime(time.Unix(1000, 0))
+	tj.Status.LastProgressTime = &read
+	ApplyScrapeError(&tj.Status, errors.New("rank 0 has no running pod"), read) // rank 0 exited before the end was seen
 	settled := func(obs Observed) mlv1.TrainingJobStatus {
 		st := DeriveStatus(tj, obs, metav1.Now())
-		SettleProgress(&st)
+		SettleProgress(&st, metav1.Now())
 		return st
 	}
 	done := settled(Observed{Job: job(jobCond("Complete", "CompletionsReached", ""))})
 	failed := settled(Observed{Job: job(jobCond("Failed", "BackoffLimitExceeded", "")), Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false))})
-	got := []string{done.Progress, done.ETA, failed.Progress, failed.ETA}
-	if diff := cmp.Diff([]string{"100%", "", "90%", ""}, got); diff != "" {
-		t.Errorf("progress, eta of completed and failed runs (-want +got):\n%s", diff)
+	c := condition(done, mlv1.ConditionProgressReported)
+	got := []string{done.Progress, done.ETA, failed.Progress, failed.ETA, string(c.Status), c.Reason, c.Message}
+	want := []string{"100%", "", "90%", "", "False", ReasonRunEnded, "the run ended: progress is no longer read; the last, read at 1970-01-01T00:16:40Z, is kept"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("progress, eta of completed and failed runs, ProgressReported (-want +got):\n%s", diff)
 	}
 }
 
