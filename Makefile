@@ -33,8 +33,8 @@ verify: generate ## Fail when generated files drift, code is unformatted or vet 
 	go vet -tags frameworks ./tests/frameworks
 
 .PHONY: build
-build: ## Build the manager, trainingjob-local, the benchmarks and the example trainer into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/progress-bench ./cmd/scale-bench ./examples/trainer
+build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmarks and the example trainer into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./cmd/progress-bench ./cmd/scale-bench ./examples/trainer
 
 .PHONY: demo
 demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node.

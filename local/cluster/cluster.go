@@ -93,6 +93,8 @@ func Start(opts Options) (*Cluster, error) {
 	env := &envtest.Environment{BinaryAssetsDirectory: opts.Assets, CRDs: crds}
 	// kube-apiserver drains its watches for long on SIGTERM; 5 s, then SIGKILL, keeps a restart quick.
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
+	// Process nodes serve container logs on their InternalIP (their host names do not resolve).
+	env.ControlPlane.APIServer.Configure().Set("kubelet-preferred-address-types", "InternalIP")
 	if opts.AuditLog != "" {
 		policy := filepath.Join(opts.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {

@@ -100,7 +100,7 @@ func (n *Node) nodeStatus(old corev1.NodeStatus) corev1.NodeStatus {
 		Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: hostIP}, {Type: corev1.NodeHostName, Address: n.opts.Name},
 		},
-		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 0}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: n.kubeletPort}},
 		NodeInfo: corev1.NodeSystemInfo{
 			OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH, KubeletVersion: "process-node",
 			ContainerRuntimeVersion: "process://", KernelVersion: kernelVersion(),

@@ -78,6 +78,8 @@ type Node struct {
 	mu    sync.Mutex
 	runs  map[types.UID]*podRun
 	addrs addrTable
+	// kubeletPort is the port of the node's log endpoint (kubelet.go), advertised as its kubelet endpoint.
+	kubeletPort int32
 }
 
 // New prepares a node; Start registers it and runs its pods.
@@ -122,6 +124,9 @@ func (n *Node) Start(ctx context.Context, cfg *rest.Config) error {
 	n.client, n.reader = mgr.GetClient(), mgr.GetAPIReader()
 	if _, err := BindShim(); err != nil {
 		n.opts.Log.Info("pods share the wildcard address: two jobs listening on the same port will collide", "node", n.opts.Name, "reason", err.Error())
+	}
+	if n.kubeletPort, err = n.startKubeletAPI(ctx); err != nil {
+		return fmt.Errorf("process node %s: serving container logs: %w", n.opts.Name, err)
 	}
 	if err := n.register(ctx); err != nil {
 		return err

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// story renders a TrainingJob for people, in the order they ask: what state and why, how far, how well,
+// on what, where its checkpoints and its MLflow run are, then the conditions, the events and the workers.
+// It is pure (now is the time ages count from).
+func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now time.Time) string {
+	var b strings.Builder
+	st := tj.Status
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "TrainingJob\t%s/%s\n", tj.Namespace, tj.Name)
+	fmt.Fprintf(w, "State\t%s\n", stateLine(tj))
+	if st.FailureReason != "" {
+		fmt.Fprintf(w, "Failure\t%s\n", strings.ReplaceAll(st.FailureReason, "\n", "\n\t"))
+	}
+	gpus := "CPU only"
+	if n := builders.GPUsPerWorker(tj); n > 0 {
+		gpus = fmt.Sprintf("%d GPUs each", n)
+	}
+	fmt.Fprintf(w, "Trains\t%s on %s, %s, %d workers, %s\n", orDash(tj.Spec.Model), orDash(tj.Spec.Dataset), builders.Framework(tj), tj.Spec.NumWorkers, gpus)
+	fmt.Fprintf(w, "Progress\t%s\n", progressLine(st, now))
+	if m := metricsLine(st.Metrics); m != "" {
+		fmt.Fprintf(w, "Metrics\t%s\n", m)
+	}
+	ws := st.Workers
+	fmt.Fprintf(w, "Workers\t%d active, %d ready, %d pending, %d succeeded, %d failed (attempt %d, %d restarts)\n",
+		ws.Active, ws.Ready, ws.Pending, ws.Succeeded, ws.Failed, st.Attempt, st.RestartCount)
+	if st.LastFailure != "" {
+		fmt.Fprintf(w, "Last restart\t%s\n", st.LastFailure)
+	}
+	if c := st.Checkpoint; c != nil {
+		fmt.Fprintf(w, "Checkpoint\tepoch %d, %d kept, written %s ago: %s\n", c.LatestEpoch, c.Count, ago(c.LastTime, now), c.Latest)
+	} else if builders.CheckpointEnabled(tj) {
+		fmt.Fprintf(w, "Checkpoint\tnone yet\n")
+	}
+	if m := st.MLflow; m != nil {
+		fmt.Fprintf(w, "MLflow\t%s (run %s, %s, epoch %d logged)\n", m.URL, m.RunID, m.RunStatus, m.LoggedEpoch)
+	}
+	_ = w.Flush()
+
+	b.WriteString("\nConditions:\n")
+	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
+	for _, c := range st.Conditions {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, ago(&c.LastTransitionTime, now), firstLine(c.Message))
+	}
+	_ = w.Flush()
+
+	b.WriteString("\nEvents:\n")
+	if len(events) == 0 {
+		b.WriteString("  <none>\n")
+	}
+	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	if len(events) > 0 {
+		fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tMESSAGE")
+	}
+	for _, e := range events {
+		t := metav1.NewTime(eventTime(e))
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", ago(&t, now), e.Type, e.Reason, firstLine(e.Message))
+	}
+	_ = w.Flush()
+
+	fmt.Fprintf(&b, "\nWorkers of attempt %d:\n", st.Attempt)
+	if len(pods) == 0 {
+		b.WriteString("  <none>\n")
+		return b.String()
+	}
+	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  RANK\tPOD\tPHASE\tNODE\tRESTARTS")
+	for _, p := range pods {
+		restarts := int32(0)
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%d\n", p.Labels[builders.RankLabel], p.Name, p.Status.Phase, orDash(p.Spec.NodeName), restarts)
+	}
+	_ = w.Flush()
+	return b.String()
+}
+
+// stateLine is the state with the reason and message of the condition that explains it.
+func stateLine(tj *mlv1.TrainingJob) string {
+	st := tj.Status
+	if st.State == "" {
+		return "New (not seen by the operator yet)"
+	}
+	explain := string(st.State)
+	switch st.State {
+	case mlv1.StatePending, mlv1.StateInitializing, mlv1.StateRunning:
+		explain = mlv1.ConditionRunning
+	}
+	for _, c := range st.Conditions {
+		if c.Type == explain && c.Reason != "" {
+			return fmt.Sprintf("%s (%s: %s)", st.State, c.Reason, firstLine(c.Message))
+		}
+	}
+	return string(st.State)
+}
+
+func progressLine(st mlv1.TrainingJobStatus, now time.Time) string {
+	parts := []string{orDash(st.Progress)}
+	if st.TotalEpochs > 0 {
+		parts = append(parts, fmt.Sprintf("epoch %d/%d", st.CurrentEpoch, st.TotalEpochs))
+	}
+	if st.ETA != "" {
+		parts = append(parts, "ETA "+st.ETA)
+	}
+	if st.LastProgressTime != nil {
+		parts = append(parts, "read "+ago(st.LastProgressTime, now)+" ago")
+	}
+	if st.Duration != "" {
+		parts = append(parts, "ran "+st.Duration)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func metricsLine(m *mlv1.TrainingMetrics) string {
+	if m == nil {
+		return ""
+	}
+	var parts []string
+	for _, kv := range []struct {
+		name string
+		v    *float64
+	}{{"loss", m.Loss}, {"accuracy", m.Accuracy}, {"learning rate", m.LearningRate}, {"samples/s", m.Throughput}, {"GPU %", m.GPUUtilization}} {
+		if kv.v != nil {
+			parts = append(parts, kv.name+" "+strconv.FormatFloat(*kv.v, 'g', 4, 64))
+		}
+	}
+	names := make([]string, 0, len(m.Custom))
+	for k := range m.Custom {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		parts = append(parts, k+" "+m.Custom[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkpointStory is the `checkpoints` command's output.
+func checkpointStory(tj *mlv1.TrainingJob, resumeFrom string, now time.Time) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "TrainingJob\t%s/%s\n", tj.Namespace, tj.Name)
+	if !builders.CheckpointEnabled(tj) {
+		fmt.Fprintf(w, "Checkpoints\toff (spec.checkpoint.enabled)\n")
+		_ = w.Flush()
+		return b.String()
+	}
+	storage := tj.Status.CheckpointStorage
+	if c := tj.Spec.Checkpoint; c != nil && c.Storage != nil {
+		storage = c.Storage
+	}
+	fmt.Fprintf(w, "Storage\t%s\n", storageLine(storage, tj))
+	if c := tj.Status.Checkpoint; c != nil {
+		fmt.Fprintf(w, "Newest\t%s (epoch %d, %d bytes, written %s ago)\n", c.Latest, c.LatestEpoch, c.SizeBytes, ago(c.LastTime, now))
+		fmt.Fprintf(w, "Kept\t%d\n", c.Count)
+	} else {
+		fmt.Fprintf(w, "Newest\tnone yet\n")
+	}
+	fmt.Fprintf(w, "Workers resume from\t%s\n", orText(resumeFrom, "nothing (they start fresh)"))
+	_ = w.Flush()
+	return b.String()
+}
+
+func storageLine(s *mlv1.CheckpointStorage, tj *mlv1.TrainingJob) string {
+	if s == nil {
+		return "not chosen yet"
+	}
+	switch s.Type {
+	case mlv1.StorageS3:
+		return fmt.Sprintf("s3://%s/%s", s.S3Bucket, s.Prefix)
+	case mlv1.StorageGCS:
+		return fmt.Sprintf("gs://%s/%s", s.GCSBucket, s.Prefix)
+	}
+	claim := s.ClaimName
+	if claim == "" {
+		claim = tj.Name + "-checkpoints"
+	}
+	return fmt.Sprintf("%s claim %s", s.Type, claim)
+}
+
+func ago(t *metav1.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+func eventTime(e corev1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func orDash(s string) string { return orText(s, "-") }
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+func metav1ListOptions(sel fields.Selector) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: sel.String()}
+}

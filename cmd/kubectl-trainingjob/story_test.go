@@ -1,0 +1,90 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+func TestStory(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-ago)} }
+	tj := tjtest.NewTJ("vision", "resnet").Workers(2).GPUs(1).Epochs(20).Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}).Obj()
+	tj.Status = mlv1.TrainingJobStatus{
+		State: mlv1.StateRunning, Progress: "45%", CurrentEpoch: 9, TotalEpochs: 20, ETA: "12m30s", LastProgressTime: at(5 * time.Second),
+		Metrics:    &mlv1.TrainingMetrics{Loss: ptr.To(0.2313), Accuracy: ptr.To(0.9121), Custom: map[string]string{"f1": "0.88"}},
+		Workers:    mlv1.WorkerCounts{Active: 2, Ready: 2},
+		Checkpoint: &mlv1.CheckpointStatus{Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3, LastTime: at(2 * time.Minute)},
+		MLflow:     &mlv1.MLflowStatus{URL: "http://mlflow/#/experiments/1/runs/r1", RunID: "r1", RunStatus: "RUNNING", LoggedEpoch: 9},
+		Conditions: []metav1.Condition{{Type: "Running", Status: "True", Reason: "AllWorkersRunning", Message: "2 of 2 workers running\nmore", LastTransitionTime: *at(time.Hour)}},
+	}
+	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "resnet-worker-0-abc", Labels: map[string]string{builders.RankLabel: "0"}},
+		Spec: corev1.PodSpec{NodeName: "gpu-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{RestartCount: 1}}}}}
+	events := []corev1.Event{{Type: "Normal", Reason: "Running", Message: "Initializing -> Running: 2 of 2 workers running", LastTimestamp: *at(time.Hour)}}
+	want := `TrainingJob  vision/resnet
+State        Running (AllWorkersRunning: 2 of 2 workers running)
+Trains       cnn on mnist, pytorch, 2 workers, 1 GPUs each
+Progress     45%, epoch 9/20, ETA 12m30s, read 5s ago
+Metrics      loss 0.2313, accuracy 0.9121, f1 0.88
+Workers      2 active, 2 ready, 0 pending, 0 succeeded, 0 failed (attempt 0, 0 restarts)
+Checkpoint   epoch 8, 3 kept, written 2m ago: /checkpoints/vision/resnet/checkpoint-epoch-8
+MLflow       http://mlflow/#/experiments/1/runs/r1 (run r1, RUNNING, epoch 9 logged)
+
+Conditions:
+  TYPE     STATUS  REASON             SINCE  MESSAGE
+  Running  True    AllWorkersRunning  60m    2 of 2 workers running
+
+Events:
+  AGE  TYPE    REASON   MESSAGE
+  60m  Normal  Running  Initializing -> Running: 2 of 2 workers running
+
+Workers of attempt 0:
+  RANK  POD                  PHASE    NODE   RESTARTS
+  0     resnet-worker-0-abc  Running  gpu-1  1
+`
+	if diff := cmp.Diff(want, story(tj, pods, events, now)); diff != "" {
+		t.Errorf("story (-want +got):\n%s", diff)
+	}
+	got := checkpointStory(tj, "/checkpoints/vision/resnet/checkpoint-epoch-8", now)
+	for _, line := range []string{"Storage              pvc claim ckpt", "Newest               /checkpoints/vision/resnet/checkpoint-epoch-8 (epoch 8, 0 bytes, written 2m ago)",
+		"Workers resume from  /checkpoints/vision/resnet/checkpoint-epoch-8"} {
+		if !strings.Contains(got, line) {
+			t.Errorf("checkpoints output lacks %q:\n%s", line, got)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		args    []string
+		cmd     string
+		name    string
+		o       options
+		wantErr bool
+	}{
+		{[]string{"logs", "resnet", "--rank", "2", "-f", "-n", "vision"}, "logs", "resnet", options{rank: 2, follow: true, namespace: "vision", tail: -1}, false},
+		{[]string{"status", "-n", "vision", "resnet", "--kubeconfig", "k"}, "status", "resnet", options{namespace: "vision", kubeconfig: "k", tail: -1}, false},
+		{[]string{"status"}, "", "", options{}, true},
+		{[]string{"status", "a", "b"}, "", "", options{}, true},
+	}
+	for _, tc := range cases {
+		cmd, o, name, err := parse(tc.args)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%v: err %v", tc.args, err)
+		}
+		if err == nil {
+			if diff := cmp.Diff([]any{tc.cmd, tc.name, tc.o}, []any{cmd, name, o}, cmp.AllowUnexported(options{})); diff != "" {
+				t.Errorf("%v (-want +got):\n%s", tc.args, diff)
+			}
+		}
+	}
+}
