@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -77,26 +76,8 @@ func TestAlertRules(t *testing.T) {
 var labelValues = regexp.MustCompile(`^label_values\((.+), *[a-z_]+\)$`)
 
 func TestGrafanaDashboard(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("monitoring", "trainingjob-dashboard.json"))
+	dash, err := deploy.ReadDashboard(filepath.Join("monitoring", "trainingjob-dashboard.json"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		UID    string `json:"uid"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name  string `json:"name"`
-				Query any    `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatal(err)
 	}
 	var titles []string
@@ -109,17 +90,13 @@ func TestGrafanaDashboard(t *testing.T) {
 			checkExpr(t, "panel "+p.Title, q.Expr)
 		}
 	}
-	for _, v := range dash.Templating.List {
-		q, ok := v.Query.(map[string]any)
-		if !ok {
-			continue
-		}
-		m := labelValues.FindStringSubmatch(q["query"].(string))
+	for name, q := range dash.VariableQueries() {
+		m := labelValues.FindStringSubmatch(q)
 		if m == nil {
-			t.Errorf("variable %s: query %v is not label_values(selector, label)", v.Name, q["query"])
+			t.Errorf("variable %s: query %v is not label_values(selector, label)", name, q)
 			continue
 		}
-		checkExpr(t, "variable "+v.Name, m[1])
+		checkExpr(t, "variable "+name, m[1])
 	}
 	for _, want := range []string{"TrainingJobs by state", "Progress", "Loss", "Accuracy", "GPU utilisation", "Operator reconcile time (p50, p99)", "Operator reconciles and errors"} {
 		if !slices.Contains(titles, want) {

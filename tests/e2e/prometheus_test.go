@@ -281,23 +281,8 @@ var variable = regexp.MustCompile(`\$(namespace|training_job)`)
 // dashboardQueries are the dashboard's panel and variable queries for one job.
 func dashboardQueries(t *testing.T, ns, name string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "monitoring", "trainingjob-dashboard.json"))
+	dash, err := deploy.ReadDashboard(filepath.Join(testenv.RepoRoot(), "deploy", "monitoring", "trainingjob-dashboard.json"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Panels []struct {
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Query any `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatal(err)
 	}
 	var exprs []string
@@ -306,11 +291,9 @@ func dashboardQueries(t *testing.T, ns, name string) []string {
 			exprs = append(exprs, q.Expr)
 		}
 	}
-	for _, v := range dash.Templating.List {
-		if q, ok := v.Query.(map[string]any); ok {
-			// label_values(SELECTOR, label) is Grafana's: Prometheus evaluates the selector.
-			exprs = append(exprs, strings.TrimSuffix(strings.SplitN(strings.TrimPrefix(q["query"].(string), "label_values("), ", ", 2)[0], ")"))
-		}
+	for _, q := range dash.VariableQueries() {
+		// label_values(SELECTOR, label) is Grafana's: Prometheus evaluates the selector.
+		exprs = append(exprs, strings.TrimSuffix(strings.SplitN(strings.TrimPrefix(q, "label_values("), ", ", 2)[0], ")"))
 	}
 	values := map[string]string{"namespace": ns, "training_job": name}
 	for i, e := range exprs {
