@@ -177,7 +177,7 @@ func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
 	if m == nil || derive.ConditionReason(*st, mlv1.ConditionExperimentTracked) != derive.ReasonRunActive && !closed(m.RunStatus) {
 		return true
 	}
-	return newEpoch(tj, m) || (st.Checkpoint != nil && st.Checkpoint.Latest != run.checkpoint) ||
+	return newEpoch(tj, m) || (st.Checkpoint != nil && checkpointLatest(tj) != run.checkpoint) ||
 		(tracking.FinalStatus(st.State) != "" && m.RunStatus != tracking.FinalStatus(st.State))
 }
 
@@ -194,7 +194,12 @@ func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
 // client is a client of the tracking server with the job's credentials.
 func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, uri string) (*mlflow.Client, error) {
 	auth, err := r.authorization(ctx, tj)
-	return &mlflow.Client{BaseURL: uri, HTTP: r.HTTP, Authorization: auth, MaxBackoff: r.Timeout / 4}, err
+	return r.newClient(uri, auth), err
+}
+
+// newClient is a client of the tracking server at uri sending auth, its retries within Timeout.
+func (r *TrackingReconciler) newClient(uri, auth string) *mlflow.Client {
+	return &mlflow.Client{BaseURL: uri, HTTP: r.HTTP, Authorization: auth, MaxBackoff: r.Timeout / 4}
 }
 
 // authorization is the Authorization header from monitoring.mlflowCredentialsSecret, else the
@@ -277,10 +282,7 @@ func (r *TrackingReconciler) logProgress(ctx context.Context, c *mlflow.Client, 
 		metrics = tracking.EpochMetrics(st, r.Clock.Now())
 		tags = append(tags, mlflow.Tag{Key: tracking.LoggedEpochTag, Value: strconv.Itoa(int(st.CurrentEpoch))})
 	}
-	latest := ""
-	if st.Checkpoint != nil {
-		latest = st.Checkpoint.Latest
-	}
+	latest := checkpointLatest(tj)
 	if latest != run.checkpoint {
 		tags = append(tags, tracking.CheckpointTags(st)...)
 	}
@@ -335,7 +337,7 @@ func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.Namespa
 	log := ctrl.LoggerFrom(ctx).WithValues("trainingJob", klog.KRef(key.Namespace, key.Name), "run", run.status.RunID)
 	c, err := r.client(ctx, run.job, run.status.TrackingURI)
 	if derive.TrackingReason(err) == derive.ReasonTrackingCredentialsMissing { // deleted with its namespace: try without
-		c, err = &mlflow.Client{BaseURL: run.status.TrackingURI, HTTP: r.HTTP, MaxBackoff: r.Timeout / 4}, nil
+		c, err = r.newClient(run.status.TrackingURI, ""), nil
 	}
 	if err == nil {
 		err = c.UpdateRun(ctx, run.status.RunID, mlflow.RunKilled, r.Clock.Now())

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,7 +42,8 @@ func (x *cli) pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, err
 
 // events are the events recorded about the object, oldest first.
 func (x *cli) events(ctx context.Context, obj client.Object) ([]corev1.Event, error) {
-	list, err := x.cs.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1ListOptions(fields.OneTermEqualSelector("involvedObject.uid", string(obj.GetUID()))))
+	list, err := x.cs.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(obj.GetUID())).String()})
 	if err != nil {
 		return nil, fmt.Errorf("listing events: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -225,8 +224,4 @@ func orText(s, alt string) string {
 		return alt
 	}
 	return s
-}
-
-func metav1ListOptions(sel fields.Selector) metav1.ListOptions {
-	return metav1.ListOptions{FieldSelector: sel.String()}
 }
