@@ -24,13 +24,26 @@ generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
 		deploy/monitoring/podmonitor.yaml deploy/monitoring/trainingjob-dashboard.json $(CHART)/files/
 
 .PHONY: verify
-verify: generate ## Fail when generated files drift, code is unformatted or vet complains.
+verify: generate ## Fail when generated files drift, code is unformatted, vet or golangci-lint complain, or a binary or a file over 1 MB is tracked.
 	@git diff --exit-code -- crd deploy/crd deploy/rbac $(CHART)/files || { echo "generated files are out of date: run make generate and commit"; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- crd deploy/crd deploy/rbac $(CHART)/files)" || { echo "untracked generated files: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
 	go vet -tags frameworks ./tests/frameworks
+	hack/check-tracked-files.sh
+	$(MAKE) --no-print-directory lint
+
+.PHONY: lint
+lint: ## Run golangci-lint (pinned, built once by hack/golangci-lint.sh; configuration .golangci.yml).
+	"$$(hack/golangci-lint.sh)" run ./...
+
+# Packages whose tests need no server; their few tests that start one skip under -short.
+UNIT_PKGS = $$(go list ./... | grep -v -e /tests/integration -e /tests/e2e -e /tests/chaos -e /tests/images)
+
+.PHONY: unit
+unit: ## Run the unit tests only: no control plane, object store or framework (seconds once built).
+	go test -short $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: build
 build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmarks and the example trainer into bin/.
@@ -45,8 +58,9 @@ demo: build ## Run examples/trainingjob-local.yaml to Completed on a local contr
 
 .PHONY: test-frameworks
 test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, resume) and XGBoost (Rabit) as TrainingJobs on the local stack; installs Debian's packages once (hack/frameworks.sh); part of make test.
+	@mkdir -p bin
 	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
-		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks
+		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
@@ -78,11 +92,16 @@ chaos: ## The fault suite, long: the real operator SIGKILLed at random moments o
 testbin: ## Build the control-plane binaries for the tests (cached outside the repo).
 	hack/testbin.sh $(TESTBIN_COMPONENTS)
 
+# logger-set keeps a go test run's output in $(1) and fails when controller-runtime printed that its
+# logger was never set: that stack trace lands in the middle of the tests' output (set the logger).
+logger-set = 2>&1 | tee $(1); ! grep -n 'log.SetLogger(...) was never called' $(1)
+
 .PHONY: test
 test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), and a short fuzzing run.
 	hack/cc.sh >/dev/null
+	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
-		go test $(GO_TEST_FLAGS) ./...
+		go test $(GO_TEST_FLAGS) ./... $(call logger-set,bin/test.log)
 	python3 -m unittest discover -s runner/tests
 	$(MAKE) --no-print-directory test-frameworks
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x

@@ -2,8 +2,9 @@ package builders
 
 import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 
-// ContractVar is one variable of the worker environment contract. The README's "Environment contract"
-// table lists each (a test checks the two against each other), and WorkerEnv sets only these.
+// ContractVar is one variable of the worker environment contract. The "Environment contract"
+// table of docs/frameworks.md lists each (a test checks the two against each other), and WorkerEnv sets
+// only these.
 type ContractVar struct {
 	Name string
 	// Frameworks that get it; empty: every framework.

@@ -16,10 +16,10 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// TestContractMatchesREADME: the README's "Environment contract" table lists exactly builders.Contract's
-// names, each with its kind (reserved or default).
-func TestContractMatchesREADME(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+// TestContractMatchesDocs: the "Environment contract" table of docs/frameworks.md lists exactly
+// builders.Contract's names, each with its kind (reserved or default).
+func TestContractMatchesDocs(t *testing.T) {
+	data, err := os.ReadFile("../docs/frameworks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestContractMatchesREADME(t *testing.T) {
 		want[v.Name] = map[bool]string{true: "reserved", false: "default"}[v.Reserved]
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("README's contract table vs builders.Contract (-want +got):\n%s", diff)
+		t.Errorf("docs/frameworks.md's contract table vs builders.Contract (-want +got):\n%s", diff)
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// WorkerEnv is the environment of every worker container: the injected contract (documented in the
-// README) followed by spec.env, whose entries replace the operator's defaults of the same name (admission
+// WorkerEnv is the environment of every worker container: the injected contract (documented in
+// docs/frameworks.md) followed by spec.env, whose entries replace the operator's defaults of the same name (admission
 // keeps spec.env off the reserved names). Entries may refer to earlier ones with $(NAME), which the
 // kubelet expands, so spec.env may use every injected variable.
 func WorkerEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
@@ -135,7 +135,7 @@ func torchrunEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 
 // jaxEnv: jax.distributed.initialize reads JAX_COORDINATOR_ADDRESS and JAX_COORDINATOR_BIND_ADDRESS
 // itself (rank 0's coordinator then listens on its own pod address only), but not the process count or
-// id: scripts pass JAX_NUM_PROCESSES and JAX_PROCESS_ID (see the README). COORDINATOR_ADDRESS,
+// id: scripts pass JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/frameworks.md). COORDINATOR_ADDRESS,
 // COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID are what Kubeflow's JAXJob sets, so its scripts run
 // unchanged.
 func jaxEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {

@@ -19,6 +19,9 @@ var gcsBuckets atomic.Int64
 // TestGCSStoreConformance runs the suite against fake-gcs-server, the GCS emulator, served over HTTP on
 // loopback with the client pointed at it the standard way (endpoint, no authentication).
 func TestGCSStoreConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a GCS emulator: make test runs it, make unit (go test -short) does not")
+	}
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Port: 0})
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func Open(ctx context.Context, st *mlv1.CheckpointStorage, secret map[string][]b
 			if !ok {
 				return nil, fmt.Errorf("the storage secret lacks %s", SecretGCSKey)
 			}
-			opts = append(opts, option.WithCredentialsJSON(key))
+			opts = append(opts, option.WithAuthCredentialsJSON(option.ServiceAccount, key))
 		}
 		return NewGCSStore(ctx, st.GCSBucket, opts...)
 	}

@@ -55,7 +55,7 @@ func writeStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old
 	}
 	if apierrors.IsConflict(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("status changed meanwhile; computing again", "trainingJob", klog.KObj(tj))
-		return false, reconcile.Result{Requeue: true}, nil
+		return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // the rate limiter's backoff: a conflict is computed again at once, then slower
 	}
 	if err != nil {
 		return false, reconcile.Result{}, fmt.Errorf("updating status of %s: %w", klog.KObj(tj), err)
@@ -135,7 +135,7 @@ func controllerOptions(workers int) controller.Options {
 // minResult is the sooner of two results.
 func minResult(a, b reconcile.Result) reconcile.Result {
 	if a.Requeue || b.Requeue { //nolint:staticcheck // Requeue is what writeStatus asks on a conflict
-		return reconcile.Result{Requeue: true}
+		return reconcile.Result{Requeue: true} //nolint:staticcheck // keeps writeStatus's conflict requeue
 	}
 	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
 		return b

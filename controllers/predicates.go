@@ -54,11 +54,28 @@ func trackingEvents(opts builders.Options) predicate.Funcs {
 			if !okOld || !okNew || !tracked(n) {
 				return false
 			}
-			return specOrState.Update(e) || o.Status.CurrentEpoch != n.Status.CurrentEpoch || (o.Status.Metrics == nil) != (n.Status.Metrics == nil) ||
+			return specOrState.Update(e) || metricsEpoch(o) != metricsEpoch(n) || (o.Status.Metrics == nil) != (n.Status.Metrics == nil) ||
 				checkpointLatest(o) != checkpointLatest(n) || !apiequality.Semantic.DeepEqual(o.Status.MLflow, n.Status.MLflow)
 		},
 	}
 }
+
+// metricsEpoch is the epoch rank 0's metrics in the status were read at.
+func metricsEpoch(tj *mlv1.TrainingJob) int32 {
+	if m := tj.Status.Metrics; m != nil {
+		return m.Epoch
+	}
+	return 0
+}
+
+// statusControllerEvents are specOrState's events plus a newer checkpoint of a finished run, which
+// settles its epoch (derive.SettleProgress): the CheckpointController reads a stopped agent's final
+// report after the run has ended.
+var statusControllerEvents = predicate.Or[client.Object](specOrState, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
+	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
+	return okOld && okNew && finished(n) && checkpointLatest(o) != checkpointLatest(n)
+}})
 
 func checkpointLatest(tj *mlv1.TrainingJob) string {
 	if c := tj.Status.Checkpoint; c != nil {

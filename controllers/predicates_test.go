@@ -38,3 +38,39 @@ func TestSpecOrState(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusControllerEvents: a finished run's newer checkpoint (a stopped agent's final report, read after
+// the end) brings the StatusController back to settle the epoch; a running one's does not.
+func TestStatusControllerEvents(t *testing.T) {
+	at := func(state mlv1.State, latest string) *mlv1.TrainingJob {
+		return &mlv1.TrainingJob{Status: mlv1.TrainingJobStatus{State: state, Checkpoint: &mlv1.CheckpointStatus{Latest: latest}}}
+	}
+	cases := []struct {
+		name     string
+		old, new *mlv1.TrainingJob
+		want     bool
+	}{
+		{"running, newer checkpoint", at(mlv1.StateRunning, "c-1"), at(mlv1.StateRunning, "c-2"), false},
+		{"completed, newer checkpoint", at(mlv1.StateCompleted, "c-5"), at(mlv1.StateCompleted, "c-6"), true},
+		{"failed, newer checkpoint", at(mlv1.StateFailed, "c-5"), at(mlv1.StateFailed, "c-6"), true},
+		{"completed, same checkpoint", at(mlv1.StateCompleted, "c-6"), at(mlv1.StateCompleted, "c-6"), false},
+	}
+	for _, tc := range cases {
+		if got := statusControllerEvents.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: passed = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSettledEpochIsNoNewEpoch: a finished run's epoch settled past the one its metrics were read at logs
+// nothing more to MLflow (the metrics are the last epoch's read, already logged).
+func TestSettledEpochIsNoNewEpoch(t *testing.T) {
+	tj := &mlv1.TrainingJob{Status: mlv1.TrainingJobStatus{State: mlv1.StateCompleted, CurrentEpoch: 6,
+		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.1), Epoch: 5}}}
+	if newEpoch(tj, &mlv1.MLflowStatus{LoggedEpoch: 5, RunStatus: "RUNNING"}) {
+		t.Error("epoch 5's metrics would be logged again as epoch 6")
+	}
+	if !newEpoch(tj, &mlv1.MLflowStatus{LoggedEpoch: 4, RunStatus: "RUNNING"}) {
+		t.Error("epoch 5's metrics, not logged yet, would not be logged")
+	}
+}

@@ -214,7 +214,7 @@ func waitingSince(tj *mlv1.TrainingJob) float64 {
 // SetupWithManager registers the controller; Workers bounds concurrent scrapes.
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
+		For(&mlv1.TrainingJob{}, builder.WithPredicates(statusControllerEvents)).
 		Named(statusController).
 		WithOptions(controllerOptions(r.Workers)).
 		Complete(metrics.Instrument(statusController, r))

@@ -182,13 +182,15 @@ func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
 }
 
 // newEpoch: rank 0 reported metrics of an epoch not logged yet, or the job ended having logged none
-// (metrics reported without epochs are logged once, at step 0, when it ends).
+// (metrics reported without epochs are logged once, at step 0, when it ends). The epoch is the one the
+// metrics were read at, not currentEpoch, which a finished run settles past it.
 func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
 	st := &tj.Status
 	if st.Metrics == nil {
 		return false
 	}
-	return st.CurrentEpoch > m.LoggedEpoch || (st.CurrentEpoch == 0 && m.LoggedEpoch == 0 && tracking.FinalStatus(st.State) != "" && !closed(m.RunStatus))
+	e := st.Metrics.Epoch
+	return e > m.LoggedEpoch || (e == 0 && m.LoggedEpoch == 0 && tracking.FinalStatus(st.State) != "" && !closed(m.RunStatus))
 }
 
 // client is a client of the tracking server with the job's credentials.
@@ -280,7 +282,7 @@ func (r *TrackingReconciler) logProgress(ctx context.Context, c *mlflow.Client, 
 	var tags []mlflow.Tag
 	if newEpoch(tj, m) {
 		metrics = tracking.EpochMetrics(st, r.Clock.Now())
-		tags = append(tags, mlflow.Tag{Key: tracking.LoggedEpochTag, Value: strconv.Itoa(int(st.CurrentEpoch))})
+		tags = append(tags, mlflow.Tag{Key: tracking.LoggedEpochTag, Value: strconv.Itoa(int(st.Metrics.Epoch))})
 	}
 	latest := checkpointLatest(tj)
 	if latest != run.checkpoint {
@@ -290,10 +292,10 @@ func (r *TrackingReconciler) logProgress(ctx context.Context, c *mlflow.Client, 
 		return nil
 	}
 	if err := c.LogBatch(ctx, m.RunID, metrics, nil, tags); err != nil {
-		return fmt.Errorf("logging epoch %d to MLflow run %s: %w", st.CurrentEpoch, m.RunID, err)
+		return fmt.Errorf("logging epoch %d to MLflow run %s: %w", st.Metrics.Epoch, m.RunID, err)
 	}
 	if len(metrics) > 0 {
-		m.LoggedEpoch = st.CurrentEpoch
+		m.LoggedEpoch = st.Metrics.Epoch
 	}
 	run.checkpoint = latest
 	return nil

@@ -17,6 +17,9 @@ import (
 // test fails without it: it never skips.
 func promtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs promtool: make test runs it, make unit (go test -short) does not")
+	}
 	bin := os.Getenv("PROMETHEUS")
 	if bin == "" {
 		t.Fatal("PROMETHEUS is not set: run the tests with `make test`, which unpacks Prometheus with hack/prometheus.sh")

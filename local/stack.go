@@ -321,8 +321,11 @@ func (s *Stack) waitForNodes(ctx context.Context, want int) error {
 			return fmt.Errorf("the operator stopped: %w", err)
 		case <-time.After(200 * time.Millisecond):
 		}
+		if time.Now().After(deadline) && err != nil {
+			return fmt.Errorf("process nodes not Ready after a minute: %w", err)
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("process nodes not Ready after a minute (last error: %v)", err)
+			return fmt.Errorf("%d of %d process nodes Ready after a minute", readyNodes(nodes), want)
 		}
 	}
 }

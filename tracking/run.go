@@ -102,7 +102,7 @@ func sorted(m map[string]string) []mlflow.Tag {
 	return out
 }
 
-// EpochMetrics are rank 0's metrics in the status as MLflow metrics at step = the epoch it reported,
+// EpochMetrics are rank 0's metrics in the status as MLflow metrics at step = the epoch they were read at,
 // stamped with the time they were read, sorted by key: loss, accuracy, learning_rate,
 // samples_per_second, gpu_utilization and the custom values that are numbers. Nil when rank 0 reported
 // no metric.
@@ -127,7 +127,7 @@ func EpochMetrics(st *mlv1.TrainingJobStatus, now time.Time) []mlflow.Metric {
 	var out []mlflow.Metric
 	for k, v := range values {
 		if v != nil {
-			out = append(out, mlflow.Metric{Key: k, Value: *v, Timestamp: at.UnixMilli(), Step: int64(st.CurrentEpoch)})
+			out = append(out, mlflow.Metric{Key: k, Value: *v, Timestamp: at.UnixMilli(), Step: int64(m.Epoch)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

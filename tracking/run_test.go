@@ -74,10 +74,10 @@ func TestEpochMetrics(t *testing.T) {
 		want []mlflow.Metric
 	}{
 		{"nothing reported", mlv1.TrainingJobStatus{CurrentEpoch: 3}, nil},
-		{"every known metric and the numeric custom ones at step = epoch, stamped when read", mlv1.TrainingJobStatus{
-			CurrentEpoch: 3, LastProgressTime: &metav1.Time{Time: read},
+		{"every known metric and the numeric custom ones at step = the epoch they were read at (a finished run's epoch is settled past it), stamped when read", mlv1.TrainingJobStatus{
+			CurrentEpoch: 4, LastProgressTime: &metav1.Time{Time: read},
 			Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Accuracy: ptr.To(0.9), LearningRate: ptr.To(0.01), Throughput: ptr.To(1200.0),
-				GPUUtilization: ptr.To(87.5), Custom: map[string]string{"f1": "0.8", "phase": "warmup", "loss": "7"}},
+				GPUUtilization: ptr.To(87.5), Custom: map[string]string{"f1": "0.8", "phase": "warmup", "loss": "7"}, Epoch: 3},
 		}, []mlflow.Metric{
 			{Key: "accuracy", Value: 0.9, Timestamp: read.UnixMilli(), Step: 3},
 			{Key: "f1", Value: 0.8, Timestamp: read.UnixMilli(), Step: 3},

@@ -31,6 +31,9 @@ func StartVersityGW(t testing.TB, access, secret string) string {
 
 // NewVersityGW starts a VersityGW on a free port.
 func NewVersityGW(t testing.TB, access, secret string) *VersityGW {
+	if testing.Short() {
+		t.Skip("starts an S3 server: make test runs it, make unit (go test -short) does not")
+	}
 	t.Helper()
 	bin := os.Getenv("VERSITYGW")
 	if bin == "" {

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -118,7 +117,7 @@ func parse(args []string) (cmd string, o options, name string, err error) {
 		}
 	}
 	if name == "" {
-		return "", o, "", errors.New("a TrainingJob name is required\n" + usage)
+		return "", o, "", fmt.Errorf("a TrainingJob name is required\n%s", usage)
 	}
 	return cmd, o, name, nil
 }

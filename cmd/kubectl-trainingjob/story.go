@@ -34,7 +34,7 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 	}
 	fmt.Fprintf(w, "Trains\t%s on %s, %s, %d workers, %s\n", orDash(tj.Spec.Model), orDash(tj.Spec.Dataset), builders.Framework(tj), tj.Spec.NumWorkers, gpus)
 	fmt.Fprintf(w, "Progress\t%s\n", progressLine(st, now))
-	if m := metricsLine(st.Metrics); m != "" {
+	if m := metricsLine(st.Metrics, st.CurrentEpoch); m != "" {
 		fmt.Fprintf(w, "Metrics\t%s\n", m)
 	}
 	ws := st.Workers
@@ -129,7 +129,9 @@ func progressLine(st mlv1.TrainingJobStatus, now time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
-func metricsLine(m *mlv1.TrainingMetrics) string {
+// metricsLine lists rank 0's metrics, saying of which epoch when the status's epoch is past it (a run that
+// ended between two reads).
+func metricsLine(m *mlv1.TrainingMetrics, epoch int32) string {
 	if m == nil {
 		return ""
 	}
@@ -150,7 +152,11 @@ func metricsLine(m *mlv1.TrainingMetrics) string {
 	for _, k := range names {
 		parts = append(parts, k+" "+m.Custom[k])
 	}
-	return strings.Join(parts, ", ")
+	line := strings.Join(parts, ", ")
+	if m.Epoch > 0 && m.Epoch < epoch && line != "" {
+		line += fmt.Sprintf(" (read at epoch %d)", m.Epoch)
+	}
+	return line
 }
 
 // checkpointStory is the `checkpoints` command's output.

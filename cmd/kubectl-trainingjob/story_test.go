@@ -88,3 +88,13 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsLineSaysWhichEpoch: a finished run settled past the epoch its metrics were read at says so.
+func TestMetricsLineSaysWhichEpoch(t *testing.T) {
+	m := &mlv1.TrainingMetrics{Loss: ptr.To(0.25), Epoch: 5}
+	for epoch, want := range map[int32]string{5: "loss 0.25", 6: "loss 0.25 (read at epoch 5)"} {
+		if got := metricsLine(m, epoch); got != want {
+			t.Errorf("epoch %d: %q, want %q", epoch, got, want)
+		}
+	}
+}

@@ -47,6 +47,9 @@ func get(ctx context.Context, url string) (string, error) {
 // the metrics endpoint serves controller-runtime's series, a TrainingJob in the watched namespace is
 // reconciled, and cancelling stops it cleanly.
 func TestManagerRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane: make test runs it, make unit (go test -short) does not")
+	}
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

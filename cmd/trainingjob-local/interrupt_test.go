@@ -36,6 +36,9 @@ spec:
 // TestInterruptStopsEverything: cancelling `up` (what Ctrl-C does) while a TrainingJob trains stops the
 // trainers, the control plane and every other process it started.
 func TestInterruptStopsEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local stack: make test runs it, make unit (go test -short) does not")
+	}
 	assets, err := testenv.Assets()
 	if err != nil {
 		t.Fatal(err)

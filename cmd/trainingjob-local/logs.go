@@ -38,7 +38,7 @@ func logs(out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	_, err = io.Copy(out, f)
 	return err
 }

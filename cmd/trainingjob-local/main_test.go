@@ -18,6 +18,9 @@ import (
 // TestDemo runs what `make demo` runs: examples/trainingjob-local.yaml on a fresh local stack until it is
 // Completed, then reads rank 0's log with the logs command.
 func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local stack: make test runs it, make unit (go test -short) does not")
+	}
 	assets, err := testenv.Assets()
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }() // the log of this run; nothing to do about a failed close
 	begin := time.Now()
 	wd, _ := os.Getwd()
 	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel))

@@ -18,7 +18,7 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// Series rank 0 exposes (the example trainer and examples/python/trainingjob_progress.py do). The README's
+// Series rank 0 exposes (the example trainer and examples/python/trainingjob_progress.py do). docs/monitoring.md's
 // "Progress from rank 0" section documents them.
 const (
 	SeriesEpoch        = "training_epoch"
@@ -185,7 +185,7 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 		next.TotalEpochs = int32(*s.TotalEpochs)
 	}
 	next.Metrics = &mlv1.TrainingMetrics{Loss: s.Loss, Accuracy: s.Accuracy, LearningRate: s.LearningRate,
-		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom)}
+		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom), Epoch: next.CurrentEpoch}
 	if !apiequality.Semantic.DeepEqual(progressOf(st), progressOf(next)) {
 		*st = *next
 		st.LastProgressTime = &now
@@ -214,23 +214,44 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 // last figures stay (a scrape between rank 0's exit and the end said ScrapeFailed, which was no fault).
 const ReasonRunEnded = "RunEnded"
 
-// SettleProgress is the StatusController's part of a finished run: no ETA, 100% when all workers
-// succeeded (the last scrape may have been before the last epoch ended), and ProgressReported says the
-// run ended.
+// SettleProgress is the StatusController's part of a finished run: no ETA, the epoch and percentage made to
+// agree with how the run ended, and ProgressReported says the run ended. The last scrape may have been
+// before the last epoch ended, so the figures read last are not the end: a checkpoint of epoch N means
+// N epochs were done, and a run whose workers all succeeded did all it planned (100%, epoch
+// totalEpochs). The metrics stay those read last (metrics.epoch says of which epoch).
 func SettleProgress(st *mlv1.TrainingJobStatus, now metav1.Time) {
 	if st.State != mlv1.StateCompleted && st.State != mlv1.StateFailed {
 		return
 	}
 	st.ETA = ""
-	if st.State == mlv1.StateCompleted && ConditionReason(*st, mlv1.ConditionCompleted) == "Succeeded" {
-		st.Progress = "100%"
-	}
+	settleEpoch(st)
 	if r := ConditionReason(*st, mlv1.ConditionProgressReported); r != "" && r != ReasonRunEnded {
 		last := "none was read"
 		if st.LastProgressTime != nil {
 			last = "the last, read at " + st.LastProgressTime.UTC().Format(time.RFC3339) + ", is kept"
 		}
 		set(st, mlv1.ConditionProgressReported, false, ReasonRunEnded, "the run ended: progress is no longer read; "+last, now)
+	}
+}
+
+// settleEpoch brings a finished run's currentEpoch up to its newest checkpoint's epoch and, when every
+// worker succeeded, to totalEpochs at 100%; the percentage follows a raised epoch.
+func settleEpoch(st *mlv1.TrainingJobStatus) {
+	succeeded := st.State == mlv1.StateCompleted && ConditionReason(*st, mlv1.ConditionCompleted) == "Succeeded"
+	epoch := st.CurrentEpoch
+	if st.Checkpoint != nil {
+		epoch = max(epoch, st.Checkpoint.LatestEpoch)
+	}
+	if succeeded {
+		epoch = max(epoch, st.TotalEpochs)
+		st.Progress = "100%"
+	}
+	if epoch <= st.CurrentEpoch {
+		return
+	}
+	st.CurrentEpoch = epoch
+	if !succeeded && st.TotalEpochs > 0 {
+		st.Progress = fmt.Sprintf("%d%%", int(math.Floor(clamp01(float64(epoch)/float64(st.TotalEpochs))*100)))
 	}
 }
 

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestApplySample(t *testing.T) {
 	s := Sample{Epoch: ptr.To(2.0), Loss: ptr.To(0.5), Custom: map[string]float64{"training_b": 2, "training_a": 1.5}}
 	ApplySample(&st, tj, s, RateWindow{t0.Time, 0.1}, t0)
 	want := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "20%", CurrentEpoch: 2, ETA: "",
-		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}}, LastProgressTime: &t0}
+		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}, Epoch: 2}, LastProgressTime: &t0}
 	got := st.DeepCopy()
 	got.Conditions = nil
 	if diff := cmp.Diff(&want, got); diff != "" {
@@ -222,6 +223,56 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 	want := []string{"100%", "", "90%", "", "False", ReasonRunEnded, "the run ended: progress is no longer read; the last, read at 1970-01-01T00:16:40Z, is kept"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("progress, eta of completed and failed runs, ProgressReported (-want +got):\n%s", diff)
+	}
+}
+
+// TestFinishedRunAgreesWithItself: the last scrape of a run that then ended may be an epoch behind. Once it
+// has ended, the epoch, the percentage and the newest checkpoint agree: a checkpoint of epoch N means N
+// epochs were done, and a run whose workers all succeeded did all it planned.
+func TestFinishedRunAgreesWithItself(t *testing.T) {
+	ckpt := func(epoch int32) *mlv1.CheckpointStatus {
+		return &mlv1.CheckpointStatus{Latest: fmt.Sprintf("/c/checkpoint-epoch-%d", epoch), LatestEpoch: epoch}
+	}
+	ended := func(state mlv1.State, reason string) []metav1.Condition {
+		typ := map[mlv1.State]string{mlv1.StateCompleted: mlv1.ConditionCompleted, mlv1.StateFailed: mlv1.ConditionFailed}[state]
+		return []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: reason}}
+	}
+	type figures struct {
+		Progress     string
+		CurrentEpoch int32
+		TotalEpochs  int32
+	}
+	for _, tc := range []struct {
+		name  string
+		state mlv1.State
+		why   string
+		last  figures
+		ckpt  *mlv1.CheckpointStatus
+		want  figures
+	}{
+		{"succeeded, last read an epoch before the end", mlv1.StateCompleted, "Succeeded", figures{"83%", 5, 6}, ckpt(6), figures{"100%", 6, 6}},
+		{"succeeded, no checkpoints", mlv1.StateCompleted, "Succeeded", figures{"83%", 5, 6}, nil, figures{"100%", 6, 6}},
+		{"succeeded, read at the end", mlv1.StateCompleted, "Succeeded", figures{"100%", 6, 6}, ckpt(6), figures{"100%", 6, 6}},
+		{"succeeded, no epochs reported", mlv1.StateCompleted, "Succeeded", figures{"40%", 0, 0}, nil, figures{"100%", 0, 0}},
+		{"target reached early keeps its epoch", mlv1.StateCompleted, "TargetReached", figures{"30%", 3, 10}, ckpt(3), figures{"30%", 3, 10}},
+		{"failed after a checkpoint not yet scraped", mlv1.StateFailed, "BackoffLimitExceeded", figures{"40%", 4, 10}, ckpt(5), figures{"50%", 5, 10}},
+		{"failed, older checkpoint", mlv1.StateFailed, "BackoffLimitExceeded", figures{"40%", 4, 10}, ckpt(3), figures{"40%", 4, 10}},
+		{"running is left alone", mlv1.StateRunning, "", figures{"40%", 4, 10}, ckpt(5), figures{"40%", 4, 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := mlv1.TrainingJobStatus{State: tc.state, Progress: tc.last.Progress, CurrentEpoch: tc.last.CurrentEpoch,
+				TotalEpochs: tc.last.TotalEpochs, Checkpoint: tc.ckpt, Metrics: &mlv1.TrainingMetrics{Epoch: tc.last.CurrentEpoch}}
+			if tc.why != "" {
+				st.Conditions = ended(tc.state, tc.why)
+			}
+			SettleProgress(&st, metav1.Now())
+			if diff := cmp.Diff(tc.want, figures{st.Progress, st.CurrentEpoch, st.TotalEpochs}); diff != "" {
+				t.Errorf("progress, epoch, total (-want +got):\n%s", diff)
+			}
+			if st.Metrics.Epoch != tc.last.CurrentEpoch {
+				t.Errorf("metrics.epoch = %d, want %d: the metrics are still those of the last read", st.Metrics.Epoch, tc.last.CurrentEpoch)
+			}
+		})
 	}
 }
 

@@ -182,6 +182,11 @@ type TrainingMetrics struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	Custom map[string]string `json:"custom,omitempty"`
+	// epoch is the epoch rank 0 had reported when these metrics were read (0 when it reports no epochs). A
+	// finished run's currentEpoch may be past it: the run ended between two reads.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Epoch int32 `json:"epoch,omitempty"`
 }
 
 // WorkerCounts counts worker pods.

@@ -99,7 +99,7 @@ type TrainingJobSpec struct {
 	Args []string `json:"args,omitempty"`
 
 	// env is extra environment for every worker, after the operator's. Names that carry the job's identity,
-	// rendezvous and checkpoint location (see the README's environment contract) are rejected; a name the
+	// rendezvous and checkpoint location (see the environment contract in docs/frameworks.md) are rejected; a name the
 	// operator only defaults (NCCL_IB_DISABLE, PYTHONUNBUFFERED, the storage identity variables) takes the
 	// value given here, and every other name (NCCL_DEBUG, NCCL_SOCKET_IFNAME, OMP_NUM_THREADS, ...) is free.
 	// +optional

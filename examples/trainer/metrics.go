@@ -10,7 +10,7 @@ import (
 )
 
 // progress is what rank 0 exposes in the Prometheus text format at /metrics on METRICS_PORT. The names
-// are the ones the operator reads (see the README's "Progress" section).
+// are the ones the operator reads (see "Progress from rank 0" in docs/monitoring.md).
 type progress struct {
 	mu     sync.Mutex
 	values map[string]float64

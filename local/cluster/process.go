@@ -27,11 +27,11 @@ func StartProcess(bin string, args []string, logPath string) (*Process, error) {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // the start failed: nothing was written
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	p := &Process{cmd: cmd, done: make(chan error, 1), Log: logPath}
-	go func() { p.done <- cmd.Wait(); logFile.Close() }()
+	go func() { p.done <- cmd.Wait(); _ = logFile.Close() }() // the process wrote it; nothing is left to flush
 	return p, nil
 }
 

@@ -94,7 +94,7 @@ func (n *Node) follow(ctx context.Context, w http.ResponseWriter, path, ns, pod 
 	if err != nil {
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return
 	}

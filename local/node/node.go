@@ -1,6 +1,6 @@
 // Package node is a process node: a stand-in for a kubelet that registers Nodes with an API server and
 // runs the pods bound to them as local processes. With the local control plane (package cluster) it runs
-// a TrainingJob on one machine without containers; see the README's "Run locally" section for what it
+// a TrainingJob on one machine without containers; see "Running locally" in docs/development.md for what it
 // does and does not do.
 package node
 

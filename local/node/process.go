@@ -61,11 +61,11 @@ func (r *podRun) start(ctx context.Context, c *corev1.Container, dirs map[string
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := os.MkdirAll(cmd.Dir, 0o755); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // nothing was written
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // nothing was written
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	p := &process{cmd: cmd, log: logFile, started: time.Now(), exited: make(chan struct{})}
@@ -145,7 +145,7 @@ func (r *podRun) workDir(c *corev1.Container, ms mounts) string {
 func (p *process) wait() {
 	p.err = p.cmd.Wait()
 	p.finished = time.Now()
-	p.log.Close()
+	_ = p.log.Close() // the process wrote it; nothing is left to flush
 	close(p.exited)
 }
 

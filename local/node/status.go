@@ -172,9 +172,7 @@ func mergeStatus(current, node corev1.PodStatus) corev1.PodStatus {
 			out.Conditions = append(out.Conditions, c)
 		}
 	}
-	for _, c := range node.Conditions {
-		out.Conditions = append(out.Conditions, c)
-	}
+	out.Conditions = append(out.Conditions, node.Conditions...)
 	return out
 }
 

@@ -40,7 +40,7 @@ func record(kind, recovery string, faults, jobs, correct int, recoveries ...time
 	r.recoveries = append(r.recoveries, recoveries...)
 }
 
-// reliabilityTable is the report as a Markdown table, the README's Reliability section's format.
+// reliabilityTable is the report as a Markdown table, the format of docs/reliability.md.
 func reliabilityTable() string {
 	reportMu.Lock()
 	defer reportMu.Unlock()

@@ -75,6 +75,18 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 	if diff := cmp.Diff([]string{"checkpoint-epoch-7", "checkpoint-epoch-8"}, completeCheckpoints(t, ns, name)); diff != "" {
 		t.Errorf("checkpoints left on the claim (-want +got):\n%s", diff)
 	}
+	// The last scrape may have been before the last epoch: the finished run's status agrees with itself.
+	eventually(t, 30*time.Second, "a completed run at epoch 8/8, 100%, newest checkpoint epoch 8", func() error {
+		st := getTJ(t, ns, name).Status
+		got := fmt.Sprintf("%s epoch %d/%d", st.Progress, st.CurrentEpoch, st.TotalEpochs)
+		if st.Checkpoint != nil {
+			got += fmt.Sprintf(" checkpoint %d", st.Checkpoint.LatestEpoch)
+		}
+		if want := "100% epoch 8/8 checkpoint 8"; got != want {
+			return fmt.Errorf("status says %q, want %q", got, want)
+		}
+		return nil
+	})
 }
 
 // TestRestartResumesFromTheNewestCheckpoint: rank 0 is killed mid-run; the whole gang restarts

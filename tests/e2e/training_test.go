@@ -44,9 +44,8 @@ func TestTrainingCompletes(t *testing.T) {
 			}).Obj()
 			create(t, claim, tj)
 
-			pods := workerPods(t, ns, name)
 			runningPIDs(t, ns, name, int(workers))
-			pods = workerPods(t, ns, name)
+			pods := workerPods(t, ns, name)
 			rank0 := net.JoinHostPort(pods[0].Status.PodIP, "8080")
 			eventually(t, time.Minute, "rank 0 progress endpoint", func() error {
 				body, err := stacktest.Scrape(rank0)

@@ -39,9 +39,9 @@ func TestLifecycleCompleted(t *testing.T) {
 		t.Errorf("pod ranks (-want +got):\n%s", diff)
 	}
 	setPodStatus(t, &pods[0], corev1.PodRunning, running(), 0)
-	got := waitForState(t, key, mlv1.StateInitializing)
+	waitForState(t, key, mlv1.StateInitializing)
 	setPodStatus(t, &pods[1], corev1.PodRunning, running(), 0)
-	got = waitForState(t, key, mlv1.StateRunning)
+	got := waitForState(t, key, mlv1.StateRunning)
 	eventually(t, "two active workers", func(ctx context.Context) error {
 		if err := env.Client.Get(ctx, key, got); err != nil {
 			return err

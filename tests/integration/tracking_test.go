@@ -132,7 +132,7 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 		waitLogged(t, tj, int32(epoch))
 	}
 	stop()
-	stop = startOperator(t, ns, trackingOptions)
+	startOperator(t, ns, trackingOptions) // stopped at the test's cleanup
 	rank0.set(map[string]float64{"training_epoch": 4, "training_loss": 0.25})
 	waitLogged(t, tj, 4)
 	// Workers restarted from the checkpoint of epoch 2 report epochs 3 and 4 again: not logged twice.

@@ -56,30 +56,36 @@ spec:
 `,
 }
 
-// readmeYAML is every ```yaml block of the README that holds a TrainingJob.
-func readmeYAML(t *testing.T) map[string]string {
+// docsYAML is every ```yaml block of README.md and the pages of docs/ that holds a TrainingJob.
+func docsYAML(t *testing.T) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	pages, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := map[string]string{}
-	for i, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
-		if strings.Contains(m[1], "kind: TrainingJob") {
-			blocks[fmt.Sprintf("README block %d", i+1)] = m[1]
+	for _, page := range append([]string{filepath.Join(testenv.RepoRoot(), "README.md")}, pages...) {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
+			if strings.Contains(m[1], "kind: TrainingJob") {
+				blocks[fmt.Sprintf("%s block %d", filepath.Base(page), i+1)] = m[1]
+			}
 		}
 	}
 	if len(blocks) < 2 {
-		t.Fatalf("the README quotes %d TrainingJobs, want at least 2", len(blocks))
+		t.Fatalf("the README and docs quote %d TrainingJobs, want at least 2", len(blocks))
 	}
 	return blocks
 }
 
 // TestDesignYAMLIsAccepted sends YAML written for the original design, and every TrainingJob the README
-// quotes, to the real API server as a user's kubectl would: each decodes strictly and is admitted.
+// and docs/ quote, to the real API server as a user's kubectl would: each decodes strictly and is admitted.
 func TestDesignYAMLIsAccepted(t *testing.T) {
 	ns := newNamespace(t)
-	docs := readmeYAML(t)
+	docs := docsYAML(t)
 	for name, doc := range designYAML {
 		docs[name] = doc
 	}

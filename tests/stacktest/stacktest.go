@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainingjob-operator/trainingjob-operator/local"
@@ -61,6 +62,9 @@ func run(m *testing.M, name string, stack **local.Stack, configure func(o *local
 	if configure != nil {
 		configure(&opts, bin)
 	}
+	// The suite's own clients log through controller-runtime too: into the stack's log, not (as a stack
+	// trace saying the logger was never set) into the middle of the tests' output.
+	ctrllog.SetLogger(opts.Log)
 	if *stack, err = local.Up(context.Background(), opts); err != nil {
 		return 1, err
 	}
