@@ -128,3 +128,26 @@ func TestAnchor(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEIsAPage: README.md stays a page a new user reads in a few screens: what it is, the demo and
+// test commands, a TrainingJob, install, and the map of docs/; everything else lives in docs/.
+func TestREADMEIsAPage(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxLines = 150
+	if n := strings.Count(string(data), "\n"); n > maxLines {
+		t.Errorf("README.md has %d lines, want at most %d: move the details into a page of docs/", n, maxLines)
+	}
+	var got []string
+	for _, m := range heading.FindAllStringSubmatch(fence.ReplaceAllString(string(data), ""), -1) {
+		if strings.HasPrefix(m[0], "## ") {
+			got = append(got, m[1])
+		}
+	}
+	want := []string{"Try it: one command, no cluster", "Run the tests", "A TrainingJob", "Install", "Documentation"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("README.md's sections (-want +got):\n%s", diff)
+	}
+}
