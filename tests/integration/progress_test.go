@@ -163,7 +163,7 @@ func TestProgressInStatusAndMetrics(t *testing.T) {
 			return err
 		}
 		want := mlv1.TrainingMetrics{Loss: ptr.To(0.5), Accuracy: ptr.To(0.8), LearningRate: ptr.To(0.01), Throughput: ptr.To(1200.0),
-			GPUUtilization: ptr.To(75.0), Custom: map[string]string{"training_perplexity": "12.5"}}
+			GPUUtilization: ptr.To(75.0), Custom: map[string]string{"training_perplexity": "12.5"}, Epoch: 3}
 		if got.Status.Progress != "30%" || got.Status.CurrentEpoch != 3 || got.Status.Metrics == nil || got.Status.LastProgressTime == nil {
 			return fmt.Errorf("status progress %q epoch %d metrics %+v", got.Status.Progress, got.Status.CurrentEpoch, got.Status.Metrics)
 		}
