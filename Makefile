@@ -31,6 +31,7 @@ verify: generate ## Fail when generated files drift, code is unformatted, vet or
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
 	go vet -tags frameworks ./tests/frameworks
+	go vet -tags cluster ./tests/cluster
 	hack/check-tracked-files.sh
 	$(MAKE) --no-print-directory lint
 
@@ -49,9 +50,14 @@ unit: ## Run the unit tests only: no control plane, object store or framework (s
 build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmarks and the example trainer into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./cmd/progress-bench ./cmd/scale-bench ./examples/trainer
 
+# NODES_RUNTIME=containerd runs the demo and make up on real nodes (kubelet, containerd, runc, cluster DNS;
+# hack/node.sh installs and builds them once; root only) instead of process nodes.
+NODES_RUNTIME ?= process
+NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containerd --node-assets "$$(hack/node.sh)")
+
 .PHONY: demo
-demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node.
-	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin \
+demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node (NODES_RUNTIME=containerd: on real nodes).
+	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) \
 		-f examples/trainingjob-local.yaml --exit-when-done
 	@echo "--- rank 0 log (bin/trainingjob-local logs -n demo logistic-regression):"
 	@bin/trainingjob-local logs -n demo logistic-regression
@@ -61,6 +67,12 @@ test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, re
 	@mkdir -p bin
 	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
 		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
+
+.PHONY: test-cluster
+test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here); root only; hack/node.sh installs the parts once.
+	@mkdir -p bin
+	NODE_ASSETS="$$(hack/node.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
+		go test $(GO_TEST_FLAGS) -tags cluster -timeout 20m -v ./tests/cluster $(call logger-set,bin/test-cluster.log)
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
@@ -80,7 +92,7 @@ bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a 
 
 .PHONY: up
 up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops).
-	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(if $(FILE),-f $(FILE))
+	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(if $(FILE),-f $(FILE))
 
 .PHONY: chaos
 chaos: ## The fault suite, long: the real operator SIGKILLed at random moments of 20 rounds of lifecycles and at each step; leader loss, API server restart and node loss 3 times each; prints the Reliability table (also in bin/chaos-report.md); CHAOS_SEED replays a run.

@@ -92,7 +92,7 @@ for c in "${components[@]}"; do
   start=$SECONDS
   case "$c" in
     etcd) build_etcd ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) build_k8s "$c" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) build_k8s "$c" ;;
     *) log "unknown component $c"; exit 2 ;;
   esac
   log "built $c in $((SECONDS - start))s"

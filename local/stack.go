@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,6 +27,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
 )
 
 // Options configure a local stack.
@@ -59,6 +61,13 @@ type Options struct {
 	// AsServiceAccount runs those processes as the operator's ServiceAccount with deploy/rbac applied,
 	// instead of as a cluster admin: a verb missing from the generated RBAC fails there as in a cluster.
 	AsServiceAccount bool
+	// RealNodes, when above 0, runs that many real nodes (package realnode: containerd, runc and a
+	// kubelet each) and the cluster DNS, with one process node beside them that provisions the claims and
+	// runs no pod; Nodes is then ignored. NodeAssets holds kubelet and coredns (hack/node.sh prints it),
+	// Images the image tarballs every real node imports (package images).
+	RealNodes  int
+	NodeAssets string
+	Images     []string
 }
 
 // Stack is a running local system.
@@ -79,12 +88,15 @@ type Stack struct {
 	managers int
 	// managerKubeconfig is the identity manager processes run as.
 	managerKubeconfig string
+	// RealNodes are the running real nodes (Options.RealNodes), by name; dns the cluster DNS beside them.
+	RealNodes map[string]*realnode.Node
+	dns       *realnode.DNS
 }
 
 // Up starts the control plane, the kube-controller-manager and kube-scheduler, the process nodes and
 // the operator. Down stops all of them.
 func Up(ctx context.Context, opts Options) (*Stack, error) {
-	if opts.Nodes < 1 {
+	if opts.Nodes < 1 || opts.RealNodes > 0 {
 		opts.Nodes = 1
 	}
 	c, err := cluster.Start(cluster.Options{Assets: opts.Assets, Dir: opts.Dir})
@@ -103,7 +115,7 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 	if s.Client, err = client.New(s.Cluster.Config, client.Options{Scheme: controllers.NewScheme()}); err != nil {
 		return err
 	}
-	if _, err := s.Cluster.StartControllerManager(cluster.LocalControllers); err != nil {
+	if _, err := s.Cluster.StartControllerManager(s.controllers()); err != nil {
 		return err
 	}
 	if _, err := s.Cluster.StartScheduler(); err != nil {
@@ -113,6 +125,9 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 	s.ctx, s.nodes = ctx, map[string]*nodeRun{}
 	for i := 0; i < opts.Nodes; i++ {
 		s.startNode(fmt.Sprintf("process-node-%d", i), i == 0)
+	}
+	if err := s.startRealNodes(ctx); err != nil {
+		return err
 	}
 	if opts.ManagerBinary != "" {
 		if err := s.managerIdentity(ctx); err != nil {
@@ -154,7 +169,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
-		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: []string{"manager"}, AgentInterval: opts.CheckpointInterval,
+		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts), AgentInterval: opts.CheckpointInterval,
 			GPUResource: opts.GPUResource},
 		ProgressInterval: opts.ProgressInterval,
 	})
@@ -181,7 +196,7 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 		metricsAddr = "0"
 	}
 	args := []string{"--kubeconfig=" + s.managerKubeconfig, "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0",
-		"--checkpoint-agent-command=manager", "--zap-log-level=info"}
+		"--checkpoint-agent-command=" + strings.Join(agentCommand(o), " "), "--zap-log-level=info"}
 	if o.ProgressInterval > 0 {
 		args = append(args, "--progress-interval="+o.ProgressInterval.String())
 	}
@@ -233,6 +248,7 @@ func (s *Stack) startNode(name string, provision bool) {
 	n := node.New(node.Options{
 		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, GPUResource: o.GPUResource, Path: o.Path, HeartbeatInterval: cluster.NodeMonitorGracePeriod / 10,
 		WorkDir: o.WorkDir, RestartBackoff: o.RestartBackoff, Provision: provision, Env: o.NodeEnv, Log: o.Log.WithName("node"),
+		Unschedulable: o.RealNodes > 0,
 	})
 	run.node = n
 	go func() { run.done <- n.Start(ctx, s.Cluster.Config) }()
@@ -377,6 +393,7 @@ func (s *Stack) Down() error {
 	if s.manager != nil {
 		s.manager.Stop()
 	}
+	errs = append(errs, s.stopRealNodes())
 	for _, run := range s.nodes {
 		errs = append(errs, stopNode(run))
 	}

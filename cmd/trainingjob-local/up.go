@@ -27,6 +27,8 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/local/images"
+	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
 )
 
 type upFlags struct {
@@ -40,6 +42,10 @@ type upFlags struct {
 	ckptInterval time.Duration
 	exitWhenDone bool
 	keepData     bool
+	// runtime is where pods run: process (process nodes) or containerd (real nodes).
+	runtime    string
+	realNodes  int
+	nodeAssets string
 }
 
 func parseUp(args []string) (upFlags, error) {
@@ -57,8 +63,19 @@ func parseUp(args []string) (upFlags, error) {
 	fs.DurationVar(&f.ckptInterval, "checkpoint-sync-interval", 2*time.Second, "how often the checkpoint agent rotates and reports")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
 	fs.BoolVar(&f.keepData, "keep-data", false, "keep the claim directories of an earlier run (by default they are removed, since the earlier cluster is gone)")
+	fs.StringVar(&f.runtime, "nodes-runtime", "process", "where pods run: process (process nodes, no containers) or containerd (real nodes: kubelet, containerd, runc, cluster DNS, images built from this repository; root only)")
+	fs.IntVar(&f.realNodes, "real-nodes", 2, "number of real nodes with --nodes-runtime containerd")
+	fs.StringVar(&f.nodeAssets, "node-assets", os.Getenv("NODE_ASSETS"), "directory of kubelet and coredns (hack/node.sh prints it), for --nodes-runtime containerd")
 	if err := fs.Parse(args); err != nil {
 		return f, err
+	}
+	switch {
+	case f.runtime == "process":
+		f.realNodes = 0
+	case f.runtime != "containerd":
+		return f, fmt.Errorf("--nodes-runtime %q: want process or containerd", f.runtime)
+	case f.nodeAssets == "":
+		return f, fmt.Errorf("--node-assets (or NODE_ASSETS) is required with --nodes-runtime containerd: run `make demo NODES_RUNTIME=containerd`, or pass the directory hack/node.sh prints")
 	}
 	if f.assets == "" {
 		return f, fmt.Errorf("--assets (or KUBEBUILDER_ASSETS) is required: run `make demo`, or pass the directory hack/testbin.sh prints")
@@ -91,21 +108,33 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	wd, _ := os.Getwd()
 	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel))
 	ctrl.SetLogger(log)
-	s, err := local.Up(ctx, local.Options{
+	opts := local.Options{
 		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, GPUResource: corev1.ResourceName(f.gpuResource), Path: absPaths(f.path), WorkDir: wd,
 		MetricsAddr: f.metricsAddr, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
-	})
+		RealNodes: f.realNodes, NodeAssets: f.nodeAssets,
+	}
+	if f.realNodes > 0 {
+		fmt.Fprintln(out, "building the images (operator, example trainer, pause) from this repository, once per content")
+		if opts.Images, err = images.Build(wd, images.CacheDir()); err != nil {
+			return err
+		}
+	}
+	s, err := local.Up(ctx, opts)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "local control plane, %d process node(s) and the operator are up in %.1fs\n", f.nodes, time.Since(begin).Seconds())
+	nodes := fmt.Sprintf("%d process node(s)", f.nodes)
+	if f.realNodes > 0 {
+		nodes = fmt.Sprintf("%d real node(s) (kubelet, containerd, runc; cluster DNS at %s)", f.realNodes, realnode.ClusterDNS)
+	}
+	fmt.Fprintf(out, "local control plane, %s and the operator are up in %.1fs\n", nodes, time.Since(begin).Seconds())
 	fmt.Fprintf(out, "  export KUBECONFIG=%s   # then: kubectl get tj -A -w\n", s.Cluster.Kubeconfig)
 	fmt.Fprintf(out, "  logs: %s   pod logs: trainingjob-local logs <pod> -n <namespace>\n", logFile.Name())
 	err = s.Apply(ctx, objs)
 	if err == nil {
 		err = watch(ctx, out, s.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
 	}
-	fmt.Fprintln(out, "stopping: operator, process nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
+	fmt.Fprintln(out, "stopping: operator, nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
 	if derr := s.Down(); derr != nil && err == nil {
 		err = derr
 	}

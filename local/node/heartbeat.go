@@ -32,7 +32,7 @@ func (n *Node) register(ctx context.Context) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.opts.Name, Labels: map[string]string{
 		corev1.LabelHostname: n.opts.Name, corev1.LabelOSStable: runtime.GOOS, corev1.LabelArchStable: runtime.GOARCH,
 		ProcessNodeLabel: "true",
-	}}}
+	}}, Spec: corev1.NodeSpec{Unschedulable: n.opts.Unschedulable}}
 	if err := n.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("registering node %s: %w", n.opts.Name, err)
 	}

@@ -61,7 +61,10 @@ type Options struct {
 	// Provision makes the node provision a hostPath PersistentVolume (its claim directory) for every
 	// unbound PersistentVolumeClaim. One node of a machine needs it.
 	Provision bool
-	Log       logr.Logger
+	// Unschedulable registers the Node cordoned: it provisions claims (Provision) but runs no pod, as
+	// the storage driver beside real nodes (package realnode).
+	Unschedulable bool
+	Log           logr.Logger
 }
 
 // Node runs the pods bound to one Kubernetes Node as processes.

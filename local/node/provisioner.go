@@ -71,7 +71,7 @@ func (n *Node) reconcileClaim(ctx context.Context, req reconcile.Request) (recon
 		return reconcile.Result{RequeueAfter: provisionRetry}, nil
 	}
 	dir := n.ClaimDir(pvc.Namespace, pvc.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := claimDir(dir); err != nil {
 		return reconcile.Result{}, err
 	}
 	pv := claimVolume(pvc, dir)
@@ -134,4 +134,14 @@ func claimVolume(pvc *corev1.PersistentVolumeClaim, dir string) *corev1.Persiste
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
 		},
 	}
+}
+
+// claimDir creates a claim's directory writable by every user, as hostPath provisioners do (a hostPath
+// volume has no fsGroup support): a container running as non-root (the images' user 65532) writes its
+// checkpoints there. A process node runs pods as its own user and never noticed; a real node did.
+func claimDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o777) // the umask cut MkdirAll's mode
 }

@@ -1,0 +1,71 @@
+package realnode
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// cgroupFS is where the cgroup v1 hierarchies are mounted, one directory per controller.
+const cgroupFS = "/sys/fs/cgroup"
+
+// cgroupRoot is the node's cgroup, under which its kubelet puts every pod: several kubelets share the
+// machine without seeing each other's pods.
+func (o Options) cgroupRoot() string { return "trainingjob-" + o.Name }
+
+// hierarchies are the mounted cgroup v1 hierarchies (cpu,cpuacct and its links counted once).
+func hierarchies() ([]string, error) {
+	entries, err := os.ReadDir(cgroupFS)
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() { // links (cpu -> cpu,cpuacct) are not directories here
+			out = append(out, filepath.Join(cgroupFS, e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// createCgroupRoot creates the node's cgroup in every hierarchy (the kubelet wants its root to exist).
+func createCgroupRoot(name string) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		if err := os.MkdirAll(filepath.Join(h, name), 0o755); err != nil {
+			return fmt.Errorf("creating cgroup %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes the node's cgroups, the pods' ones below it first (their processes are gone).
+func removeCgroupRoot(name string) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hs {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(h, name), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

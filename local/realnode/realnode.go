@@ -1,0 +1,230 @@
+// Package realnode runs real Kubernetes nodes on this machine beside the local control plane: per node a
+// containerd (Debian's, with runc) with its own state, socket and CNI bridge, and a kubelet built from the
+// pinned Kubernetes module; once per stack a cluster DNS server (CoreDNS serving cluster.local from the
+// API server) on an address of its own. hack/node.sh installs and builds the parts. Pods run in real
+// containers from images imported from local tarballs (package images): there is no registry.
+//
+// Everything it starts, mounts and adds to the network (processes, the bridge, the DNS address,
+// iptables rules of the CNI plugins) is removed by Stop.
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+)
+
+// ClusterDNS is the address pods resolve names at (kubelet's clusterDNS): CoreDNS listens on it, an
+// address of the host's loopback interface that every pod reaches through its bridge's gateway (the
+// kernel delivers a packet for any local address whatever interface it came in on; these VMs' kernels
+// have no dummy interfaces).
+const ClusterDNS = "10.96.0.10"
+
+// Options configure one real node.
+type Options struct {
+	// Assets holds kubelet (hack/node.sh builds it with the control plane).
+	Assets string
+	// Dir is the node's state: containerd's root and state, the kubelet's root, logs, configuration.
+	Dir string
+	// Index numbers the node on this machine: its pod subnet is 10.244.<Index>.0/24, its bridge
+	// tjbr<Index>, its kubelet's port 10250+Index.
+	Index int
+	// Name is the Node's name.
+	Name string
+	// Kubeconfig is the kubelet's credentials.
+	Kubeconfig string
+	// NodeIP is the node's InternalIP: an address of this machine the API server reaches.
+	NodeIP string
+	// Images are image tarballs imported into the node's containerd before the kubelet starts.
+	Images []string
+	// PauseImage is the pod sandbox image (one of Images).
+	PauseImage string
+}
+
+// Node is a running real node.
+type Node struct {
+	opts       Options
+	containerd *cluster.Process
+	kubelet    *cluster.Process
+}
+
+// Subnet is the node's pod subnet.
+func (o Options) Subnet() string { return fmt.Sprintf("10.244.%d.0/24", o.Index) }
+
+func (o Options) bridge() string { return fmt.Sprintf("tjbr%d", o.Index) }
+
+func (o Options) socket() string { return filepath.Join(o.Dir, "containerd", "containerd.sock") }
+
+// Start starts the node's containerd, imports the images and starts its kubelet. It returns once the
+// kubelet runs; the Node turns Ready when the kubelet has registered it and its network is up.
+func Start(ctx context.Context, o Options) (*Node, error) {
+	for _, d := range []string{"containerd", "cni", "kubelet", "cni-ipam"} {
+		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	n := &Node{opts: o}
+	if err := createCgroupRoot(o.cgroupRoot()); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return nil, errors.Join(err, n.Stop())
+	}
+	if err := n.importImages(ctx); err != nil {
+		return nil, errors.Join(err, n.Stop())
+	}
+	if err := n.startKubelet(); err != nil {
+		return nil, errors.Join(err, n.Stop())
+	}
+	return n, nil
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	o := n.opts
+	cfg := filepath.Join(o.Dir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig(o)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, "cni", "10-bridge.conflist"), []byte(cniConfig(o)), 0o644); err != nil {
+		return err
+	}
+	p, err := cluster.StartProcess("containerd", []string{"--config", cfg}, filepath.Join(o.Dir, "containerd.log"))
+	if err != nil {
+		return fmt.Errorf("starting containerd of %s: %w", o.Name, err)
+	}
+	n.containerd = p
+	return waitFor(ctx, 30*time.Second, "containerd of "+o.Name, func() error {
+		return exec.CommandContext(ctx, "ctr", "--address", o.socket(), "version").Run()
+	})
+}
+
+func (n *Node) importImages(ctx context.Context) error {
+	for _, img := range n.opts.Images {
+		cmd := exec.CommandContext(ctx, "ctr", "--address", n.opts.socket(), "-n", "k8s.io", "images", "import", "--no-unpack=false", img)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("importing %s into %s: %w\n%s", img, n.opts.Name, err, out)
+		}
+	}
+	return nil
+}
+
+func (n *Node) startKubelet() error {
+	o := n.opts
+	cfg := filepath.Join(o.Dir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfig(o)), 0o644); err != nil {
+		return err
+	}
+	args := []string{"--config=" + cfg, "--kubeconfig=" + o.Kubeconfig, "--hostname-override=" + o.Name,
+		"--node-ip=" + o.NodeIP, "--root-dir=" + filepath.Join(o.Dir, "kubelet"), "--cert-dir=" + filepath.Join(o.Dir, "kubelet", "pki"),
+		"--node-labels=" + RealNodeLabel + "=true", "--v=1"}
+	p, err := cluster.StartProcess(filepath.Join(o.Assets, "kubelet"), args, filepath.Join(o.Dir, "kubelet.log"))
+	if err != nil {
+		return fmt.Errorf("starting the kubelet of %s: %w", o.Name, err)
+	}
+	n.kubelet = p
+	return nil
+}
+
+// RealNodeLabel marks the Nodes this package runs.
+const RealNodeLabel = "ml.example.com/real-node"
+
+// StopKubelet stops the node's kubelet alone (its containers keep running, as on a node that lost its
+// kubelet), for tests of a lost node.
+func (n *Node) StopKubelet() {
+	if n.kubelet != nil {
+		n.kubelet.Stop()
+		n.kubelet = nil
+	}
+}
+
+// Stop stops the kubelet, every container of the node and containerd, and removes the node's bridge,
+// its CNI plugins' iptables rules and its mounts.
+func (n *Node) Stop() error {
+	n.StopKubelet()
+	var errs []error
+	if n.containerd != nil {
+		errs = append(errs, n.killContainers())
+		n.containerd.Stop()
+		n.containerd = nil
+	}
+	errs = append(errs, unmountUnder(n.opts.Dir))
+	_ = exec.Command("ip", "link", "delete", n.opts.bridge()).Run() // absent when no pod ever started
+	errs = append(errs, removeCgroupRoot(n.opts.cgroupRoot()))
+	return errors.Join(errs...)
+}
+
+// killContainers stops every task of the node's containerd, so no container outlives the stack.
+func (n *Node) killContainers() error {
+	ctr := func(args ...string) ([]byte, error) {
+		return exec.Command("ctr", append([]string{"--address", n.opts.socket(), "-n", "k8s.io"}, args...)...).Output()
+	}
+	out, err := ctr("tasks", "list", "-q")
+	if err != nil {
+		return nil // containerd is not answering: its shims die with their process group
+	}
+	for _, id := range strings.Fields(string(out)) {
+		_, _ = ctr("tasks", "kill", "-s", "SIGKILL", id)
+	}
+	// Deleting a task ends its shim, which containerd does not stop with itself.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := ctr("tasks", "list", "-q")
+		left := strings.Fields(string(out))
+		if len(left) == 0 {
+			return nil
+		}
+		for _, id := range left {
+			_, _ = ctr("tasks", "delete", "-f", id)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("containers of %s still running after SIGKILL", n.opts.Name)
+}
+
+// waitFor retries check until it passes or timeout.
+func waitFor(ctx context.Context, timeout time.Duration, what string, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not up after %s: %w", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// HostIP is the first IPv4 address of an interface of this machine that is up and not a loopback, a
+// bridge or the DNS address of this package: the nodes' InternalIP.
+func HostIP() (string, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	for _, i := range ifaces {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 || strings.HasPrefix(i.Name, "tj") {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("no IPv4 address on an interface that is up: a real node needs one for its InternalIP")
+}

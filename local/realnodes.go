@@ -1,0 +1,104 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/local/images"
+	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+)
+
+// realNodeControllers are what real nodes need of kube-controller-manager besides LocalControllers:
+// EndpointSlices, from which the cluster DNS answers for a headless Service's pods.
+var realNodeControllers = []string{"endpointslice"}
+
+// controllers are the kube-controller-manager controllers of this stack.
+func (s *Stack) controllers() []string {
+	if s.opts.RealNodes > 0 {
+		return append(append([]string{}, cluster.LocalControllers...), realNodeControllers...)
+	}
+	return cluster.LocalControllers
+}
+
+// agentCommand is the checkpoint agent's command: the manager found on a process node's PATH, or the
+// image's /manager on a real node (the operator's default).
+func agentCommand(o Options) []string {
+	if o.RealNodes > 0 {
+		return nil
+	}
+	return []string{"manager"}
+}
+
+// RealNodeName is the name of the real node i.
+func RealNodeName(i int) string { return fmt.Sprintf("real-node-%d", i) }
+
+// startRealNodes starts the cluster DNS and Options.RealNodes real nodes, and waits until they are Ready.
+func (s *Stack) startRealNodes(ctx context.Context) error {
+	o := s.opts
+	if o.RealNodes == 0 {
+		return nil
+	}
+	ip, err := realnode.HostIP()
+	if err != nil {
+		return err
+	}
+	if s.dns, err = realnode.StartDNS(ctx, o.NodeAssets, o.Dir, s.Cluster.Kubeconfig); err != nil {
+		return fmt.Errorf("starting the cluster DNS: %w", err)
+	}
+	s.RealNodes = map[string]*realnode.Node{}
+	for i := 0; i < o.RealNodes; i++ {
+		name := RealNodeName(i)
+		n, err := realnode.Start(ctx, realnode.Options{Assets: o.NodeAssets, Dir: filepath.Join(o.Dir, name), Index: i, Name: name,
+			Kubeconfig: s.Cluster.Kubeconfig, NodeIP: ip, Images: o.Images, PauseImage: images.Pause})
+		if err != nil {
+			return err
+		}
+		s.RealNodes[name] = n
+	}
+	return s.waitForRealNodes(ctx)
+}
+
+// waitForRealNodes waits until every real node is registered and Ready.
+func (s *Stack) waitForRealNodes(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		nodes := &corev1.NodeList{}
+		err := s.Client.List(ctx, nodes, client.HasLabels{realnode.RealNodeLabel})
+		if err == nil && readyNodes(nodes) >= s.opts.RealNodes {
+			return nil
+		}
+		if time.Now().After(deadline) && err != nil {
+			return fmt.Errorf("listing the real nodes: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d real nodes Ready after 2 minutes (kubelet logs in %s/real-node-*/kubelet.log)",
+				readyNodes(nodes), s.opts.RealNodes, s.opts.Dir)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// stopRealNodes stops the real nodes and their containers, then the cluster DNS.
+func (s *Stack) stopRealNodes() error {
+	var errs []error
+	for name, n := range s.RealNodes {
+		errs = append(errs, n.Stop())
+		delete(s.RealNodes, name)
+	}
+	if s.dns != nil {
+		errs = append(errs, s.dns.Stop())
+		s.dns = nil
+	}
+	return errors.Join(errs...)
+}
