@@ -71,7 +71,7 @@ test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, re
 .PHONY: test-cluster
 test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here); root only; hack/node.sh installs the parts once.
 	@mkdir -p bin
-	NODE_ASSETS="$$(hack/node.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
+	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
 		go test $(GO_TEST_FLAGS) -tags cluster -timeout 20m -v ./tests/cluster $(call logger-set,bin/test-cluster.log)
 
 .PHONY: bench-progress
@@ -109,13 +109,14 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 logger-set = 2>&1 | tee $(1); ! grep -n 'log.SetLogger(...) was never called' $(1)
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), and a short fuzzing run.
+test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), real containers on real nodes (tests/cluster), and a short fuzzing run.
 	hack/cc.sh >/dev/null
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
 		go test $(GO_TEST_FLAGS) ./... $(call logger-set,bin/test.log)
 	python3 -m unittest discover -s runner/tests
 	$(MAKE) --no-print-directory test-frameworks
+	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.

@@ -8,10 +8,13 @@ import (
 
 // Security: every container runs without privilege escalation, with all capabilities dropped and the
 // RuntimeDefault seccomp profile. The workers run as spec.securityContext says, else as their image's
-// user (framework images run as root). The checkpoint agent deletes what the trainer writes: on a
-// mounted volume it runs as the workers' user (root, without any capability, when the spec names none:
-// the owner of the checkpoints may delete them; a non-root agent could not), in object storage as the
-// operator image's non-root user.
+// user. The checkpoint agent deletes what the trainer writes: on a mounted volume it runs as the
+// workers' user when the spec names one; when it names none the workers' user is their image's, which
+// the operator cannot know (framework images run as root, the example trainer's as 65532), so the agent
+// runs as root with the two capabilities that let it delete any user's files (DAC_OVERRIDE, FOWNER;
+// both within Pod Security's baseline level) and no other: without them root is an ordinary user to
+// the file system and a non-root trainer's checkpoints were never rotated (found on a real node). In
+// object storage it runs as the operator image's non-root user.
 
 // AgentUser is the operator image's non-root user, which the checkpoint agent runs as in object storage.
 const AgentUser int64 = 65532
@@ -48,6 +51,7 @@ func agentSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
 		sc.RunAsUser, sc.RunAsGroup = spec.RunAsUser, spec.RunAsGroup
 	default:
 		sc.RunAsUser = ptrTo(int64(0))
+		sc.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE", "FOWNER"}
 	}
 	return sc
 }

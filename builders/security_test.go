@@ -67,8 +67,8 @@ func TestSecurityContexts(t *testing.T) {
 		wantAgentUser  *int64
 		wantViolations []string
 	}{
-		{"default image user on a claim: the agent as root without capabilities", tjtest.NewTJ("ml", "a").Checkpoints(pvc).Obj(), ptr.To[int64](0),
-			[]string{"checkpoint-agent: may run as root", "checkpoint-agent: runAsUser 0", "trainer: may run as root"}},
+		{"default image user on a claim: the agent as root that may delete any user's files", tjtest.NewTJ("ml", "a").Checkpoints(pvc).Obj(), ptr.To[int64](0),
+			[]string{"checkpoint-agent: adds [DAC_OVERRIDE FOWNER]", "checkpoint-agent: may run as root", "checkpoint-agent: runAsUser 0", "trainer: may run as root"}},
 		{"object storage: the agent as the operator's non-root user", tjtest.NewTJ("ml", "a").Checkpoints(s3).Obj(), ptr.To(builders.AgentUser),
 			[]string{"trainer: may run as root"}},
 		{"non-root workers on a claim: restricted", tjtest.NewTJ("ml", "a").Checkpoints(pvc).With(nonRoot).Obj(), ptr.To[int64](1000), nil},

@@ -156,7 +156,7 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 }
 
 // recheck is when the job must be looked at again although nothing it watches may change: an unbound
-// claim's events, the run's deadline, the scheduling timeout.
+// claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling.
 func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
 	var res reconcile.Result
 	if claimWaiting(obs) {
@@ -168,6 +168,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 	for _, left := range []func() (time.Duration, bool){
 		func() (time.Duration, bool) { return derive.DeadlineLeft(tj, tj.Status.StartTime, now) },
 		func() (time.Duration, bool) { return derive.SchedulingLeft(tj, obs.Job, now) },
+		func() (time.Duration, bool) { return settleLeft(obs, now) },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
@@ -69,4 +71,17 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 		}
 	}
 	return out, nil
+}
+
+// settleLeft is how long the verdict on the current attempt's failure still waits for its pods to report
+// (derive.SettleLeft); false when the attempt has not failed.
+func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
+	if obs.Job == nil {
+		return 0, false
+	}
+	c := derive.JobCondition(obs.Job, batchv1.JobFailed)
+	if c == nil {
+		return 0, false
+	}
+	return derive.SettleLeft(obs, c, metav1.NewTime(now)), true
 }

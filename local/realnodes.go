@@ -16,8 +16,9 @@ import (
 )
 
 // realNodeControllers are what real nodes need of kube-controller-manager besides LocalControllers:
-// EndpointSlices, from which the cluster DNS answers for a headless Service's pods.
-var realNodeControllers = []string{"endpointslice"}
+// EndpointSlices, from which the cluster DNS answers for a headless Service's pods and kube-proxy routes a
+// Service's address, and Deployments (the operator's own, installed in-cluster).
+var realNodeControllers = []string{"endpointslice", "deployment", "replicaset"}
 
 // controllers are the kube-controller-manager controllers of this stack.
 func (s *Stack) controllers() []string {
@@ -62,11 +63,14 @@ func (s *Stack) startRealNodes(ctx context.Context) error {
 		}
 		s.RealNodes[name] = n
 	}
-	return s.waitForRealNodes(ctx)
+	if s.proxy, err = realnode.StartProxy(ctx, o.NodeAssets, o.Dir, s.Cluster.Kubeconfig, RealNodeName(0)); err != nil {
+		return fmt.Errorf("starting kube-proxy: %w", err)
+	}
+	return s.WaitForRealNodes(ctx)
 }
 
-// waitForRealNodes waits until every real node is registered and Ready.
-func (s *Stack) waitForRealNodes(ctx context.Context) error {
+// WaitForRealNodes waits until every real node is registered and Ready.
+func (s *Stack) WaitForRealNodes(ctx context.Context) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		nodes := &corev1.NodeList{}
@@ -95,6 +99,13 @@ func (s *Stack) stopRealNodes() error {
 	for name, n := range s.RealNodes {
 		errs = append(errs, n.Stop())
 		delete(s.RealNodes, name)
+	}
+	if s.opts.RealNodes > 0 {
+		errs = append(errs, realnode.RemoveKubeletChains())
+	}
+	if s.proxy != nil {
+		errs = append(errs, s.proxy.Stop())
+		s.proxy = nil
 	}
 	if s.dns != nil {
 		errs = append(errs, s.dns.Stop())

@@ -68,6 +68,13 @@ type Options struct {
 	RealNodes  int
 	NodeAssets string
 	Images     []string
+	// InClusterOperator leaves the operator and the TrainingJob API out of the stack: the caller installs
+	// them into it as a user does (the Helm chart, kubectl apply -k), and the operator runs as a pod of the
+	// real nodes with its ServiceAccount's identity. Only with RealNodes.
+	InClusterOperator bool
+	// Installs, when set, runs once the nodes are up (and before the in-process operator, if any): it
+	// installs what the caller wants in the cluster, for example the operator by its Helm chart.
+	Installs func(*Stack) error
 }
 
 // Stack is a running local system.
@@ -91,6 +98,7 @@ type Stack struct {
 	// RealNodes are the running real nodes (Options.RealNodes), by name; dns the cluster DNS beside them.
 	RealNodes map[string]*realnode.Node
 	dns       *realnode.DNS
+	proxy     *realnode.Proxy
 }
 
 // Up starts the control plane, the kube-controller-manager and kube-scheduler, the process nodes and
@@ -99,7 +107,15 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	if opts.Nodes < 1 || opts.RealNodes > 0 {
 		opts.Nodes = 1
 	}
-	c, err := cluster.Start(cluster.Options{Assets: opts.Assets, Dir: opts.Dir})
+	copts := cluster.Options{Assets: opts.Assets, Dir: opts.Dir, Bare: opts.InClusterOperator}
+	if opts.RealNodes > 0 {
+		ip, err := realnode.HostIP()
+		if err != nil {
+			return nil, err
+		}
+		copts.AdvertiseAddress = ip // pods use the API server as in a cluster
+	}
+	c, err := cluster.Start(copts)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +144,17 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 	}
 	if err := s.startRealNodes(ctx); err != nil {
 		return err
+	}
+	if opts.Installs != nil {
+		if err := s.waitForNodes(ctx, opts.Nodes); err != nil {
+			return err
+		}
+		if err := opts.Installs(s); err != nil {
+			return err
+		}
+	}
+	if opts.InClusterOperator {
+		return s.waitForNodes(ctx, opts.Nodes)
 	}
 	if opts.ManagerBinary != "" {
 		if err := s.managerIdentity(ctx); err != nil {

@@ -9,10 +9,11 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
 )
 
-// logs prints the log of a container of a pod that ran on a process node: the pod named, else the
-// newest pod of the given rank of the TrainingJob named.
+// logs prints the log of a container of a pod that ran on a process node or a real node: the pod named,
+// else the newest pod of the given rank of the TrainingJob named.
 func logs(out io.Writer, args []string) error {
 	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
 	ns := fs.String("n", "default", "namespace")
@@ -25,11 +26,17 @@ func logs(out io.Writer, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("usage: trainingjob-local logs [-n namespace] [-c container] [--rank N] <pod or trainingjob>")
 	}
+	// Worker pods are named <trainingjob>-worker-<rank>-<suffix>.
+	pods := []string{fs.Arg(0), fmt.Sprintf("%s-worker-%d-*", fs.Arg(0), *rank)}
 	root := filepath.Join(*dir, "data")
-	path, err := node.LogPath(root, *ns, fs.Arg(0), *container)
+	for _, pod := range pods {
+		if path, err := realnode.LogPath(*dir, *ns, pod, *container); err == nil {
+			return realnode.CopyLog(out, path)
+		}
+	}
+	path, err := node.LogPath(root, *ns, pods[0], *container)
 	if err != nil {
-		// Worker pods are named <trainingjob>-worker-<rank>-<suffix>.
-		path, err = node.LogPath(root, *ns, fmt.Sprintf("%s-worker-%d-*", fs.Arg(0), *rank), *container)
+		path, err = node.LogPath(root, *ns, pods[1], *container)
 	}
 	if err != nil {
 		return err

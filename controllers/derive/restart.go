@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,13 +59,18 @@ type failure struct {
 // disruption or a retryable failure within the budget starts a new attempt: st gets the next attempt
 // number, the restart count (when it counts) and lastFailure, and the phase is Initializing/Restarting.
 // Anything else fails the run with a reason naming the rank, its exit code and the budget.
-func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition) phase {
+func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition, now metav1.Time) phase {
 	policy := builders.RestartPolicy(tj)
 	if policy == mlv1.RestartOnFailure {
 		// The Job itself restarted the workers in place until its backoffLimit (the budget).
 		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.Pods)}
 	}
 	f := classify(tj, obs, c)
+	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
+		// Another rank may have failed first, unreported yet: decide on the whole story.
+		prev := tj.Status.State
+		return phase{prev, ConditionReason(tj.Status, string(prev)), ConditionMessage(tj.Status, string(prev))}
+	}
 	limit := builders.BackoffLimit(tj)
 	switch {
 	case policy == mlv1.RestartNever:
@@ -82,6 +88,38 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 		return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart %d/%d: %s; starting attempt %d", st.RestartCount, limit, f.what, st.Attempt)}
 	}
 	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart after a disruption (not counted against failurePolicy.backoffLimit): %s; starting attempt %d", f.what, st.Attempt)}
+}
+
+// FailureSettle is how long a failed attempt whose first reported exit would end the run (an error exit,
+// not retried) waits for the attempt's other pods to report their end. A rank killed by a signal (OOM,
+// a crash: retried) makes its peers exit with an error at once, and on a cluster each node's kubelet
+// reports its own pods: the peer's error exit often reaches the API server first, and deciding on it alone
+// failed runs that should have restarted (found on real nodes; a process node reports at once).
+const FailureSettle = 10 * time.Second
+
+// SettleLeft is how long the verdict on a failed attempt still waits for pods of the attempt that have
+// not reported their end; 0 once they all have, or FailureSettle has passed since the Job failed.
+func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Duration {
+	left := c.LastTransitionTime.Add(FailureSettle).Sub(now.Time)
+	if left <= 0 {
+		return 0
+	}
+	for i := range obs.Pods {
+		if p := &obs.Pods[i]; !Ended(p) && !Stranded(p, obs.NodeTrouble) && !exitedNonZero(p) {
+			return left
+		}
+	}
+	return 0
+}
+
+// exitedNonZero: the pod's trainer (or another container) has ended with a non-zero code.
+func exitedNonZero(p *corev1.Pod) bool {
+	for _, cs := range containerStatuses(p) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // classify finds why an attempt failed: a disrupted pod (the Job's pod failure policy names

@@ -35,6 +35,15 @@ func TestFailedAttempt(t *testing.T) {
 	oom := pods(pod("0", corev1.PodRunning), pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))
 	exit1 := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("ValueError: bad lr"))
 	const oomKilled = "rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)"
+	peerLost := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF").at(2), pod("1", corev1.PodRunning))
+	peerKilled := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF").at(2), pod("1", corev1.PodFailed).exited(137, "", false).at(1))
+	// after is when a case is derived, after the Job failed (default: at once).
+	after := map[string]time.Duration{
+		"nonRetryableExitCodes makes a signal permanent (once rank 0, still running, has had time to report)": FailureSettle,
+		"an error exit waits for the other ranks to report":                                                   2 * time.Second,
+		"the peer's kill, reported next, restarts the gang":                                                   3 * time.Second,
+		"unreported for FailureSettle, the error exit decides":                                                FailureSettle,
+	}
 	cases := []struct {
 		name         string
 		tj           *mlv1.TrainingJob
@@ -55,8 +64,16 @@ func TestFailedAttempt(t *testing.T) {
 			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr"},
 		{"retryableExitCodes makes it retryable", gang(0, func(f *mlv1.FailurePolicy) { f.RetryableExitCodes = []int32{1} }), Observed{Job: failedJob, Pods: exit1},
 			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr; starting attempt 1"},
-		{"nonRetryableExitCodes makes a signal permanent", gang(0, func(f *mlv1.FailurePolicy) { f.NonRetryableExitCodes = []int32{137} }), Observed{Job: failedJob, Pods: oom},
+		{"nonRetryableExitCodes makes a signal permanent (once rank 0, still running, has had time to report)", gang(0, func(f *mlv1.FailurePolicy) { f.NonRetryableExitCodes = []int32{137} }), Observed{Job: failedJob, Pods: oom},
 			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): " + oomKilled},
+		// On a cluster each node reports its own pods: the error exit of a rank that lost its peer may be
+		// seen before the peer's kill that caused it.
+		{"an error exit waits for the other ranks to report", gang(0, nil), Observed{Job: failedJob, Pods: peerLost},
+			mlv1.StateRunning, "Running", 0, 0, ""},
+		{"the peer's kill, reported next, restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: peerKilled},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1"},
+		{"unreported for FailureSettle, the error exit decides", gang(0, nil), Observed{Job: failedJob, Pods: peerLost},
+			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container trainer) exited with code 1: lost rank 1: EOF"},
 		{"a disruption named by the pod failure policy is not counted", gang(3, nil), Observed{Job: job(jobCond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy,
 			"Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0"))},
 			mlv1.StateInitializing, ReasonRestarting, 1, 3, "restart after a disruption (not counted against failurePolicy.backoffLimit): Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0; starting attempt 1"},
@@ -69,7 +86,8 @@ func TestFailedAttempt(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := DeriveStatus(tc.tj, tc.obs, t0)
+			now := metav1.NewTime(t0.Add(after[tc.name])) // since the Job failed
+			st := DeriveStatus(tc.tj, tc.obs, now)
 			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ConditionMessage(st, mlv1.ConditionRestarting)
 			if st.State == mlv1.StateFailed {
 				reason, msg = ConditionReason(st, mlv1.ConditionFailed), ConditionMessage(st, mlv1.ConditionFailed)
@@ -86,7 +104,7 @@ func TestFailedAttempt(t *testing.T) {
 			// old attempt's Job is no longer the current one's.
 			again := tc.tj.DeepCopy()
 			again.Status = st
-			if st2 := DeriveStatus(again, tc.obs, t0); st2.Attempt != st.Attempt || st2.RestartCount != st.RestartCount {
+			if st2 := DeriveStatus(again, tc.obs, now); st2.Attempt != st.Attempt || st2.RestartCount != st.RestartCount {
 				t.Errorf("second derivation: attempt %d restarts %d, want %d %d", st2.Attempt, st2.RestartCount, st.Attempt, st.RestartCount)
 			}
 		})

@@ -43,7 +43,15 @@ type Options struct {
 	// Bare leaves the TrainingJob API out (neither the CRD nor the admission policies), for a test that
 	// installs it as a user does (helm install, kubectl apply -k).
 	Bare bool
+	// AdvertiseAddress, when set, makes the API server usable from pods as in a cluster: it listens on
+	// every address and advertises this one as the `kubernetes` Service's endpoint, its certificate is
+	// valid for the Service's address, ServiceAccounts get tokens, and kube-controller-manager publishes
+	// the CA (kube-root-ca.crt) and creates every namespace's default ServiceAccount.
+	AdvertiseAddress string
 }
+
+// inClusterControllers are what pods that use the API server need of kube-controller-manager.
+var inClusterControllers = []string{"serviceaccount", "root-ca-cert-publisher"}
 
 // auditPolicy records every request's metadata once, when it has been answered.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -64,6 +72,9 @@ type Cluster struct {
 	opts  Options
 	procs []*Process
 	users int
+	// rootCA is the serving CA's file with Options.AdvertiseAddress, which kube-controller-manager
+	// publishes to pods.
+	rootCA string
 }
 
 // Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed (unless Bare), and
@@ -95,6 +106,13 @@ func Start(opts Options) (*Cluster, error) {
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
 	// Process nodes serve container logs on their InternalIP (their host names do not resolve).
 	env.ControlPlane.APIServer.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	var rootCA string
+	if opts.AdvertiseAddress != "" {
+		var err error
+		if rootCA, err = inClusterCerts(env.ControlPlane.APIServer, certDir, opts.AdvertiseAddress); err != nil {
+			return nil, err
+		}
+	}
 	if opts.AuditLog != "" {
 		policy := filepath.Join(opts.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
@@ -109,7 +127,7 @@ func Start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
 	}
-	c := &Cluster{Config: cfg, env: env, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
+	c := &Cluster{Config: cfg, env: env, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"), rootCA: rootCA}
 	if err := c.install(); err != nil {
 		_ = c.Stop()
 		return nil, err
@@ -213,9 +231,13 @@ func (c *Cluster) StartControllerManager(controllers []string) (*Process, error)
 	if err != nil {
 		return nil, err
 	}
-	return c.startComponent("kube-controller-manager", "--kubeconfig="+kc, "--controllers="+strings.Join(controllers, ","),
-		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false", "--concurrent-gc-syncs=5",
-		"--node-monitor-grace-period="+NodeMonitorGracePeriod.String(), "--node-monitor-period=2s")
+	args := []string{"--kubeconfig=" + kc, "--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
+		"--concurrent-gc-syncs=5", "--node-monitor-grace-period=" + NodeMonitorGracePeriod.String(), "--node-monitor-period=2s"}
+	if c.rootCA != "" {
+		controllers = append(append([]string{}, controllers...), inClusterControllers...)
+		args = append(args, "--root-ca-file="+c.rootCA)
+	}
+	return c.startComponent("kube-controller-manager", append(args, "--controllers="+strings.Join(controllers, ","))...)
 }
 
 // StartScheduler runs the real kube-scheduler.

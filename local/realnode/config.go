@@ -91,13 +91,14 @@ clusterDNS: [%s]
 clusterDomain: cluster.local
 podCIDR: %s
 resolvConf: /etc/resolv.conf
+podLogsDir: %s
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
 nodeStatusUpdateFrequency: 2s
 syncFrequency: 10s
 fileCheckFrequency: 10s
-`, o.cgroupRoot(), o.socket(), o.NodeIP, 10250+o.Index, 10350+o.Index, ClusterDNS, o.Subnet())
+`, o.cgroupRoot(), o.socket(), o.NodeIP, 10250+o.Index, 10350+o.Index, ClusterDNS, o.Subnet(), o.podLogsDir())
 }
 
 // Corefile serves cluster.local from the API server (pods' own names, headless Services' records) and

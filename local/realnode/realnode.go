@@ -66,6 +66,10 @@ func (o Options) socket() string { return filepath.Join(o.Dir, "containerd", "co
 // Start starts the node's containerd, imports the images and starts its kubelet. It returns once the
 // kubelet runs; the Node turns Ready when the kubelet has registered it and its network is up.
 func Start(ctx context.Context, o Options) (*Node, error) {
+	// A node starts empty: an earlier run's containers, images and logs are gone with its cluster.
+	if err := errors.Join(unmountUnder(o.Dir), os.RemoveAll(o.Dir)); err != nil {
+		return nil, fmt.Errorf("clearing %s: %w", o.Dir, err)
+	}
 	for _, d := range []string{"containerd", "cni", "kubelet", "cni-ipam"} {
 		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o755); err != nil {
 			return nil, err
@@ -227,4 +231,49 @@ func HostIP() (string, error) {
 		}
 	}
 	return "", errors.New("no IPv4 address on an interface that is up: a real node needs one for its InternalIP")
+}
+
+// Pid is the host PID of a container of this node (containerID as a pod's status gives it,
+// containerd://ID), for tests that look at the process: its user, its signals.
+func (n *Node) Pid(containerID string) (int, error) {
+	out, err := exec.Command("ctr", "--address", n.opts.socket(), "-n", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return 0, fmt.Errorf("listing the tasks of %s: %w", n.opts.Name, err)
+	}
+	id := strings.TrimPrefix(containerID, "containerd://")
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == id {
+			var pid int
+			_, err := fmt.Sscan(f[1], &pid)
+			return pid, err
+		}
+	}
+	return 0, fmt.Errorf("no task %s on %s", id, n.opts.Name)
+}
+
+// KillContainer kills a container of this node with SIGKILL, as the OOM killer or a crash would.
+func (n *Node) KillContainer(containerID string) error {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := exec.Command("ctr", "--address", n.opts.socket(), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("killing container %s on %s: %w: %s", id, n.opts.Name, err, out)
+	}
+	return nil
+}
+
+// Lose makes the node fail as a machine does: its kubelet stops and every container on it dies at once;
+// nothing reports them any more. RestartKubelet brings it back.
+func (n *Node) Lose() error {
+	n.StopKubelet()
+	return n.killContainers()
+}
+
+// RestartKubelet starts the node's kubelet again after StopKubelet: the node comes back, and the
+// kubelet stops the containers of pods that are no longer bound to it.
+func (n *Node) RestartKubelet() error {
+	if n.kubelet != nil {
+		return nil
+	}
+	return n.startKubelet()
 }

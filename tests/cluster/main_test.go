@@ -1,30 +1,43 @@
 //go:build cluster
 
 // Package cluster is the end-to-end suite on real nodes: the local stack with real kubelets, containerd
-// and runc (package local/realnode), the cluster DNS, and images built from this repository (package
-// local/images). Every case runs real containers. make test-cluster runs it (root, Linux).
+// and runc (package local/realnode), the cluster DNS and kube-proxy, images built from this repository
+// (package local/images), and the operator installed in-cluster by its Helm chart, running as a pod with
+// its ServiceAccount in a namespace that enforces Pod Security "restricted". Every case runs real
+// containers. make test-cluster runs it (root, Linux).
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/local"
 	"github.com/trainingjob-operator/trainingjob-operator/local/images"
+	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
 var stack *local.Stack
 
-// realNodes is how many real nodes the suite runs.
-const realNodes = 2
+const (
+	// realNodes is how many real nodes the suite runs.
+	realNodes = 2
+	// operatorNamespace is where the chart installs the operator.
+	operatorNamespace = "trainingjob-system"
+)
 
 func TestMain(m *testing.M) {
-	assets := os.Getenv("NODE_ASSETS")
-	if assets == "" {
-		fmt.Fprintln(os.Stderr, "cluster: NODE_ASSETS is not set: run make test-cluster (hack/node.sh installs and builds the node's parts)")
+	assets, helm := os.Getenv("NODE_ASSETS"), os.Getenv("HELM")
+	if assets == "" || helm == "" {
+		fmt.Fprintln(os.Stderr, "cluster: NODE_ASSETS or HELM is not set: run make test-cluster (hack/node.sh and hack/helm.sh build them)")
 		os.Exit(1)
 	}
 	tars, err := images.Build(testenv.RepoRoot(), images.CacheDir())
@@ -32,7 +45,32 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
-	os.Exit(stacktest.Main(m, "cluster", &stack, func(o *local.Options, _ string) {
-		o.RealNodes, o.NodeAssets, o.Images = realNodes, assets, tars
-	}))
+	code := stacktest.Main(m, "cluster", &stack, func(o *local.Options, _ string) {
+		o.RealNodes, o.NodeAssets, o.Images, o.InClusterOperator = realNodes, assets, tars, true
+		o.Installs = func(s *local.Stack) error { return installOperator(s, helm) }
+	})
+	// Stopping the stack removes every process, bridge, address, rule and cgroup the real nodes made.
+	if left := realnode.Leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "cluster: the stopped stack left behind:\n  %s\n", strings.Join(left, "\n  "))
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// installOperator installs the operator as a user does: its namespace labelled for Pod Security
+// "restricted", then `helm install` of the chart, whose defaults name the operator image built here;
+// short intervals keep the tests quick. It returns once the operator's pod is ready.
+func installOperator(s *local.Stack, helm string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+	if err := s.Client.Create(context.Background(), ns); err != nil {
+		return err
+	}
+	cmd := exec.Command(helm, "install", "trainingjob-operator", testenv.RepoRoot()+"/deploy/helm/trainingjob-operator",
+		"--kubeconfig", s.Cluster.Kubeconfig, "--namespace", operatorNamespace, "--wait", "--timeout", "3m",
+		"--set", "extraArgs={--progress-interval=1s,--checkpoint-sync-interval=2s}")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm install: %w\n%s", err, out)
+	}
+	return nil
 }

@@ -5,13 +5,16 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -22,22 +25,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
-// eventually retries cond every half second until it passes or timeout, then fails the test with its last
-// error.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
+var eventually = stacktest.Eventually
 
 func getTJ(t *testing.T, ns, name string) *mlv1.TrainingJob {
 	t.Helper()
@@ -125,6 +113,8 @@ func TestExampleOverClusterDNS(t *testing.T) {
 	if want := "100% epoch 10/10 checkpoint 10"; got != want {
 		t.Errorf("status says %q, want %q", got, want)
 	}
+	// The non-root trainer's checkpoints are rotated by the agent (retention 3 of 5 written).
+	checkRotated(t, done, 3)
 	if st.Metrics == nil || st.Metrics.Loss == nil {
 		t.Errorf("no metrics scraped from rank 0: %+v", st.Metrics)
 	}
@@ -148,4 +138,139 @@ func TestExampleOverClusterDNS(t *testing.T) {
 	if len(nodes) != 2 {
 		t.Errorf("the ranks ran on %v, want two nodes", nodes)
 	}
+}
+
+// checkRotated: the checkpoint agent rotated the checkpoints the trainer wrote down to retention (one
+// more while the newest is not yet what a restart would resume from: the agent protects it until the
+// operator has moved RESUME_FROM there) and says the storage is fine. Its final report, after the trainer
+// ended, may reach the status a little after the end.
+func checkRotated(t *testing.T, tj *mlv1.TrainingJob, retention int32) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d checkpoints kept, storage ready", retention), func() error {
+		st := getTJ(t, tj.Namespace, tj.Name).Status
+		c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointStorageReady)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("CheckpointStorageReady %+v", c)
+		}
+		if st.Checkpoint == nil || st.Checkpoint.Count < retention || st.Checkpoint.Count > retention+1 {
+			return fmt.Errorf("checkpoints kept %+v", st.Checkpoint)
+		}
+		return nil
+	})
+}
+
+// workerPods are the job's pods of an attempt by rank (the newest when a rank's pod was replaced).
+func workerPods(t *testing.T, ns, name string, attempt int) map[string]corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := stack.Client.List(context.Background(), pods, client.InNamespace(ns),
+		client.MatchingLabels{builders.NameLabel: name, builders.AttemptLabel: fmt.Sprint(attempt)}); err != nil {
+		t.Fatal(err)
+	}
+	byRank := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		if old, ok := byRank[p.Labels[builders.RankLabel]]; !ok || old.CreationTimestamp.Before(&p.CreationTimestamp) {
+			byRank[p.Labels[builders.RankLabel]] = p
+		}
+	}
+	return byRank
+}
+
+// runningContainer waits until rank's trainer container runs and returns its node and container ID.
+func runningContainer(t *testing.T, ns, name, rank string) (*realnode.Node, string) {
+	t.Helper()
+	var node, id string
+	eventually(t, 2*time.Minute, "rank "+rank+" running", func() error {
+		p, ok := workerPods(t, ns, name, 0)[rank]
+		if !ok {
+			return fmt.Errorf("no pod of rank %s", rank)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == builders.ContainerName && cs.State.Running != nil {
+				node, id = p.Spec.NodeName, cs.ContainerID
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s: %s", p.Name, p.Status.Phase)
+	})
+	n, ok := stack.RealNodes[node]
+	if !ok {
+		t.Fatalf("rank %s runs on %q, not a real node", rank, node)
+	}
+	return n, id
+}
+
+// TestGangRestartResumes: rank 1's container is killed (SIGKILL, as the OOM killer does) after a
+// checkpoint; the operator restarts the whole gang (a new attempt of both ranks), rank 0 resumes from the
+// newest checkpoint, and the run completes.
+func TestGangRestartResumes(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "restart")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=500ms"}
+	tj.Spec.Checkpoint.Frequency = ptr.To[int32](1)
+	stacktest.Create(t, stack.Client, tj)
+	node, id := runningContainer(t, ns, tj.Name, "1")
+	eventually(t, time.Minute, "a checkpoint", func() error {
+		if c := getTJ(t, ns, tj.Name).Status.Checkpoint; c == nil || c.LatestEpoch < 2 {
+			return fmt.Errorf("checkpoint %+v", c)
+		}
+		return nil
+	})
+	if err := node.KillContainer(id); err != nil {
+		t.Fatal(err)
+	}
+	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
+	if done.Status.State != mlv1.StateCompleted || done.Status.RestartCount != 1 {
+		t.Fatalf("state %s, %d restarts, want Completed after 1: %s", done.Status.State, done.Status.RestartCount, done.Status.FailureReason)
+	}
+	pods := workerPods(t, ns, tj.Name, 1)
+	if len(pods) != 2 {
+		t.Fatalf("attempt 1 has pods of ranks %v, want 0 and 1", pods)
+	}
+	if log := kubectl(t, "logs", "-n", ns, pods["0"].Name, "-c", builders.ContainerName); !strings.Contains(log, "resuming from ") {
+		t.Errorf("rank 0 of the new attempt (pod %s) did not resume:\n%s", pods["0"].Name, log)
+	}
+}
+
+// TestSecurityContextIsEnforced: in a namespace that enforces Pod Security "restricted", a job that asks
+// for a non-root user runs its trainer as that user (read from the container's process), and the
+// checkpoint agent, as the same user with a read-only root, rotates the checkpoints the trainer wrote.
+func TestSecurityContextIsEnforced(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "restricted")
+	nsObj := &corev1.Namespace{}
+	if err := stack.Client.Get(context.Background(), client.ObjectKey{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	if err := stack.Client.Update(context.Background(), nsObj); err != nil {
+		t.Fatal(err)
+	}
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=500ms"}
+	tj.Spec.Checkpoint.Frequency, tj.Spec.Checkpoint.Retention = ptr.To[int32](1), ptr.To[int32](2)
+	tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
+	stacktest.Create(t, stack.Client, tj)
+	node, id := runningContainer(t, ns, tj.Name, "0")
+	if status := procFile(t, node, id, "status"); !strings.Contains(status, "\nUid:\t1000\t1000\t1000\t1000\n") {
+		t.Errorf("the trainer's process is not user 1000:\n%s", status)
+	}
+	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
+	if done.Status.State != mlv1.StateCompleted {
+		t.Fatalf("state %s: %s", done.Status.State, done.Status.FailureReason)
+	}
+	checkRotated(t, done, 2)
+}
+
+// procFile is a file of /proc/PID of a container's process, as the host sees it.
+func procFile(t *testing.T, node *realnode.Node, containerID, file string) string {
+	t.Helper()
+	pid, err := node.Pid(containerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

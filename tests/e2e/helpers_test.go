@@ -45,21 +45,10 @@ func create(t *testing.T, objs ...client.Object) {
 	stacktest.Create(t, stack.Client, objs...)
 }
 
-// eventually polls cond every 200 ms until it returns nil, failing the test with its last error after
-// timeout (a bound on a hang, not a performance assertion).
+// eventually is stacktest.Eventually.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	stacktest.Eventually(t, timeout, what, cond)
 }
 
 func getTJ(t *testing.T, ns, name string) *mlv1.TrainingJob {

@@ -111,3 +111,20 @@ func Scrape(addr string) (string, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	return string(body), err
 }
+
+// Eventually polls cond every 200 ms until it returns nil, failing the test with its last error after
+// timeout (a bound on a hang, not a performance assertion).
+func Eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,142 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
+)
+
+func realnodeName(i int) string { return local.RealNodeName(i) }
+
+// TestCPUJobSeesNoGPU: a CPU-only job's trainer process runs with NVIDIA_VISIBLE_DEVICES=void in its
+// environment, which NVIDIA's container runtime reads to expose no GPU.
+func TestCPUJobSeesNoGPU(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "cpu")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=500ms"}
+	stacktest.Create(t, stack.Client, tj)
+	node, id := runningContainer(t, ns, tj.Name, "0")
+	if env := procFile(t, node, id, "environ"); !strings.Contains("\x00"+env+"\x00", "\x00NVIDIA_VISIBLE_DEVICES=void\x00") {
+		t.Errorf("the trainer's environment lacks NVIDIA_VISIBLE_DEVICES=void: %q", env)
+	}
+}
+
+// TestMissingImageIsNamed: a job whose image exists nowhere (no registry is reachable here) says why its
+// workers do not run, naming the image, instead of sitting in Initializing.
+func TestMissingImageIsNamed(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "noimage")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Image = "ghcr.io/trainingjob-operator/no-such-image:v0"
+	stacktest.Create(t, stack.Client, tj)
+	eventually(t, 2*time.Minute, "the Running condition naming the image", func() error {
+		c := meta.FindStatusCondition(getTJ(t, ns, tj.Name).Status.Conditions, mlv1.ConditionRunning)
+		if c == nil || (c.Reason != "ImagePullBackOff" && c.Reason != "ErrImagePull") || !strings.Contains(c.Message, "no-such-image") {
+			return fmt.Errorf("Running condition %+v", c)
+		}
+		return nil
+	})
+}
+
+// TestDeletionCascades: deleting a running TrainingJob deletes its Job, Service, ConfigMap and pods, and
+// the nodes stop its containers.
+func TestDeletionCascades(t *testing.T) {
+	ctx := context.Background()
+	ns := stacktest.NewNamespace(t, stack.Client, "delete")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=1s"}
+	stacktest.Create(t, stack.Client, tj)
+	node, id := runningContainer(t, ns, tj.Name, "0")
+	if err := stack.Client.Delete(ctx, tj, client.PropagationPolicy("Background")); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+		name := map[string]string{"*v1.Job": builders.JobName(tj), "*v1.Service": builders.ServiceName(tj), "*v1.ConfigMap": builders.ConfigMapName(tj)}[fmt.Sprintf("%T", obj)]
+		eventually(t, time.Minute, fmt.Sprintf("%T %s deleted", obj, name), func() error {
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+	}
+	eventually(t, 2*time.Minute, "the pods and their containers gone", func() error {
+		if pods := workerPods(t, ns, tj.Name, 0); len(pods) > 0 {
+			return fmt.Errorf("%d pods left", len(pods))
+		}
+		if _, err := node.Pid(id); err == nil {
+			return fmt.Errorf("container %s still runs", id)
+		}
+		return nil
+	})
+}
+
+// TestNodeLost: the node running one rank (the node without the operator's pod) fails: its kubelet stops
+// and its containers die at once, as when the machine goes. The operator restarts the gang, naming the
+// node, and the new attempt runs on the other node. The node comes back afterwards.
+func TestNodeLost(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "nodelost")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=1s"}
+	tj.Spec.Hyperparameters.Epochs = ptr.To[int32](60)
+	tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{builders.NameLabel: tj.Name}}}}},
+	}}}
+	stacktest.Create(t, stack.Client, tj)
+	runningContainer(t, ns, tj.Name, "0")
+	runningContainer(t, ns, tj.Name, "1")
+	lost := realnodeName(0)
+	if operatorPod(t).Spec.NodeName == lost {
+		lost = realnodeName(1)
+	}
+	node := stack.RealNodes[lost]
+	if err := node.Lose(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := node.RestartKubelet(); err != nil {
+			t.Error(err)
+		}
+		if err := stack.WaitForRealNodes(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, 3*time.Minute, "a gang restart", func() error {
+		if st := getTJ(t, ns, tj.Name).Status; st.Attempt < 1 {
+			return fmt.Errorf("attempt %d, state %s", st.Attempt, st.State)
+		}
+		return nil
+	})
+	eventually(t, 2*time.Minute, "both ranks of attempt 1 running on the other node", func() error {
+		pods := workerPods(t, ns, tj.Name, 1)
+		for _, rank := range []string{"0", "1"} {
+			p, ok := pods[rank]
+			if !ok || p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("rank %s: %v", rank, p.Status.Phase)
+			}
+			if p.Spec.NodeName == lost {
+				return fmt.Errorf("rank %s placed on the lost node %s", rank, lost)
+			}
+		}
+		return nil
+	})
+	if last := getTJ(t, ns, tj.Name).Status.LastFailure; !strings.Contains(last, lost) {
+		t.Errorf("lastFailure %q: want the lost node %s named", last, lost)
+	}
+}

@@ -1,0 +1,83 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+)
+
+// operatorPod is the running pod of the operator the chart installed.
+func operatorPod(t *testing.T) corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := stack.Client.List(context.Background(), pods, client.InNamespace(operatorNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return p
+		}
+	}
+	t.Fatalf("no running operator pod in %s (%d pods)", operatorNamespace, len(pods.Items))
+	return corev1.Pod{}
+}
+
+// TestInClusterOperator: the operator the Helm chart installed runs as a pod on a real node in a namespace
+// that enforces Pod Security "restricted", as the image's non-root user, ready by its probes, with its
+// ServiceAccount's token (the only identity it has: every other test's TrainingJob is its work), and
+// leads through its Lease.
+func TestInClusterOperator(t *testing.T) {
+	p := operatorPod(t)
+	node := &corev1.Node{}
+	if err := stack.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil || node.Labels[realnode.RealNodeLabel] != "true" {
+		t.Errorf("the operator runs on %q, not a real node (%v)", p.Spec.NodeName, err)
+	}
+	ready := false
+	for _, c := range p.Status.Conditions {
+		ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+	}
+	if !ready {
+		t.Errorf("the operator's pod is not Ready: %+v", p.Status.Conditions)
+	}
+	if p.Spec.ServiceAccountName != "trainingjob-operator" {
+		t.Errorf("serviceAccountName %q", p.Spec.ServiceAccountName)
+	}
+	mounted := false
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			mounted = mounted || m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount"
+		}
+	}
+	if !mounted {
+		t.Errorf("no ServiceAccount token mounted: %+v", p.Spec.Containers[0].VolumeMounts)
+	}
+	var id string
+	for _, cs := range p.Status.ContainerStatuses {
+		id = cs.ContainerID
+	}
+	if status := procFile(t, stack.RealNodes[p.Spec.NodeName], id, "status"); !strings.Contains(status, "\nUid:\t65532\t65532\t65532\t65532\n") {
+		t.Errorf("the operator's process is not the image's user 65532:\n%s", status)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: "trainingjob-operator.ml.example.com"}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptrString(lease.Spec.HolderIdentity); !strings.HasPrefix(holder, p.Name) {
+		t.Errorf("the Lease is held by %q, not the operator's pod %s", holder, p.Name)
+	}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
