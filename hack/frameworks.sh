@@ -13,7 +13,8 @@ unpinned=(openssh-server openssh-client)
 missing=()
 for p in "${packages[@]}"; do
 	name=${p%%=*} version=${p#*=}
-	if [ "$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null || true)" != "$version" ]; then
+	# Status too: a removed package whose configuration files are kept still reports its version.
+	if [ "$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null || true)" != "install ok installed $version" ]; then
 		missing+=("$p")
 	fi
 done

@@ -26,7 +26,8 @@ log() { echo "node: $*" >&2; }
 install_debs() {
   local missing=()
   for p in "${DEB_PACKAGES[@]}"; do
-    [ "$(dpkg-query -W -f='${Version}' "${p%%=*}" 2>/dev/null || true)" = "${p#*=}" ] || missing+=("$p")
+    # Status too: a removed package whose configuration files are kept still reports its version.
+    [ "$(dpkg-query -W -f='${Status} ${Version}' "${p%%=*}" 2>/dev/null || true)" = "install ok installed ${p#*=}" ] || missing+=("$p")
   done
   for p in "${DEB_TOOLS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
