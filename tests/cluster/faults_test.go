@@ -19,11 +19,8 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
-
-func realnodeName(i int) string { return local.RealNodeName(i) }
 
 // TestCPUJobSeesNoGPU: a CPU-only job's trainer process runs with NVIDIA_VISIBLE_DEVICES=void in its
 // environment, which NVIDIA's container runtime reads to expose no GPU.
@@ -86,25 +83,14 @@ func TestDeletionCascades(t *testing.T) {
 	})
 }
 
-// TestNodeLost: the node running one rank (the node without the operator's pod) fails: its kubelet stops
-// and its containers die at once, as when the machine goes. The operator restarts the gang, naming the
-// node, and the new attempt runs on the other node. The node comes back afterwards.
+// TestNodeLost: the node running rank 1 fails: its kubelet stops and its containers die at once, as when
+// the machine goes. Rank 0 loses its peer and exits; the operator finds rank 1's pod stranded on a node
+// that is not Ready, restarts the gang without counting it, naming the node, and the new attempt runs on
+// the other worker node. The node comes back afterwards. (Losing rank 0's node instead leaves rank 1
+// waiting on a silent connection: a hang, which issue 27's detection is for.)
 func TestNodeLost(t *testing.T) {
-	ns := stacktest.NewNamespace(t, stack.Client, "nodelost")
-	tj := example(t, "trainingjob-local.yaml", ns)
-	tj.Spec.Args = []string{"--epoch-delay=1s"}
-	tj.Spec.Hyperparameters.Epochs = ptr.To[int32](60)
-	tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
-			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{builders.NameLabel: tj.Name}}}}},
-	}}}
-	stacktest.Create(t, stack.Client, tj)
-	runningContainer(t, ns, tj.Name, "0")
-	runningContainer(t, ns, tj.Name, "1")
-	lost := realnodeName(0)
-	if operatorPod(t).Spec.NodeName == lost {
-		lost = realnodeName(1)
-	}
+	ns, tj := spreadRun(t)
+	lost := workerPods(t, ns, tj.Name, 0)["1"].Spec.NodeName
 	node := stack.RealNodes[lost]
 	if err := node.Lose(); err != nil {
 		t.Fatal(err)
@@ -123,7 +109,7 @@ func TestNodeLost(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 2*time.Minute, "both ranks of attempt 1 running on the other node", func() error {
+	eventually(t, 2*time.Minute, "both ranks of attempt 1 running on another node", func() error {
 		pods := workerPods(t, ns, tj.Name, 1)
 		for _, rank := range []string{"0", "1"} {
 			p, ok := pods[rank]
@@ -136,7 +122,40 @@ func TestNodeLost(t *testing.T) {
 		}
 		return nil
 	})
-	if last := getTJ(t, ns, tj.Name).Status.LastFailure; !strings.Contains(last, lost) {
-		t.Errorf("lastFailure %q: want the lost node %s named", last, lost)
+	st := getTJ(t, ns, tj.Name).Status
+	if !strings.Contains(st.LastFailure, lost) || st.RestartCount != 0 {
+		t.Errorf("lastFailure %q, %d restarts counted: want the lost node %s named and none counted", st.LastFailure, st.RestartCount, lost)
 	}
+}
+
+// spreadRun starts a long run of the example whose two ranks run on two different nodes, neither the
+// operator's: the scheduler spreads them by preference (the new attempt after a loss may share a node),
+// and a run it placed together is started again.
+func spreadRun(t *testing.T) (string, *mlv1.TrainingJob) {
+	t.Helper()
+	for try := 0; try < 3; try++ {
+		ns := stacktest.NewNamespace(t, stack.Client, "nodelost")
+		tj := example(t, "trainingjob-local.yaml", ns)
+		tj.Spec.Args = []string{"--epoch-delay=1s"}
+		tj.Spec.Hyperparameters.Epochs = ptr.To[int32](60)
+		tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{
+			NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpNotIn, Values: []string{operatorNode}}}}}}},
+			PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{builders.NameLabel: tj.Name}}}}}},
+		}}
+		stacktest.Create(t, stack.Client, tj)
+		runningContainer(t, ns, tj.Name, "0")
+		runningContainer(t, ns, tj.Name, "1")
+		if pods := workerPods(t, ns, tj.Name, 0); pods["0"].Spec.NodeName != pods["1"].Spec.NodeName {
+			return ns, tj
+		}
+		if err := stack.Client.Delete(context.Background(), tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("the scheduler placed both ranks on one node three times")
+	return "", nil
 }

@@ -28,10 +28,13 @@ import (
 var stack *local.Stack
 
 const (
-	// realNodes is how many real nodes the suite runs.
-	realNodes = 2
+	// realNodes is how many real nodes the suite runs: the operator's pod is kept on the last
+	// (operatorNode), so that losing another never loses the operator; the workers use all of them.
+	realNodes = 3
 	// operatorNamespace is where the chart installs the operator.
 	operatorNamespace = "trainingjob-system"
+	// operatorNode is the node the chart's operator runs on.
+	operatorNode = "real-node-2"
 )
 
 func TestMain(m *testing.M) {
@@ -68,7 +71,8 @@ func installOperator(s *local.Stack, helm string) error {
 	}
 	cmd := exec.Command(helm, "install", "trainingjob-operator", testenv.RepoRoot()+"/deploy/helm/trainingjob-operator",
 		"--kubeconfig", s.Cluster.Kubeconfig, "--namespace", operatorNamespace, "--wait", "--timeout", "3m",
-		"--set", "extraArgs={--progress-interval=1s,--checkpoint-sync-interval=2s}")
+		"--set", "extraArgs={--progress-interval=1s,--checkpoint-sync-interval=2s}",
+		"--set", `nodeSelector.kubernetes\.io/hostname=`+operatorNode)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm install: %w\n%s", err, out)
 	}

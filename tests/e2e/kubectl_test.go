@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,34 +9,16 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
-// kubectlCmd runs the real kubectl (built by hack/testbin.sh) against the stack, with the plugin
-// kubectl-trainingjob, built from this tree, on its PATH as a user installs it.
+// kubectlCmd runs the real kubectl with the plugin (stacktest.Kubectl).
 func kubectlCmd(t *testing.T, plugins string, args ...string) (string, error) {
 	t.Helper()
-	assets, err := testenv.Assets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// KUBECONFIG, not --kubeconfig: kubectl takes no flags before a plugin's name.
-	cmd := exec.Command(filepath.Join(assets, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Cluster.Kubeconfig, "PATH="+plugins+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return stacktest.Kubectl(t, stack, plugins, args...)
 }
 
-func buildPlugin(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/kubectl-trainingjob")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
-	return dir
-}
+func buildPlugin(t *testing.T) string { return stacktest.BuildPlugin(t) }
 
 // TestKubectl: on a running job with checkpoints, `kubectl trainingjob status` tells its story, `kubectl
 // trainingjob logs --rank 0` and plain `kubectl logs` show rank 0's log (the process node serves the

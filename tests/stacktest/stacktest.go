@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -127,4 +128,31 @@ func Eventually(t *testing.T, timeout time.Duration, what string, cond func() er
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// Kubectl runs the real kubectl (built by hack/testbin.sh) against the stack, with the plugins in the
+// directory plugins (BuildPlugin) on its PATH as a user installs them.
+func Kubectl(t *testing.T, s *local.Stack, plugins string, args ...string) (string, error) {
+	t.Helper()
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// KUBECONFIG, not --kubeconfig: kubectl takes no flags before a plugin's name.
+	cmd := exec.Command(filepath.Join(assets, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Cluster.Kubeconfig, "PATH="+plugins+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// BuildPlugin builds kubectl-trainingjob from this tree into a temporary directory and returns it.
+func BuildPlugin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/kubectl-trainingjob")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the plugin: %v\n%s", err, out)
+	}
+	return dir
 }
