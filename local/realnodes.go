@@ -7,9 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 	"github.com/trainingjob-operator/trainingjob-operator/local/images"
 	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
@@ -69,28 +66,10 @@ func (s *Stack) startRealNodes(ctx context.Context) error {
 	return s.WaitForRealNodes(ctx)
 }
 
-// WaitForRealNodes waits until every real node is registered and Ready.
+// WaitForRealNodes waits until every real node is registered and Ready (kubelet logs in
+// Dir/real-node-*/kubelet.log say why one is not).
 func (s *Stack) WaitForRealNodes(ctx context.Context) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		nodes := &corev1.NodeList{}
-		err := s.Client.List(ctx, nodes, client.HasLabels{realnode.RealNodeLabel})
-		if err == nil && readyNodes(nodes) >= s.opts.RealNodes {
-			return nil
-		}
-		if time.Now().After(deadline) && err != nil {
-			return fmt.Errorf("listing the real nodes: %w", err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d real nodes Ready after 2 minutes (kubelet logs in %s/real-node-*/kubelet.log)",
-				readyNodes(nodes), s.opts.RealNodes, s.opts.Dir)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return s.waitForReady(ctx, realnode.RealNodeLabel, "real", s.opts.RealNodes, 2*time.Minute)
 }
 
 // stopRealNodes stops the real nodes and their containers, then the cluster DNS.

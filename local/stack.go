@@ -145,16 +145,18 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 	if err := s.startRealNodes(ctx); err != nil {
 		return err
 	}
-	if opts.Installs != nil {
+	if opts.Installs != nil || opts.InClusterOperator {
 		if err := s.waitForNodes(ctx, opts.Nodes); err != nil {
 			return err
 		}
-		if err := opts.Installs(s); err != nil {
-			return err
+		if opts.Installs != nil {
+			if err := opts.Installs(s); err != nil {
+				return err
+			}
 		}
-	}
-	if opts.InClusterOperator {
-		return s.waitForNodes(ctx, opts.Nodes)
+		if opts.InClusterOperator {
+			return nil
+		}
 	}
 	if opts.ManagerBinary != "" {
 		if err := s.managerIdentity(ctx); err != nil {
@@ -346,12 +348,18 @@ func (s *Stack) KillOperator() {
 	}
 }
 
-// waitForNodes waits until the nodes are registered and Ready.
+// waitForNodes waits until the process nodes are registered and Ready.
 func (s *Stack) waitForNodes(ctx context.Context, want int) error {
-	deadline := time.Now().Add(time.Minute)
+	return s.waitForReady(ctx, node.ProcessNodeLabel, "process", want, time.Minute)
+}
+
+// waitForReady waits until want Nodes labelled label (kind names them in errors) are registered and Ready;
+// a process node or the operator stopping, or ctx ending, ends the wait.
+func (s *Stack) waitForReady(ctx context.Context, label, kind string, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		nodes := &corev1.NodeList{}
-		err := s.Client.List(ctx, nodes, client.HasLabels{node.ProcessNodeLabel})
+		err := s.Client.List(ctx, nodes, client.HasLabels{label})
 		if err == nil && readyNodes(nodes) >= want {
 			return nil
 		}
@@ -362,13 +370,15 @@ func (s *Stack) waitForNodes(ctx context.Context, want int) error {
 		case err := <-s.errs:
 			s.errs <- err
 			return fmt.Errorf("the operator stopped: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) && err != nil {
-			return fmt.Errorf("process nodes not Ready after a minute: %w", err)
+			return fmt.Errorf("%s nodes not Ready after %s: %w", kind, timeout, err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d process nodes Ready after a minute", readyNodes(nodes), want)
+			return fmt.Errorf("%d of %d %s nodes Ready after %s", readyNodes(nodes), want, kind, timeout)
 		}
 	}
 }
