@@ -106,13 +106,13 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	}
 	n.containerd = p
 	return waitFor(ctx, 30*time.Second, "containerd of "+o.Name, func() error {
-		return exec.CommandContext(ctx, "ctr", "--address", o.socket(), "version").Run()
+		return n.ctr(ctx, "version").Run()
 	})
 }
 
 func (n *Node) importImages(ctx context.Context) error {
 	for _, img := range n.opts.Images {
-		cmd := exec.CommandContext(ctx, "ctr", "--address", n.opts.socket(), "-n", "k8s.io", "images", "import", "--no-unpack=false", img)
+		cmd := n.ctr(ctx, "images", "import", "--no-unpack=false", img)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("importing %s into %s: %w\n%s", img, n.opts.Name, err, out)
 		}
@@ -168,7 +168,7 @@ func (n *Node) Stop() error {
 // killContainers stops every task of the node's containerd, so no container outlives the stack.
 func (n *Node) killContainers() error {
 	ctr := func(args ...string) ([]byte, error) {
-		return exec.Command("ctr", append([]string{"--address", n.opts.socket(), "-n", "k8s.io"}, args...)...).Output()
+		return n.ctr(context.Background(), args...).Output()
 	}
 	out, err := ctr("tasks", "list", "-q")
 	if err != nil {
@@ -191,6 +191,11 @@ func (n *Node) killContainers() error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("containers of %s still running after SIGKILL", n.opts.Name)
+}
+
+// ctr is containerd's client on this node's containerd, in the namespace of Kubernetes' containers.
+func (n *Node) ctr(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ctr", append([]string{"--address", n.opts.socket(), "-n", "k8s.io"}, args...)...)
 }
 
 // waitFor retries check until it passes or timeout.
@@ -236,7 +241,7 @@ func HostIP() (string, error) {
 // Pid is the host PID of a container of this node (containerID as a pod's status gives it,
 // containerd://ID), for tests that look at the process: its user, its signals.
 func (n *Node) Pid(containerID string) (int, error) {
-	out, err := exec.Command("ctr", "--address", n.opts.socket(), "-n", "k8s.io", "tasks", "ls").Output()
+	out, err := n.ctr(context.Background(), "tasks", "ls").Output()
 	if err != nil {
 		return 0, fmt.Errorf("listing the tasks of %s: %w", n.opts.Name, err)
 	}
@@ -255,7 +260,7 @@ func (n *Node) Pid(containerID string) (int, error) {
 // KillContainer kills a container of this node with SIGKILL, as the OOM killer or a crash would.
 func (n *Node) KillContainer(containerID string) error {
 	id := strings.TrimPrefix(containerID, "containerd://")
-	out, err := exec.Command("ctr", "--address", n.opts.socket(), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput()
+	out, err := n.ctr(context.Background(), "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("killing container %s on %s: %w: %s", id, n.opts.Name, err, out)
 	}
