@@ -53,7 +53,7 @@ build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmar
 # NODES_RUNTIME=containerd runs the demo and make up on real nodes (kubelet, containerd, runc, cluster DNS;
 # hack/node.sh installs and builds them once; root only) instead of process nodes.
 NODES_RUNTIME ?= process
-NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containerd --node-assets "$$(hack/node.sh)")
+NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containerd --node-assets "$$(hack/node.sh)" --runner-rootfs "$$(hack/rootfs.sh)")
 
 .PHONY: demo
 demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node (NODES_RUNTIME=containerd: on real nodes).
@@ -71,7 +71,7 @@ test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, re
 .PHONY: test-cluster
 test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here); root only; hack/node.sh installs the parts once.
 	@mkdir -p bin
-	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
+	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
 		go test $(GO_TEST_FLAGS) -tags cluster -timeout 20m -v ./tests/cluster $(call logger-set,bin/test-cluster.log)
 
 .PHONY: bench-progress

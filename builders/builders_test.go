@@ -216,8 +216,9 @@ func TestJob(t *testing.T) {
 				t.Errorf("mpi job (-want +got):\n%s", diff)
 			}
 			env := envMap(c.Env)
-			if env["MPI_HOSTS"] != "a-worker-0.a-headless.ml.svc:2 a-worker-1.a-headless.ml.svc:2" || env["OMPI_MCA_orte_default_hostfile"] != "/etc/mpi/run/hostfile" {
-				t.Errorf("MPI_HOSTS %q, hostfile %q", env["MPI_HOSTS"], env["OMPI_MCA_orte_default_hostfile"])
+			if env["MPI_HOSTS"] != "a-worker-0.a-headless.ml.svc:2 a-worker-1.a-headless.ml.svc:2" || env["OMPI_MCA_orte_default_hostfile"] != "/etc/mpi/run/hostfile" ||
+				env["OMPI_MCA_orte_keep_fqdn_hostnames"] != "true" {
+				t.Errorf("MPI_HOSTS %q, hostfile %q, keep FQDN %q", env["MPI_HOSTS"], env["OMPI_MCA_orte_default_hostfile"], env["OMPI_MCA_orte_keep_fqdn_hostnames"])
 			}
 		}},
 		{"cpu-only has no gpu", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), func(t *testing.T, job *batchv1.Job) {

@@ -39,7 +39,7 @@ var Contract = []ContractVar{
 	reserved("PADDLE_MASTER", mlv1.FrameworkPaddle), reserved("PADDLE_NNODES", mlv1.FrameworkPaddle),
 	reserved("PADDLE_JOB_ID", mlv1.FrameworkPaddle),
 	{Name: "NCCL_IB_DISABLE"},
-	mpi("MPI_HOSTS"), mpi("MPI_SSH_DIR"), mpi("MPI_RUN_DIR"), mpi("OMPI_MCA_orte_default_hostfile"), mpi("OMPI_MCA_plm_rsh_args"),
+	mpi("MPI_HOSTS"), mpi("MPI_SSH_DIR"), mpi("MPI_RUN_DIR"), mpi("OMPI_MCA_orte_default_hostfile"), mpi("OMPI_MCA_plm_rsh_args"), mpi("OMPI_MCA_orte_keep_fqdn_hostnames"),
 	mpi("OMPI_ALLOW_RUN_AS_ROOT"), mpi("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), mpi("I_MPI_HYDRA_HOST_FILE"), mpi("I_MPI_HYDRA_BOOTSTRAP"),
 	mpi("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"), mpi("HYDRA_HOST_FILE"), mpi("HYDRA_LAUNCHER_EXTRA_ARGS"),
 	{Name: "NVIDIA_VISIBLE_DEVICES"},

@@ -90,9 +90,11 @@ func mpiHosts(tj *mlv1.TrainingJob) string {
 	return strings.Join(hosts, " ")
 }
 
-// mpiEnv is what the launcher and the MPI implementations read: Open MPI's hostfile and ssh arguments
-// (and its consent to run as root, the framework images' user), Intel MPI's and MPICH's (Hydra) hostfile
-// and bootstrap.
+// mpiEnv is what the launcher and the MPI implementations read: Open MPI's hostfile and ssh arguments,
+// its consent to run as root (the framework images' user) and to keep the hostfile's names whole (it
+// shortens them to the first label by default, and a pod resolves "x-worker-1" only through a node's own
+// DNS tricks, never through the cluster DNS: found on real nodes), Intel MPI's and MPICH's (Hydra)
+// hostfile and bootstrap.
 func mpiEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if !MPIEnabled(tj) {
 		return nil
@@ -105,6 +107,7 @@ func mpiEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		value("MPI_RUN_DIR", MPIRunDir),
 		value("OMPI_MCA_orte_default_hostfile", hostfile),
 		value("OMPI_MCA_plm_rsh_args", ssh),
+		value("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
 		value("OMPI_ALLOW_RUN_AS_ROOT", "1"),
 		value("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
 		value("I_MPI_HYDRA_HOST_FILE", hostfile),

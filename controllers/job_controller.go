@@ -55,6 +55,8 @@ type JobReconciler struct {
 
 	// written is when each job's status was last written by this controller (time.Time by ObjectKey).
 	written sync.Map
+	// exits remembers the non-zero ends of pods the watch delivered, for pods deleted before they are read.
+	exits exitMemory
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
@@ -72,6 +74,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if found, err := getOptional(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
 		if !found {
 			r.written.Delete(req.NamespacedName)
+			r.exits.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, err // children go with it through owner references
 	}
@@ -109,7 +112,9 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (derive.Observed, error) {
 	var obs derive.Observed
 	var cm *corev1.ConfigMap
-	if !finished(tj) {
+	if finished(tj) {
+		r.exits.forget(client.ObjectKeyFromObject(tj)) // the verdict is written
+	} else {
 		var err error
 		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
 			return obs, err
@@ -130,6 +135,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil || !attemptFailing(obs) {
 		return obs, err
 	}
+	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
 	obs.NodeTrouble, err = nodeTrouble(ctx, r.APIReader, obs.Pods)
 	return obs, err
 }
@@ -202,7 +208,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
+		Watches(&corev1.Pod{}, r.exits.recordingExits(handler.EnqueueRequestsFromMapFunc(byNameLabel))).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Named(jobController).
 		WithOptions(controllerOptions(r.Workers)).

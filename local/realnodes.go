@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
 	"github.com/trainingjob-operator/trainingjob-operator/local/images"
@@ -50,15 +53,26 @@ func (s *Stack) startRealNodes(ctx context.Context) error {
 	if s.dns, err = realnode.StartDNS(ctx, o.NodeAssets, o.Dir, s.Cluster.Kubeconfig); err != nil {
 		return fmt.Errorf("starting the cluster DNS: %w", err)
 	}
+	// The nodes start side by side: most of a start is importing the images (a gigabyte of the runner's
+	// root filesystem to unpack per node).
 	s.RealNodes = map[string]*realnode.Node{}
+	var mu sync.Mutex
+	var g errgroup.Group
 	for i := 0; i < o.RealNodes; i++ {
 		name := RealNodeName(i)
-		n, err := realnode.Start(ctx, realnode.Options{Assets: o.NodeAssets, Dir: filepath.Join(o.Dir, name), Index: i, Name: name,
-			Kubeconfig: s.Cluster.Kubeconfig, NodeIP: ip, Images: o.Images, PauseImage: images.Pause})
-		if err != nil {
+		g.Go(func() error {
+			n, err := realnode.Start(ctx, realnode.Options{Assets: o.NodeAssets, Dir: filepath.Join(o.Dir, name), Index: i, Name: name,
+				Kubeconfig: s.Cluster.Kubeconfig, NodeIP: ip, Images: o.Images, PauseImage: images.Pause})
+			if n != nil {
+				mu.Lock()
+				s.RealNodes[name] = n // stopped with the stack, started or not
+				mu.Unlock()
+			}
 			return err
-		}
-		s.RealNodes[name] = n
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if s.proxy, err = realnode.StartProxy(ctx, o.NodeAssets, o.Dir, s.Cluster.Kubeconfig, RealNodeName(0)); err != nil {
 		return fmt.Errorf("starting kube-proxy: %w", err)

@@ -46,6 +46,7 @@ type upFlags struct {
 	runtime    string
 	realNodes  int
 	nodeAssets string
+	rootfs     string
 }
 
 func parseUp(args []string) (upFlags, error) {
@@ -66,6 +67,7 @@ func parseUp(args []string) (upFlags, error) {
 	fs.StringVar(&f.runtime, "nodes-runtime", "process", "where pods run: process (process nodes, no containers) or containerd (real nodes: kubelet, containerd, runc, cluster DNS, images built from this repository; root only)")
 	fs.IntVar(&f.realNodes, "real-nodes", 2, "number of real nodes with --nodes-runtime containerd")
 	fs.StringVar(&f.nodeAssets, "node-assets", os.Getenv("NODE_ASSETS"), "directory of kubelet and coredns (hack/node.sh prints it), for --nodes-runtime containerd")
+	fs.StringVar(&f.rootfs, "runner-rootfs", os.Getenv("RUNNER_ROOTFS"), "Debian root filesystem tarball (hack/rootfs.sh prints it): with --nodes-runtime containerd, also build the default runner's image, so a TrainingJob without image and command runs")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -114,8 +116,8 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 		RealNodes: f.realNodes, NodeAssets: f.nodeAssets,
 	}
 	if f.realNodes > 0 {
-		fmt.Fprintln(out, "building the images (operator, example trainer, pause) from this repository, once per content")
-		if opts.Images, err = images.Build(wd, images.CacheDir()); err != nil {
+		fmt.Fprintln(out, "building the images (operator, example trainer, pause; the runner with --runner-rootfs) from this repository, once per content")
+		if opts.Images, err = images.Build(wd, images.CacheDir(), f.rootfs); err != nil {
 			return err
 		}
 	}

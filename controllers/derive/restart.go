@@ -63,7 +63,7 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 	policy := builders.RestartPolicy(tj)
 	if policy == mlv1.RestartOnFailure {
 		// The Job itself restarted the workers in place until its backoffLimit (the budget).
-		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.Pods)}
+		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended())}
 	}
 	f := classify(tj, obs, c)
 	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
@@ -134,12 +134,13 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		// marks the lost node's pods: the lost node is the cause.
 		return failure{disruption, strings.Join(lost, "; ")}
 	}
-	for i := range obs.Pods {
-		if d := podCondition(&obs.Pods[i], corev1.DisruptionTarget); d != nil {
-			return failure{disruption, fmt.Sprintf("pod %s was disrupted (%s: %s)", obs.Pods[i].Name, d.Reason, d.Message)}
+	ended := obs.ended()
+	for i := range ended {
+		if d := podCondition(&ended[i], corev1.DisruptionTarget); d != nil {
+			return failure{disruption, fmt.Sprintf("pod %s was disrupted (%s: %s)", ended[i].Name, d.Reason, d.Message)}
 		}
 	}
-	e := firstExit(obs.Pods)
+	e := firstExit(ended)
 	if e == nil {
 		return failure{retryable, strings.TrimSuffix(c.Reason+": "+c.Message, ": ")}
 	}

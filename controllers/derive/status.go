@@ -33,6 +33,9 @@ type Observed struct {
 	Job *batchv1.Job
 	// Pods are the workers' pods of the current attempt.
 	Pods []corev1.Pod
+	// Gone are pods of the current attempt that were seen ending with a non-zero exit code and are deleted
+	// since (the Job controller deletes a failed Job's pods): their ends still explain the failure.
+	Gone []corev1.Pod
 	// CreateRejected is why the API server refused to create a child (invalid, forbidden by admission or
 	// quota) before the Job existed; empty otherwise.
 	CreateRejected string
@@ -47,6 +50,11 @@ type Observed struct {
 	// the claim's newest event while it is not bound.
 	Claim      *corev1.PersistentVolumeClaim
 	ClaimEvent *corev1.Event
+}
+
+// ended are the pods whose exits explain a failure: the listed ones and those gone since they ended.
+func (o Observed) ended() []corev1.Pod {
+	return append(o.Pods[:len(o.Pods):len(o.Pods)], o.Gone...)
 }
 
 // ReasonCreateRejected is the reason of the Created condition while the API server refuses a child.

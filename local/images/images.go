@@ -8,6 +8,7 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -43,10 +44,13 @@ type Config struct {
 	WorkingDir string
 }
 
-// Image is an image of one layer made of Files.
+// Image is an image of Files in one layer, over an optional base layer.
 type Image struct {
 	// Name is the reference the image is imported as, e.g. ghcr.io/trainingjob-operator/example-trainer:v0.1.0.
-	Name   string
+	Name string
+	// Base is a layer tarball, gzipped or not (a root filesystem: hack/rootfs.sh), under the files, or empty.
+	// Its file name must name its content: the image's cache key reads the name, not the gigabytes.
+	Base   string
 	Files  []File
 	Config Config
 }
@@ -73,7 +77,7 @@ func (img Image) contents() ([]File, error) {
 func key(img Image, files []File) string {
 	h := sha256.New()
 	cfg, _ := json.Marshal(img.Config)
-	fmt.Fprintf(h, "%s\n%s\n", img.Name, cfg)
+	fmt.Fprintf(h, "%s\n%s\n%s\n", img.Name, cfg, filepath.Base(img.Base))
 	for _, f := range files {
 		sum := sha256.Sum256(f.Data)
 		fmt.Fprintf(h, "%s %o %x\n", f.Path, f.Mode, sum)
@@ -108,7 +112,17 @@ func (img Image) Write(dir string) (string, error) {
 	if err := tarball.WriteToFile(tmp, ref, built); err != nil {
 		return "", fmt.Errorf("writing image %s: %w", img.Name, err)
 	}
-	return out, os.Rename(tmp, out)
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
+	}
+	// Older contents of the image are not kept: one tarball per image name.
+	older, _ := filepath.Glob(filepath.Join(dir, base+"-*.tar"))
+	for _, o := range older {
+		if o != out && len(strings.TrimPrefix(o, filepath.Join(dir, base+"-"))) == len("0123456789abcdef.tar") {
+			_ = os.Remove(o)
+		}
+	}
+	return out, nil
 }
 
 // build assembles the image: one layer of the files, and the configuration.
@@ -121,7 +135,16 @@ func (img Image) build(files []File) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	withLayer, err := mutate.AppendLayers(empty.Image, layer)
+	layers := []v1.Layer{layer}
+	if img.Base != "" {
+		// The docker-archive holds gzipped layers: a gzipped base is copied as it is, another compressed quickly.
+		base, err := tarball.LayerFromFile(img.Base, tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return nil, fmt.Errorf("image %s: base layer: %w", img.Name, err)
+		}
+		layers = []v1.Layer{base, layer}
+	}
+	withLayer, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +190,32 @@ func layerTar(files []File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Tree is every file under the directory src (caches and compiled Python left out), placed under dst.
+func Tree(src, dst string) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "__pycache__":
+			return filepath.SkipDir
+		case d.IsDir() || strings.HasSuffix(p, ".pyc"):
+			return nil
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, File{Path: path.Join(dst, filepath.ToSlash(rel)), Source: p, Mode: int64(info.Mode().Perm())})
+		return nil
+	})
+	return files, err
 }
 
 // parents are the directories above p, outermost first.

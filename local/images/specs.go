@@ -18,7 +18,15 @@ const (
 	Trainer = "ghcr.io/trainingjob-operator/example-trainer:v0.1.0"
 	// Pause is the pod sandbox image of the local stack's real nodes.
 	Pause = "localhost/trainingjob-operator/pause:local"
+	// Runner is the default runner's image (Dockerfile.runner), on the Debian root filesystem.
+	Runner = builders.DefaultRunnerImage
+	// MPIExamples is the Debian root filesystem (Open MPI, mpi4py, OpenSSH) with examples/python in
+	// /workspace, its working directory: `mpirun ... python3 examples/python/mpi_allreduce.py` runs there.
+	MPIExamples = "localhost/trainingjob-operator/mpi-examples:local"
 )
+
+// debianPath is the PATH of Debian's images (the same as distroless's).
+const debianPath = pathEnv
 
 // nonroot is the user of distroless's nonroot images, which the Dockerfiles start from.
 const nonroot = "65532:65532"
@@ -60,6 +68,25 @@ func All(bin string) []Image {
 	}
 }
 
+// Debian are the images on the Debian root filesystem rootfs (a layer tarball made by hack/rootfs.sh) with
+// files of the repository at repoRoot: the default runner and the MPI examples.
+func Debian(repoRoot, rootfs string) ([]Image, error) {
+	runner, err := Tree(filepath.Join(repoRoot, "runner", "trainingjob_runner"), "/opt/trainingjob/trainingjob_runner")
+	if err != nil {
+		return nil, err
+	}
+	examples, err := Tree(filepath.Join(repoRoot, "examples", "python"), "/workspace/examples/python")
+	if err != nil {
+		return nil, err
+	}
+	return []Image{
+		{Name: Runner, Base: rootfs, Files: runner, Config: Config{Cmd: []string{"python3", "-m", "trainingjob_runner"},
+			Env: []string{debianPath, "PYTHONPATH=/opt/trainingjob", "PYTHONUNBUFFERED=1"}}},
+		{Name: MPIExamples, Base: rootfs, Files: examples, Config: Config{Cmd: []string{"/bin/bash"},
+			Env: []string{debianPath, "PYTHONUNBUFFERED=1"}, WorkingDir: "/workspace"}},
+	}, nil
+}
+
 // CacheDir is where built images are kept, beside the control plane's binaries.
 func CacheDir() string {
 	if d := os.Getenv("TESTBIN_CACHE"); d != "" {
@@ -73,8 +100,9 @@ func CacheDir() string {
 }
 
 // Build builds the programs of the repository at repoRoot and writes every image of All into dir, once
-// per content; it returns the tarballs, for `ctr images import`.
-func Build(repoRoot, dir string) ([]string, error) {
+// per content, and with a Debian root filesystem (rootfs, not empty) the images of Debian too; it returns
+// the tarballs, for `ctr images import`.
+func Build(repoRoot, dir, rootfs string) ([]string, error) {
 	bin, err := os.MkdirTemp("", "trainingjob-images-")
 	if err != nil {
 		return nil, err
@@ -83,8 +111,16 @@ func Build(repoRoot, dir string) ([]string, error) {
 	if err := Binaries(repoRoot, bin); err != nil {
 		return nil, err
 	}
+	all := All(bin)
+	if rootfs != "" {
+		debian, err := Debian(repoRoot, rootfs)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, debian...)
+	}
 	var tars []string
-	for _, img := range All(bin) {
+	for _, img := range all {
 		tar, err := img.Write(dir)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 type recipe struct {
 	Paths      []string // COPY destinations
 	Entrypoint []string
+	Cmd        []string
 	User       string
 	Env        []string
 }
@@ -46,6 +48,10 @@ func finalStage(t *testing.T, path string) recipe {
 			if err := json.Unmarshal([]byte(rest), &r.Entrypoint); err != nil {
 				t.Fatalf("%s: ENTRYPOINT %s: %v", path, rest, err)
 			}
+		case "CMD":
+			if err := json.Unmarshal([]byte(rest), &r.Cmd); err != nil {
+				t.Fatalf("%s: CMD %s: %v", path, rest, err)
+			}
 		case "ENV":
 			r.Env = append(r.Env, fields[1:]...)
 		}
@@ -53,12 +59,19 @@ func finalStage(t *testing.T, path string) recipe {
 	return r
 }
 
-// recipeOf is what an image built here says, its own files only (not the base's users and certificates).
-func recipeOf(img Image) recipe {
-	r := recipe{Entrypoint: img.Config.Entrypoint, User: img.Config.User}
+// recipeOf is what an image built here says, its own files only (not the base's users and certificates); a
+// file under a directory the Dockerfile copies (copied, its COPY destinations) counts as that directory.
+func recipeOf(img Image, copied []string) recipe {
+	r := recipe{Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd, User: img.Config.User}
 	for _, f := range img.Files {
-		if !strings.HasPrefix(f.Path, "/etc/") {
-			r.Paths = append(r.Paths, f.Path)
+		p := f.Path
+		for _, dir := range copied {
+			if strings.HasPrefix(p, dir+"/") {
+				p = dir
+			}
+		}
+		if !strings.HasPrefix(p, "/etc/") && !slices.Contains(r.Paths, p) {
+			r.Paths = append(r.Paths, p)
 		}
 	}
 	for _, e := range img.Config.Env {
@@ -72,13 +85,17 @@ func recipeOf(img Image) recipe {
 // TestImagesFollowTheirDockerfiles: the images built here and the published recipes (the Dockerfiles)
 // say the same things: where the programs are, the entrypoint, the user and the environment.
 func TestImagesFollowTheirDockerfiles(t *testing.T) {
+	debian, err := Debian(filepath.Join("..", ".."), "rootfs.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
 	byName := map[string]Image{}
-	for _, img := range All("bin") {
+	for _, img := range append(All("bin"), debian...) {
 		byName[img.Name] = img
 	}
-	for dockerfile, name := range map[string]string{"Dockerfile": Operator, "examples/trainer/Dockerfile": Trainer} {
+	for dockerfile, name := range map[string]string{"Dockerfile": Operator, "examples/trainer/Dockerfile": Trainer, "Dockerfile.runner": Runner} {
 		want := finalStage(t, filepath.Join("..", "..", dockerfile))
-		if diff := cmp.Diff(want, recipeOf(byName[name])); diff != "" {
+		if diff := cmp.Diff(want, recipeOf(byName[name], want.Paths)); diff != "" {
 			t.Errorf("%s vs the image %s built here (-Dockerfile +here):\n%s", dockerfile, name, diff)
 		}
 	}

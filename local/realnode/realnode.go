@@ -160,6 +160,8 @@ func (n *Node) Stop() error {
 		n.containerd = nil
 	}
 	errs = append(errs, unmountUnder(n.opts.Dir))
+	// The images and containers' files (gigabytes with the runner's) go; the logs beside them stay.
+	errs = append(errs, os.RemoveAll(filepath.Join(n.opts.Dir, "containerd", "root")))
 	_ = exec.Command("ip", "link", "delete", n.opts.bridge()).Run() // absent when no pod ever started
 	errs = append(errs, removeCgroupRoot(n.opts.cgroupRoot()))
 	return errors.Join(errs...)

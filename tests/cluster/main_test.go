@@ -38,12 +38,12 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	assets, helm := os.Getenv("NODE_ASSETS"), os.Getenv("HELM")
-	if assets == "" || helm == "" {
-		fmt.Fprintln(os.Stderr, "cluster: NODE_ASSETS or HELM is not set: run make test-cluster (hack/node.sh and hack/helm.sh build them)")
+	assets, helm, rootfs := os.Getenv("NODE_ASSETS"), os.Getenv("HELM"), os.Getenv("RUNNER_ROOTFS")
+	if assets == "" || helm == "" || rootfs == "" {
+		fmt.Fprintln(os.Stderr, "cluster: NODE_ASSETS, HELM or RUNNER_ROOTFS is not set: run make test-cluster (hack/node.sh, hack/helm.sh and hack/rootfs.sh build them)")
 		os.Exit(1)
 	}
-	tars, err := images.Build(testenv.RepoRoot(), images.CacheDir())
+	tars, err := images.Build(testenv.RepoRoot(), images.CacheDir(), rootfs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)

@@ -1,0 +1,130 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+)
+
+// exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
+// code, as the pod watch delivered them. When a rank is killed, the Job controller fails the Job on the
+// first failed pod and deletes the others; on real nodes the killed rank's pod can be gone (its end
+// reported and the pod deleted in one instant) before the JobController reads the attempt, and its peer's
+// error exit (it lost the rank) would then be judged alone: a retryable kill read as a permanent error.
+// The watch saw the kill: the verdict reads the remembered ends of pods that are gone (derive.Observed.Gone).
+// Kept in memory only: an operator that restarts in that instant judges on what is left, as before.
+type exitMemory struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]attemptExits
+}
+
+// attemptExits are the remembered pods of one attempt, by pod UID.
+type attemptExits struct {
+	attempt int32
+	pods    map[types.UID]corev1.Pod
+}
+
+// record remembers p when one of its containers ended with a non-zero code; an older attempt's pod is
+// ignored, a newer attempt's replaces what was kept.
+func (m *exitMemory) record(p *corev1.Pod) {
+	key, ok := trainingJobOf(p)
+	if !ok || !endedNonZero(p) {
+		return
+	}
+	attempt := builders.JobAttempt(p)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.jobs == nil {
+		m.jobs = map[types.NamespacedName]attemptExits{}
+	}
+	kept := m.jobs[key]
+	switch {
+	case kept.pods != nil && attempt < kept.attempt:
+		return
+	case kept.pods == nil || attempt > kept.attempt:
+		kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}}
+	}
+	kept.pods[p.UID] = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
+	m.jobs[key] = kept
+}
+
+// gone are the remembered pods of the job's attempt that are not among present (the pods listed now).
+func (m *exitMemory) gone(key types.NamespacedName, attempt int32, present []corev1.Pod) []corev1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept, ok := m.jobs[key]
+	if !ok || kept.attempt != attempt {
+		return nil
+	}
+	listed := map[types.UID]bool{}
+	for i := range present {
+		listed[present[i].UID] = true
+	}
+	var out []corev1.Pod
+	for uid, p := range kept.pods {
+		if !listed[uid] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// forget drops what is kept for a job (it is gone).
+func (m *exitMemory) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.jobs, key)
+}
+
+// trainingJobOf is the TrainingJob a worker pod belongs to, from the name label the builders set.
+func trainingJobOf(p *corev1.Pod) (types.NamespacedName, bool) {
+	name, ok := p.Labels[builders.NameLabel]
+	return types.NamespacedName{Namespace: p.Namespace, Name: name}, ok && name != ""
+}
+
+// endedNonZero: a container (init containers included) of p ended with a non-zero code.
+func endedNonZero(p *corev1.Pod) bool {
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recordingExits wraps the pod watch's handler: every pod the watch delivers (updates and the final state of
+// a deleted pod) is offered to the memory before the handler enqueues its TrainingJob.
+func (m *exitMemory) recordingExits(next handler.EventHandler) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			next.Create(ctx, e, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if p, ok := e.ObjectNew.(*corev1.Pod); ok {
+				m.record(p)
+			}
+			next.Update(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if p, ok := e.Object.(*corev1.Pod); ok {
+				m.record(p)
+			}
+			next.Delete(ctx, e, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			next.Generic(ctx, e, q)
+		},
+	}
+}

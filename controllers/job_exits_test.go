@@ -1,0 +1,90 @@
+package controllers
+
+import (
+	"context"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+)
+
+// workerPod is a pod of job "g" in namespace ml, of the given attempt, whose trainer ended with code (0:
+// still running).
+func workerPod(name string, attempt string, code int32) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID(name + "-" + attempt),
+		Labels: map[string]string{builders.NameLabel: "g", builders.AttemptLabel: attempt}}}
+	cs := corev1.ContainerStatus{Name: builders.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	if code != 0 {
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	return p
+}
+
+// TestExitMemory: which pods the memory gives back as gone, after which events.
+func TestExitMemory(t *testing.T) {
+	job := types.NamespacedName{Namespace: "ml", Name: "g"}
+	cases := []struct {
+		name     string
+		seen     []*corev1.Pod
+		attempt  int32
+		present  []corev1.Pod
+		wantGone []string
+	}{
+		{"a killed rank deleted since", []*corev1.Pod{workerPod("w-1", "0", 137)}, 0, []corev1.Pod{*workerPod("w-0", "0", 1)}, []string{"w-1"}},
+		{"still listed: not gone", []*corev1.Pod{workerPod("w-1", "0", 137)}, 0, []corev1.Pod{*workerPod("w-1", "0", 137)}, nil},
+		{"a running or succeeded pod is not kept", []*corev1.Pod{workerPod("w-1", "0", 0)}, 0, nil, nil},
+		{"another attempt's pod is not the current attempt's", []*corev1.Pod{workerPod("w-1", "0", 137)}, 1, nil, nil},
+		{"a newer attempt replaces the older", []*corev1.Pod{workerPod("w-1", "0", 137), workerPod("w-0", "1", 137)}, 1, nil, []string{"w-0"}},
+		{"an older attempt's late event is ignored", []*corev1.Pod{workerPod("w-0", "1", 137), workerPod("w-1", "0", 137)}, 1, nil, []string{"w-0"}},
+		{"a pod of no TrainingJob", []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "x"}}}, 0, nil, nil},
+	}
+	for _, tc := range cases {
+		var m exitMemory
+		for _, p := range tc.seen {
+			m.record(p)
+		}
+		var got []string
+		for _, p := range m.gone(job, tc.attempt, tc.present) {
+			got = append(got, p.Name)
+		}
+		sort.Strings(got)
+		if diff := cmp.Diff(tc.wantGone, got); diff != "" {
+			t.Errorf("%s: gone (-want +got):\n%s", tc.name, diff)
+		}
+		m.forget(job)
+		if left := m.gone(job, tc.attempt, nil); len(left) != 0 {
+			t.Errorf("%s: %d pods kept after forget", tc.name, len(left))
+		}
+	}
+}
+
+// TestRecordingExits: the pod watch's update and delete events reach the memory and the wrapped handler.
+func TestRecordingExits(t *testing.T) {
+	var m exitMemory
+	enqueued := 0
+	next := handler.Funcs{
+		UpdateFunc: func(context.Context, event.UpdateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueued++
+		},
+		DeleteFunc: func(context.Context, event.DeleteEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueued++
+		},
+	}
+	h := m.recordingExits(next)
+	h.Update(context.Background(), event.UpdateEvent{ObjectOld: workerPod("w-1", "0", 0), ObjectNew: workerPod("w-1", "0", 137)}, nil)
+	h.Delete(context.Background(), event.DeleteEvent{Object: workerPod("w-2", "0", 143)}, nil)
+	gone := m.gone(types.NamespacedName{Namespace: "ml", Name: "g"}, 0, nil)
+	if len(gone) != 2 || enqueued != 2 {
+		t.Errorf("%d pods kept, %d events passed on; want 2 and 2", len(gone), enqueued)
+	}
+}
