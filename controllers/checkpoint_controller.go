@@ -73,7 +73,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		return reconcile.Result{}, err
 	}
 	addr, res := r.observe(ctx, tj, cm, pods)
-	written, wres, err := writeStatus(ctx, r.Client, tj, old)
+	written, wres, err := applyStatus(ctx, r.Client, tj, old, checkpointController)
 	if written {
 		r.recordStorageFault(tj, old)
 	}

@@ -60,7 +60,6 @@ type JobReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
@@ -153,7 +152,7 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 		}
 	}
 	tj.Status = st
-	written, res, err := writeStatus(ctx, r.Client, tj, old)
+	written, res, err := applyStatus(ctx, r.Client, tj, old, jobController)
 	if written {
 		r.written.Store(key, now)
 		r.recordEvents(ctx, tj, old)

@@ -81,7 +81,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if tj.Status.State == mlv1.StateRunning && builders.MonitoringEnabled(tj) {
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
-	_, wres, err := writeStatus(ctx, r.Client, tj, old)
+	_, wres, err := applyStatus(ctx, r.Client, tj, old, statusController)
 	return result(minResult(res, wres), err)
 }
 

@@ -96,7 +96,7 @@ func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	run := r.remember(tj)
 	terr := r.keepInStep(ctx, tj, uri, run)
 	derive.ApplyTracking(&tj.Status, terr, r.Retry, metav1.NewTime(r.Clock.Now()))
-	written, res, err := writeStatus(ctx, r.Client, tj, old)
+	written, res, err := applyStatus(ctx, r.Client, tj, old, trackingController)
 	if written {
 		r.recordEvents(tj, old)
 	}

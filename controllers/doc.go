@@ -1,0 +1,60 @@
+// Package controllers holds the four TrainingJob controllers over one pure state machine (package
+// derive):
+//
+//   - the JobController (job_*.go) builds the workers' Job, headless Service, ConfigMap, checkpoint claim
+//     and PodGroup, restarts the gang, cleans up, and alone derives status.state and the run's conditions;
+//   - the StatusController (status_controller.go) reads rank 0's progress into status and the per-job
+//     series and gives the success policy's verdict;
+//   - the CheckpointController (checkpoint_controller.go) reads rank 0's checkpoint agent into
+//     status.checkpoint and alone writes the ConfigMap's RESUME_FROM;
+//   - the TrackingController (tracking_controller.go) keeps the job's MLflow run in step with the status,
+//     and alone writes status.mlflow, ExperimentTracked and the ConfigMap's MLFLOW_RUN_ID.
+//
+// # Who writes what
+//
+// Every field of a TrainingJob's status has one writer, named in statusOwners below, the only copy of
+// that list. Each controller writes the status with server-side apply under its own field manager (its
+// controller name) and sends only its own fields and conditions (applyStatus): the API server records in
+// managedFields which manager owns each field and each condition (conditions are a map list keyed by
+// type), keeps the others' fields as they are, and refuses (409) an apply that would change a field another
+// manager owns. applyStatus also refuses to send a status in which the controller changed a field that is
+// not its own: the bug is an error, never a silent overwrite. TestStatusOwnership holds the table to the
+// status type, and to the managedFields the API server records after a run of every controller.
+//
+// A controller reports a fact to another through a field it owns: the success policy's verdict is the
+// StatusController's SuccessPolicyMet condition, which the JobController's DeriveStatus turns into
+// Completed; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
+//
+// The job's ConfigMap has one writer per key too: the JobController creates it and keeps its config file
+// (builders.ConfigFileName) in step with the spec; the CheckpointController writes RESUME_FROM and the
+// annotation saying for which attempt it is settled (builders.ResumeAttemptAnnotation); the
+// TrackingController writes MLFLOW_RUN_ID and builders.TrackingSettledAnnotation. The JobController starts
+// an attempt's Job only once both annotations say the attempt's values are in place.
+package controllers
+
+import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+
+// statusOwners is who writes each status field (by its JSON name) and each condition type.
+var statusOwners = []statusOwner{
+	{Manager: jobController,
+		Fields: []string{"state", "observedGeneration", "workers", "checkpointStorage", "startTime", "completionTime",
+			"duration", "failureReason", "restartCount", "attempt", "lastFailure"},
+		Conditions: []string{mlv1.ConditionCreated, mlv1.ConditionRunning, mlv1.ConditionCompleted, mlv1.ConditionFailed,
+			mlv1.ConditionSuspended, mlv1.ConditionRestarting, mlv1.ConditionCheckpointClaimBound}},
+	{Manager: statusController,
+		Fields:     []string{"progress", "currentEpoch", "totalEpochs", "eta", "metrics", "lastProgressTime", "best"},
+		Conditions: []string{mlv1.ConditionProgressReported, mlv1.ConditionSuccessPolicyMet}},
+	{Manager: checkpointController,
+		Fields:     []string{"checkpoint"},
+		Conditions: []string{mlv1.ConditionCheckpointStorageReady}},
+	{Manager: trackingController,
+		Fields:     []string{"mlflow"},
+		Conditions: []string{mlv1.ConditionExperimentTracked}},
+}
+
+// statusOwner is one writer of the status: its field manager, and the fields and condition types it owns.
+type statusOwner struct {
+	Manager    string
+	Fields     []string
+	Conditions []string
+}

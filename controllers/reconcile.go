@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+)
+
+// What every controller's Reconcile shares: a read that tells "absent" from an error, the result it
+// returns, the retry backoff of its queue, and the mapping of a child to its TrainingJob.
+
+// getOptional gets obj by key; found is false when it does not exist.
+func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) (bool, error) {
+	err := c.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("getting %T %s: %w", obj, key, err)
+	}
+	return true, nil
+}
+
+// result is what Reconcile returns: res, or only err when there is one (controller-runtime ignores a
+// result returned with an error, and warns about it). A conflict (a write based on a cache that had not
+// seen the latest version yet) is no error: the job is computed again, with backoff, on what the cache
+// holds then.
+func result(res reconcile.Result, err error) (reconcile.Result, error) {
+	switch {
+	case apierrors.IsConflict(err):
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // the rate limiter's backoff, as for a status conflict
+	case err != nil:
+		return reconcile.Result{}, err
+	}
+	return res, nil
+}
+
+// maxRetryDelay bounds how long a failing reconcile waits before it is tried again. client-go's default
+// doubles from 5 ms up to 1,000 s, so a job whose reconciles kept failing through a few minutes of API
+// outage would not be looked at again for up to a quarter of an hour unless one of its objects changed:
+// progress reads, checkpoint reads and deadlines come back through RequeueAfter, not through events.
+const maxRetryDelay = 5 * time.Second
+
+// controllerOptions are the options of the controllers: workers reconciles at once, and failures
+// retried with client-go's default backoff capped at maxRetryDelay, within its overall bound of 10
+// retries a second (burst 100), which keeps a long outage from turning into a storm of retries.
+func controllerOptions(workers int) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)}
+}
+
+// minResult is the sooner of two results.
+func minResult(a, b reconcile.Result) reconcile.Result {
+	if a.Requeue || b.Requeue { //nolint:staticcheck // Requeue is what applyStatus asks on a conflict
+		return reconcile.Result{Requeue: true} //nolint:staticcheck // keeps applyStatus's conflict requeue
+	}
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// byNameLabel maps a child or a pod to its TrainingJob by the name label.
+func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := obj.GetLabels()[builders.NameLabel]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}

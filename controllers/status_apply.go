@@ -1,0 +1,284 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=patch
+
+// applyStatus writes manager's part of tj.Status (its fields and conditions in statusOwners) with
+// server-side apply under its field manager, when that part differs from old, the status as read. A
+// change to a field manager does not own is an error and nothing is written. written is true when the
+// write happened; tj then carries the new resourceVersion.
+//
+// The apply sends no resourceVersion: another controller's write meanwhile is no conflict, as it owns
+// other fields. A 409 means a field this manager sends is owned by another manager with another value:
+// from one of ours, computed again (requeue, with backoff); from a manager outside the table (an operator
+// version that wrote the whole status with updates), taken over once with force.
+func applyStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus, manager string) (written bool, res reconcile.Result, err error) {
+	owner := ownerOf(manager)
+	if stray := owner.strayChanges(old, tj.Status); len(stray) > 0 {
+		return false, reconcile.Result{}, fmt.Errorf("%s changed status fields of %s it does not own: %s", manager, klog.KObj(tj), strings.Join(stray, ", "))
+	}
+	mine, before := owner.part(tj.Status), owner.part(old)
+	if apiequality.Semantic.DeepEqual(mine, before) {
+		return false, reconcile.Result{}, nil
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": mine}}
+	u.SetGroupVersionKind(mlv1.GroupVersion.WithKind("TrainingJob"))
+	u.SetNamespace(tj.Namespace)
+	u.SetName(tj.Name)
+	err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager))
+	if apierrors.IsConflict(err) && !conflictsWithOurs(err) {
+		ctrl.LoggerFrom(ctx).Info("taking over status fields written by another manager", "trainingJob", klog.KObj(tj), "conflict", err.Error())
+		err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership)
+	}
+	switch {
+	case apierrors.IsConflict(err):
+		ctrl.LoggerFrom(ctx).V(1).Info("status field owned by another controller; computing again", "trainingJob", klog.KObj(tj), "conflict", err.Error())
+		return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // the rate limiter's backoff
+	case err != nil:
+		return false, reconcile.Result{}, fmt.Errorf("applying status of %s: %w", klog.KObj(tj), err)
+	}
+	tj.ResourceVersion = u.GetResourceVersion()
+	statusWrites.wrote(tj)
+	return true, reconcile.Result{}, nil
+}
+
+// ownerOf is manager's row of statusOwners.
+func ownerOf(manager string) statusOwner {
+	for _, o := range statusOwners {
+		if o.Manager == manager {
+			return o
+		}
+	}
+	panic("controllers: no status owner " + manager) // a programming error: the table names every controller
+}
+
+// part is st as JSON, reduced to the owner's fields and conditions.
+func (o statusOwner) part(st mlv1.TrainingJobStatus) map[string]any {
+	all := statusJSON(st)
+	out := map[string]any{}
+	for _, f := range o.Fields {
+		if v, ok := all[f]; ok {
+			out[f] = v
+		}
+	}
+	var conds []any
+	for _, c := range st.Conditions {
+		if slices.Contains(o.Conditions, c.Type) {
+			conds = append(conds, conditionJSON(c))
+		}
+	}
+	if len(conds) > 0 {
+		out["conditions"] = conds
+	}
+	return out
+}
+
+// strayChanges names what differs between old and st outside the owner's fields and conditions.
+func (o statusOwner) strayChanges(old, st mlv1.TrainingJobStatus) []string {
+	a, b := statusJSON(old), statusJSON(st)
+	var out []string
+	for _, f := range unionKeys(a, b) {
+		if f != "conditions" && !slices.Contains(o.Fields, f) && !apiequality.Semantic.DeepEqual(a[f], b[f]) {
+			out = append(out, "status."+f)
+		}
+	}
+	oc, nc := conditionsByType(old.Conditions), conditionsByType(st.Conditions)
+	for _, t := range unionKeys(oc, nc) {
+		if !slices.Contains(o.Conditions, t) && !apiequality.Semantic.DeepEqual(oc[t], nc[t]) {
+			out = append(out, "condition "+t)
+		}
+	}
+	return out
+}
+
+// statusJSON is st as the API server stores it: a map by JSON name (conditions included).
+func statusJSON(st mlv1.TrainingJobStatus) map[string]any {
+	data, err := json.Marshal(st)
+	if err != nil {
+		panic(err) // a status is plain data
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(err)
+	}
+	if w, ok := out["workers"].(map[string]any); ok && len(w) == 0 {
+		delete(out, "workers") // a struct is never omitted by omitempty: no counts is no field
+	}
+	return out
+}
+
+func conditionJSON(c metav1.Condition) map[string]any {
+	data, _ := json.Marshal(c) // plain data
+	var out map[string]any
+	_ = json.Unmarshal(data, &out)
+	return out
+}
+
+func conditionsByType(conds []metav1.Condition) map[string]metav1.Condition {
+	out := map[string]metav1.Condition{}
+	for _, c := range conds {
+		out[c.Type] = c
+	}
+	return out
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	out := make([]string, 0, len(keys))
+	for k := range keys {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// conflictManager finds the managers a 409 of server-side apply names: `conflict with "name" ...`.
+var conflictManager = regexp.MustCompile(`conflicts? with "([^"]+)"`)
+
+// conflictsWithOurs: the apply conflict names one of the table's managers.
+func conflictsWithOurs(err error) bool {
+	for _, m := range conflictManager.FindAllStringSubmatch(err.Error(), -1) {
+		for _, o := range statusOwners {
+			if o.Manager == m[1] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// statusWrites are the resourceVersions of this process's last status write of each TrainingJob.
+var statusWrites resourceVersions
+
+// cacheLag is how long a reconcile that found the cache behind its own last write waits before it looks
+// again (the watch event that brings the write usually comes within milliseconds).
+const cacheLag = 20 * time.Millisecond
+
+// resourceVersions remembers the resourceVersion of each object's last write by this process, by UID, so
+// that a reconcile reading from a cache that has not seen that write yet waits for it instead of
+// computing from the old object and writing a conflict (kube-controller-manager's controllers do the same
+// since 1.35). A record older than a minute is ignored: a cache that far behind is being resynced anyway.
+type resourceVersions struct{ m sync.Map }
+
+type writtenVersion struct {
+	rv string
+	at time.Time
+}
+
+func (v *resourceVersions) wrote(obj client.Object) {
+	if obj.GetUID() == "" {
+		return // not from an API server (a test's object)
+	}
+	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), time.Now()})
+}
+
+// behind: obj, read from the cache, is older than this process's last write of it.
+func (v *resourceVersions) behind(obj client.Object) bool {
+	w, ok := v.m.Load(obj.GetUID())
+	if !ok {
+		return false
+	}
+	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), w.(writtenVersion).rv)
+	if err != nil || c >= 0 || time.Since(w.(writtenVersion).at) > time.Minute {
+		v.m.CompareAndDelete(obj.GetUID(), w)
+		return false
+	}
+	return true
+}
+
+// OwnershipViolations reads tj's managedFields, as the API server recorded them, against statusOwners: it
+// names every status field and condition that a manager other than its owner holds, and every status write
+// that was not an apply of one of the table's managers. Empty when each field has been written by its one
+// owner only.
+func OwnershipViolations(tj *mlv1.TrainingJob) []string {
+	var out []string
+	for _, e := range tj.ManagedFields {
+		if e.Subresource != "status" || e.FieldsV1 == nil {
+			continue
+		}
+		owner, known := statusOwner{}, false
+		for _, o := range statusOwners {
+			if o.Manager == e.Manager {
+				owner, known = o, true
+			}
+		}
+		if !known || e.Operation != metav1.ManagedFieldsOperationApply {
+			out = append(out, fmt.Sprintf("%s (%s) wrote the status: not one of the controllers' applies", e.Manager, e.Operation))
+			continue
+		}
+		fields, conds, err := statusPaths(e.FieldsV1.GetRawBytes())
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", e.Manager, err))
+		}
+		for _, f := range fields {
+			if !slices.Contains(owner.Fields, f) {
+				out = append(out, fmt.Sprintf("%s holds status.%s", e.Manager, f))
+			}
+		}
+		for _, c := range conds {
+			if !slices.Contains(owner.Conditions, c) {
+				out = append(out, fmt.Sprintf("%s holds condition %s", e.Manager, c))
+			}
+		}
+	}
+	return out
+}
+
+// statusPaths are the top-level status fields and the condition types of a managedFields entry
+// (fieldsV1: {"f:status": {"f:state": {}, "f:conditions": {"k:{\"type\":\"Running\"}": {...}}}}).
+func statusPaths(raw []byte) (fields, conds []string, err error) {
+	var set map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return nil, nil, fmt.Errorf("fieldsV1: %w", err)
+	}
+	for key, sub := range set["f:status"] {
+		switch key {
+		case ".":
+		case "f:conditions":
+			var items map[string]json.RawMessage
+			if err := json.Unmarshal(sub, &items); err != nil {
+				return nil, nil, fmt.Errorf("fieldsV1 conditions: %w", err)
+			}
+			for item := range items {
+				var k struct{ Type string }
+				if strings.HasPrefix(item, "k:") && json.Unmarshal([]byte(item[2:]), &k) == nil {
+					conds = append(conds, k.Type)
+				}
+			}
+		default:
+			fields = append(fields, strings.TrimPrefix(key, "f:"))
+		}
+	}
+	sort.Strings(fields)
+	sort.Strings(conds)
+	return fields, conds, nil
+}
