@@ -37,6 +37,9 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
+// jobController is the controller's name: its field manager, and the controller label of its series.
+const jobController = "trainingjob"
+
 // JobReconciler turns a TrainingJob into an Indexed Job (one per attempt), a headless Service, a
 // ConfigMap, a checkpoint claim and a PodGroup, and derives the TrainingJob's state from them.
 type JobReconciler struct {

@@ -7,13 +7,10 @@ import (
 
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 )
 
 // What every controller's Reconcile shares: a read that tells "absent" from an error, the result it
@@ -70,13 +67,4 @@ func minResult(a, b reconcile.Result) reconcile.Result {
 		return b
 	}
 	return a
-}
-
-// byNameLabel maps a child or a pod to its TrainingJob by the name label.
-func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[builders.NameLabel]
-	if !ok {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }

@@ -82,14 +82,6 @@ func slimJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// The controllers' names: controller-runtime's series and the operator's reconcile series carry them.
-const (
-	jobController        = "trainingjob"
-	statusController     = "trainingjob-status"
-	checkpointController = "trainingjob-checkpoint"
-	trackingController   = "trainingjob-tracking"
-)
-
 // Config configures the controllers.
 type Config struct {
 	// Builders shape the built objects.

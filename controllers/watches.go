@@ -1,17 +1,23 @@
 package controllers
 
 import (
+	"context"
 	"maps"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
+
+// What wakes each controller: the predicates on TrainingJob events, and the mapping of a child or a
+// pod to its TrainingJob.
 
 // specOrState passes every TrainingJob event except updates that change neither the spec (generation),
 // the labels, annotations or deletion, nor status.state or status.attempt. Progress the StatusController writes every
@@ -90,4 +96,13 @@ var created = predicate.Funcs{
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// byNameLabel maps a child or a pod to its TrainingJob by the name label.
+func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := obj.GetLabels()[builders.NameLabel]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }
