@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -165,8 +166,8 @@ func TestJob(t *testing.T) {
 		{"indexed, one pod per worker, under the headless service", tjtest.NewTJ("ml", "mnist").Workers(8).Obj(), func(t *testing.T, job *batchv1.Job) {
 			s := job.Spec
 			got := []any{job.Name, *s.CompletionMode, *s.Completions, *s.Parallelism, *s.BackoffLimit, *s.Suspend, *s.PodReplacementPolicy,
-				s.Template.Spec.Subdomain, s.Template.Spec.RestartPolicy, s.Template.Spec.Containers[0].Image, s.Template.Labels[builders.NameLabel],
-				s.Template.Labels[builders.AttemptLabel], job.Labels[builders.AttemptLabel], s.PodFailurePolicy.Rules[0].OnPodConditions[0].Type}
+				s.Template.Spec.Subdomain, s.Template.Spec.RestartPolicy, s.Template.Spec.Containers[0].Image, s.Template.Labels[names.NameLabel],
+				s.Template.Labels[names.AttemptLabel], job.Labels[names.AttemptLabel], s.PodFailurePolicy.Rules[0].OnPodConditions[0].Type}
 			// Gang restarts (the default): the Job runs one attempt and fails at its first failed pod.
 			want := []any{"mnist-worker", batchv1.IndexedCompletion, int32(8), int32(8), int32(0), false, batchv1.Failed,
 				"mnist-headless", corev1.RestartPolicyNever, "torch:1", "mnist", "0", "0", corev1.DisruptionTarget}
@@ -238,7 +239,7 @@ func TestJob(t *testing.T) {
 			tj.Spec.FailurePolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
 			tj.Status.Attempt = 2
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
-			got := []any{job.Spec.Template.Spec.RestartPolicy, *job.Spec.BackoffLimit, job.Spec.PodFailurePolicy == nil, job.Spec.ActiveDeadlineSeconds == nil, job.Labels[builders.AttemptLabel]}
+			got := []any{job.Spec.Template.Spec.RestartPolicy, *job.Spec.BackoffLimit, job.Spec.PodFailurePolicy == nil, job.Spec.ActiveDeadlineSeconds == nil, job.Labels[names.AttemptLabel]}
 			if diff := cmp.Diff([]any{corev1.RestartPolicyOnFailure, int32(5), true, true, "2"}, got); diff != "" {
 				t.Errorf("restartPolicy, backoffLimit, no podFailurePolicy, no deadline, attempt (-want +got):\n%s", diff)
 			}
@@ -249,7 +250,7 @@ func TestJob(t *testing.T) {
 			tj.Spec.FailurePolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
-			got := []any{p.PriorityClassName, p.NodeSelector["gpu"], p.SchedulerName, len(p.Tolerations), job.Labels[builders.QueueLabel],
+			got := []any{p.PriorityClassName, p.NodeSelector["gpu"], p.SchedulerName, len(p.Tolerations), job.Labels[names.QueueLabel],
 				p.RestartPolicy, *job.Spec.BackoffLimit, job.Spec.ActiveDeadlineSeconds == nil, *job.Spec.Suspend}
 			want := []any{"high", "a100", "volcano", 1, "team-a", corev1.RestartPolicyNever, int32(0), true, true}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -349,7 +350,7 @@ func TestJob(t *testing.T) {
 func TestService(t *testing.T) {
 	svc := builders.Service(tjtest.NewTJ("ml", "mnist").Obj())
 	got := []any{svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses, svc.Spec.Selector, len(svc.Spec.Ports)}
-	want := []any{"mnist-headless", "None", true, map[string]string{builders.NameLabel: "mnist"}, 2}
+	want := []any{"mnist-headless", "None", true, map[string]string{names.NameLabel: "mnist"}, 2}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("service (-want +got):\n%s", diff)
 	}
@@ -365,7 +366,7 @@ func TestConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got builders.RunConfig
-	if err := json.Unmarshal([]byte(cm.Data[builders.ConfigFileName]), &got); err != nil {
+	if err := json.Unmarshal([]byte(cm.Data[names.ConfigFileName]), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := builders.RunConfig{
@@ -376,7 +377,7 @@ func TestConfigMap(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config.json (-want +got):\n%s", diff)
 	}
-	if cm.Name != "mnist-config" || cm.Labels[builders.NameLabel] != "mnist" {
+	if cm.Name != "mnist-config" || cm.Labels[names.NameLabel] != "mnist" {
 		t.Errorf("configmap meta = %+v", cm.ObjectMeta)
 	}
 }
@@ -422,14 +423,14 @@ func TestResumeFrom(t *testing.T) {
 			// Past the first attempt, the value is the CheckpointController's to write into the ConfigMap.
 			wantCM := map[string]string{}
 			if tc.settled {
-				wantCM = map[string]string{builders.ResumeFromKey: tc.want, builders.ResumeAttemptAnnotation: "0"}
+				wantCM = map[string]string{names.ResumeFromKey: tc.want, names.ResumeAttemptAnnotation: "0"}
 			}
 			gotCM := map[string]string{}
-			if v, ok := cm.Data[builders.ResumeFromKey]; ok {
-				gotCM[builders.ResumeFromKey] = v
+			if v, ok := cm.Data[names.ResumeFromKey]; ok {
+				gotCM[names.ResumeFromKey] = v
 			}
-			if v, ok := cm.Annotations[builders.ResumeAttemptAnnotation]; ok {
-				gotCM[builders.ResumeAttemptAnnotation] = v
+			if v, ok := cm.Annotations[names.ResumeAttemptAnnotation]; ok {
+				gotCM[names.ResumeAttemptAnnotation] = v
 			}
 			if diff := cmp.Diff([]any{tc.want, wantCM}, []any{builders.ResumeFrom(tc.tj), gotCM}); diff != "" {
 				t.Errorf("ResumeFrom, built ConfigMap's RESUME_FROM (-want +got):\n%s", diff)
@@ -456,7 +457,7 @@ func TestJobSuspendAndSpecHash(t *testing.T) {
 	queued := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "q"} }).Obj()
 	plain, suspended := builders.Job(base.Obj(), opts), builders.Job(tjtest.NewTJ("ml", "a").Suspend(true).Obj(), opts)
 	more := builders.Job(tjtest.NewTJ("ml", "a").Workers(3).Obj(), opts)
-	hash := func(j *batchv1.Job) string { return j.Annotations[builders.SpecHashAnnotation] }
+	hash := func(j *batchv1.Job) string { return j.Annotations[names.SpecHashAnnotation] }
 	got := []any{*plain.Spec.Suspend, *suspended.Spec.Suspend, *builders.Job(queued, opts).Spec.Suspend,
 		hash(plain) == hash(suspended), hash(plain) == hash(more), hash(plain) == builders.SpecHash(plain), len(hash(plain))}
 	want := []any{false, true, true, true, false, true, 16}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -99,12 +100,6 @@ func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return append(env, storageEnv(tj)...)
 }
 
-// ResumeFromKey is the ConfigMap key, and the environment variable, naming the checkpoint workers resume
-// from. Workers read it through a configMapKeyRef, which the kubelet resolves every time a container
-// starts: a worker restarted in place, a pod the Job controller recreates and a resumed suspended job all
-// get the value the operator holds at that moment, with no change to the Job's template.
-const ResumeFromKey = "RESUME_FROM"
-
 // ResumeFrom is the checkpoint workers resume from when they start now: the newest complete checkpoint
 // the operator has seen (status.checkpoint.latest, from rank 0's checkpoint agent), else
 // spec.checkpoint.resumeFrom (pvc:// and nfs:// as the path workers see), else "" (start fresh).
@@ -125,15 +120,16 @@ func ResumeFrom(tj *mlv1.TrainingJob) string {
 }
 
 // resumeFromEnv is RESUME_FROM from the job's ConfigMap; unset while there is nothing to resume from.
-func resumeFromEnv(tj *mlv1.TrainingJob) corev1.EnvVar { return configMapKeyEnv(tj, ResumeFromKey) }
+func resumeFromEnv(tj *mlv1.TrainingJob) corev1.EnvVar {
+	return configMapKeyEnv(tj, names.ResumeFromKey)
+}
 
 // The checkpoint agent (`manager checkpoint-agent`, see package checkpoint) runs as a native sidecar
 // (an init container with restartPolicy Always) in every worker pod: it starts before the trainer, stops
 // after it, reaches the storage with the pod's own identity, and only rank 0's does any work.
 const (
-	AgentContainerName = "checkpoint-agent"
-	AgentPortName      = "checkpoint"
-	AgentPort          = 8082
+	AgentPortName = "checkpoint"
+	AgentPort     = 8082
 	// CredentialsPath is where a gcs storage Secret is mounted in the trainer and the agent.
 	CredentialsPath = "/var/run/secrets/trainingjob/checkpoint"
 	credentialsVol  = "checkpoint-credentials"
@@ -170,7 +166,7 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		command = []string{"/manager"}
 	}
 	ctr := corev1.Container{
-		Name: AgentContainerName, Image: image, Command: command, Args: args, RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
+		Name: names.AgentContainerName, Image: image, Command: command, Args: args, RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
 		// RESUME_FROM: the checkpoint the workers of this pod started from, protected until the operator
 		// says (agentapi: PUT /resume-from) that the ConfigMap names a newer one.
 		Env:             []corev1.EnvVar{rankEnv(), podIPEnv(), resumeFromEnv(tj)},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -75,7 +76,7 @@ func CheckpointClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 		mode = corev1.ReadWriteOnce
 	}
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: ClaimName(tj), Namespace: tj.Namespace, Labels: Labels(tj)},
+		ObjectMeta: metav1.ObjectMeta{Name: ClaimName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},

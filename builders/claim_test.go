@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -81,7 +82,7 @@ func TestCheckpointClaim(t *testing.T) {
 				return
 			}
 			pvc := builders.CheckpointClaim(tc.tj)
-			wantMeta := metav1.ObjectMeta{Name: "a-checkpoints", Namespace: "ml", Labels: builders.Labels(tc.tj)}
+			wantMeta := metav1.ObjectMeta{Name: "a-checkpoints", Namespace: "ml", Labels: names.Labels(tc.tj)}
 			if diff := cmp.Diff(wantMeta, pvc.ObjectMeta); diff != "" {
 				t.Errorf("claim metadata (-want +got):\n%s", diff)
 			}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -45,7 +46,7 @@ func Config(tj *mlv1.TrainingJob) RunConfig {
 		Hyperparameters: tj.Spec.Hyperparameters,
 		Networking: NetworkConfig{
 			Backend:     backend(tj),
-			MasterAddr:  WorkerDNSName(tj, 0),
+			MasterAddr:  names.WorkerDNSName(tj, 0),
 			MasterPort:  masterPort(tj),
 			RDMAEnabled: rdmaEnabled(tj),
 		},
@@ -54,7 +55,7 @@ func Config(tj *mlv1.TrainingJob) RunConfig {
 }
 
 // ConfigMap builds the ConfigMap holding config.json. Its RESUME_FROM key (see ResumeFrom) and
-// ResumeAttemptAnnotation are the CheckpointController's to write; a job with checkpoints gets them
+// names.ResumeAttemptAnnotation are the CheckpointController's to write; a job with checkpoints gets them
 // already settled for its first attempt, for which the CheckpointController would find nothing else to
 // wait for (no older rank 0 can report a newer checkpoint) and write the same: its workers start
 // without waiting for that write.
@@ -64,12 +65,12 @@ func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 		return nil, fmt.Errorf("encoding config of %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(tj), Namespace: tj.Namespace, Labels: Labels(tj)},
-		Data:       map[string]string{ConfigFileName: string(data)},
+		ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMapName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
+		Data:       map[string]string{names.ConfigFileName: string(data)},
 	}
 	if CheckpointEnabled(tj) && tj.Status.Attempt == 0 {
-		cm.Data[ResumeFromKey] = ResumeFrom(tj)
-		cm.Annotations = map[string]string{ResumeAttemptAnnotation: "0"}
+		cm.Data[names.ResumeFromKey] = ResumeFrom(tj)
+		cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
 	}
 	return cm, nil
 }

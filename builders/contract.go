@@ -1,6 +1,9 @@
 package builders
 
-import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+import (
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
 
 // ContractVar is one variable of the worker environment contract. The "Environment contract"
 // table of docs/frameworks.md lists each (a test checks the two against each other), and WorkerEnv sets
@@ -43,7 +46,7 @@ var Contract = []ContractVar{
 	mpi("OMPI_ALLOW_RUN_AS_ROOT"), mpi("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), mpi("I_MPI_HYDRA_HOST_FILE"), mpi("I_MPI_HYDRA_BOOTSTRAP"),
 	mpi("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"), mpi("HYDRA_HOST_FILE"), mpi("HYDRA_LAUNCHER_EXTRA_ARGS"),
 	{Name: "NVIDIA_VISIBLE_DEVICES"},
-	{Name: "MLFLOW_TRACKING_URI"}, {Name: "MLFLOW_EXPERIMENT_NAME"}, {Name: MLflowExperimentIDKey}, {Name: MLflowRunIDKey},
+	{Name: "MLFLOW_TRACKING_URI"}, {Name: "MLFLOW_EXPERIMENT_NAME"}, {Name: names.MLflowExperimentIDKey}, {Name: names.MLflowRunIDKey},
 	{Name: MLflowTokenKey}, {Name: MLflowUsernameKey}, {Name: MLflowPasswordKey}, {Name: "WANDB_PROJECT"}, {Name: "WANDB_RUN_GROUP"},
 	{Name: "WANDB_RUN_ID"}, {Name: "WANDB_NAME"}, {Name: "WANDB_RESUME"},
 	reserved("CHECKPOINT_DIR"), reserved("CHECKPOINT_URI"), reserved("CHECKPOINT_FREQUENCY"), reserved("RESUME_FROM"),
@@ -70,11 +73,11 @@ var ReservedEnvNames = contractNames(true)
 var DefaultEnvNames = contractNames(false)
 
 func contractNames(reserved bool) []string {
-	var names []string
+	var out []string
 	for _, v := range Contract {
 		if v.Reserved == reserved {
-			names = append(names, v.Name)
+			out = append(out, v.Name)
 		}
 	}
-	return names
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"time"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -87,7 +88,7 @@ func masterPort(tj *mlv1.TrainingJob) int32 {
 	if n := tj.Spec.Networking; n != nil && n.MasterPort != 0 {
 		return n.MasterPort
 	}
-	return DefaultMasterPort
+	return names.DefaultMasterPort
 }
 
 // MonitoringEnabled is monitoring.enabled, true by default: the operator reads rank 0's progress.
@@ -103,7 +104,7 @@ func metricsPort(tj *mlv1.TrainingJob) int32 {
 	if m := tj.Spec.Monitoring; m != nil && m.MetricsPort != 0 {
 		return m.MetricsPort
 	}
-	return DefaultMetricsPort
+	return names.DefaultMetricsPort
 }
 
 func backend(tj *mlv1.TrainingJob) mlv1.Backend {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -48,7 +49,7 @@ func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		value("TRAININGJOB_NAMESPACE", tj.Namespace),
 		value("MODEL_NAME", tj.Spec.Model),
 		value("DATASET_NAME", tj.Spec.Dataset),
-		value("TRAININGJOB_CONFIG", ConfigMountPath+"/"+ConfigFileName),
+		value("TRAININGJOB_CONFIG", names.ConfigMountPath+"/"+names.ConfigFileName),
 		value("METRICS_PORT", itoa(metricsPort(tj))),
 		value("PYTHONUNBUFFERED", "1"),
 		podIPEnv(),
@@ -64,7 +65,7 @@ func podIPEnv() corev1.EnvVar {
 // rankEnv is RANK from the pod's completion index.
 func rankEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-		FieldPath: fmt.Sprintf("metadata.annotations['%s']", RankAnnotation),
+		FieldPath: fmt.Sprintf("metadata.annotations['%s']", names.RankAnnotation),
 	}}}
 }
 
@@ -78,7 +79,7 @@ func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return append(env,
 		value("LOCAL_RANK", "0"),
 		value("LOCAL_WORLD_SIZE", "1"),
-		value("MASTER_ADDR", WorkerDNSName(tj, 0)),
+		value("MASTER_ADDR", names.WorkerDNSName(tj, 0)),
 		value("MASTER_PORT", itoa(masterPort(tj))),
 		value("DIST_BACKEND", string(backend(tj))),
 	)
@@ -119,7 +120,7 @@ func torchrunEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 			value("PET_NNODES", fmt.Sprintf("%d:%d", e.MinWorkers, e.MaxWorkers)),
 			value("PET_NPROC_PER_NODE", itoa(nproc)),
 			value("PET_RDZV_BACKEND", "c10d"),
-			value("PET_RDZV_ENDPOINT", WorkerDNSName(tj, 0)+"."+ClusterDomain+":$(MASTER_PORT)"),
+			value("PET_RDZV_ENDPOINT", names.WorkerDNSName(tj, 0)+"."+ClusterDomain+":$(MASTER_PORT)"),
 			value("PET_RDZV_ID", tj.Name),
 			value("PET_MAX_RESTARTS", itoa(ptrOr(e.MaxRestarts, 10))),
 		}
@@ -166,7 +167,7 @@ func xgboostEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	}
 	others := make([]string, tj.Spec.NumWorkers-1)
 	for i := range others {
-		others[i] = WorkerDNSName(tj, int32(i+1))
+		others[i] = names.WorkerDNSName(tj, int32(i+1))
 	}
 	return append(env, value("WORKER_ADDRS", strings.Join(others, ",")), value("WORKER_PORT", "$(MASTER_PORT)"))
 }
@@ -176,7 +177,7 @@ func xgboostEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 func tfConfig(tj *mlv1.TrainingJob) string {
 	workers := make([]string, tj.Spec.NumWorkers)
 	for i := range workers {
-		workers[i] = WorkerDNSName(tj, int32(i)) + ":" + itoa(masterPort(tj))
+		workers[i] = names.WorkerDNSName(tj, int32(i)) + ":" + itoa(masterPort(tj))
 	}
 	cluster, _ := json.Marshal(map[string][]string{"worker": workers}) // a map of strings always marshals
 	return `{"cluster":` + string(cluster) + `,"task":{"type":"worker","index":$(RANK)}}`

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -63,7 +64,7 @@ func FuzzJob(f *testing.F) {
 		if *job.Spec.Completions != workers || *job.Spec.Parallelism != workers {
 			t.Fatalf("completions %d, parallelism %d for %d workers", *job.Spec.Completions, *job.Spec.Parallelism, workers)
 		}
-		for _, host := range []string{builders.WorkerHostname(tj, workers-1), builders.ServiceName(tj), builders.ConfigMapName(tj), job.Name} {
+		for _, host := range []string{names.WorkerHostname(tj, workers-1), names.ServiceName(tj), names.ConfigMapName(tj), job.Name} {
 			if errs := validation.IsDNS1123Label(host); len(errs) > 0 {
 				t.Fatalf("name %q: %v", host, errs)
 			}

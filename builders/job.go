@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -47,12 +48,12 @@ func GPUResourceName(tj *mlv1.TrainingJob, opts Options) corev1.ResourceName {
 // Job builds the Indexed Job that runs the workers: one pod per rank, host name "<job>-<rank>" under the
 // headless Service, so rank 0 has a stable DNS name.
 func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
-	labels := AttemptLabels(tj)
+	labels := names.AttemptLabels(tj)
 	if q := QueueName(tj); q != "" {
-		labels[QueueLabel] = q
+		labels[names.QueueLabel] = q
 	}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: JobName(tj), Namespace: tj.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: names.JobName(tj), Namespace: tj.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
 			CompletionMode:   ptr.To(batchv1.IndexedCompletion),
 			Completions:      ptr.To(tj.Spec.NumWorkers),
@@ -69,7 +70,7 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 			},
 		},
 	}
-	job.Annotations = map[string]string{SpecHashAnnotation: SpecHash(job)}
+	job.Annotations = map[string]string{names.SpecHashAnnotation: SpecHash(job)}
 	return job
 }
 
@@ -123,13 +124,13 @@ func SpecHash(job *batchv1.Job) string {
 func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		SecurityContext: podSecurityContext(tj),
-		Subdomain:       ServiceName(tj),
+		Subdomain:       names.ServiceName(tj),
 		RestartPolicy:   podRestartPolicy(tj),
 		Containers:      []corev1.Container{container(tj, opts)},
 		Volumes: []corev1.Volume{{
-			Name: ConfigVolumeName,
+			Name: names.ConfigVolumeName,
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(tj)},
+				LocalObjectReference: corev1.LocalObjectReference{Name: names.ConfigMapName(tj)},
 			}},
 		}},
 	}
@@ -152,7 +153,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 }
 
 func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
-	mounts := []corev1.VolumeMount{{Name: ConfigVolumeName, MountPath: ConfigMountPath, ReadOnly: true}}
+	mounts := []corev1.VolumeMount{{Name: names.ConfigVolumeName, MountPath: names.ConfigMountPath, ReadOnly: true}}
 	var envFrom []corev1.EnvFromSource
 	if mountedCheckpoints(tj) {
 		mounts = append(mounts, corev1.VolumeMount{Name: CheckpointVolumeName, MountPath: CheckpointMountPath})
@@ -161,8 +162,8 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		mounts = append(mounts, storageMounts(tj)...)
 	}
 	ports := []corev1.ContainerPort{
-		{Name: MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
-		{Name: MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
+		{Name: names.MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
+		{Name: names.MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},
 	}
 	cmd, args := command(tj), tj.Spec.Args
 	if MPIEnabled(tj) {
@@ -171,7 +172,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		ports = append(ports, corev1.ContainerPort{Name: MPIPortName, ContainerPort: MPISSHPort, Protocol: corev1.ProtocolTCP})
 	}
 	return corev1.Container{
-		Name:         ContainerName,
+		Name:         names.ContainerName,
 		Image:        Image(tj, opts),
 		Command:      cmd,
 		Args:         args,

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -85,7 +86,7 @@ func mpiHosts(tj *mlv1.TrainingJob) string {
 	slots := max(gpusPerWorker(tj), 1)
 	hosts := make([]string, tj.Spec.NumWorkers)
 	for i := range hosts {
-		hosts[i] = fmt.Sprintf("%s:%d", WorkerDNSName(tj, int32(i)), slots)
+		hosts[i] = fmt.Sprintf("%s:%d", names.WorkerDNSName(tj, int32(i)), slots)
 	}
 	return strings.Join(hosts, " ")
 }

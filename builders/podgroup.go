@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -74,7 +75,7 @@ func PodGroup(tj *mlv1.TrainingJob, opts Options) *unstructured.Unstructured {
 	pg.SetGroupVersionKind(gvk)
 	pg.SetName(PodGroupName(tj))
 	pg.SetNamespace(tj.Namespace)
-	pg.SetLabels(Labels(tj))
+	pg.SetLabels(names.Labels(tj))
 	return pg
 }
 
@@ -102,7 +103,7 @@ func minResources(tj *mlv1.TrainingJob, opts Options) map[string]any {
 
 // podLabels are the pods' labels: the attempt's, and the coscheduler's group.
 func podLabels(tj *mlv1.TrainingJob) map[string]string {
-	l := AttemptLabels(tj)
+	l := names.AttemptLabels(tj)
 	if GangScheduler(tj) == mlv1.GangCoscheduling {
 		l[CoschedulingGroupLabel] = PodGroupName(tj)
 	}

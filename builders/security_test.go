@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -85,7 +86,7 @@ func TestSecurityContexts(t *testing.T) {
 			}
 			var agentUser *int64
 			for _, c := range p.InitContainers {
-				if c.Name == builders.AgentContainerName {
+				if c.Name == names.AgentContainerName {
 					agentUser = c.SecurityContext.RunAsUser
 					if !ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false) {
 						t.Errorf("the agent's root file system is writable")

@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -12,14 +13,14 @@ import (
 // that are not Ready, so rank 0 resolves while the ranks rendezvous.
 func Service(tj *mlv1.TrainingJob) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: ServiceName(tj), Namespace: tj.Namespace, Labels: Labels(tj)},
+		ObjectMeta: metav1.ObjectMeta{Name: names.ServiceName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 SelectorLabels(tj),
+			Selector:                 names.SelectorLabels(tj),
 			PublishNotReadyAddresses: true,
 			Ports: []corev1.ServicePort{
-				servicePort(MasterPortName, masterPort(tj)),
-				servicePort(MetricsPortName, metricsPort(tj)),
+				servicePort(names.MasterPortName, masterPort(tj)),
+				servicePort(names.MetricsPortName, metricsPort(tj)),
 			},
 		},
 	}

@@ -3,21 +3,19 @@ package builders
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
 // The job's MLflow run (see package tracking and the TrackingController) reaches the workers through
 // the ConfigMap: its run and experiment ids are keys the TrackingController alone writes, read by
-// configMapKeyRef when a container starts, and it marks the ConfigMap with TrackingSettledAnnotation once
+// configMapKeyRef when a container starts, and it marks the ConfigMap with names.TrackingSettledAnnotation once
 // it has tried to create the run. The JobController creates a tracked job's first Job only after that
 // mark, so workers start with MLFLOW_RUN_ID whenever the tracking server answered in time; when it did
 // not, they start without it (the training is never held up by the tracking server) and the workers of
 // a later attempt get it.
-const (
-	MLflowRunIDKey            = "MLFLOW_RUN_ID"
-	MLflowExperimentIDKey     = "MLFLOW_EXPERIMENT_ID"
-	TrackingSettledAnnotation = "ml.example.com/tracking-settled"
-)
+// (The keys and the annotation are in package names: names.MLflowRunIDKey, names.MLflowExperimentIDKey,
+// names.TrackingSettledAnnotation.)
 
 // MLflow's own variables for credentials: the keys of monitoring.mlflowCredentialsSecret, and the
 // workers' environment variables.
@@ -62,7 +60,7 @@ func trackingEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	var env []corev1.EnvVar
 	if uri := MLflowTrackingURI(tj, opts); uri != "" {
 		env = append(env, value("MLFLOW_TRACKING_URI", uri), value("MLFLOW_EXPERIMENT_NAME", MLflowExperiment(tj)),
-			configMapKeyEnv(tj, MLflowExperimentIDKey), configMapKeyEnv(tj, MLflowRunIDKey))
+			configMapKeyEnv(tj, names.MLflowExperimentIDKey), configMapKeyEnv(tj, names.MLflowRunIDKey))
 		if s := MLflowCredentialsSecret(tj); s != "" {
 			for _, key := range []string{MLflowTokenKey, MLflowUsernameKey, MLflowPasswordKey} {
 				env = append(env, corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -90,6 +88,6 @@ func trackingEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 // the ConfigMap has no such key.
 func configMapKeyEnv(tj *mlv1.TrainingJob, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(tj)}, Key: key, Optional: ptrTo(true),
+		LocalObjectReference: corev1.LocalObjectReference{Name: names.ConfigMapName(tj)}, Key: key, Optional: ptrTo(true),
 	}}}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -67,7 +68,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	cm := &corev1.ConfigMap{}
-	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil || !found {
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil || !found {
 		return reconcile.Result{}, err // the ConfigMap's creation brings the job back
 	}
 	old := *tj.Status.DeepCopy()
@@ -92,7 +93,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 // answered, and when to come back.
 func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod) (string, reconcile.Result) {
 	now := metav1.NewTime(r.Clock.Now())
-	derive.ApplyResumeFrom(&tj.Status, cm.Data[builders.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
+	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
 	if a, ok := r.reports.peek(tj); ok {
 		derive.ApplyFinalReport(&tj.Status, a, now)
 	}
@@ -141,13 +142,13 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 // reported until then. RESUME_FROM only moves forward: a checkpoint it named may be rotated away as soon
 // as it names a newer one.
 func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod, addr string) error {
-	current, had := cm.Data[builders.ResumeFromKey]
+	current, had := cm.Data[names.ResumeFromKey]
 	want := current
 	if from := builders.ResumeFrom(tj); newer(from, current) {
 		want = from
 	}
 	attempt := strconv.Itoa(int(tj.Status.Attempt))
-	settle := cm.Annotations[builders.ResumeAttemptAnnotation] != attempt
+	settle := cm.Annotations[names.ResumeAttemptAnnotation] != attempt
 	if settle {
 		running, err := r.olderRank0Running(ctx, tj, pods)
 		if err != nil {
@@ -160,16 +161,16 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[builders.ResumeFromKey] = want
+		cm.Data[names.ResumeFromKey] = want
 		if settle {
-			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, builders.ResumeAttemptAnnotation, attempt)
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, names.ResumeAttemptAnnotation, attempt)
 		}
 		if err := r.Patch(ctx, cm, patch); err != nil {
 			return fmt.Errorf("setting RESUME_FROM of %s: %w", klog.KObj(tj), err)
 		}
 	}
 	if addr != "" {
-		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[builders.ResumeFromKey]); err != nil {
+		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[names.ResumeFromKey]); err != nil {
 			// Safe to leave: the agent keeps protecting what it reported until a later acknowledgement.
 			ctrl.LoggerFrom(ctx).Info("telling rank 0's checkpoint agent what RESUME_FROM names", "trainingJob", klog.KObj(tj), "error", err.Error())
 		}
@@ -193,7 +194,7 @@ func newer(a, b string) bool {
 func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) (bool, error) {
 	var older []corev1.Pod
 	for _, p := range pods {
-		if builders.JobAttempt(&p) < tj.Status.Attempt && !derive.Ended(&p) {
+		if names.JobAttempt(&p) < tj.Status.Attempt && !derive.Ended(&p) {
 			older = append(older, p)
 		}
 	}
@@ -207,7 +208,7 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 // rank0Pods are the rank 0 pods of every attempt still there.
 func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{builders.NameLabel: tj.Name, builders.RankLabel: "0"}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0"}); err != nil {
 		return nil, fmt.Errorf("listing rank 0 pods of %s: %w", klog.KObj(tj), err)
 	}
 	return pods.Items, nil
@@ -234,7 +235,7 @@ func (r *CheckpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Request {
-	if obj.GetLabels()[builders.RankLabel] != "0" {
+	if obj.GetLabels()[names.RankLabel] != "0" {
 		return nil
 	}
 	return byNameLabel(ctx, obj)

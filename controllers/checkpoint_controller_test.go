@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -28,10 +29,10 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 	report := `{"latest":"` + uri + `7","latestEpoch":7,"count":2,"sizeBytes":10,"time":"2026-01-01T00:00:00Z"}`
 	rank0 := func(attempt string, phase corev1.PodPhase, final string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-" + attempt,
-			Labels: map[string]string{builders.NameLabel: "a", builders.RankLabel: "0", builders.AttemptLabel: attempt}}}
+			Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: attempt}}}
 		p.Status.Phase = phase
 		if final != "" {
-			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: builders.AgentContainerName,
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: names.AgentContainerName,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: final, FinishedAt: t0}}}}
 		}
 		return p
@@ -56,9 +57,9 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			tj.Status.State, tj.Status.Attempt = mlv1.StateInitializing, tc.attempt
 			tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: uri + "4", LatestEpoch: 4}
 			cm, _ := builders.ConfigMap(tj)
-			cm.Annotations = map[string]string{builders.ResumeAttemptAnnotation: "0"}
+			cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
 			if tc.resumeFrom != nil {
-				cm.Data[builders.ResumeFromKey] = *tc.resumeFrom
+				cm.Data[names.ResumeFromKey] = *tc.resumeFrom
 			}
 			objs := []client.Object{tj, cm}
 			if tc.pod != nil {
@@ -74,7 +75,7 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(cm), got); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]string{tc.want, tc.wantSettled}, []string{got.Data[builders.ResumeFromKey], got.Annotations[builders.ResumeAttemptAnnotation]}); diff != "" {
+			if diff := cmp.Diff([]string{tc.want, tc.wantSettled}, []string{got.Data[names.ResumeFromKey], got.Annotations[names.ResumeAttemptAnnotation]}); diff != "" {
 				t.Errorf("RESUME_FROM, settled for attempt (-want +got):\n%s", diff)
 			}
 		})

@@ -26,9 +26,9 @@
 // Completed; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
 //
 // The job's ConfigMap has one writer per key too: the JobController creates it and keeps its config file
-// (builders.ConfigFileName) in step with the spec; the CheckpointController writes RESUME_FROM and the
-// annotation saying for which attempt it is settled (builders.ResumeAttemptAnnotation); the
-// TrackingController writes MLFLOW_RUN_ID and builders.TrackingSettledAnnotation. The JobController starts
+// (names.ConfigFileName) in step with the spec; the CheckpointController writes RESUME_FROM and the
+// annotation saying for which attempt it is settled (names.ResumeAttemptAnnotation); the
+// TrackingController writes MLFLOW_RUN_ID and names.TrackingSettledAnnotation. The JobController starts
 // an attempt's Job only once both annotations say the attempt's values are in place.
 package controllers
 

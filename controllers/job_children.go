@@ -17,6 +17,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -68,13 +69,13 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 	}
 	cm := &corev1.ConfigMap{}
 	err = r.ensure(ctx, tj, want, cm, func() bool {
-		if cm.Data[builders.ConfigFileName] == want.Data[builders.ConfigFileName] {
+		if cm.Data[names.ConfigFileName] == want.Data[names.ConfigFileName] {
 			return false
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[builders.ConfigFileName] = want.Data[builders.ConfigFileName]
+		cm.Data[names.ConfigFileName] = want.Data[names.ConfigFileName]
 		return true
 	})
 	if cm.ResourceVersion == "" { // not found: want is what was created (or, created meanwhile by another reconcile, alike)
@@ -111,8 +112,8 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return err
 	case found && !metav1.IsControlledBy(job, tj):
 		return fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
-	case found && builders.JobAttempt(job) != tj.Status.Attempt:
-		obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", builders.JobAttempt(job))
+	case found && names.JobAttempt(job) != tj.Status.Attempt:
+		obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
 		return r.deleteJob(ctx, job, "of an older attempt")
 	case found && finished(tj):
 		obs.Job = job
@@ -152,7 +153,7 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 		return "", err
 	}
 	if len(old) > 0 {
-		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), builders.JobAttempt(&old[0])), nil
+		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), nil
 	}
 	checkpoints, tracked := builders.CheckpointEnabled(tj), builders.MLflowTrackingURI(tj, r.Options) != ""
 	if !checkpoints && !tracked {
@@ -160,14 +161,14 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 	if cm == nil {
 		cm = &corev1.ConfigMap{}
-		if _, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		if _, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil {
 			return "", err
 		}
 	}
 	switch {
-	case checkpoints && cm.Annotations[builders.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)):
+	case checkpoints && cm.Annotations[names.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)):
 		return "waiting for the checkpoint controller to settle RESUME_FROM", nil
-	case tracked && cm.Annotations[builders.TrackingSettledAnnotation] == "":
+	case tracked && cm.Annotations[names.TrackingSettledAnnotation] == "":
 		return "waiting for the tracking controller's first attempt to create the MLflow run", nil
 	}
 	return "", nil
@@ -187,7 +188,7 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 // admitted only while suspended). Its pod template is immutable, so it is replaced.
 func isStale(job, want *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.Suspend, false) && job.Status.Active == 0 &&
-		job.Annotations[builders.SpecHashAnnotation] != want.Annotations[builders.SpecHashAnnotation]
+		job.Annotations[names.SpecHashAnnotation] != want.Annotations[names.SpecHashAnnotation]
 }
 
 // stopJob suspends a Job that still runs workers of a finished TrainingJob (a success policy completed
@@ -253,12 +254,12 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 // another attempt are never counted as the current one's, whatever their state.
 func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, current bool) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(builders.SelectorLabels(tj))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
 		return nil, fmt.Errorf("listing pods of %s: %w", tj.Name, err)
 	}
 	out := pods.Items[:0]
 	for _, p := range pods.Items {
-		if (builders.JobAttempt(&p) == tj.Status.Attempt) == current {
+		if (names.JobAttempt(&p) == tj.Status.Attempt) == current {
 			out = append(out, p)
 		}
 	}

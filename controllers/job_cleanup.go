@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -51,7 +52,7 @@ func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJo
 // asked only while such a pod remains.
 func (r *JobReconciler) deletePods(ctx context.Context, tj *mlv1.TrainingJob) error {
 	var pods corev1.PodList
-	sel := client.MatchingLabels(builders.SelectorLabels(tj))
+	sel := client.MatchingLabels(names.SelectorLabels(tj))
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), sel); err != nil {
 		return fmt.Errorf("listing the pods of finished %s: %w", klog.KObj(tj), err)
 	}
@@ -69,9 +70,9 @@ func (r *JobReconciler) deletePods(ctx context.Context, tj *mlv1.TrainingJob) er
 func (r *JobReconciler) deleteChildren(ctx context.Context, tj *mlv1.TrainingJob) error {
 	meta := metav1.ObjectMeta{Namespace: tj.Namespace}
 	children := []client.Object{
-		&batchv1.Job{ObjectMeta: withName(meta, builders.JobName(tj))},
-		&corev1.Service{ObjectMeta: withName(meta, builders.ServiceName(tj))},
-		&corev1.ConfigMap{ObjectMeta: withName(meta, builders.ConfigMapName(tj))},
+		&batchv1.Job{ObjectMeta: withName(meta, names.JobName(tj))},
+		&corev1.Service{ObjectMeta: withName(meta, names.ServiceName(tj))},
+		&corev1.ConfigMap{ObjectMeta: withName(meta, names.ConfigMapName(tj))},
 	}
 	if pg := builders.PodGroup(tj, r.Options); pg != nil {
 		children = append(children, pg)

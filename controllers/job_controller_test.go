@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -136,7 +137,7 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: "s-config"}, cm); err != nil {
 		t.Fatal(err)
 	}
-	got := []any{*job.Spec.Parallelism, *job.Spec.Suspend, strings.Contains(cm.Data[builders.ConfigFileName], `"epochs": 9`)}
+	got := []any{*job.Spec.Parallelism, *job.Spec.Suspend, strings.Contains(cm.Data[names.ConfigFileName], `"epochs": 9`)}
 	if diff := cmp.Diff([]any{int32(3), false, true}, got); diff != "" {
 		t.Errorf("parallelism, suspend, config has new epochs (-want +got):\n%s", diff)
 	}
@@ -147,7 +148,7 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 func TestReconcileRecordsFaultOnce(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "f").Workers(1).Obj()
 	tj.UID, tj.Status.State = "uid-f", mlv1.StateInitializing
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: map[string]string{builders.NameLabel: "f", builders.RankLabel: "0"}}}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: map[string]string{names.NameLabel: "f", names.RankLabel: "0"}}}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "no gpu"}}
 	r := newReconciler(tj, &p)
 	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "f"}, 3)
@@ -198,7 +199,7 @@ func TestCleanup(t *testing.T) {
 			job := builders.Job(tc.tj, builders.Options{})
 			job.Status.Active = 1
 			cm, _ := builders.ConfigMap(tc.tj)
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: tc.tj.Name + "-worker-0", Labels: builders.AttemptLabels(tc.tj)}}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: tc.tj.Name + "-worker-0", Labels: names.AttemptLabels(tc.tj)}}
 			r := newReconciler(tc.tj, owned(job), owned(builders.Service(tc.tj)), owned(cm), pod)
 			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.tj)})
 			if err != nil {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
 // exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
@@ -40,7 +40,7 @@ func (m *exitMemory) record(p *corev1.Pod) {
 	if !ok || !endedNonZero(p) {
 		return
 	}
-	attempt := builders.JobAttempt(p)
+	attempt := names.JobAttempt(p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.jobs == nil {
@@ -88,7 +88,7 @@ func (m *exitMemory) forget(key types.NamespacedName) {
 
 // trainingJobOf is the TrainingJob a worker pod belongs to, from the name label the builders set.
 func trainingJobOf(p *corev1.Pod) (types.NamespacedName, bool) {
-	name, ok := p.Labels[builders.NameLabel]
+	name, ok := p.Labels[names.NameLabel]
 	return types.NamespacedName{Namespace: p.Namespace, Name: name}, ok && name != ""
 }
 

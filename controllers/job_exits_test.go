@@ -14,15 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
 // workerPod is a pod of job "g" in namespace ml, of the given attempt, whose trainer ended with code (0:
 // still running).
 func workerPod(name string, attempt string, code int32) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID(name + "-" + attempt),
-		Labels: map[string]string{builders.NameLabel: "g", builders.AttemptLabel: attempt}}}
-	cs := corev1.ContainerStatus{Name: builders.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+		Labels: map[string]string{names.NameLabel: "g", names.AttemptLabel: attempt}}}
+	cs := corev1.ContainerStatus{Name: names.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
 	if code != 0 {
 		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -42,7 +43,7 @@ func sshSecret(tj *mlv1.TrainingJob) (*corev1.Secret, error) {
 		return nil, err
 	}
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: builders.SSHSecretName(tj), Namespace: tj.Namespace, Labels: builders.Labels(tj)},
+		ObjectMeta: metav1.ObjectMeta{Name: builders.SSHSecretName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			builders.SSHPrivateKey: client.private, builders.SSHPublicKey: client.authorized,

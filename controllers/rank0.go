@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -19,7 +19,7 @@ import (
 // rank0Addr is host:port of rank 0's running pod of the current attempt.
 func rank0Addr(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, port int32) (string, error) {
 	pods := &corev1.PodList{}
-	labels := client.MatchingLabels{builders.NameLabel: tj.Name, builders.RankLabel: "0", builders.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}
+	labels := client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0", names.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}
 	if err := c.List(ctx, pods, client.InNamespace(tj.Namespace), labels); err != nil {
 		return "", err
 	}
@@ -29,7 +29,7 @@ func rank0Addr(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, port 
 // runningRank0 is host:port of the running pod of the current attempt among rank 0's pods.
 func runningRank0(tj *mlv1.TrainingJob, pods []corev1.Pod, port int32) (string, error) {
 	for _, p := range pods {
-		if builders.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+		if names.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), nil
 		}
 	}

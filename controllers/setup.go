@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -39,7 +40,7 @@ func NewScheme() *runtime.Scheme {
 // keeps its managedFields there (never read, often the largest part of a small object), and pods and Jobs
 // keep no pod spec (slimPod, slimJob).
 func CacheOptions(namespaces []string) cache.Options {
-	owned, _ := labels.NewRequirement(builders.NameLabel, selection.Exists, nil) // a fixed, valid requirement
+	owned, _ := labels.NewRequirement(names.NameLabel, selection.Exists, nil) // a fixed, valid requirement
 	sel := labels.NewSelector().Add(*owned)
 	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:       {Label: sel, Transform: slimPod},

@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 	"github.com/trainingjob-operator/trainingjob-operator/tracking"
@@ -364,19 +365,19 @@ func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.Namespa
 // tracked job's first Job only then): after the first attempt to create the run, whether it succeeded.
 func (r *TrackingReconciler) syncConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
 	cm := &corev1.ConfigMap{}
-	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil || !found {
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil || !found {
 		return err // the ConfigMap's creation brings the job back
 	}
 	want := map[string]string{}
 	if m := tj.Status.MLflow; m != nil {
-		want = map[string]string{builders.MLflowRunIDKey: m.RunID, builders.MLflowExperimentIDKey: m.ExperimentID}
+		want = map[string]string{names.MLflowRunIDKey: m.RunID, names.MLflowExperimentIDKey: m.ExperimentID}
 	}
-	if cm.Annotations[builders.TrackingSettledAnnotation] == "true" && cm.Data[builders.MLflowRunIDKey] == want[builders.MLflowRunIDKey] &&
-		cm.Data[builders.MLflowExperimentIDKey] == want[builders.MLflowExperimentIDKey] {
+	if cm.Annotations[names.TrackingSettledAnnotation] == "true" && cm.Data[names.MLflowRunIDKey] == want[names.MLflowRunIDKey] &&
+		cm.Data[names.MLflowExperimentIDKey] == want[names.MLflowExperimentIDKey] {
 		return nil
 	}
 	patch := client.MergeFrom(cm.DeepCopy())
-	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, builders.TrackingSettledAnnotation, "true")
+	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, names.TrackingSettledAnnotation, "true")
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}

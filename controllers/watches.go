@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -100,7 +101,7 @@ var created = predicate.Funcs{
 
 // byNameLabel maps a child or a pod to its TrainingJob by the name label.
 func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[builders.NameLabel]
+	name, ok := obj.GetLabels()[names.NameLabel]
 	if !ok {
 		return nil
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -34,7 +34,7 @@ func TestDetailsAreCoalesced(t *testing.T) {
 	key := client.ObjectKeyFromObject(tj)
 	reconcileN(t, r, key, 1) // Initializing, written: the first write
 	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: builders.JobName(tj)}, job); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
 		t.Fatal(err)
 	}
 	setActive := func(n int32) {
@@ -64,7 +64,7 @@ func TestDetailsAreCoalesced(t *testing.T) {
 	if st.Workers.Active != 1 {
 		t.Errorf("after the interval: active %d, want 1 written", st.Workers.Active)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-worker-0", Labels: builders.AttemptLabels(tj)},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-worker-0", Labels: names.AttemptLabels(tj)},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	pod2 := pod.DeepCopy()
 	pod2.Name = "w-worker-1"

@@ -28,7 +28,7 @@ var used = map[string][]string{
 	"core/secrets":                       {"create", "get"}, // create: an MPI job's SSH keys; get: MLflow credentials, read uncached (no Secret is cached)
 	"events.k8s.io/events":               {"create", "patch"},
 	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
-	"ml.example.com/trainingjobs/status": {"update"},
+	"ml.example.com/trainingjobs/status": {"patch"},                          // server-side apply, one field manager per controller
 	"scheduling.volcano.sh/podgroups":    {"create", "get"},
 	"scheduling.x-k8s.io/podgroups":      {"create", "get"},
 	// Leader election (namespaced Role): the Lease, and its events.

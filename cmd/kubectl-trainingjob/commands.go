@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -28,13 +28,13 @@ func (x *cli) get(ctx context.Context, name string) (*mlv1.TrainingJob, error) {
 func (x *cli) pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := x.c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{
-		builders.NameLabel: tj.Name, builders.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}); err != nil {
+		names.NameLabel: tj.Name, names.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}); err != nil {
 		return nil, fmt.Errorf("listing the workers of %s: %w", tj.Name, err)
 	}
 	pods := list.Items
 	sort.Slice(pods, func(i, j int) bool {
-		a, _ := strconv.Atoi(pods[i].Labels[builders.RankLabel])
-		b, _ := strconv.Atoi(pods[j].Labels[builders.RankLabel])
+		a, _ := strconv.Atoi(pods[i].Labels[names.RankLabel])
+		b, _ := strconv.Atoi(pods[j].Labels[names.RankLabel])
 		return a < b || a == b && pods[i].CreationTimestamp.After(pods[j].CreationTimestamp.Time)
 	})
 	return pods, nil
@@ -75,10 +75,10 @@ func (x *cli) checkpoints(ctx context.Context, name string) error {
 		return err
 	}
 	cm := &corev1.ConfigMap{}
-	if err := x.c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); client.IgnoreNotFound(err) != nil {
+	if err := x.c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	_, err = io.WriteString(x.out, checkpointStory(tj, cm.Data[builders.ResumeFromKey], x.now))
+	_, err = io.WriteString(x.out, checkpointStory(tj, cm.Data[names.ResumeFromKey], x.now))
 	return err
 }
 
@@ -96,7 +96,7 @@ func (x *cli) logs(ctx context.Context, name string, o options) error {
 	if pod == nil {
 		return fmt.Errorf("trainingjob %s has no pod of rank %d in attempt %d (%d workers, state %s)", name, o.rank, tj.Status.Attempt, tj.Spec.NumWorkers, tj.Status.State)
 	}
-	opts := &corev1.PodLogOptions{Container: builders.ContainerName, Follow: o.follow}
+	opts := &corev1.PodLogOptions{Container: names.ContainerName, Follow: o.follow}
 	if o.tail >= 0 {
 		opts.TailLines = &o.tail
 	}
@@ -112,7 +112,7 @@ func (x *cli) logs(ctx context.Context, name string, o options) error {
 // rankPod is the newest pod of the rank among pods (sorted by pods).
 func rankPod(pods []corev1.Pod, rank int) *corev1.Pod {
 	for i := range pods {
-		if pods[i].Labels[builders.RankLabel] == strconv.Itoa(rank) {
+		if pods[i].Labels[names.RankLabel] == strconv.Itoa(rank) {
 			return &pods[i]
 		}
 	}

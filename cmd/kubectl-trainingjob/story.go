@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -87,7 +88,7 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 		for _, c := range p.Status.ContainerStatuses {
 			restarts += c.RestartCount
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%d\n", p.Labels[builders.RankLabel], p.Name, p.Status.Phase, orDash(p.Spec.NodeName), restarts)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%d\n", p.Labels[names.RankLabel], p.Name, p.Status.Phase, orDash(p.Spec.NodeName), restarts)
 	}
 	_ = w.Flush()
 	return b.String()

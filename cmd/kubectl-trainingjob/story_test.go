@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -27,7 +27,7 @@ func TestStory(t *testing.T) {
 		MLflow:     &mlv1.MLflowStatus{URL: "http://mlflow/#/experiments/1/runs/r1", RunID: "r1", RunStatus: "RUNNING", LoggedEpoch: 9},
 		Conditions: []metav1.Condition{{Type: "Running", Status: "True", Reason: "AllWorkersRunning", Message: "2 of 2 workers running\nmore", LastTransitionTime: *at(time.Hour)}},
 	}
-	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "resnet-worker-0-abc", Labels: map[string]string{builders.RankLabel: "0"}},
+	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "resnet-worker-0-abc", Labels: map[string]string{names.RankLabel: "0"}},
 		Spec: corev1.PodSpec{NodeName: "gpu-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{RestartCount: 1}}}}}
 	events := []corev1.Event{{Type: "Normal", Reason: "Running", Message: "Initializing -> Running: 2 of 2 workers running", LastTimestamp: *at(time.Hour)}}
 	want := `TrainingJob  vision/resnet

@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
@@ -153,18 +153,18 @@ func (b *bench) createJob(i int) error {
 func (b *bench) createPod(i int) error {
 	ctx := context.Background()
 	// The labels the Job controller gives a pod of the first attempt's Job: the operator finds rank 0 by them.
-	labels := map[string]string{builders.NameLabel: jobName(i), builders.RankLabel: "0", builders.AttemptLabel: "0"}
+	labels := map[string]string{names.NameLabel: jobName(i), names.RankLabel: "0", names.AttemptLabel: "0"}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: jobName(i) + "-worker-0", Namespace: ns, Labels: labels,
-			Annotations: map[string]string{builders.RankAnnotation: "0"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: builders.ContainerName, Image: "bench:1"}}},
+			Annotations: map[string]string{names.RankAnnotation: "0"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: names.ContainerName, Image: "bench:1"}}},
 	}
 	if err := b.k.Create(ctx, pod); err != nil {
 		return err
 	}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}},
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: builders.ContainerName, Image: "bench:1", Ready: true,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Image: "bench:1", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
 	return b.k.Status().Update(ctx, pod)
 }

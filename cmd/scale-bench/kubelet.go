@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 )
@@ -35,12 +35,12 @@ func (b *bench) startWorker(ctx context.Context, i int) error {
 		return fmt.Errorf("no Job seen for %s", jobName(i))
 	}
 	labels := job.Spec.Template.Labels
-	labels[builders.RankLabel] = "0"
+	labels[names.RankLabel] = "0"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName(i), Namespace: ns, Labels: labels,
-			Annotations:     map[string]string{builders.RankAnnotation: "0"},
+			Annotations:     map[string]string{names.RankAnnotation: "0"},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: builders.ContainerName, Image: "bench:1"}}, NodeName: "bench-node"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: names.ContainerName, Image: "bench:1"}}, NodeName: "bench-node"},
 	}
 	if err := b.k.Create(ctx, pod); err != nil {
 		return err
@@ -48,7 +48,7 @@ func (b *bench) startWorker(ctx context.Context, i int) error {
 	now := metav1.Now()
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}, StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: builders.ContainerName, Image: "bench:1", Ready: true,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Image: "bench:1", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
 	if err := b.k.Status().Update(ctx, pod); err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
 )
@@ -106,15 +106,15 @@ func (s *seen) observe(obj runtime.Object, now time.Time) {
 			j.state = o.Status.State
 		}
 	case *batchv1.Job:
-		j := s.get(o.Labels[builders.NameLabel])
+		j := s.get(o.Labels[names.NameLabel])
 		if j.job.IsZero() {
 			j.job = now
 		}
 		j.jobObj = o
 	case *corev1.Service:
-		s.get(o.Labels[builders.NameLabel]).service = true
+		s.get(o.Labels[names.NameLabel]).service = true
 	case *corev1.ConfigMap:
-		if name, ok := o.Labels[builders.NameLabel]; ok {
+		if name, ok := o.Labels[names.NameLabel]; ok {
 			s.get(name).cm = true
 		}
 	}

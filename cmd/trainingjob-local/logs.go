@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
 )
@@ -17,7 +17,7 @@ import (
 func logs(out io.Writer, args []string) error {
 	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
 	ns := fs.String("n", "default", "namespace")
-	container := fs.String("c", builders.ContainerName, "container")
+	container := fs.String("c", names.ContainerName, "container")
 	rank := fs.Int("rank", 0, "rank, when the name is a TrainingJob's")
 	dir := fs.String("state-dir", defaultStateDir(), "state directory of `trainingjob-local up`")
 	if err := fs.Parse(args); err != nil {

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -57,12 +57,12 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
 	var last *corev1.ContainerStateTerminated
 	for i := range pods {
-		if pods[i].Labels[builders.RankLabel] != "0" {
+		if pods[i].Labels[names.RankLabel] != "0" {
 			continue
 		}
 		for _, cs := range pods[i].Status.InitContainerStatuses {
 			t := cs.State.Terminated
-			if cs.Name == builders.AgentContainerName && t != nil && t.Message != "" && (last == nil || last.FinishedAt.Before(&t.FinishedAt)) {
+			if cs.Name == names.AgentContainerName && t != nil && t.Message != "" && (last == nil || last.FinishedAt.Before(&t.FinishedAt)) {
 				last = t
 			}
 		}

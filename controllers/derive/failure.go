@@ -9,7 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
 // failureMessage explains a failed Job: the Job's own reason, then the first rank whose trainer exited
@@ -63,7 +63,7 @@ func firstExit(pods []corev1.Pod) *rankExit {
 	}
 	for _, e := range exits {
 		if best != nil && e.pod != best.pod && !e.before(best) && !best.before(e) {
-			best.ties = append(best.ties, e.pod.Labels[builders.RankLabel])
+			best.ties = append(best.ties, e.pod.Labels[names.RankLabel])
 		}
 	}
 	return best
@@ -101,7 +101,7 @@ func exitClass(code int32) int {
 }
 
 func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated, ties ...string) string {
-	s := fmt.Sprintf("rank %s (pod %s, container %s) exited with code %d", p.Labels[builders.RankLabel], p.Name, container, t.ExitCode)
+	s := fmt.Sprintf("rank %s (pod %s, container %s) exited with code %d", p.Labels[names.RankLabel], p.Name, container, t.ExitCode)
 	if t.Reason != "" && t.Reason != "Error" {
 		s += " (" + t.Reason + ")"
 	}
@@ -140,7 +140,7 @@ func ByRank(pods []corev1.Pod) []*corev1.Pod {
 }
 
 func rankOf(p *corev1.Pod) int {
-	r, err := strconv.Atoi(p.Labels[builders.RankLabel])
+	r, err := strconv.Atoi(p.Labels[names.RankLabel])
 	if err != nil {
 		return int(^uint(0) >> 1)
 	}

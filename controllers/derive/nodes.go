@@ -6,7 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
 // NodeTrouble is why a node can no longer run or report its pods, "" when it can: it is gone (n is nil),
@@ -69,7 +69,7 @@ func lostNodes(obs Observed) []string {
 	var lost []string
 	for _, p := range ByRank(obs.Pods) {
 		if why := obs.NodeTrouble[p.Spec.NodeName]; why != "" && p.Spec.NodeName != "" {
-			lost = append(lost, fmt.Sprintf("rank %s's node %s %s", p.Labels[builders.RankLabel], p.Spec.NodeName, why))
+			lost = append(lost, fmt.Sprintf("rank %s's node %s %s", p.Labels[names.RankLabel], p.Spec.NodeName, why))
 		}
 	}
 	return lost

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -121,7 +121,7 @@ func TestRestartInProgress(t *testing.T) {
 	tj.Status = DeriveStatus(tj, Observed{Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")), Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))}, t0)
 	waiting := DeriveStatus(tj, Observed{StartBlocked: "waiting for 2 workers of attempt 0 to stop"}, t0)
 	newJob := job()
-	newJob.Labels = map[string]string{builders.AttemptLabel: "1"}
+	newJob.Labels = map[string]string{names.AttemptLabel: "1"}
 	tj.Status = waiting
 	running := DeriveStatus(tj, Observed{Job: newJob, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, metav1.NewTime(t0.Add(time.Minute)))
 	got := []any{waiting.State, ConditionMessage(waiting, mlv1.ConditionRunning), running.State, ConditionReason(running, mlv1.ConditionRestarting), running.RestartCount}
@@ -147,7 +147,7 @@ func TestDeadlines(t *testing.T) {
 		tj.Spec.Scheduling = &mlv1.SchedulingSpec{SchedulingTimeoutSeconds: ptr.To[int64](600)}
 	}).Obj()
 	created := job()
-	created.Labels = map[string]string{builders.AttemptLabel: "0"}
+	created.Labels = map[string]string{names.AttemptLabel: "0"}
 	created.CreationTimestamp = metav1.NewTime(t0.Add(-11 * time.Minute))
 	unschedulable := pods(pod("0", corev1.PodPending).unschedulable("0/4 nodes are available: 4 Insufficient nvidia.com/gpu."))
 	cases := []struct {

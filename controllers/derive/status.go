@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -75,7 +76,7 @@ type phase struct {
 func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
 	st := *tj.Status.DeepCopy()
 	st.ObservedGeneration = tj.Generation
-	if obs.Job != nil && builders.JobAttempt(obs.Job) != tj.Status.Attempt {
+	if obs.Job != nil && names.JobAttempt(obs.Job) != tj.Status.Attempt {
 		obs.Job, obs.Pods = nil, nil // an older attempt's Job, being replaced
 	}
 	if obs.Job != nil {

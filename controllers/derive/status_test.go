@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -22,7 +22,7 @@ type podB struct{ p corev1.Pod }
 
 func pod(rank string, phase corev1.PodPhase) *podB {
 	return &podB{corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "w-" + rank, Labels: map[string]string{builders.RankLabel: rank}},
+		ObjectMeta: metav1.ObjectMeta{Name: "w-" + rank, Labels: map[string]string{names.RankLabel: rank}},
 		Status:     corev1.PodStatus{Phase: phase},
 	}}
 }

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -106,7 +106,7 @@ func nodeOfRank(t *testing.T, tj *mlv1.TrainingJob, rank string) string {
 			t.Fatal(err)
 		}
 		var pods corev1.PodList
-		if err := stack.Client.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{builders.NameLabel: tj.Name, builders.RankLabel: rank}); err != nil {
+		if err := stack.Client.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: rank}); err != nil {
 			t.Fatal(err)
 		}
 		if got.Status.State == mlv1.StateRunning && got.Status.Checkpoint != nil && got.Status.Checkpoint.LatestEpoch >= 2 && len(pods.Items) == 1 {

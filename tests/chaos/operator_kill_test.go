@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
@@ -158,7 +158,7 @@ func checkJob(t *testing.T, tj *mlv1.TrainingJob, lc lifecycle, metrics string) 
 // countChildren: exactly one Job, Service and ConfigMap.
 func countChildren(ctx context.Context, tj *mlv1.TrainingJob) []string {
 	var problems []string
-	sel := client.MatchingLabels{builders.NameLabel: tj.Name}
+	sel := client.MatchingLabels{names.NameLabel: tj.Name}
 	for _, l := range []client.ObjectList{&batchv1.JobList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}} {
 		if err := stack.Client.List(ctx, l, client.InNamespace(tj.Namespace), sel); err != nil {
 			return []string{err.Error()}
@@ -187,11 +187,11 @@ func checkCheckpoints(ctx context.Context, tj *mlv1.TrainingJob) []string {
 	var problems []string
 	complete := completeCheckpoints(tj)
 	cm := &corev1.ConfigMap{}
-	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil {
 		return []string{err.Error()}
 	}
 	missed := false
-	for what, uri := range map[string]string{"RESUME_FROM": cm.Data[builders.ResumeFromKey], "status.checkpoint.latest": latest(tj)} {
+	for what, uri := range map[string]string{"RESUME_FROM": cm.Data[names.ResumeFromKey], "status.checkpoint.latest": latest(tj)} {
 		switch {
 		case uri == "" && tj.Status.State == mlv1.StateCompleted && len(complete) > 0:
 			// The run ended within one checkpoint interval of its first checkpoint, and the operator was

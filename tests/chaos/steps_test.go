@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -101,7 +101,7 @@ func assertDeleted(t *testing.T, tj *mlv1.TrainingJob) bool {
 	t.Helper()
 	series := fmt.Sprintf(`namespace=%q,training_job=%q`, tj.Namespace, tj.Name)
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: tj.Namespace, Name: builders.JobName(tj)}, &batchv1.Job{})
+		err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, &batchv1.Job{})
 		body, _ := scrapeMetrics()
 		jobGone, seriesGone := apierrors.IsNotFound(err), !strings.Contains(body, series)
 		if jobGone && seriesGone {

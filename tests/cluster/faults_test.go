@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
@@ -64,7 +64,7 @@ func TestDeletionCascades(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.ConfigMap{}} {
-		name := map[string]string{"*v1.Job": builders.JobName(tj), "*v1.Service": builders.ServiceName(tj), "*v1.ConfigMap": builders.ConfigMapName(tj)}[fmt.Sprintf("%T", obj)]
+		name := map[string]string{"*v1.Job": names.JobName(tj), "*v1.Service": names.ServiceName(tj), "*v1.ConfigMap": names.ConfigMapName(tj)}[fmt.Sprintf("%T", obj)]
 		eventually(t, time.Minute, fmt.Sprintf("%T %s deleted", obj, name), func() error {
 			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
@@ -144,7 +144,7 @@ func spreadRun(t *testing.T) (string, *mlv1.TrainingJob) {
 					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpNotIn, Values: []string{operatorNode}}}}}}},
 			PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 				Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{builders.NameLabel: tj.Name}}}}}},
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{names.NameLabel: tj.Name}}}}}},
 		}}
 		stacktest.Create(t, stack.Client, tj)
 		runningContainer(t, ns, tj.Name, "0")

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/images"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
@@ -59,7 +59,7 @@ func TestMinimalYAMLOnRunnerImage(t *testing.T) {
 		if got := p.Spec.Containers; len(got) > 0 && got[0].Image != images.Runner {
 			t.Errorf("rank %s ran %s, want the default runner image %s", rank, got[0].Image, images.Runner)
 		}
-		log += kubectl(t, "logs", "-n", ns, p.Name, "-c", builders.ContainerName)
+		log += kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName)
 	}
 	sameChecksum(t, "the runner's ranks", log, 2)
 }
@@ -84,5 +84,5 @@ func TestMPIInContainers(t *testing.T) {
 		t.Fatalf("state %s: %s", done.Status.State, done.Status.FailureReason)
 	}
 	pod := workerPods(t, ns, tj.Name, 0)["0"]
-	sameChecksum(t, "rank 0's pod (mpirun gathers both processes' output)", kubectl(t, "logs", "-n", ns, pod.Name, "-c", builders.ContainerName), 2)
+	sameChecksum(t, "rank 0's pod (mpirun gathers both processes' output)", kubectl(t, "logs", "-n", ns, pod.Name, "-c", names.ContainerName), 2)
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
@@ -87,7 +87,7 @@ func kubectl(t *testing.T, args ...string) string {
 func spread(tj *mlv1.TrainingJob) {
 	tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{builders.NameLabel: tj.Name}}}},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{names.NameLabel: tj.Name}}}},
 	}}}
 }
 
@@ -124,7 +124,7 @@ func TestExampleOverClusterDNS(t *testing.T) {
 		t.Errorf("no metrics scraped from rank 0: %+v", st.Metrics)
 	}
 	pods := &corev1.PodList{}
-	if err := stack.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{builders.NameLabel: tj.Name}); err != nil {
+	if err := stack.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{names.NameLabel: tj.Name}); err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[string]bool{}
@@ -134,8 +134,8 @@ func TestExampleOverClusterDNS(t *testing.T) {
 		if err := stack.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil || node.Labels[realnode.RealNodeLabel] != "true" {
 			t.Errorf("pod %s ran on %q, not a real node (%v)", p.Name, p.Spec.NodeName, err)
 		}
-		if p.Labels[builders.RankLabel] == "0" {
-			if log := kubectl(t, "logs", "-n", ns, p.Name, "-c", builders.ContainerName); !strings.Contains(log, "training complete: 10 epochs on 2 ranks") {
+		if p.Labels[names.RankLabel] == "0" {
+			if log := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName); !strings.Contains(log, "training complete: 10 epochs on 2 ranks") {
 				t.Errorf("kubectl logs of rank 0:\n%s", log)
 			}
 		}
@@ -181,13 +181,13 @@ func workerPods(t *testing.T, ns, name string, attempt int) map[string]corev1.Po
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := stack.Client.List(context.Background(), pods, client.InNamespace(ns),
-		client.MatchingLabels{builders.NameLabel: name, builders.AttemptLabel: fmt.Sprint(attempt)}); err != nil {
+		client.MatchingLabels{names.NameLabel: name, names.AttemptLabel: fmt.Sprint(attempt)}); err != nil {
 		t.Fatal(err)
 	}
 	byRank := map[string]corev1.Pod{}
 	for _, p := range pods.Items {
-		if old, ok := byRank[p.Labels[builders.RankLabel]]; !ok || old.CreationTimestamp.Before(&p.CreationTimestamp) {
-			byRank[p.Labels[builders.RankLabel]] = p
+		if old, ok := byRank[p.Labels[names.RankLabel]]; !ok || old.CreationTimestamp.Before(&p.CreationTimestamp) {
+			byRank[p.Labels[names.RankLabel]] = p
 		}
 	}
 	return byRank
@@ -203,7 +203,7 @@ func runningContainer(t *testing.T, ns, name, rank string) (*realnode.Node, stri
 			return fmt.Errorf("no pod of rank %s", rank)
 		}
 		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == builders.ContainerName && cs.State.Running != nil {
+			if cs.Name == names.ContainerName && cs.State.Running != nil {
 				node, id = p.Spec.NodeName, cs.ContainerID
 				return nil
 			}
@@ -246,7 +246,7 @@ func TestGangRestartResumes(t *testing.T) {
 	if len(pods) != 2 {
 		t.Fatalf("attempt 1 has pods of ranks %v, want 0 and 1", pods)
 	}
-	if log := kubectl(t, "logs", "-n", ns, pods["0"].Name, "-c", builders.ContainerName); !strings.Contains(log, "resuming from ") {
+	if log := kubectl(t, "logs", "-n", ns, pods["0"].Name, "-c", names.ContainerName); !strings.Contains(log, "resuming from ") {
 		t.Errorf("rank 0 of the new attempt (pod %s) did not resume:\n%s", pods["0"].Name, log)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
@@ -65,7 +65,7 @@ func TestFailureHandling(t *testing.T) {
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
 			assertGone(t, pids)
-			logs, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_blocked-worker-0-*", "logs", builders.ContainerName+".log"))
+			logs, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_blocked-worker-0-*", "logs", names.ContainerName+".log"))
 			blocked := false
 			for _, l := range logs {
 				data, _ := os.ReadFile(l)
@@ -74,7 +74,7 @@ func TestFailureHandling(t *testing.T) {
 			if !blocked {
 				t.Errorf("rank 0 of the first attempt did not block on losing rank 2 (logs %v)", logs)
 			}
-			if log := readLog(t, tj.Namespace, "blocked-worker-0-*", builders.ContainerName); !strings.Contains(log, "training complete") {
+			if log := readLog(t, tj.Namespace, "blocked-worker-0-*", names.ContainerName); !strings.Contains(log, "training complete") {
 				t.Errorf("rank 0 of the new attempt did not finish:\n%s", log)
 			}
 		},
@@ -278,7 +278,7 @@ func assertNoRunningWorker(t *testing.T, tj *mlv1.TrainingJob) {
 	t.Helper()
 	eventually(t, time.Minute, "no worker left", func() error {
 		pods := &corev1.PodList{}
-		if err := stack.Client.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{builders.NameLabel: tj.Name}); err != nil {
+		if err := stack.Client.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels{names.NameLabel: tj.Name}); err != nil {
 			return err
 		}
 		for _, p := range pods.Items {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
@@ -77,13 +77,13 @@ func waitForState(t *testing.T, ns, name string, want mlv1.State, timeout time.D
 func workerPods(t *testing.T, ns, name string) map[int]*corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
-	if err := stack.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{builders.NameLabel: name}); err != nil {
+	if err := stack.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{names.NameLabel: name}); err != nil {
 		t.Fatal(err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].CreationTimestamp.Before(&pods.Items[j].CreationTimestamp) })
 	out := map[int]*corev1.Pod{}
 	for i := range pods.Items {
-		r, _ := strconv.Atoi(pods.Items[i].Labels[builders.RankLabel])
+		r, _ := strconv.Atoi(pods.Items[i].Labels[names.RankLabel])
 		out[r] = &pods.Items[i]
 	}
 	return out
@@ -114,7 +114,7 @@ func runningPIDs(t *testing.T, ns, name string, workers int) map[int]int {
 // rankLog is the trainer log of a rank's newest pod.
 func rankLog(t *testing.T, ns, name string, rank int) string {
 	t.Helper()
-	return readLog(t, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), builders.ContainerName)
+	return readLog(t, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), names.ContainerName)
 }
 
 // readLog is a container's log on the process nodes; pod may be a glob.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -71,7 +72,7 @@ func objectStorageScenario(t *testing.T, ns string, store checkpoint.Store, uriP
 	// The agent's final report, which status.checkpoint takes once the pods stopped.
 	var agent *corev1.ContainerStateTerminated
 	for _, cs := range workerPods(t, ns, name)[0].Status.InitContainerStatuses {
-		if cs.Name == builders.AgentContainerName {
+		if cs.Name == names.AgentContainerName {
 			agent = cs.State.Terminated
 		}
 	}
@@ -89,11 +90,11 @@ func waitForResumeFrom(t *testing.T, ns, name, prefix string, min int) int {
 		tj := getTJ(t, ns, name)
 		c := tj.Status.Checkpoint
 		cm := &corev1.ConfigMap{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.ConfigMapName(tj)}, cm); err != nil {
 			return err
 		}
-		if c == nil || c.LatestEpoch < int32(min) || c.Latest != prefix+checkpoint.Dir(int(c.LatestEpoch)) || cm.Data[builders.ResumeFromKey] != c.Latest {
-			return fmt.Errorf("status.checkpoint %+v, RESUME_FROM %q", c, cm.Data[builders.ResumeFromKey])
+		if c == nil || c.LatestEpoch < int32(min) || c.Latest != prefix+checkpoint.Dir(int(c.LatestEpoch)) || cm.Data[names.ResumeFromKey] != c.Latest {
+			return fmt.Errorf("status.checkpoint %+v, RESUME_FROM %q", c, cm.Data[names.ResumeFromKey])
 		}
 		epoch = int(c.LatestEpoch)
 		return nil

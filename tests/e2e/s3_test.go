@@ -24,6 +24,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 )
@@ -194,12 +195,12 @@ func resumeFromValue(t *testing.T, ns, name string) string {
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, cm); err != nil {
 		t.Fatal(err)
 	}
-	return cm.Data[builders.ResumeFromKey]
+	return cm.Data[names.ResumeFromKey]
 }
 
 // logOf is the trainer log of the newest pod matching the glob, or an error while there is none.
 func logOf(ns, pod string) (string, error) {
-	path, err := node.LogPath(stack.DataRoot, ns, pod, builders.ContainerName)
+	path, err := node.LogPath(stack.DataRoot, ns, pod, names.ContainerName)
 	if err != nil {
 		return "", err
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
@@ -173,11 +173,11 @@ func childName(tj string, o client.Object) string {
 	t := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: tj}}
 	switch o.(type) {
 	case *batchv1.Job:
-		return builders.JobName(t)
+		return names.JobName(t)
 	case *corev1.Service:
-		return builders.ServiceName(t)
+		return names.ServiceName(t)
 	}
-	return builders.ConfigMapName(t)
+	return names.ConfigMapName(t)
 }
 
 func condition(tj *mlv1.TrainingJob, typ string) *metav1.Condition {

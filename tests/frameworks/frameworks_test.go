@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/local"
 	"github.com/trainingjob-operator/trainingjob-operator/local/node"
@@ -315,7 +316,7 @@ func rankLogs(t *testing.T, ns, name string, workers int) []string {
 	t.Helper()
 	logs := make([]string, workers)
 	for rank := range logs {
-		path, err := node.LogPath(stack.DataRoot, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), builders.ContainerName)
+		path, err := node.LogPath(stack.DataRoot, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), names.ContainerName)
 		if err != nil {
 			continue
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -72,7 +73,7 @@ func TestCheckpointsWithoutStorageGetAClaim(t *testing.T) {
 			return err
 		}
 		job := &batchv1.Job{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.JobName(tj)}, job); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
 			return err
 		}
 		vols := job.Spec.Template.Spec.Volumes
@@ -117,7 +118,7 @@ func TestCheckpointsWithoutStorageGetAClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the job's Job collected", func(ctx context.Context) error {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.JobName(tj)}, &batchv1.Job{})
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, &batchv1.Job{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("job still there (%v)", err)
 		}
@@ -183,7 +184,7 @@ func TestOperatorDefaultCheckpointStorage(t *testing.T) {
 	}
 	job := &batchv1.Job{}
 	eventually(t, "the workers writing to the default S3 prefix", func(ctx context.Context) error {
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.JobName(tj)}, job); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
 			return err
 		}
 		env := map[string]string{}

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -138,9 +138,9 @@ func TestLifecycleDeleteCascades(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, obj := range []client.Object{
-		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builders.JobName(tj)}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builders.ServiceName(tj)}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builders.ConfigMapName(tj)}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.JobName(tj)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ServiceName(tj)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ConfigMapName(tj)}},
 	} {
 		eventually(t, fmt.Sprintf("%T %s to be deleted", obj, obj.GetName()), func(ctx context.Context) error {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
@@ -181,14 +181,14 @@ func assertChildren(t *testing.T, tj *mlv1.TrainingJob) {
 	t.Helper()
 	ctx := context.Background()
 	job := &batchv1.Job{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.JobName(tj)}, job); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job); err != nil {
 		t.Fatal(err)
 	}
 	if *job.Spec.CompletionMode != batchv1.IndexedCompletion || *job.Spec.Parallelism != 2 || *job.Spec.Completions != 2 {
 		t.Errorf("job spec: mode %v, parallelism %d, completions %d", *job.Spec.CompletionMode, *job.Spec.Parallelism, *job.Spec.Completions)
 	}
 	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.ServiceName(tj)}, svc); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.ServiceName(tj)}, svc); err != nil {
 		t.Fatal(err)
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
@@ -226,7 +226,7 @@ func assertColumns(t *testing.T, ns, name, state string) {
 func ranks(pods []corev1.Pod) []string {
 	var r []string
 	for _, p := range pods {
-		r = append(r, p.Labels[builders.RankLabel])
+		r = append(r, p.Labels[names.RankLabel])
 	}
 	return r
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -124,7 +125,7 @@ func workerPods(t *testing.T, tj *mlv1.TrainingJob, n int) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	eventually(t, fmt.Sprintf("%d worker pods", n), func(ctx context.Context) error {
-		if err := env.Client.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(builders.SelectorLabels(tj))); err != nil {
+		if err := env.Client.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
 			return err
 		}
 		if len(pods.Items) != n {
@@ -152,7 +153,7 @@ func setPodStatusIn(t *testing.T, c client.Client, pod *corev1.Pod, phase corev1
 		pod.Status.Phase = phase
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: boolCondition(ready)}}
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: builders.ContainerName, Image: pod.Spec.Containers[0].Image, State: state, Ready: ready, RestartCount: restarts,
+			Name: names.ContainerName, Image: pod.Spec.Containers[0].Image, State: state, Ready: ready, RestartCount: restarts,
 		}}
 		return c.Status().Update(ctx, pod)
 	})

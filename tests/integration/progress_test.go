@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -79,7 +79,7 @@ func startMonitoredJob(t *testing.T, ns, name string, f *fakeRank0, mutate func(
 	pods := workerPods(t, tj, 2)
 	for i := range pods {
 		setPodStatus(t, &pods[i], corev1.PodRunning, running(), 0)
-		if pods[i].Labels[builders.RankLabel] == "0" {
+		if pods[i].Labels[names.RankLabel] == "0" {
 			setPodIP(t, &pods[i], f.ip)
 		}
 	}
@@ -308,7 +308,7 @@ func assertStoppedBy(t *testing.T, tj *mlv1.TrainingJob, reason, message string)
 	}
 	eventually(t, "workers stopped", func(ctx context.Context) error {
 		job := &batchv1.Job{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.JobName(tj)}, job); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job); err != nil {
 			return err
 		}
 		if !ptr.Deref(job.Spec.Suspend, false) {

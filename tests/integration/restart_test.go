@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -34,7 +34,7 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 		{"killed after recording the attempt", recordAttempt},
 		{"killed after deleting the old Job", func(t *testing.T, tj *mlv1.TrainingJob) {
 			recordAttempt(t, tj)
-			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: builders.JobName(tj)}}
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: names.JobName(tj)}}
 			if err := env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 		setPodStatus(t, &pods[1], corev1.PodFailed, terminated(137, "OOMKilled"), 0)
 		eventually(t, "the Job controller fails the attempt", func(ctx context.Context) error {
 			job := &batchv1.Job{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.JobName(tj)}, job); err != nil {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
 				return err
 			}
 			for _, c := range job.Status.Conditions {
@@ -76,14 +76,14 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 			tj := jobs[i]
 			eventually(t, "one Job of attempt 1 and the restart counted once", func(ctx context.Context) error {
 				var list batchv1.JobList
-				if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{builders.NameLabel: tj.Name}); err != nil {
+				if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{names.NameLabel: tj.Name}); err != nil {
 					return err
 				}
 				got := &mlv1.TrainingJob{}
 				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
 					return err
 				}
-				if len(list.Items) != 1 || list.Items[0].Labels[builders.AttemptLabel] != "1" || got.Status.Attempt != 1 || got.Status.RestartCount != 1 {
+				if len(list.Items) != 1 || list.Items[0].Labels[names.AttemptLabel] != "1" || got.Status.Attempt != 1 || got.Status.RestartCount != 1 {
 					return fmt.Errorf("%d jobs (%v), attempt %d, restartCount %d", len(list.Items), attempts(list.Items), got.Status.Attempt, got.Status.RestartCount)
 				}
 				return nil
@@ -119,7 +119,7 @@ func recordAttempt(t *testing.T, tj *mlv1.TrainingJob) {
 func attempts(jobs []batchv1.Job) []string {
 	var out []string
 	for _, j := range jobs {
-		out = append(out, j.Labels[builders.AttemptLabel])
+		out = append(out, j.Labels[names.AttemptLabel])
 	}
 	return out
 }
@@ -142,11 +142,11 @@ func TestGangRestartBeforeEveryWorkerRan(t *testing.T) {
 	setPodStatus(t, &pods[1], corev1.PodFailed, terminated(137, "OOMKilled"), 0)
 	eventually(t, "a Job of attempt 1", func(ctx context.Context) error {
 		job := &batchv1.Job{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.JobName(tj)}, job); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
 			return err
 		}
-		if job.Labels[builders.AttemptLabel] != "1" {
-			return fmt.Errorf("job of attempt %q", job.Labels[builders.AttemptLabel])
+		if job.Labels[names.AttemptLabel] != "1" {
+			return fmt.Errorf("job of attempt %q", job.Labels[names.AttemptLabel])
 		}
 		return nil
 	})

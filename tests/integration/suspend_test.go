@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -34,7 +34,7 @@ func getJob(t *testing.T, tj *mlv1.TrainingJob) *batchv1.Job {
 	t.Helper()
 	job := &batchv1.Job{}
 	eventually(t, "the workers' Job", func(ctx context.Context) error {
-		return env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: builders.JobName(tj)}, job)
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job)
 	})
 	return job
 }
@@ -56,8 +56,8 @@ func TestQueuedUntilKueueAdmits(t *testing.T) {
 		t.Errorf("Suspended reason = %q, want Queued", r)
 	}
 	job := getJob(t, tj)
-	if !*job.Spec.Suspend || job.Labels[builders.QueueLabel] != "team-a" {
-		t.Fatalf("job suspend %v, queue label %q", *job.Spec.Suspend, job.Labels[builders.QueueLabel])
+	if !*job.Spec.Suspend || job.Labels[names.QueueLabel] != "team-a" {
+		t.Fatalf("job suspend %v, queue label %q", *job.Spec.Suspend, job.Labels[names.QueueLabel])
 	}
 	eventually(t, "kueue admission", func(ctx context.Context) error {
 		job := getJob(t, tj)
@@ -97,11 +97,11 @@ func TestEditWhileSuspendedAppliesOnResume(t *testing.T) {
 	workerPods(t, tj, 3)
 	waitForState(t, key, mlv1.StateInitializing)
 	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.ConfigMapName(tj)}, cm); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(cm.Data[builders.ConfigFileName], `"epochs": 7`) {
-		t.Errorf("config.json not updated: %s", cm.Data[builders.ConfigFileName])
+	if !strings.Contains(cm.Data[names.ConfigFileName], `"epochs": 7`) {
+		t.Errorf("config.json not updated: %s", cm.Data[names.ConfigFileName])
 	}
 }
 
@@ -120,7 +120,7 @@ func TestWhyWorkersDoNotRun(t *testing.T) {
 		}},
 		{"missing-secret", "CreateContainerConfigError", `secret "hf" not found`, func(s *corev1.PodStatus) {
 			s.Phase = corev1.PodPending
-			s.ContainerStatuses = []corev1.ContainerStatus{{Name: builders.ContainerName, Image: "busybox:1.36",
+			s.ContainerStatuses = []corev1.ContainerStatus{{Name: names.ContainerName, Image: "busybox:1.36",
 				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: `secret "hf" not found`}}}}
 		}},
 	} {

@@ -19,6 +19,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 	"github.com/trainingjob-operator/trainingjob-operator/tracking"
@@ -104,10 +105,10 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 	st, run := mlflowRun(t, s, s.Authorization, tj)
 
 	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.ConfigMapName(tj)}, cm); err != nil {
 		t.Fatal(err)
 	}
-	got := []string{cm.Data[builders.MLflowRunIDKey], cm.Data[builders.MLflowExperimentIDKey], run.Info.RunName, run.Info.Status, st.URL}
+	got := []string{cm.Data[names.MLflowRunIDKey], cm.Data[names.MLflowExperimentIDKey], run.Info.RunName, run.Info.Status, st.URL}
 	want := []string{st.RunID, st.ExperimentID, "tracked", mlflow.RunRunning, s.URL + "/#/experiments/" + st.ExperimentID + "/runs/" + st.RunID}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ConfigMap run and experiment ids, run name and status, link (-want +got):\n%s", diff)
@@ -203,7 +204,7 @@ func patchStatus(t *testing.T, tj *mlv1.TrainingJob, f func(*mlv1.TrainingJobSta
 func assertNoSecret(t *testing.T, tj *mlv1.TrainingJob, token string) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: tj.Namespace, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil {
 		t.Fatal(err)
 	}
 	notes, err := eventNotes(context.Background(), tj)
@@ -257,10 +258,10 @@ func TestMLflowServerDownDoesNotHoldTheJob(t *testing.T) {
 	}
 	eventually(t, "run id in the ConfigMap", func(ctx context.Context) error {
 		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.ConfigMapName(tj)}, cm); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.ConfigMapName(tj)}, cm); err != nil {
 			return err
 		}
-		if cm.Data[builders.MLflowRunIDKey] != got.Status.MLflow.RunID {
+		if cm.Data[names.MLflowRunIDKey] != got.Status.MLflow.RunID {
 			return fmt.Errorf("configmap data %v", cm.Data)
 		}
 		return nil

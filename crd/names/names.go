@@ -1,6 +1,9 @@
-// Package builders turns a TrainingJob into the Kubernetes objects that run it. Every function here is
-// pure: no client, no clock, no I/O. Names and labels come from this file only.
-package builders
+// Package names holds the names the operator gives things and that several packages read: the labels and
+// annotations on a TrainingJob's children and pods, the names of its children, containers, ports and
+// volumes, and the keys of its ConfigMap. Package builders builds the objects that carry them; the
+// controllers, the state machine (derive), the tracking code and the kubectl plugin read them from here.
+// Other tools may rely on the labels (for example to select a job's pods).
+package names
 
 import (
 	"fmt"
@@ -89,3 +92,20 @@ func JobAttempt(obj interface{ GetLabels() map[string]string }) int32 {
 	n, _ := strconv.Atoi(obj.GetLabels()[AttemptLabel])
 	return int32(n)
 }
+
+// ResumeFromKey is the ConfigMap key, and the environment variable, naming the checkpoint workers resume
+// from. Workers read it through a configMapKeyRef, which the kubelet resolves every time a container
+// starts: a worker restarted in place, a pod the Job controller recreates and a resumed suspended job all
+// get the value the operator holds at that moment, with no change to the Job's template.
+const ResumeFromKey = "RESUME_FROM"
+
+// The MLflow run's ConfigMap keys, which the TrackingController alone writes, and its mark on the
+// ConfigMap once it has tried to create the run (see package builders, tracking.go).
+const (
+	MLflowRunIDKey            = "MLFLOW_RUN_ID"
+	MLflowExperimentIDKey     = "MLFLOW_EXPERIMENT_ID"
+	TrackingSettledAnnotation = "ml.example.com/tracking-settled"
+)
+
+// AgentContainerName is the checkpoint agent's container in every worker pod.
+const AgentContainerName = "checkpoint-agent"
