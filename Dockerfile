@@ -4,12 +4,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
-COPY builders/ builders/
 COPY controllers/ controllers/
 COPY crd/ crd/
 COPY checkpoint/ checkpoint/
 COPY metrics/ metrics/
-COPY tracking/ tracking/
+COPY internal/ internal/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -120,7 +120,7 @@ test: ## Run every test: unit, integration (real API server), e2e (local stack),
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.
-FUZZ_TARGETS := ./builders:FuzzParseStorageURI ./builders:FuzzJob ./controllers/derive:FuzzParseSample \
+FUZZ_TARGETS := ./internal/builders:FuzzParseStorageURI ./internal/builders:FuzzJob ./internal/derive:FuzzParseSample \
 	./checkpoint:FuzzDirStoreKey ./checkpoint:FuzzScan ./checkpoint:FuzzAgentResumeFrom
 FUZZTIME ?= 1m
 # make test fuzzes a number of inputs (Nx), not a duration: with a duration, a loaded machine can spend it all

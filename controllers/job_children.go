@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
-	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // createOwned creates obj owned by tj. Names are deterministic, so an object left by an earlier

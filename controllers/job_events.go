@@ -8,9 +8,9 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
-	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 

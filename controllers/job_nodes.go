@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get

@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
-	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
 )
 
 // trackingController is the controller's name: its field manager, and the controller label of its series.

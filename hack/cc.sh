@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure a C compiler is there for the process node's bind shim (local/node/bindshim): installs
+# Makes sure a C compiler is there for the process node's bind shim (internal/local/node/bindshim): installs
 # Debian's gcc and libc headers when `cc` is missing (root or sudo), and prints the compiler's path.
 set -euo pipefail
 if ! command -v cc >/dev/null || ! printf '#include <dlfcn.h>\n' | cc -E -x c - >/dev/null 2>&1; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian 12 root filesystem of the images that run Python on the local stack's real nodes (the
-# default runner image, what Dockerfile.runner builds, and the MPI examples image; package local/images):
+# default runner image, what Dockerfile.runner builds, and the MPI examples image; package internal/local/images):
 # `debootstrap --variant=minbase` plus Debian's CPU builds of PyTorch and torchvision, Open MPI with mpi4py
 # and OpenSSH (the MPI workers' SSH server), pinned as hack/frameworks.sh pins them. It is written once, as
 # one gzipped tarball (a layer, compressed once here rather than by every image built on it), into the cache beside the control plane, named by a digest of this script; the

@@ -21,7 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 type config struct {

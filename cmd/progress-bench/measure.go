@@ -26,8 +26,8 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
 
 const ns = "bench"

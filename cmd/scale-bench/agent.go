@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // serveAgent stands in for every rank 0's checkpoint agent: the bench's pods all have the address

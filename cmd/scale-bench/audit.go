@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 // auditEvent is the part of a kube-apiserver audit event (JSON lines, Metadata level) the bench reads.

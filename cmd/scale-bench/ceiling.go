@@ -6,8 +6,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 // ceilingNS holds the ceiling's objects, apart from the jobs'.

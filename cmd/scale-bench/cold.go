@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 // coldStart kills the manager (SIGKILL) and starts a new one with every job finished: how long until the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 // The bench plays the Job controller and the kubelet for every job, as cheaply as they would write:

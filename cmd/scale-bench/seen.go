@@ -16,7 +16,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 // jobSeen is what the bench's watches saw of one TrainingJob and its children, and when.

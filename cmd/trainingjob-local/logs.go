@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
-	"github.com/trainingjob-operator/trainingjob-operator/local/node"
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 )
 
 // logs prints the log of a container of a pod that ran on a process node or a real node: the pod named,

@@ -23,12 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
-	"github.com/trainingjob-operator/trainingjob-operator/controllers/derive"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
-	"github.com/trainingjob-operator/trainingjob-operator/local"
-	"github.com/trainingjob-operator/trainingjob-operator/local/images"
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/images"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 )
 
 type upFlags struct {

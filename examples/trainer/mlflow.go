@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 )
 
 // runLog logs what only the trainer knows into the MLflow run the operator keeps for the job, as

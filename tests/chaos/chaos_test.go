@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/local/bench"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
 
 // replica is one manager process with leader election and its metrics address.

@@ -18,9 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local"
-	"github.com/trainingjob-operator/trainingjob-operator/local/images"
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/images"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )

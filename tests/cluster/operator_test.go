@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 )
 
 // operatorPod is the running pod of the operator the chart installed.

@@ -20,7 +20,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 )
 
 // TestCheckpointsWithoutStorage: `checkpoint: {enabled: true, frequency: 1}` and nothing else. The operator

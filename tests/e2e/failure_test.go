@@ -19,7 +19,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 

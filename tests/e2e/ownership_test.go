@@ -12,7 +12,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow/mlflowtest"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow/mlflowtest"
 )
 
 // TestManagedFieldsOwnership: after a run that every controller wrote to (workers and state, progress,

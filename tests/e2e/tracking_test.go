@@ -8,8 +8,8 @@ import (
 	"time"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow/mlflowtest"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow/mlflowtest"
 )
 
 // TestMLflowTracksTheExampleTrainer: the example trainer's progress, read by the operator from rank 0,

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 

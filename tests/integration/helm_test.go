@@ -23,7 +23,7 @@ import (
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )

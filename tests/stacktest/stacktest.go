@@ -20,7 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 

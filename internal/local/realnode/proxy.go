@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
 
 // Proxy is kube-proxy for the machine's nodes: one is enough, as they share the host's network stack. It

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 )
 
 func TestTrackingReason(t *testing.T) {

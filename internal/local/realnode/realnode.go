@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
 
 // ClusterDNS is the address pods resolve names at (kubelet's clusterDNS): CoreDNS listens on it, an

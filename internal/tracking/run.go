@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 )
 
 // Tags of the run the operator keeps. UIDTag finds the run of a job again (an operator stopped between

@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // The images the local stack builds, under the names the operator and the examples use, so that the
@@ -48,7 +48,7 @@ func base() []File {
 
 // Binaries builds the static programs the images hold (manager, trainer, pause) into dir.
 func Binaries(repoRoot, dir string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/manager", "./examples/trainer", "./local/images/pause")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/manager", "./examples/trainer", "./internal/local/images/pause")
 	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the images' programs: %w\n%s", err, out)

@@ -11,15 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 // TestContractMatchesDocs: the "Environment contract" table of docs/frameworks.md lists exactly
 // builders.Contract's names, each with its kind (reserved or default).
 func TestContractMatchesDocs(t *testing.T) {
-	data, err := os.ReadFile("../docs/frameworks.md")
+	data, err := os.ReadFile("../../docs/frameworks.md")
 	if err != nil {
 		t.Fatal(err)
 	}

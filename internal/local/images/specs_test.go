@@ -85,7 +85,7 @@ func recipeOf(img Image, copied []string) recipe {
 // TestImagesFollowTheirDockerfiles: the images built here and the published recipes (the Dockerfiles)
 // say the same things: where the programs are, the entrypoint, the user and the environment.
 func TestImagesFollowTheirDockerfiles(t *testing.T) {
-	debian, err := Debian(filepath.Join("..", ".."), "rootfs.tar")
+	debian, err := Debian(filepath.Join("..", "..", ".."), "rootfs.tar")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestImagesFollowTheirDockerfiles(t *testing.T) {
 		byName[img.Name] = img
 	}
 	for dockerfile, name := range map[string]string{"Dockerfile": Operator, "examples/trainer/Dockerfile": Trainer, "Dockerfile.runner": Runner} {
-		want := finalStage(t, filepath.Join("..", "..", dockerfile))
+		want := finalStage(t, filepath.Join("..", "..", "..", dockerfile))
 		if diff := cmp.Diff(want, recipeOf(byName[name], want.Paths)); diff != "" {
 			t.Errorf("%s vs the image %s built here (-Dockerfile +here):\n%s", dockerfile, name, diff)
 		}

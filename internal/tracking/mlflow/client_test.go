@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow/mlflowtest"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow/mlflowtest"
 )
 
 var ctx = context.Background()

@@ -8,11 +8,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking"
-	"github.com/trainingjob-operator/trainingjob-operator/tracking/mlflow"
 )
 
 func TestRunTags(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
 
 // DNS is the cluster's DNS server: CoreDNS on ClusterDNS.

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
-	"github.com/trainingjob-operator/trainingjob-operator/local/node"
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 )
 
 // Options configure a local stack.

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local/cluster"
-	"github.com/trainingjob-operator/trainingjob-operator/local/images"
-	"github.com/trainingjob-operator/trainingjob-operator/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/images"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 )
 
 // realNodeControllers are what real nodes need of kube-controller-manager besides LocalControllers:

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/trainingjob-operator/trainingjob-operator/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 )
 
 // podLogsDir is where a node's kubelet writes its containers' logs (not the machine's /var/log/pods:
