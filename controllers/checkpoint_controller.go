@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -58,10 +57,10 @@ type CheckpointReconciler struct {
 // never leaves the ConfigMap naming a checkpoint the status does not know.
 func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
-	if err := r.Get(ctx, req.NamespacedName, tj); apierrors.IsNotFound(err) {
-		r.reports.forget(req.NamespacedName)
-		return reconcile.Result{}, nil
-	} else if err != nil || !builders.CheckpointEnabled(tj) {
+	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil || !builders.CheckpointEnabled(tj) {
+		if !found && err == nil {
+			r.reports.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, err
 	}
 	if statusWrites.behind(tj) {

@@ -73,7 +73,7 @@ type JobReconciler struct {
 // it once.
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
-	if found, err := getOptional(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
+	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
 		if !found {
 			r.written.Delete(req.NamespacedName)
 			r.exits.forget(req.NamespacedName)

@@ -11,10 +11,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
 // What every controller's Reconcile shares: a read that tells "absent" from an error, the result it
 // returns, the retry backoff of its queue, and the mapping of a child to its TrainingJob.
+
+// getTrainingJob gets a TrainingJob and applies the spec's defaults (mlv1.TrainingJob.Default), the one
+// place a controller's TrainingJob is defaulted; found is false when it does not exist.
+func getTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, tj *mlv1.TrainingJob) (bool, error) {
+	found, err := getOptional(ctx, c, key, tj)
+	if found {
+		tj.Default()
+	}
+	return found, err
+}
 
 // getOptional gets obj by key; found is false when it does not exist.
 func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) (bool, error) {

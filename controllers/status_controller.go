@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -65,11 +64,11 @@ const maxBody = 4 << 20
 // Running job when its interval has passed.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
-	if err := r.Get(ctx, req.NamespacedName, tj); apierrors.IsNotFound(err) {
-		r.jobs.forget(req.NamespacedName)
-		metrics.DeleteJob(req.Namespace, req.Name)
-		return reconcile.Result{}, nil
-	} else if err != nil {
+	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil {
+		if !found && err == nil {
+			r.jobs.forget(req.NamespacedName)
+			metrics.DeleteJob(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, err
 	}
 	if statusWrites.behind(tj) {

@@ -21,6 +21,7 @@ func (x *cli) get(ctx context.Context, name string) (*mlv1.TrainingJob, error) {
 	if err := x.c.Get(ctx, client.ObjectKey{Namespace: x.namespace, Name: name}, tj); err != nil {
 		return nil, fmt.Errorf("trainingjob %s/%s: %w", x.namespace, name, err)
 	}
+	tj.Default()
 	return tj, nil
 }
 

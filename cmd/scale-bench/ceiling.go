@@ -21,6 +21,7 @@ func (b *bench) ceiling(ctx context.Context) (time.Duration, error) {
 	err := benchkit.Parallel(b.n, clients, func(i int) error {
 		tj := trainingJob(i, b.c.checkpoints)
 		tj.Namespace = ceilingNS
+		tj.Default() // as the operator reads it
 		cm, err := builders.ConfigMap(tj)
 		if err != nil {
 			return err

@@ -39,14 +39,12 @@ const (
 
 // Container, port and volume names in worker pods.
 const (
-	ContainerName      = "trainer"
-	MetricsPortName    = "metrics"
-	MasterPortName     = "rendezvous"
-	ConfigVolumeName   = "trainingjob-config"
-	ConfigMountPath    = "/etc/trainingjob"
-	ConfigFileName     = "config.json"
-	DefaultMasterPort  = 29500
-	DefaultMetricsPort = 8080
+	ContainerName    = "trainer"
+	MetricsPortName  = "metrics"
+	MasterPortName   = "rendezvous"
+	ConfigVolumeName = "trainingjob-config"
+	ConfigMountPath  = "/etc/trainingjob"
+	ConfigFileName   = "config.json"
 )
 
 // JobName is the name of the Indexed Job that runs the workers. Worker pods get host names

@@ -31,9 +31,9 @@ func Storage(tj *mlv1.TrainingJob) *mlv1.CheckpointStorage {
 	if s == nil {
 		s = tj.Status.CheckpointStorage
 	}
-	if s != nil && s.Type == "" {
+	if s != nil && s.Type == "" { // the operator's choice in the status (the spec's is defaulted)
 		s = s.DeepCopy()
-		s.Type = mlv1.StoragePVC
+		s.Type = mlv1.DefaultStorageType
 	}
 	return s
 }
@@ -88,10 +88,7 @@ func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if !CheckpointEnabled(tj) {
 		return nil
 	}
-	freq := int32(1)
-	if f := tj.Spec.Checkpoint.Frequency; f != nil {
-		freq = *f
-	}
+	freq := *tj.Spec.Checkpoint.Frequency
 	env := []corev1.EnvVar{value("CHECKPOINT_URI", CheckpointURI(tj))}
 	if mountedCheckpoints(tj) {
 		env = []corev1.EnvVar{value("CHECKPOINT_DIR", CheckpointDir(tj))}
@@ -143,7 +140,7 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	s := Storage(tj)
 	args := []string{"checkpoint-agent", "--storage-type=" + string(s.Type), "--root=" + CheckpointRoot(tj),
 		// On the pod's own address: pods that share a network (a process node) must not collide.
-		"--retention=" + itoa(ptrOr(c.Retention, 3)), "--listen=$(POD_IP):" + itoa(AgentPort),
+		"--retention=" + itoa(*c.Retention), "--listen=$(POD_IP):" + itoa(AgentPort),
 		// The final report, for status.checkpoint after the pods stopped.
 		"--termination-log=" + corev1.TerminationMessagePathDefault}
 	if c.ResumeFrom != "" {
@@ -252,13 +249,6 @@ func storageVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 		return nil
 	}
 	return []corev1.Volume{{Name: credentialsVol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.SecretRef.Name}}}}
-}
-
-func ptrOr(p *int32, def int32) int32 {
-	if p == nil {
-		return def
-	}
-	return *p
 }
 
 func ptrTo[T any](v T) *T { return &v }

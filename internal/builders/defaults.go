@@ -4,7 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"time"
 
-	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -61,51 +60,28 @@ func UsesRunner(tj *mlv1.TrainingJob) bool {
 // command is a shell, which exits at once, so such a job would end "successfully" having trained nothing.
 func NoTrainingProgram(tj *mlv1.TrainingJob) bool { return runsDefault(tj) && !UsesRunner(tj) }
 
-// The accessors below read optional spec fields with the API's defaults, so builders behave the same
-// whether or not the API server has defaulted the object (fake clients and unit tests do not).
+// The accessors below read spec fields of a defaulted TrainingJob (mlv1.TrainingJob.Default: the controllers
+// default every TrainingJob they read, once), and say what a field means.
 
 // GPUsPerWorker is spec.gpusPerWorker with its default.
 func GPUsPerWorker(tj *mlv1.TrainingJob) int32 { return gpusPerWorker(tj) }
 
-func gpusPerWorker(tj *mlv1.TrainingJob) int32 {
-	if tj.Spec.GPUsPerWorker == nil {
-		return 1
-	}
-	return *tj.Spec.GPUsPerWorker
-}
+func gpusPerWorker(tj *mlv1.TrainingJob) int32 { return *tj.Spec.GPUsPerWorker }
 
-func framework(tj *mlv1.TrainingJob) mlv1.Framework {
-	if tj.Spec.Framework == "" {
-		return mlv1.FrameworkPyTorch
-	}
-	return tj.Spec.Framework
-}
+func framework(tj *mlv1.TrainingJob) mlv1.Framework { return tj.Spec.Framework }
 
 // Framework is spec.framework, pytorch when empty.
 func Framework(tj *mlv1.TrainingJob) mlv1.Framework { return framework(tj) }
 
-func masterPort(tj *mlv1.TrainingJob) int32 {
-	if n := tj.Spec.Networking; n != nil && n.MasterPort != 0 {
-		return n.MasterPort
-	}
-	return names.DefaultMasterPort
-}
+func masterPort(tj *mlv1.TrainingJob) int32 { return tj.Spec.Networking.MasterPort }
 
 // MonitoringEnabled is monitoring.enabled, true by default: the operator reads rank 0's progress.
-func MonitoringEnabled(tj *mlv1.TrainingJob) bool {
-	m := tj.Spec.Monitoring
-	return m == nil || m.Enabled == nil || *m.Enabled
-}
+func MonitoringEnabled(tj *mlv1.TrainingJob) bool { return *tj.Spec.Monitoring.Enabled }
 
 // MetricsPort is the port rank 0 serves progress on.
 func MetricsPort(tj *mlv1.TrainingJob) int32 { return metricsPort(tj) }
 
-func metricsPort(tj *mlv1.TrainingJob) int32 {
-	if m := tj.Spec.Monitoring; m != nil && m.MetricsPort != 0 {
-		return m.MetricsPort
-	}
-	return names.DefaultMetricsPort
-}
+func metricsPort(tj *mlv1.TrainingJob) int32 { return tj.Spec.Monitoring.MetricsPort }
 
 func backend(tj *mlv1.TrainingJob) mlv1.Backend {
 	if n := tj.Spec.Networking; n != nil && n.Backend != "" {
@@ -124,19 +100,11 @@ func rdmaEnabled(tj *mlv1.TrainingJob) bool {
 
 // RestartPolicy is failurePolicy.restartPolicy, Gang when unset.
 func RestartPolicy(tj *mlv1.TrainingJob) mlv1.RestartPolicy {
-	if f := tj.Spec.FailurePolicy; f != nil && f.RestartPolicy != "" {
-		return f.RestartPolicy
-	}
-	return mlv1.RestartGang
+	return tj.Spec.FailurePolicy.RestartPolicy
 }
 
 // BackoffLimit is failurePolicy.backoffLimit, 3 when unset.
-func BackoffLimit(tj *mlv1.TrainingJob) int32 {
-	if f := tj.Spec.FailurePolicy; f != nil && f.BackoffLimit != nil {
-		return *f.BackoffLimit
-	}
-	return 3
-}
+func BackoffLimit(tj *mlv1.TrainingJob) int32 { return *tj.Spec.FailurePolicy.BackoffLimit }
 
 // Image is the worker image: spec.image, else the operator's default for the framework.
 func Image(tj *mlv1.TrainingJob, opts Options) string {
@@ -160,9 +128,4 @@ func Suspended(tj *mlv1.TrainingJob) bool {
 }
 
 // CleanPodPolicy is spec.cleanup.cleanPodPolicy, Running when unset.
-func CleanPodPolicy(tj *mlv1.TrainingJob) mlv1.CleanPodPolicy {
-	if c := tj.Spec.Cleanup; c != nil && c.CleanPodPolicy != "" {
-		return c.CleanPodPolicy
-	}
-	return mlv1.CleanPodsRunning
-}
+func CleanPodPolicy(tj *mlv1.TrainingJob) mlv1.CleanPodPolicy { return tj.Spec.Cleanup.CleanPodPolicy }

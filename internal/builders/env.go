@@ -122,7 +122,7 @@ func torchrunEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 			value("PET_RDZV_BACKEND", "c10d"),
 			value("PET_RDZV_ENDPOINT", names.WorkerDNSName(tj, 0)+"."+ClusterDomain+":$(MASTER_PORT)"),
 			value("PET_RDZV_ID", tj.Name),
-			value("PET_MAX_RESTARTS", itoa(ptrOr(e.MaxRestarts, 10))),
+			value("PET_MAX_RESTARTS", itoa(*e.MaxRestarts)),
 		}
 	}
 	return []corev1.EnvVar{

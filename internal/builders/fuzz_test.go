@@ -60,6 +60,7 @@ func FuzzJob(f *testing.F) {
 			}
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: s}
 		}
+		tj.Default() // as the controllers read it
 		job := builders.Job(tj, builders.Options{DefaultImages: builders.DefaultImages()})
 		if *job.Spec.Completions != workers || *job.Spec.Parallelism != workers {
 			t.Fatalf("completions %d, parallelism %d for %d workers", *job.Spec.Completions, *job.Spec.Parallelism, workers)

@@ -70,8 +70,12 @@ func (b *TJ) Suspend(s bool) *TJ { b.tj.Spec.Suspend = ptr.To(s); return b }
 // With applies any change.
 func (b *TJ) With(f func(*mlv1.TrainingJob)) *TJ { f(&b.tj); return b }
 
-// Obj returns a copy of the TrainingJob.
-func (b *TJ) Obj() *mlv1.TrainingJob { return b.tj.DeepCopy() }
+// Obj is the TrainingJob built, with the spec's defaults applied (mlv1.TrainingJob.Default), as the
+// controllers read it; Raw is it as written.
+func (b *TJ) Obj() *mlv1.TrainingJob { return b.tj.Defaulted() }
+
+// Raw is the TrainingJob built, as a user writes it: no defaults applied.
+func (b *TJ) Raw() *mlv1.TrainingJob { return b.tj.DeepCopy() }
 
 func (b *TJ) hp() *mlv1.Hyperparameters {
 	if b.tj.Spec.Hyperparameters == nil {
