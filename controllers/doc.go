@@ -21,6 +21,10 @@
 // not its own: the bug is an error, never a silent overwrite. TestStatusOwnership holds the table to the
 // status type, and to the managedFields the API server records after a run of every controller.
 //
+// Reads come from the manager's cache; statusWrites (status_apply.go) remembers the resourceVersion of
+// this process's last status write of each job, and a reconcile whose cache has not seen it yet waits a few
+// milliseconds rather than computing from an older status.
+//
 // A controller reports a fact to another through a field it owns: the success policy's verdict is the
 // StatusController's SuccessPolicyMet condition, which the JobController's DeriveStatus turns into
 // Completed; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
