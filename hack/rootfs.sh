@@ -48,4 +48,6 @@ rm -rf "$root"/dev/* "$root"/proc/* "$root"/sys/* "$root"/var/cache/apt/* "$root
 : >"$root/etc/resolv.conf"
 tar --numeric-owner --sort=name --mtime=@0 --xattrs -C "$root" -c . | gzip -1 -n >"$work/rootfs.tar.gz"
 mv "$work/rootfs.tar.gz" "$out"
+# One root filesystem is kept: an older one (another digest of this script) goes.
+find "$cache" -maxdepth 1 -name "debian-$suite-*.tar.gz" ! -path "$out" -delete
 echo "$out"
