@@ -45,15 +45,10 @@ func failedRank(pods []corev1.Pod) string {
 // ranks whose exit cannot be told apart from it (same second, same kind) are named with it: which one
 // caused the other is then not known.
 func firstExit(pods []corev1.Pod) *rankExit {
-	var exits []*rankExit
-	for _, p := range ByRank(pods) {
-		for _, cs := range containerStatuses(p) { // a failed resume check names the missing checkpoint
-			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil && t.ExitCode != 0 {
-					exits = append(exits, &rankExit{pod: p, container: cs.Name, t: t})
-				}
-			}
-		}
+	exits := nonZeroExits(pods, false)
+	if len(exits) == 0 {
+		// Only the checkpoint agent's: it names a storage fault (it exits when it cannot work).
+		exits = nonZeroExits(pods, true)
 	}
 	var best *rankExit
 	for _, e := range exits {
@@ -67,6 +62,28 @@ func firstExit(pods []corev1.Pod) *rankExit {
 		}
 	}
 	return best
+}
+
+// nonZeroExits are the non-zero exits (current or last run) of the pods' containers: the checkpoint agent's
+// only (agent), or every other's. A failed resume check (an init container) names the missing checkpoint;
+// the agent, a sidecar that ends with its pod, is no cause while a trainer's exit is there: under load its
+// own end (stopped with the attempt, or failing its final report) can be the earliest, and it blamed the
+// agent for a failure the trainer had (a run of the demo).
+func nonZeroExits(pods []corev1.Pod, agent bool) []*rankExit {
+	var exits []*rankExit
+	for _, p := range ByRank(pods) {
+		for _, cs := range containerStatuses(p) {
+			if (cs.Name == names.AgentContainerName) != agent {
+				continue
+			}
+			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+				if t != nil && t.ExitCode != 0 {
+					exits = append(exits, &rankExit{pod: p, container: cs.Name, t: t})
+				}
+			}
+		}
+	}
+	return exits
 }
 
 type rankExit struct {

@@ -72,6 +72,11 @@ func TestFailedAttempt(t *testing.T) {
 			mlv1.StateRunning, "Running", 0, 0, ""},
 		{"the peer's kill, reported next, restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: peerKilled},
 			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1"},
+		// The checkpoint agent, stopped first under load, is no cause while a trainer's exit is there.
+		{"a trainer's exit, not the agent's earlier one, decides", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).exited(137, "", false).at(2).agentExited(1, 1))},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 137; starting attempt 1"},
+		{"the agent's exit alone names it", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).agentExited(1, 1))},
+			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container checkpoint-agent) exited with code 1"},
 		// The Job controller deleted the killed rank's pod before it was read: its remembered end decides.
 		{"the kill of a pod gone since restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: peerLost[:1], Gone: peerKilled[1:]},
 			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1"},

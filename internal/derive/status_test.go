@@ -58,6 +58,13 @@ func (b *podB) sidecarCrashing() *podB {
 	return b
 }
 
+// agentExited adds a checkpoint-agent sidecar that exited with code at second sec.
+func (b *podB) agentExited(code int32, sec int) *podB {
+	b.p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "checkpoint-agent", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", FinishedAt: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}}}}
+	return b
+}
+
 // at sets the second the container's (last) run finished.
 func (b *podB) at(sec int) *podB {
 	cs := &b.p.Status.ContainerStatuses[0]
