@@ -8,11 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
@@ -37,7 +39,7 @@ type attemptExits struct {
 // ignored, a newer attempt's replaces what was kept.
 func (m *exitMemory) record(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
-	if !ok || !endedNonZero(p) {
+	if !ok || !derive.ExitedNonZero(p) {
 		return
 	}
 	attempt := names.JobAttempt(p)
@@ -86,22 +88,10 @@ func (m *exitMemory) forget(key types.NamespacedName) {
 	delete(m.jobs, key)
 }
 
-// trainingJobOf is the TrainingJob a worker pod belongs to, from the name label the builders set.
-func trainingJobOf(p *corev1.Pod) (types.NamespacedName, bool) {
-	name, ok := p.Labels[names.NameLabel]
-	return types.NamespacedName{Namespace: p.Namespace, Name: name}, ok && name != ""
-}
-
-// endedNonZero: a container (init containers included) of p ended with a non-zero code.
-func endedNonZero(p *corev1.Pod) bool {
-	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
-		for _, cs := range list {
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				return true
-			}
-		}
-	}
-	return false
+// trainingJobOf is the TrainingJob a child or a worker pod belongs to, from the name label the builders set.
+func trainingJobOf(obj client.Object) (types.NamespacedName, bool) {
+	name, ok := obj.GetLabels()[names.NameLabel]
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, ok && name != ""
 }
 
 // recordingExits wraps the pod watch's handler: every pod the watch delivers (updates and the final state of

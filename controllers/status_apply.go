@@ -36,6 +36,9 @@ import (
 // from one of ours, computed again (requeue, with backoff); from a manager outside the table (an operator
 // version that wrote the whole status with updates), taken over once with force.
 func applyStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus, manager string) (written bool, res reconcile.Result, err error) {
+	if apiequality.Semantic.DeepEqual(old, tj.Status) {
+		return false, reconcile.Result{}, nil // most reconciles: nothing to compare field by field
+	}
 	owner := ownerOf(manager)
 	if stray := owner.strayChanges(old, tj.Status); len(stray) > 0 {
 		return false, reconcile.Result{}, fmt.Errorf("%s changed status fields of %s it does not own: %s", manager, klog.KObj(tj), strings.Join(stray, ", "))

@@ -6,13 +6,11 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
@@ -101,9 +99,9 @@ var created = predicate.Funcs{
 
 // byNameLabel maps a child or a pod to its TrainingJob by the name label.
 func byNameLabel(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[names.NameLabel]
+	key, ok := trainingJobOf(obj)
 	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	return []reconcile.Request{{NamespacedName: key}}
 }

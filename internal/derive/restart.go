@@ -105,15 +105,15 @@ func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Dur
 		return 0
 	}
 	for i := range obs.Pods {
-		if p := &obs.Pods[i]; !Ended(p) && !Stranded(p, obs.NodeTrouble) && !exitedNonZero(p) {
+		if p := &obs.Pods[i]; !Ended(p) && !Stranded(p, obs.NodeTrouble) && !ExitedNonZero(p) {
 			return left
 		}
 	}
 	return 0
 }
 
-// exitedNonZero: the pod's trainer (or another container) has ended with a non-zero code.
-func exitedNonZero(p *corev1.Pod) bool {
+// ExitedNonZero: a container of the pod (init containers included) has ended with a non-zero code.
+func ExitedNonZero(p *corev1.Pod) bool {
 	for _, cs := range containerStatuses(p) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return true

@@ -108,12 +108,7 @@ func TestExampleOverClusterDNS(t *testing.T) {
 	}
 	// The StatusController settles the finished run's figures just after the end.
 	eventually(t, 30*time.Second, "a completed run at epoch 10/10, 100%, newest checkpoint epoch 10", func() error {
-		st := getTJ(t, ns, tj.Name).Status
-		got := fmt.Sprintf("%s epoch %d/%d", st.Progress, st.CurrentEpoch, st.TotalEpochs)
-		if st.Checkpoint != nil {
-			got += fmt.Sprintf(" checkpoint %d", st.Checkpoint.LatestEpoch)
-		}
-		if want := "100% epoch 10/10 checkpoint 10"; got != want {
+		if got, want := stacktest.Settled(getTJ(t, ns, tj.Name).Status), "100% epoch 10/10 checkpoint 10"; got != want {
 			return fmt.Errorf("status says %q, want %q", got, want)
 		}
 		return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
 func claim(ns string) *corev1.PersistentVolumeClaim {
@@ -77,12 +78,7 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 	}
 	// The last scrape may have been before the last epoch: the finished run's status agrees with itself.
 	eventually(t, 30*time.Second, "a completed run at epoch 8/8, 100%, newest checkpoint epoch 8", func() error {
-		st := getTJ(t, ns, name).Status
-		got := fmt.Sprintf("%s epoch %d/%d", st.Progress, st.CurrentEpoch, st.TotalEpochs)
-		if st.Checkpoint != nil {
-			got += fmt.Sprintf(" checkpoint %d", st.Checkpoint.LatestEpoch)
-		}
-		if want := "100% epoch 8/8 checkpoint 8"; got != want {
+		if got, want := stacktest.Settled(getTJ(t, ns, name).Status), "100% epoch 8/8 checkpoint 8"; got != want {
 			return fmt.Errorf("status says %q, want %q", got, want)
 		}
 		return nil

@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
@@ -155,4 +156,14 @@ func BuildPlugin(t *testing.T) string {
 		t.Fatalf("building the plugin: %v\n%s", err, out)
 	}
 	return dir
+}
+
+// Settled is a finished run's figures as the status gives them once the StatusController has settled them
+// ("100% epoch 8/8 checkpoint 8"), for comparing with what the run did.
+func Settled(st mlv1.TrainingJobStatus) string {
+	got := fmt.Sprintf("%s epoch %d/%d", st.Progress, st.CurrentEpoch, st.TotalEpochs)
+	if st.Checkpoint != nil {
+		got += fmt.Sprintf(" checkpoint %d", st.Checkpoint.LatestEpoch)
+	}
+	return got
 }
