@@ -128,9 +128,9 @@ func TestNodeLost(t *testing.T) {
 	}
 }
 
-// spreadRun starts a long run of the example whose two ranks run on two different nodes, neither the
-// operator's: the scheduler spreads them by preference (the new attempt after a loss may share a node),
-// and a run it placed together is started again.
+// spreadRun starts a long run of the example whose two ranks train together on two different nodes,
+// neither the operator's: the scheduler spreads them by preference (the new attempt after a loss may share
+// a node), and a run it placed together is started again.
 func spreadRun(t *testing.T) (string, *mlv1.TrainingJob) {
 	t.Helper()
 	for try := 0; try < 3; try++ {
@@ -150,6 +150,15 @@ func spreadRun(t *testing.T) (string, *mlv1.TrainingJob) {
 		runningContainer(t, ns, tj.Name, "0")
 		runningContainer(t, ns, tj.Name, "1")
 		if pods := workerPods(t, ns, tj.Name, 0); pods["0"].Spec.NodeName != pods["1"].Spec.NodeName {
+			// Running containers have not met yet: a rank lost before the rendezvous leaves the other
+			// waiting for it (a hang, not the peer loss these tests are about). An epoch in the status
+			// means they have met.
+			eventually(t, 2*time.Minute, "the ranks training together", func() error {
+				if st := getTJ(t, ns, tj.Name).Status; st.CurrentEpoch < 1 {
+					return fmt.Errorf("epoch %d, state %s", st.CurrentEpoch, st.State)
+				}
+				return nil
+			})
 			return ns, tj
 		}
 		if err := stack.Client.Delete(context.Background(), tj); err != nil {
