@@ -200,7 +200,7 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 	if len(older) == 0 {
 		return false, nil
 	}
-	left, err := withoutStranded(ctx, r.APIReader, older)
+	left, err := withoutStranded(ctx, r.APIReader, older, r.Clock.Now())
 	return len(left) > 0, err
 }
 

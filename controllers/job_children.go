@@ -147,7 +147,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
 	old, err := r.listPods(ctx, tj, false)
 	if err == nil {
-		old, err = withoutStranded(ctx, r.APIReader, old)
+		old, err = withoutStranded(ctx, r.APIReader, old, r.Clock.Now())
 	}
 	if err != nil {
 		return "", err

@@ -138,7 +138,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 		return obs, err
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
-	obs.NodeTrouble, err = nodeTrouble(ctx, r.APIReader, obs.Pods)
+	obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now())
 	return obs, err
 }
 
@@ -164,7 +164,8 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 }
 
 // recheck is when the job must be looked at again although nothing it watches may change: an unbound
-// claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling.
+// claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a
+// failed attempt's worker node that is not Ready but does not count as lost yet.
 func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
 	var res reconcile.Result
 	if claimWaiting(obs) {
@@ -177,6 +178,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 		func() (time.Duration, bool) { return derive.DeadlineLeft(tj, tj.Status.StartTime, now) },
 		func() (time.Duration, bool) { return derive.SchedulingLeft(tj, obs.Job, now) },
 		func() (time.Duration, bool) { return settleLeft(obs, now) },
+		func() (time.Duration, bool) { return min(obs.NodeWait, nodeRecheck), obs.NodeWait > 0 },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

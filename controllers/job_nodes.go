@@ -21,10 +21,11 @@ func attemptFailing(obs derive.Observed) bool {
 }
 
 // nodeTrouble reads the nodes of pods from the API server (the operator holds no node informer: nodes
-// are read only on the rare paths that need them, one read per node) and maps those that are gone or not
-// Ready to why (derive.NodeTrouble).
-func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod) (map[string]string, error) {
-	trouble := map[string]string{}
+// are read only on the rare paths that need them, one read per node) and maps those that are lost to why
+// (derive.NodeTrouble); wait is how long until the first node that is not Ready but does not count as
+// lost yet will count (0 when there is none).
+func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod, now time.Time) (trouble map[string]string, wait time.Duration, err error) {
+	trouble = map[string]string{}
 	seen := map[string]bool{}
 	for _, p := range pods {
 		name := p.Spec.NodeName
@@ -35,22 +36,26 @@ func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod) (
 		node := &corev1.Node{}
 		found, err := getOptional(ctx, reader, client.ObjectKey{Name: name}, node)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if !found {
 			node = nil
 		}
-		if why := derive.NodeTrouble(node); why != "" {
+		why, left := derive.NodeTrouble(node, now)
+		if why != "" {
 			trouble[name] = why
 		}
+		if left > 0 && (wait == 0 || left < wait) {
+			wait = left
+		}
 	}
-	return trouble, nil
+	return trouble, wait, nil
 }
 
 // withoutStranded leaves out the pods that have not ended on a lost node (derive.Stranded): they hold
 // nothing a new attempt needs and will not end while the node is unreachable. Nodes are read only when a
 // pod has not ended.
-func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Pod) ([]corev1.Pod, error) {
+func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Pod, now time.Time) ([]corev1.Pod, error) {
 	running := pods[:0:0]
 	for _, p := range pods {
 		if !derive.Ended(&p) {
@@ -60,7 +65,7 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 	if len(running) == 0 {
 		return pods, nil
 	}
-	trouble, err := nodeTrouble(ctx, reader, running)
+	trouble, _, err := nodeTrouble(ctx, reader, running, now)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +77,10 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 	}
 	return out, nil
 }
+
+// nodeRecheck is how often a failing attempt looks again at a worker's node that is not Ready but does not
+// count as lost yet: no event comes when the node lifecycle controller taints it.
+const nodeRecheck = time.Second
 
 // settleLeft is how long the verdict on the current attempt's failure still waits for its pods to report
 // (derive.SettleLeft); false when the attempt has not failed.

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,19 +10,45 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
-// NodeTrouble is why a node can no longer run or report its pods, "" when it can: it is gone (n is nil),
-// or its Ready condition is not True (the node lifecycle controller sets Unknown once the kubelet has not
-// renewed its lease for node-monitor-grace-period, 50 s by default).
-func NodeTrouble(n *corev1.Node) string {
+// NodeUntaintedGrace is how long a node whose Ready condition is not True may go without the NoSchedule
+// taint that the node lifecycle controller gives such a node before it counts as lost all the same (a
+// control plane that does not taint, or a taint pass that failed).
+const NodeUntaintedGrace = 15 * time.Second
+
+// NodeTrouble is why a node can no longer run or report its pods, "" when it can or does not count as lost
+// yet; wait is, for a node that is not Ready but does not count yet, how long until it does (0 otherwise).
+// A node is lost when it is gone (n is nil), or its Ready condition is not True (the node lifecycle
+// controller sets Unknown once the kubelet has not renewed its lease for node-monitor-grace-period, 50 s by
+// default) and the scheduler places no new pod on it: the lifecycle controller taints it NoSchedule
+// (node.kubernetes.io/unreachable or not-ready) in a pass of its own, a moment after it changes the
+// condition. A gang restarted in that moment had a rank of its new attempt placed on the lost node, and the
+// attempt waited for that rank until its rendezvous timed out (found in the chaos suite).
+func NodeTrouble(n *corev1.Node, now time.Time) (why string, wait time.Duration) {
 	if n == nil {
-		return "is gone"
+		return "is gone", 0
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-			return fmt.Sprintf("is not Ready (%s: %s)", c.Reason, c.Message)
+		if c.Type != corev1.NodeReady || c.Status == corev1.ConditionTrue {
+			continue
+		}
+		why = fmt.Sprintf("is not Ready (%s: %s)", c.Reason, c.Message)
+		if left := c.LastTransitionTime.Add(NodeUntaintedGrace).Sub(now); left > 0 && !lifecycleTainted(n) {
+			return "", left
+		}
+		return why, 0
+	}
+	return "", 0
+}
+
+// lifecycleTainted: the node carries a NoSchedule taint that the node lifecycle controller gives a node
+// that is not Ready.
+func lifecycleTainted(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule && (t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady) {
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
 // Ended: the pod reached a terminal phase.

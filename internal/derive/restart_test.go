@@ -239,21 +239,38 @@ func TestLostNode(t *testing.T) {
 }
 
 func TestNodeTrouble(t *testing.T) {
-	ready := func(s corev1.ConditionStatus) *corev1.Node {
-		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s, Reason: "R", Message: "m"}}}}
-	}
-	for _, tc := range []struct {
-		node *corev1.Node
-		want string
-	}{
-		{nil, "is gone"},
-		{ready(corev1.ConditionTrue), ""},
-		{ready(corev1.ConditionUnknown), "is not Ready (R: m)"},
-		{ready(corev1.ConditionFalse), "is not Ready (R: m)"},
-		{&corev1.Node{}, ""},
-	} {
-		if diff := cmp.Diff(tc.want, NodeTrouble(tc.node)); diff != "" {
-			t.Errorf("NodeTrouble(%v) (-want +got):\n%s", tc.node, diff)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	node := func(s corev1.ConditionStatus, changed time.Duration, taints ...string) *corev1.Node {
+		n := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: s, Reason: "R", Message: "m", LastTransitionTime: metav1.NewTime(now.Add(-changed))}}}}
+		for _, key := range taints {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
 		}
+		return n
+	}
+	noExecute := node(corev1.ConditionUnknown, time.Second)
+	noExecute.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
+	for _, tc := range []struct {
+		name     string
+		node     *corev1.Node
+		want     string
+		wantWait time.Duration
+	}{
+		{"gone", nil, "is gone", 0},
+		{"ready", node(corev1.ConditionTrue, time.Hour), "", 0},
+		{"no conditions yet", &corev1.Node{}, "", 0},
+		{"unreachable and tainted", node(corev1.ConditionUnknown, time.Second, corev1.TaintNodeUnreachable), "is not Ready (R: m)", 0},
+		{"not ready and tainted", node(corev1.ConditionFalse, time.Second, corev1.TaintNodeNotReady), "is not Ready (R: m)", 0},
+		{"not tainted yet: the scheduler may still place pods there", node(corev1.ConditionUnknown, time.Second), "", NodeUntaintedGrace - time.Second},
+		{"only a NoExecute taint (tolerated for 300 s by default)", noExecute, "", NodeUntaintedGrace - time.Second},
+		{"another NoSchedule taint", node(corev1.ConditionUnknown, time.Second, "example.com/maintenance"), "", NodeUntaintedGrace - time.Second},
+		{"never tainted: counts after the grace", node(corev1.ConditionUnknown, NodeUntaintedGrace), "is not Ready (R: m)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, wait := NodeTrouble(tc.node, now)
+			if diff := cmp.Diff([]any{tc.want, tc.wantWait}, []any{why, wait}); diff != "" {
+				t.Errorf("NodeTrouble (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -47,6 +47,9 @@ type Observed struct {
 	// (NodeTrouble); read only once the attempt's Job fails. A failure with a worker on such a node is a
 	// disruption, whichever rank exited first.
 	NodeTrouble map[string]string
+	// NodeWait is, when a failing attempt's worker is on a node that is not Ready but does not count as
+	// lost yet (NodeTrouble's wait), how long until it does; 0 otherwise.
+	NodeWait time.Duration
 	// Claim is the checkpoint claim the operator manages for the job, nil when it manages none; ClaimEvent
 	// the claim's newest event while it is not bound.
 	Claim      *corev1.PersistentVolumeClaim

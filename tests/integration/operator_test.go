@@ -98,7 +98,11 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) error)
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
+		err := cond(ctx)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return false, nil // the poll's deadline, not news: keep the last error cond found
+		}
+		last = err
 		return last == nil, nil
 	})
 	if err != nil {

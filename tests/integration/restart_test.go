@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -150,4 +152,107 @@ func TestGangRestartBeforeEveryWorkerRan(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestLostNodeCountsOnceTainted: rank 0's node stops reporting and rank 1 exits 1 on losing its peer. The
+// node is not Ready at first without the NoSchedule taint the node lifecycle controller adds a moment
+// later, and the scheduler may still place pods there: the gang waits. Once the node is tainted, the gang
+// restarts without counting it, naming the node. (Restarted in that moment, the chaos suite's run had a
+// rank of its new attempt placed on the lost node, and the attempt waited for it a minute.)
+func TestLostNodeCountsOnceTainted(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	node := newNode(t, ns+"-lost")
+	tj := tjtest.NewTJ(ns, "lost").Workers(2).GPUs(0).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	pods := workerPods(t, tj, 2)
+	bindPod(t, &pods[0], node.Name)
+	for i := range pods {
+		setPodStatus(t, &pods[i], corev1.PodRunning, running(), 0)
+	}
+	waitForState(t, client.ObjectKeyFromObject(tj), mlv1.StateRunning)
+
+	setNodeReady(t, node, corev1.ConditionUnknown)
+	setPodStatus(t, &pods[1], corev1.PodFailed, terminated(1, "Error"), 0)
+	eventually(t, "the Job controller marks the attempt failing", func(ctx context.Context) error {
+		job := &batchv1.Job{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
+			return err
+		}
+		if job.Labels[names.AttemptLabel] != "0" {
+			return nil // the operator restarted already (the check below says so)
+		}
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobFailureTarget && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", job.Status.Conditions)
+	})
+	// The operator looks at an untainted node every second (nodeRecheck): three looks, no restart.
+	time.Sleep(3 * time.Second)
+	if got, err := getTJ(ctx, tj); err != nil || got.Status.Attempt != 0 || got.Status.State != mlv1.StateRunning {
+		t.Fatalf("restarted on a node the scheduler may still use: %v, status %+v", err, got.Status)
+	}
+
+	taintNode(t, node, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule})
+	eventually(t, "an uncounted gang restart naming the node", func(ctx context.Context) error {
+		got := &mlv1.TrainingJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+			return err
+		}
+		if got.Status.Attempt != 1 || got.Status.RestartCount != 0 || !strings.Contains(got.Status.LastFailure, "rank 0's node "+node.Name+" is not Ready") {
+			return fmt.Errorf("attempt %d, restartCount %d, lastFailure %q", got.Status.Attempt, got.Status.RestartCount, got.Status.LastFailure)
+		}
+		return nil
+	})
+}
+
+// newNode creates a Ready node (no kubelet: the test writes its status), deleted after the test. The API
+// server taints a new node not-ready (admission); the test removes the taint as the node lifecycle
+// controller does once the node is Ready.
+func newNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	setNodeReady(t, node, corev1.ConditionTrue)
+	node.Spec.Taints = nil
+	if err := env.Client.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+func setNodeReady(t *testing.T, node *corev1.Node, status corev1.ConditionStatus) {
+	t.Helper()
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "Test",
+		Message: "set by the test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if err := env.Client.Status().Update(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func taintNode(t *testing.T, node *corev1.Node, taint corev1.Taint) {
+	t.Helper()
+	node.Spec.Taints = append(node.Spec.Taints, taint)
+	if err := env.Client.Update(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bindPod places the pod on the node as the scheduler does.
+func bindPod(t *testing.T, pod *corev1.Pod, node string) {
+	t.Helper()
+	binding := &corev1.Binding{Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := env.Client.SubResource("binding").Create(context.Background(), pod, binding); err != nil {
+		t.Fatal(err)
+	}
 }
