@@ -43,8 +43,8 @@ type Observed struct {
 	// StartBlocked is why the current attempt's Job is not created yet although it should run (workers of
 	// an older attempt still stopping, RESUME_FROM not settled); empty otherwise.
 	StartBlocked string
-	// NodeTrouble maps the nodes of a failing attempt's workers that are gone or not Ready to why
-	// (NodeTrouble); read only once the attempt's Job fails. A failure with a worker on such a node is a
+	// NodeTrouble maps the nodes of a failing attempt's workers that are lost (gone, or not Ready and
+	// tainted: NodeTrouble) to why; read only once the attempt's Job fails. A failure with a worker on such a node is a
 	// disruption, whichever rank exited first.
 	NodeTrouble map[string]string
 	// NodeWait is, when a failing attempt's worker is on a node that is not Ready but does not count as

@@ -15,6 +15,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -59,14 +60,9 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 		pods := workerPods(t, tj, 2)
 		setPodStatus(t, &pods[1], corev1.PodFailed, terminated(137, "OOMKilled"), 0)
 		eventually(t, "the Job controller fails the attempt", func(ctx context.Context) error {
-			job := &batchv1.Job{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
+			job, err := currentJob(ctx, tj)
+			if err != nil || derive.JobCondition(job, batchv1.JobFailed) != nil {
 				return err
-			}
-			for _, c := range job.Status.Conditions {
-				if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-					return nil
-				}
 			}
 			return fmt.Errorf("conditions %+v", job.Status.Conditions)
 		})
@@ -143,8 +139,8 @@ func TestGangRestartBeforeEveryWorkerRan(t *testing.T) {
 	setPodStatus(t, &pods[0], corev1.PodRunning, running(), 0)
 	setPodStatus(t, &pods[1], corev1.PodFailed, terminated(137, "OOMKilled"), 0)
 	eventually(t, "a Job of attempt 1", func(ctx context.Context) error {
-		job := &batchv1.Job{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
+		job, err := currentJob(ctx, tj)
+		if err != nil {
 			return err
 		}
 		if job.Labels[names.AttemptLabel] != "1" {
@@ -179,17 +175,9 @@ func TestLostNodeCountsOnceTainted(t *testing.T) {
 	setNodeReady(t, node, corev1.ConditionUnknown)
 	setPodStatus(t, &pods[1], corev1.PodFailed, terminated(1, "Error"), 0)
 	eventually(t, "the Job controller marks the attempt failing", func(ctx context.Context) error {
-		job := &batchv1.Job{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err != nil {
-			return err
-		}
-		if job.Labels[names.AttemptLabel] != "0" {
-			return nil // the operator restarted already (the check below says so)
-		}
-		for _, c := range job.Status.Conditions {
-			if c.Type == batchv1.JobFailureTarget && c.Status == corev1.ConditionTrue {
-				return nil
-			}
+		job, err := currentJob(ctx, tj)
+		if err != nil || job.Labels[names.AttemptLabel] != "0" || derive.JobCondition(job, batchv1.JobFailureTarget) != nil {
+			return err // a Job of a later attempt: the operator restarted already (the check below says so)
 		}
 		return fmt.Errorf("conditions %+v", job.Status.Conditions)
 	})
@@ -210,6 +198,12 @@ func TestLostNodeCountsOnceTainted(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// currentJob is the workers' Job of tj's current attempt.
+func currentJob(ctx context.Context, tj *mlv1.TrainingJob) (*batchv1.Job, error) {
+	job := &batchv1.Job{}
+	return job, env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job)
 }
 
 // newNode creates a Ready node (no kubelet: the test writes its status), deleted after the test. The API
