@@ -154,12 +154,8 @@ func (a *Agent) Acknowledge(resumeFrom string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.ResumeFrom = resumeFrom
-	epoch, ok := EpochOf(resumeFrom)
-	if !ok {
+	if _, ok := agentapi.PositionOf(resumeFrom); !ok {
 		return
 	}
-	a.served = slices.DeleteFunc(a.served, func(s string) bool {
-		e, ok := EpochOf(s)
-		return ok && e < epoch
-	})
+	a.served = slices.DeleteFunc(a.served, func(s string) bool { return agentapi.Newer(resumeFrom, s) })
 }

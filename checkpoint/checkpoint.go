@@ -45,7 +45,10 @@ type Checkpoint struct {
 	// Name is the directory name, for example checkpoint-epoch-12; Dir is root/Name.
 	Name, Dir string
 	Epoch     int
-	Complete  bool
+	// Step is the global training step of a checkpoint written mid-epoch (checkpoint-epoch-<E>-step-<S>,
+	// at preemption), 0 for one written at the end of epoch Epoch.
+	Step     int64
+	Complete bool
 	// Size is the bytes of every object in it.
 	Size int64
 	// Time is when it completed (the marker's time), or its newest object's time when incomplete.
@@ -56,6 +59,22 @@ type Checkpoint struct {
 
 // Dir is the name of the checkpoint directory of an epoch.
 func Dir(epoch int) string { return "checkpoint-epoch-" + strconv.Itoa(epoch) }
+
+// StepDir is the name of a checkpoint written mid-epoch (at preemption): after epoch complete epochs, at
+// global training step step.
+func StepDir(epoch int, step int64) string {
+	return Dir(epoch) + "-step-" + strconv.FormatInt(step, 10)
+}
+
+// Position is where c stands in the run.
+func (c Checkpoint) Position() agentapi.Position {
+	return agentapi.Position{Epoch: c.Epoch, Step: c.Step}
+}
+
+// SortByPosition orders checkpoints oldest first.
+func SortByPosition(cps []Checkpoint) {
+	sort.Slice(cps, func(i, j int) bool { return cps[i].Position().Before(cps[j].Position()) })
+}
 
 // EpochOf is the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one.
 func EpochOf(uri string) (int, bool) { return agentapi.EpochOf(uri) }
@@ -71,13 +90,13 @@ func Scan(root string, objects []Object) []Checkpoint {
 			rest, ok = o.Key, true
 		}
 		name, file, found := strings.Cut(rest, "/")
-		epoch, isCheckpoint := EpochOf(name)
+		pos, isCheckpoint := agentapi.PositionOf(name)
 		if !ok || !found || !isCheckpoint || file == "" {
 			continue
 		}
 		c := byName[name]
 		if c == nil {
-			c = &Checkpoint{Name: name, Dir: path.Join(root, name), Epoch: epoch}
+			c = &Checkpoint{Name: name, Dir: path.Join(root, name), Epoch: pos.Epoch, Step: pos.Step}
 			byName[name] = c
 		}
 		c.Keys = append(c.Keys, o.Key)
@@ -93,7 +112,7 @@ func Scan(root string, objects []Object) []Checkpoint {
 		sort.Strings(c.Keys)
 		out = append(out, *c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Epoch < out[j].Epoch })
+	SortByPosition(out)
 	return out
 }
 
@@ -138,7 +157,7 @@ func Plan(cps []Checkpoint, p Policy, now time.Time) (keep, remove []Checkpoint)
 			keep = append(keep, c) // kept beyond retention
 		case c.Complete:
 			remove = append(remove, c)
-		case !hasLatest || c.Epoch > latest.Epoch || now.Sub(c.Time) < p.AbandonedAfter:
+		case !hasLatest || latest.Position().Before(c.Position()) || now.Sub(c.Time) < p.AbandonedAfter:
 			keep = append(keep, c) // may still be written
 		default:
 			remove = append(remove, c) // an abandoned partial write older than a complete checkpoint

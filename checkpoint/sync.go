@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -51,7 +50,7 @@ func Sync(ctx context.Context, s Store, root string, p Policy, now time.Time) (R
 		r.Deleted = append(r.Deleted, c.Name)
 	}
 	r.DeleteError = errors.Join(errs...)
-	sort.Slice(r.Checkpoints, func(i, j int) bool { return r.Checkpoints[i].Epoch < r.Checkpoints[j].Epoch })
+	SortByPosition(r.Checkpoints)
 	if l, ok := Latest(r.Checkpoints); ok {
 		r.Latest = &l
 	}

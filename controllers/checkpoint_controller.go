@@ -99,6 +99,9 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	if a, ok := derive.FinalReport(pods); ok {
 		derive.ApplyFinalReport(&tj.Status, a, now)
 	}
+	if cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt)) {
+		derive.ApplyResumed(&tj.Status, cm.Annotations[names.ResumedFromAnnotation])
+	}
 	if tj.Status.State != mlv1.StateRunning {
 		return "", reconcile.Result{}
 	}
@@ -143,7 +146,7 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod, addr string) error {
 	current, had := cm.Data[names.ResumeFromKey]
 	want := current
-	if from := builders.ResumeFrom(tj); newer(from, current) {
+	if from := builders.ResumeFrom(tj); agentapi.Newer(from, current) {
 		want = from
 	}
 	attempt := strconv.Itoa(int(tj.Status.Attempt))
@@ -163,6 +166,7 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 		cm.Data[names.ResumeFromKey] = want
 		if settle {
 			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, names.ResumeAttemptAnnotation, attempt)
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, names.ResumedFromAnnotation, want)
 		}
 		if err := r.Patch(ctx, cm, patch); err != nil {
 			return fmt.Errorf("setting RESUME_FROM of %s: %w", klog.KObj(tj), err)
@@ -175,16 +179,6 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 		}
 	}
 	return nil
-}
-
-// newer: checkpoint a is newer than b (an epoch-named checkpoint with a higher epoch, or b is empty).
-func newer(a, b string) bool {
-	if b == "" {
-		return a != ""
-	}
-	ea, okA := agentapi.EpochOf(a)
-	eb, okB := agentapi.EpochOf(b)
-	return okA && okB && ea > eb
 }
 
 // olderRank0Running: a rank 0 pod of an older attempt has not ended yet: its agent may still report a

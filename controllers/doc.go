@@ -27,7 +27,7 @@
 //
 // A controller reports a fact to another through a field it owns: the success policy's verdict is the
 // StatusController's SuccessPolicyMet condition, which the JobController's DeriveStatus turns into
-// Completed; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
+// Completed; a hang is its Stalled condition, which the JobController acts on by failurePolicy.onHang; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
 //
 // The job's ConfigMap has one writer per key too: the JobController creates it and keeps its config file
 // (names.ConfigFileName) in step with the spec; the CheckpointController writes RESUME_FROM and the
@@ -42,12 +42,12 @@ import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 var statusOwners = []statusOwner{
 	{Manager: jobController,
 		Fields: []string{"state", "observedGeneration", "workers", "checkpointStorage", "startTime", "completionTime",
-			"duration", "failureReason", "restartCount", "attempt", "lastFailure"},
+			"duration", "failureReason", "restartCount", "attempt", "lastFailure", "avoidedNodes", "lastFailureNode"},
 		Conditions: []string{mlv1.ConditionCreated, mlv1.ConditionRunning, mlv1.ConditionCompleted, mlv1.ConditionFailed,
 			mlv1.ConditionSuspended, mlv1.ConditionRestarting, mlv1.ConditionCheckpointClaimBound}},
 	{Manager: statusController,
-		Fields:     []string{"progress", "currentEpoch", "totalEpochs", "eta", "metrics", "lastProgressTime", "best"},
-		Conditions: []string{mlv1.ConditionProgressReported, mlv1.ConditionSuccessPolicyMet}},
+		Fields:     []string{"progress", "currentEpoch", "totalEpochs", "eta", "metrics", "lastProgressTime", "currentStep", "best"},
+		Conditions: []string{mlv1.ConditionProgressReported, mlv1.ConditionSuccessPolicyMet, mlv1.ConditionStalled}},
 	{Manager: checkpointController,
 		Fields:     []string{"checkpoint"},
 		Conditions: []string{mlv1.ConditionCheckpointStorageReady}},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -135,7 +136,12 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	// One connection per rank 0 and endpoint, kept between reads.
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true}}
-	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("a clientset for the ranks' logs: %w", err)
+	}
+	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient,
+		Logs: ClientsetLogs{Clientset: cs}, Recorder: mgr.GetEventRecorder("trainingjob-operator")}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}

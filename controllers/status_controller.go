@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,6 +46,9 @@ type StatusReconciler struct {
 	// Workers is how many scrapes may run at once.
 	Workers int
 	HTTP    *http.Client
+	// Logs reads the ranks' last log lines for a hang's message; nil leaves them out.
+	Logs     LogReader
+	Recorder events.EventRecorder
 
 	// jobs paces the scrapes and remembers, per job, the last sample and where progress was first seen.
 	jobs poller[progressState]
@@ -55,6 +61,8 @@ type progressState struct {
 	// sample is the last scrape's, taken at at; nil after a failed scrape.
 	sample *derive.Sample
 	at     time.Time
+	// pace follows the epochs of the current attempt, for the default stall timeout.
+	pace epochPace
 }
 
 // maxBody bounds how much of rank 0's answer is read.
@@ -83,7 +91,12 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if tj.Status.State == mlv1.StateRunning && builders.MonitoringEnabled(tj) {
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
-	_, wres, err := applyStatus(ctx, r.Client, tj, old, statusController)
+	hung := r.watchHang(ctx, tj, now)
+	written, wres, err := applyStatus(ctx, r.Client, tj, old, statusController)
+	if hung && written && r.Recorder != nil {
+		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c.Reason, "Hang", "%s", c.Message)
+	}
 	return result(minResult(res, wres), err)
 }
 
@@ -103,6 +116,7 @@ func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJ
 		setProgressGauges(tj, sample)
 		r.jobs.with(state, func(s *progressState) {
 			s.sample = &sample
+			s.pace.observe(tj.Status.Attempt, sample, now)
 			if f, ok := sample.Fraction(derive.SpecEpochs(tj)); s.window == nil && ok {
 				s.window = &derive.RateWindow{At: now, Fraction: f}
 			}

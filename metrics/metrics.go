@@ -35,7 +35,9 @@ var (
 	DurationSeconds  = jobGauge("trainingjob_duration_seconds", "Seconds since the job's workers started (until it finished).")
 	Restarts         = jobGauge("trainingjob_restarts", "Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).")
 	WaitingSince     = jobGauge("trainingjob_waiting_since_timestamp_seconds", "When the job's workers started waiting (Pending or Initializing: not scheduled, pulling images, restarting), as a Unix time; 0 while they run or the job is over.")
-	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds, Restarts, WaitingSince}
+	SinceProgress    = jobGauge("trainingjob_seconds_since_progress", "Seconds since rank 0 last advanced (a new epoch or step), or since every worker of the attempt started running when it has not advanced in this attempt; 0 while the job does not run.")
+	HangTimeout      = jobGauge("trainingjob_hang_timeout_seconds", "The timeout trainingjob_seconds_since_progress is held to now: failurePolicy.startupTimeoutSeconds before rank 0 advances, the stall timeout after; 0 when no check applies.")
+	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds, Restarts, WaitingSince, SinceProgress, HangTimeout}
 )
 
 // Checkpoint series, per job, from rank 0's checkpoint agent.

@@ -27,17 +27,57 @@ const (
 	ResumeFromParam = "uri"
 )
 
-var dirName = regexp.MustCompile(`^checkpoint-epoch-([0-9]{1,9})$`)
+var dirName = regexp.MustCompile(`^checkpoint-epoch-([0-9]{1,9})(?:-step-([0-9]{1,15}))?$`)
 
-// EpochOf is the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one:
-// the layout Status.Latest and RESUME_FROM follow.
-func EpochOf(uri string) (int, bool) {
+// Position is where a checkpoint stands in the run: after Epoch complete epochs, or for one written
+// mid-epoch (at preemption: checkpoint-epoch-<E>-step-<S>) at global training step Step of the next.
+type Position struct {
+	Epoch int
+	Step  int64
+}
+
+// Before orders positions: by epoch, then an end-of-epoch checkpoint (no step) before a mid-epoch one.
+func (p Position) Before(o Position) bool {
+	if p.Epoch != o.Epoch {
+		return p.Epoch < o.Epoch
+	}
+	return p.Step < o.Step
+}
+
+// PositionOf is the position of a checkpoint path or URI (…/checkpoint-epoch-<E>[-step-<S>]), and
+// whether it names one: the layout Status.Latest and RESUME_FROM follow.
+func PositionOf(uri string) (Position, bool) {
 	m := dirName.FindStringSubmatch(path.Base(strings.TrimRight(uri, "/")))
 	if m == nil {
-		return 0, false
+		return Position{}, false
 	}
-	n, err := strconv.Atoi(m[1])
-	return n, err == nil
+	e, err := strconv.Atoi(m[1])
+	if err != nil {
+		return Position{}, false
+	}
+	p := Position{Epoch: e}
+	if m[2] != "" {
+		if p.Step, err = strconv.ParseInt(m[2], 10, 64); err != nil {
+			return Position{}, false
+		}
+	}
+	return p, true
+}
+
+// EpochOf is the epoch of a checkpoint path or URI, and whether it names one (see PositionOf).
+func EpochOf(uri string) (int, bool) {
+	p, ok := PositionOf(uri)
+	return p.Epoch, ok
+}
+
+// Newer: checkpoint a stands after b (b empty: a names a checkpoint).
+func Newer(a, b string) bool {
+	pa, okA := PositionOf(a)
+	if b == "" {
+		return a != ""
+	}
+	pb, okB := PositionOf(b)
+	return okA && okB && pb.Before(pa)
 }
 
 // maxBody bounds how much of an answer the client reads.

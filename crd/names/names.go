@@ -33,6 +33,9 @@ const (
 	// ResumeAttemptAnnotation on the ConfigMap is the attempt for which the CheckpointController settled
 	// RESUME_FROM: the JobController starts an attempt's workers only once it matches status.attempt.
 	ResumeAttemptAnnotation = "ml.example.com/resume-from-attempt"
+	// ResumedFromAnnotation on the ConfigMap is what RESUME_FROM named when it was settled for that
+	// attempt: what the attempt's workers resumed from (RESUME_FROM moves on as new checkpoints come).
+	ResumedFromAnnotation = "ml.example.com/resumed-from"
 	// SpecHashAnnotation on the Job is SpecHash of the Job as built; see SpecHash.
 	SpecHashAnnotation = "ml.example.com/spec-hash"
 )

@@ -3,18 +3,22 @@ package v1
 // The spec's defaults: the CRD's +kubebuilder:default markers say the same (a test holds them to these), so
 // the API server and Default give a TrainingJob the same values.
 const (
-	DefaultGPUsPerWorker       int32 = 1
-	DefaultFramework                 = FrameworkPyTorch
-	DefaultCheckpointFrequency int32 = 1
-	DefaultCheckpointRetention int32 = 3
-	DefaultStorageType               = StoragePVC
-	DefaultMonitoringEnabled         = true
-	DefaultMetricsPort         int32 = 8080
-	DefaultElasticMaxRestarts  int32 = 10
-	DefaultMasterPort          int32 = 29500
-	DefaultRestartPolicy             = RestartGang
-	DefaultBackoffLimit        int32 = 3
-	DefaultCleanPodPolicy            = CleanPodsRunning
+	DefaultGPUsPerWorker          int32 = 1
+	DefaultFramework                    = FrameworkPyTorch
+	DefaultCheckpointFrequency    int32 = 1
+	DefaultCheckpointRetention    int32 = 3
+	DefaultStorageType                  = StoragePVC
+	DefaultMonitoringEnabled            = true
+	DefaultMetricsPort            int32 = 8080
+	DefaultElasticMaxRestarts     int32 = 10
+	DefaultMasterPort             int32 = 29500
+	DefaultRestartPolicy                = RestartGang
+	DefaultBackoffLimit           int32 = 3
+	DefaultCleanPodPolicy               = CleanPodsRunning
+	DefaultStartupTimeoutSeconds  int32 = 600
+	DefaultOnHang                       = HangRestart
+	DefaultMaxAvoidedNodes        int32 = 3
+	DefaultPreemptionGraceSeconds int32 = 120
 )
 
 // Default sets every field of the spec that has a default and is absent, the one place defaults are
@@ -33,6 +37,7 @@ func (tj *TrainingJob) Default() {
 	if c := s.Checkpoint; c != nil {
 		setDefault(&c.Frequency, DefaultCheckpointFrequency)
 		setDefault(&c.Retention, DefaultCheckpointRetention)
+		setDefault(&c.PreemptionGraceSeconds, DefaultPreemptionGraceSeconds)
 		if c.Storage != nil && c.Storage.Type == "" {
 			c.Storage.Type = DefaultStorageType
 		}
@@ -54,6 +59,11 @@ func (tj *TrainingJob) Default() {
 		s.FailurePolicy.RestartPolicy = DefaultRestartPolicy
 	}
 	setDefault(&s.FailurePolicy.BackoffLimit, DefaultBackoffLimit)
+	setDefault(&s.FailurePolicy.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)
+	if s.FailurePolicy.OnHang == "" {
+		s.FailurePolicy.OnHang = DefaultOnHang
+	}
+	setDefault(&s.FailurePolicy.MaxAvoidedNodes, DefaultMaxAvoidedNodes)
 	s.Cleanup = orEmpty(s.Cleanup)
 	if s.Cleanup.CleanPodPolicy == "" {
 		s.Cleanup.CleanPodPolicy = DefaultCleanPodPolicy

@@ -52,6 +52,10 @@ const (
 	// refuses (TrackingServerUnavailable, TrackingCredentialsInvalid, TrackingCredentialsMissing,
 	// TrackingRequestRejected) while the training goes on and the operator retries.
 	ConditionExperimentTracked = "ExperimentTracked"
+	// ConditionStalled is True while the run is hung: its workers all run but rank 0 reported no progress
+	// within failurePolicy.startupTimeoutSeconds (reason NoProgressSinceStart), or its epoch and step stood
+	// still for the stall timeout (reason ProgressStalled); failurePolicy.onHang says what follows.
+	ConditionStalled = "Stalled"
 )
 
 // TrainingJobStatus is what the operator observes of the run.
@@ -137,9 +141,27 @@ type TrainingJobStatus struct {
 	// +kubebuilder:validation:MaxLength=2048
 	LastFailure string `json:"lastFailure,omitempty"`
 
-	// lastProgressTime is when rank 0's progress was last read.
+	// lastProgressTime is when rank 0's progress last moved: a new epoch or step (any new figure when it
+	// reports neither).
 	// +optional
 	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+
+	// currentStep is the training step rank 0 reported last.
+	// +optional
+	CurrentStep int64 `json:"currentStep,omitempty"`
+
+	// avoidedNodes are the nodes the workers of later attempts are kept off (node affinity NotIn), and why;
+	// at most failurePolicy.maxAvoidedNodes, oldest first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	AvoidedNodes []AvoidedNode `json:"avoidedNodes,omitempty"`
+
+	// lastFailureNode is the node of the rank whose failure caused the latest gang restart: a node that
+	// holds the failing rank in two failed attempts in a row is avoided.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	LastFailureNode string `json:"lastFailureNode,omitempty"`
 
 	// mlflow is the job's MLflow run, when monitoring tracks it (see monitoring.mlflowTrackingUri).
 	// +optional
@@ -225,6 +247,26 @@ type CheckpointStatus struct {
 	// sizeBytes is the size of the newest checkpoint.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// resumedFrom is the checkpoint the current attempt's workers resumed from (RESUME_FROM), and
+	// resumedFromMessage says what it is, for example that it was written at preemption.
+	// +optional
+	ResumedFrom string `json:"resumedFrom,omitempty"`
+	// +optional
+	ResumedFromMessage string `json:"resumedFromMessage,omitempty"`
+}
+
+// AvoidedNode is a node later attempts are kept off, and why.
+type AvoidedNode struct {
+	// name is the node's name.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// reason says what failed there.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
+	// attempt is the attempt that failed there.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // MLflowStatus is the job's MLflow run as the operator keeps it.

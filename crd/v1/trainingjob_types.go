@@ -106,7 +106,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM','TRAININGJOB_CHECKPOINT_ON_SIGTERM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// resources are each worker's compute requests and limits. An entry of the GPU resource (gpuResourceName)
@@ -268,6 +268,21 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	Retention *int32 `json:"retention,omitempty"`
+
+	// onPreemption gives rank 0 the chance to write a checkpoint when its worker is about to be stopped (a
+	// preemption, an eviction, a node drain, a gang restart): the workers get preemptionGraceSeconds between
+	// SIGTERM and SIGKILL and the environment variable TRAININGJOB_CHECKPOINT_ON_SIGTERM=1; a trainer that
+	// follows the contract writes a complete checkpoint (checkpoint-epoch-<E>-step-<S>: after epoch E and S
+	// steps of the next) on SIGTERM, then exits, and the next attempt resumes from it.
+	// +optional
+	OnPreemption bool `json:"onPreemption,omitempty"`
+
+	// preemptionGraceSeconds is how long a worker has between SIGTERM and SIGKILL with onPreemption.
+	// +optional
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	PreemptionGraceSeconds *int32 `json:"preemptionGraceSeconds,omitempty"`
 }
 
 // CheckpointStorage is a checkpoint location. Which fields apply depends on type.
@@ -627,6 +642,126 @@ type FailurePolicy struct {
 	// +kubebuilder:validation:items:Minimum=1
 	// +kubebuilder:validation:items:Maximum=255
 	NonRetryableExitCodes []int32 `json:"nonRetryableExitCodes,omitempty"`
+
+	// startupTimeoutSeconds is how long every worker may run without rank 0 reporting any progress before the
+	// run counts as hung (condition Stalled, reason NoProgressSinceStart; onHang says what follows), counted
+	// from when the last worker of the attempt started running. 0 turns the check off. It needs
+	// monitoring (rank 0's progress endpoint).
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
+
+	// stallTimeoutSeconds is how long rank 0's epoch and step may stand still, once it has reported progress,
+	// before the run counts as hung (condition Stalled, reason ProgressStalled). Unset, it follows the run's
+	// own pace: the longer of 10 minutes and 5 times the slowest epoch seen. 0 turns the check off.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	StallTimeoutSeconds *int32 `json:"stallTimeoutSeconds,omitempty"`
+
+	// onHang is what a hung run gets (no progress within startupTimeoutSeconds, or stalled for
+	// stallTimeoutSeconds): Restart (default: a gang restart counted against backoffLimit), Fail (the run fails
+	// with reason Hung) or None (the Stalled condition, an event and the metric only).
+	// +optional
+	// +kubebuilder:default=Restart
+	OnHang HangAction `json:"onHang,omitempty"`
+
+	// rules decide what a failure of restartPolicy Gang gets before the exit-code lists and the default
+	// classes: the first rule that matches wins; a failure no rule matches is classified as without rules.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Rules []FailureRule `json:"rules,omitempty"`
+
+	// maxAvoidedNodes is how many nodes the next attempts keep off at most: a node a failure is attributed to
+	// (it was lost, it held the failing rank in two failed attempts in a row, or a rule with avoidNode matched)
+	// is added to status.avoidedNodes and every worker of later attempts gets node affinity NotIn it; past the
+	// cap the oldest is dropped, so a small cluster is never emptied. 0 turns avoidance off.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	MaxAvoidedNodes *int32 `json:"maxAvoidedNodes,omitempty"`
+}
+
+// HangAction is what a hung run gets.
+// +kubebuilder:validation:Enum=Restart;Fail;None
+type HangAction string
+
+// Hang actions.
+const (
+	HangRestart HangAction = "Restart"
+	HangFail    HangAction = "Fail"
+	HangNone    HangAction = "None"
+)
+
+// FailureKind is a class of failure a rule can match.
+// +kubebuilder:validation:Enum=Error;OOM;Disruption;Hang
+type FailureKind string
+
+// Failure kinds: Error is a trainer's non-zero exit other than an OOM kill; OOM an exit the kubelet reports
+// OOMKilled; Disruption a preemption, eviction or lost node; Hang no progress (failurePolicy.onHang).
+const (
+	FailureError      FailureKind = "Error"
+	FailureOOM        FailureKind = "OOM"
+	FailureDisruption FailureKind = "Disruption"
+	FailureHang       FailureKind = "Hang"
+)
+
+// RuleAction is what a matching failure rule does.
+// +kubebuilder:validation:Enum=Restart;RestartWithoutCounting;Fail
+type RuleAction string
+
+// Rule actions.
+const (
+	// RuleRestart makes a gang restart counted against backoffLimit.
+	RuleRestart RuleAction = "Restart"
+	// RuleRestartWithoutCounting makes a gang restart that backoffLimit does not count.
+	RuleRestartWithoutCounting RuleAction = "RestartWithoutCounting"
+	// RuleFail fails the run.
+	RuleFail RuleAction = "Fail"
+)
+
+// FailureRule matches a failure by what the operator sees of it; every field set must match.
+// +kubebuilder:validation:XValidation:rule="has(self.onExitCodes) || has(self.onMessage) || has(self.onKinds)",message="a rule needs at least one of onExitCodes, onMessage and onKinds"
+type FailureRule struct {
+	// name names the rule in the status and events.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// action is Restart (counted against backoffLimit), RestartWithoutCounting or Fail.
+	// +required
+	Action RuleAction `json:"action"`
+
+	// onExitCodes matches the exit code of the rank whose failure caused the others'.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=255
+	OnExitCodes []int32 `json:"onExitCodes,omitempty"`
+
+	// onMessage is a regular expression (RE2 syntax) searched in what explains the failure: the failing
+	// container's termination message (its last log lines when it wrote none), or for a hang the ranks' last
+	// log lines; for example NCCL.*[Tt]imeout or CUDA error: an illegal memory access.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="''.findAll(self).size() >= 0",message="onMessage must be a regular expression in RE2 syntax"
+	OnMessage string `json:"onMessage,omitempty"`
+
+	// onKinds matches the failure's kind: Error, OOM, Disruption or Hang.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=set
+	OnKinds []FailureKind `json:"onKinds,omitempty"`
+
+	// avoidNode keeps the next attempts off the node the failing rank ran on (see maxAvoidedNodes).
+	// +optional
+	AvoidNode bool `json:"avoidNode,omitempty"`
 }
 
 // WorkerSecurityContext is the identity of the workers.

@@ -16,7 +16,9 @@ import (
 // volume (CHECKPOINT_DIR) and to S3 or GCS (CHECKPOINT_URI), through the operator's checkpoint package.
 
 type modelState struct {
-	Epoch        int       `json:"epoch"`
+	Epoch int `json:"epoch"`
+	// Step is the global training step of a checkpoint written mid-epoch (at preemption), else 0.
+	Step         int64     `json:"step,omitempty"`
 	Weights      []float64 `json:"weights"`
 	Loss         float64   `json:"loss"`
 	Accuracy     float64   `json:"accuracy"`
@@ -48,13 +50,14 @@ func openCheckpoints(ctx context.Context, location string) (*checkpoints, error)
 	return &checkpoints{store: s, root: root}, nil
 }
 
-// save writes the checkpoint of an epoch, marker last, and returns its URI.
-func (c *checkpoints) save(ctx context.Context, m modelState) (string, error) {
+// save writes a checkpoint into the directory name (ckpt.Dir, or ckpt.StepDir at preemption), marker
+// last, and returns its URI.
+func (c *checkpoints) save(ctx context.Context, m modelState, name string) (string, error) {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return "", err
 	}
-	dir := path.Join(c.root, ckpt.Dir(m.Epoch))
+	dir := path.Join(c.root, name)
 	if err := c.store.Put(ctx, dir+"/model.json", data); err != nil {
 		return "", err
 	}

@@ -9,7 +9,9 @@ import (
 )
 
 // fault is an injected failure: rank exits with code as epoch starts. A code above 128 is a death by
-// signal code-128 (137: SIGKILL, as an OOM kill), the others a plain exit, as a Python exception's 1.
+// signal code-128 (137: SIGKILL, as an OOM kill), the others a plain exit, as a Python exception's 1;
+// code 0 (--hang-at) is a hang: the rank stops working and never exits, as a rank stuck in a collective
+// or a deadlocked data loader (its peers then block in the next all-reduce).
 type fault struct {
 	rank, epoch, code int
 	set, always       bool
@@ -21,6 +23,18 @@ func (f *fault) String() string {
 	}
 	return fmt.Sprintf("%d:%d:%d", f.rank, f.epoch, f.code)
 }
+
+// hang is --hang-at=RANK:EPOCH, a fault of code 0.
+type hang struct{ f *fault }
+
+func (h hang) String() string {
+	if h.f == nil || !h.f.set {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", h.f.rank, h.f.epoch)
+}
+
+func (h hang) Set(v string) error { return h.f.Set(v + ":0") }
 
 // Set parses RANK:EPOCH:CODE.
 func (f *fault) Set(v string) error {
@@ -43,6 +57,10 @@ func (f *fault) Set(v string) error {
 func (f *fault) inject(rank, epoch int, resumed bool) {
 	if !f.set || rank != f.rank || epoch != f.epoch || (resumed && !f.always) {
 		return
+	}
+	if f.code == 0 {
+		fmt.Fprintf(os.Stderr, "trainer: injected hang at epoch %d\n", epoch)
+		select {}
 	}
 	fmt.Fprintf(os.Stderr, "trainer: injected fault at epoch %d: exit code %d\n", epoch, f.code)
 	if f.code > 128 {

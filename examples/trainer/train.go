@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	ckpt "github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 )
 
 // trainer holds one rank's state.
@@ -21,6 +23,9 @@ type trainer struct {
 	ckpts    *checkpoints // rank 0 only; nil without checkpoints
 	runLog   *runLog      // rank 0 only; nil when the job is not tracked in MLflow
 	ctx      context.Context
+	snap     snapshot // rank 0 only: the state a checkpoint at preemption holds
+	// resumeStep is the global step a checkpoint written mid-epoch was taken at (0: at an epoch's end).
+	resumeStep int64
 }
 
 func train(c config) error {
@@ -39,6 +44,7 @@ func train(c config) error {
 		if t.ckpts, err = openCheckpoints(t.ctx, c.checkpointAt); err != nil {
 			return err
 		}
+		t.checkpointOnSigterm()
 	}
 	master := net.JoinHostPort(c.masterAddr, strconv.Itoa(c.masterPort))
 	g, err := rendezvous(c.rank, c.world, c.bindAddr(c.masterPort), master, c.rendezvousTO)
@@ -71,7 +77,7 @@ func train(c config) error {
 // resume loads rank 0's checkpoint (RESUME_FROM, else the newest complete one where checkpoints go) and
 // gives every rank its weights; it returns the epoch training continues after.
 func (t *trainer) resume() (int, error) {
-	state := make([]float64, len(t.w)+1)
+	state := make([]float64, len(t.w)+2)
 	if t.c.rank == 0 {
 		var from string
 		err := t.waitForStorage("finding the checkpoint to resume from", func() (err error) { from, err = t.resumeFrom(); return err })
@@ -88,14 +94,15 @@ func (t *trainer) resume() (int, error) {
 				return 0, fmt.Errorf("checkpoint %s has %d weights, the model %d", from, len(ck.Weights), len(t.w))
 			}
 			copy(state, ck.Weights)
-			state[len(t.w)] = float64(ck.Epoch)
-			fmt.Printf("resuming from %s (epoch %d, loss %.4f)\n", from, ck.Epoch, ck.Loss)
+			state[len(t.w)], state[len(t.w)+1] = float64(ck.Epoch), float64(ck.Step)
+			fmt.Printf("resuming from %s (epoch %d, step %d, loss %.4f)\n", from, ck.Epoch, ck.Step, ck.Loss)
 		}
 	}
 	if err := t.g.broadcast(state); err != nil {
 		return 0, err
 	}
 	copy(t.w, state)
+	t.resumeStep = int64(state[len(t.w)+1])
 	return int(state[len(t.w)]), nil
 }
 
@@ -134,7 +141,9 @@ func (t *trainer) epoch(epoch int) error {
 	d := len(t.w)
 	steps := (len(t.shard.x) + t.c.batch - 1) / t.c.batch
 	vec := make([]float64, d+1)
-	for s := 0; s < steps; s++ {
+	first := max(0, int(t.resumeStep)-(epoch-1)*steps) // steps of this epoch a mid-epoch checkpoint holds
+	t.resumeStep = 0
+	for s := first; s < steps; s++ {
 		clear(vec)
 		vec[d] = t.shard.gradient(t.w, s*t.c.batch, min((s+1)*t.c.batch, len(t.shard.x)), vec[:d])
 		if err := t.g.allReduce(vec); err != nil {
@@ -142,6 +151,10 @@ func (t *trainer) epoch(epoch int) error {
 		}
 		for j := 0; j < d; j++ {
 			t.w[j] -= t.c.lr * vec[j] / vec[d]
+		}
+		if t.c.rank == 0 {
+			t.snap.take(epoch-1, int64((epoch-1)*steps+s+1), t.w)
+			t.progress.set("training_step", float64((epoch-1)*steps+s+1))
 		}
 	}
 	loss, correct, n := t.shard.evaluate(t.w)
@@ -172,7 +185,8 @@ func (t *trainer) report(epoch, steps int, loss, acc, rate float64) error {
 	if t.ckpts == nil || (epoch%t.c.frequency != 0 && epoch != t.c.epochs) {
 		return nil
 	}
-	dir, err := t.ckpts.save(t.ctx, modelState{Epoch: epoch, Weights: t.w, Loss: loss, Accuracy: acc, LearningRate: t.c.lr})
+	t.snap.take(epoch, int64(epoch*steps), t.w)
+	dir, err := t.ckpts.save(t.ctx, modelState{Epoch: epoch, Weights: t.w, Loss: loss, Accuracy: acc, LearningRate: t.c.lr}, ckpt.Dir(epoch))
 	if err != nil {
 		// The storage may come back: losing one checkpoint costs less than the run. The checkpoint agent
 		// reports the storage's error on the TrainingJob meanwhile.

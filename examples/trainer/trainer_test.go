@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	ckpt "github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 )
 
 func freePort(t *testing.T) int {
@@ -97,9 +99,13 @@ func TestLatestCheckpointSkipsIncomplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range []int{3, 10} {
-		if _, err := c.save(ctx, modelState{Epoch: e, Weights: []float64{1}}); err != nil {
+		if _, err := c.save(ctx, modelState{Epoch: e, Weights: []float64{1}}, ckpt.Dir(e)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Written at preemption, 40 steps into epoch 11: it stands after checkpoint-epoch-10.
+	if _, err := c.save(ctx, modelState{Epoch: 10, Step: 1240, Weights: []float64{2}}, ckpt.StepDir(10, 1240)); err != nil {
+		t.Fatal(err)
 	}
 	// A newer checkpoint whose marker was never written, and other directories.
 	for _, d := range []string{"checkpoint-epoch-12", ".checkpoint-epoch-13.tmp", "checkpoint-epoch-x"} {
@@ -114,8 +120,11 @@ func TestLatestCheckpointSkipsIncomplete(t *testing.T) {
 		}
 	}
 	got, err := c.latest(ctx)
-	if err != nil || got != filepath.Join(dir, "checkpoint-epoch-10") {
-		t.Errorf("latest = %q, %v; want checkpoint-epoch-10", got, err)
+	if err != nil || got != filepath.Join(dir, "checkpoint-epoch-10-step-1240") {
+		t.Errorf("latest = %q, %v; want checkpoint-epoch-10-step-1240", got, err)
+	}
+	if m, err := loadCheckpoint(ctx, got); err != nil || m.Epoch != 10 || m.Step != 1240 {
+		t.Errorf("the checkpoint written at preemption loads as %+v, %v", m, err)
 	}
 	if _, err := loadCheckpoint(ctx, filepath.Join(dir, "checkpoint-epoch-12")); err == nil {
 		t.Errorf("an incomplete checkpoint loaded")

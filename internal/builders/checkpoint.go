@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -94,7 +95,24 @@ func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		env = []corev1.EnvVar{value("CHECKPOINT_DIR", CheckpointDir(tj))}
 	}
 	env = append(env, value("CHECKPOINT_FREQUENCY", itoa(freq)), resumeFromEnv(tj))
+	if tj.Spec.Checkpoint.OnPreemption {
+		env = append(env, value(CheckpointOnSigtermEnv, "1"))
+	}
 	return append(env, storageEnv(tj)...)
+}
+
+// CheckpointOnSigtermEnv (set to 1 with checkpoint.onPreemption) asks the trainer to write a complete
+// checkpoint when it gets SIGTERM, then exit: the pods get checkpoint.preemptionGraceSeconds to do it.
+const CheckpointOnSigtermEnv = "TRAININGJOB_CHECKPOINT_ON_SIGTERM"
+
+// terminationGrace is the workers' time between SIGTERM and SIGKILL: checkpoint.preemptionGraceSeconds
+// with onPreemption, else the Kubernetes default (nil).
+func terminationGrace(tj *mlv1.TrainingJob) *int64 {
+	c := tj.Spec.Checkpoint
+	if !CheckpointEnabled(tj) || !c.OnPreemption {
+		return nil
+	}
+	return ptr.To(int64(ptr.Deref(c.PreemptionGraceSeconds, mlv1.DefaultPreemptionGraceSeconds)))
 }
 
 // ResumeFrom is the checkpoint workers resume from when they start now: the newest complete checkpoint

@@ -57,7 +57,9 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageGCS, GCSBucket: "b", SecretRef: &corev1.LocalObjectReference{Name: "key"}}}
 	}
-	pvc := func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)} }
+	pvc := func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), OnPreemption: true}
+	}
 	chosen := func(tj *mlv1.TrainingJob) {
 		tj.Status.CheckpointStorage = &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}
 	}

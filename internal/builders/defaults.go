@@ -106,6 +106,14 @@ func RestartPolicy(tj *mlv1.TrainingJob) mlv1.RestartPolicy {
 // BackoffLimit is failurePolicy.backoffLimit, 3 when unset.
 func BackoffLimit(tj *mlv1.TrainingJob) int32 { return *tj.Spec.FailurePolicy.BackoffLimit }
 
+// OnHang is failurePolicy.onHang, Restart when unset.
+func OnHang(tj *mlv1.TrainingJob) mlv1.HangAction {
+	if f := tj.Spec.FailurePolicy; f != nil && f.OnHang != "" {
+		return f.OnHang
+	}
+	return mlv1.DefaultOnHang
+}
+
 // Image is the worker image: spec.image, else the operator's default for the framework.
 func Image(tj *mlv1.TrainingJob, opts Options) string {
 	if tj.Spec.Image != "" {

@@ -145,11 +145,43 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
 		spec.NodeSelector = s.NodeSelector
-		spec.Affinity = s.Affinity
+		spec.Affinity = s.Affinity.DeepCopy()
 		spec.Tolerations = s.Tolerations
 		spec.SchedulerName = schedulerName(tj)
 	}
+	spec.TerminationGracePeriodSeconds = terminationGrace(tj)
+	avoidNodes(&spec, tj.Status.AvoidedNodes)
 	return spec
+}
+
+// avoidNodes keeps the pods off the avoided nodes: node affinity metadata.name NotIn them, added to every
+// required node selector term (terms are ORed: one without it would let the pods back on).
+func avoidNodes(spec *corev1.PodSpec, avoided []mlv1.AvoidedNode) {
+	if len(avoided) == 0 {
+		return
+	}
+	notIn := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn}
+	for _, a := range avoided {
+		notIn.Values = append(notIn.Values, a.Name)
+	}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	req := na.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(req.NodeSelectorTerms) == 0 {
+		req.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+	}
+	for i := range req.NodeSelectorTerms {
+		t := &req.NodeSelectorTerms[i]
+		t.MatchFields = append(t.MatchFields, notIn)
+	}
 }
 
 func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,9 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 		return
 	}
 	c := &mlv1.CheckpointStatus{Latest: a.Latest, LatestEpoch: int32(a.LatestEpoch), Count: int32(a.Count), SizeBytes: a.SizeBytes}
+	if st.Checkpoint != nil {
+		c.ResumedFrom, c.ResumedFromMessage = st.Checkpoint.ResumedFrom, st.Checkpoint.ResumedFromMessage
+	}
 	if !a.LastTime.IsZero() {
 		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
 	}
@@ -89,7 +93,7 @@ func ApplyFinalReport(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 // is before any checkpoint of the job (spec.checkpoint.resumeFrom), is not one of the job's own.
 func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string) {
 	epoch, ok := agentapi.EpochOf(resumeFrom)
-	if !ok || resumeFrom == fromSpec || st.Checkpoint != nil && int32(epoch) <= st.Checkpoint.LatestEpoch {
+	if !ok || resumeFrom == fromSpec || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
 		return
 	}
 	c := &mlv1.CheckpointStatus{}
@@ -106,4 +110,32 @@ func Increase(prev, now int) int {
 		return now
 	}
 	return now - prev
+}
+
+// ApplyResumed records what the current attempt's workers resumed from (RESUME_FROM as settled for the
+// attempt) and says what it is: a checkpoint written mid-epoch is one written at preemption.
+func ApplyResumed(st *mlv1.TrainingJobStatus, from string) {
+	if from == "" && (st.Checkpoint == nil || st.Checkpoint.ResumedFrom == "") {
+		return
+	}
+	c := &mlv1.CheckpointStatus{}
+	if st.Checkpoint != nil {
+		c = st.Checkpoint.DeepCopy()
+	}
+	c.ResumedFrom, c.ResumedFromMessage = from, ResumedMessage(from)
+	st.Checkpoint = c
+}
+
+// ResumedMessage describes a checkpoint the workers resumed from.
+func ResumedMessage(from string) string {
+	p, ok := agentapi.PositionOf(from)
+	switch {
+	case from == "":
+		return ""
+	case !ok:
+		return "resumed from " + from
+	case p.Step > 0:
+		return fmt.Sprintf("resumed from the checkpoint written at preemption, epoch %d step %d", p.Epoch+1, p.Step)
+	}
+	return fmt.Sprintf("resumed from the checkpoint of epoch %d", p.Epoch)
 }

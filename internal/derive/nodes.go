@@ -91,6 +91,17 @@ func attemptFailure(obs Observed) *batchv1.JobCondition {
 	return c
 }
 
+// lostNodeNames maps the nodes of the attempt's workers that are in trouble to why.
+func lostNodeNames(obs Observed) map[string]string {
+	lost := map[string]string{}
+	for i := range obs.Pods {
+		if n := obs.Pods[i].Spec.NodeName; n != "" && obs.NodeTrouble[n] != "" {
+			lost[n] = obs.NodeTrouble[n]
+		}
+	}
+	return lost
+}
+
 // lostNodes describes the workers whose node is in trouble, for example "rank 1's node n-2 is gone".
 func lostNodes(obs Observed) []string {
 	var lost []string

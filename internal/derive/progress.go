@@ -169,9 +169,10 @@ func eta(w RateWindow, fraction float64, now time.Time) string {
 	return left.Round(time.Second).String()
 }
 
-// ApplySample puts a sample into the status: progress, epochs, metrics, ETA, lastProgressTime and the
+// ApplySample puts a sample into the status: progress, epoch, step, metrics, ETA, lastProgressTime and the
 // ProgressReported condition. Nothing but the condition changes when rank 0 reports the same figures
-// again, so an idle scrape does not write the status. It is pure; now is the time of the sample.
+// again, so an idle scrape does not write the status. lastProgressTime (and the ETA) move only when the
+// run advanced (Advanced). It is pure; now is the time of the sample.
 func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w RateWindow, now metav1.Time) {
 	next := st.DeepCopy()
 	f, known := s.Fraction(SpecEpochs(tj))
@@ -181,24 +182,50 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 	if s.Epoch != nil {
 		next.CurrentEpoch = int32(*s.Epoch)
 	}
+	if s.Step != nil {
+		next.CurrentStep = int64(*s.Step)
+	}
 	if s.TotalEpochs != nil && *s.TotalEpochs > 0 {
 		next.TotalEpochs = int32(*s.TotalEpochs)
 	}
 	next.Metrics = &mlv1.TrainingMetrics{Loss: s.Loss, Accuracy: s.Accuracy, LearningRate: s.LearningRate,
 		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom), Epoch: next.CurrentEpoch}
 	if !apiequality.Semantic.DeepEqual(progressOf(st), progressOf(next)) {
+		moved := Advanced(st, next, s)
 		*st = *next
-		st.LastProgressTime = &now
-		if known {
-			st.ETA = eta(w, f, now.Time)
+		if moved {
+			st.LastProgressTime = &now
+			if known {
+				st.ETA = eta(w, f, now.Time)
+			}
 		}
 	}
 	set(st, mlv1.ConditionProgressReported, true, "Scraped", "rank 0 reports progress", now)
 }
 
+// Advanced: the run moved from old to next (a sample s applied): a new epoch, step or percentage; when
+// rank 0 reports neither epoch nor step, any new figure. A rank 0 that serves the same figures (a hung
+// collective keeps its gauges; a trainer that serves epoch 0 before its rendezvous) has not advanced,
+// nor has one whose GPU utilisation alone changes.
+func Advanced(old, next *mlv1.TrainingJobStatus, s Sample) bool {
+	if s.Epoch != nil || s.Step != nil {
+		return old.CurrentEpoch != next.CurrentEpoch || old.CurrentStep != next.CurrentStep || old.Progress != next.Progress
+	}
+	a, b := metricsOf(old), metricsOf(next)
+	a.GPUUtilization, b.GPUUtilization = nil, nil
+	return !apiequality.Semantic.DeepEqual(a, b) && !apiequality.Semantic.DeepEqual(b, mlv1.TrainingMetrics{})
+}
+
+func metricsOf(st *mlv1.TrainingJobStatus) mlv1.TrainingMetrics {
+	if st.Metrics == nil {
+		return mlv1.TrainingMetrics{}
+	}
+	return *st.Metrics.DeepCopy()
+}
+
 // progressOf is the part of the status rank 0's figures decide.
 func progressOf(st *mlv1.TrainingJobStatus) []any {
-	return []any{st.Progress, st.CurrentEpoch, st.TotalEpochs, st.Metrics}
+	return []any{st.Progress, st.CurrentEpoch, st.CurrentStep, st.TotalEpochs, st.Metrics}
 }
 
 // ApplyScrapeError keeps the last values and says since when progress is stale and why.

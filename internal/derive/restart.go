@@ -49,46 +49,76 @@ const (
 	permanent
 )
 
-// failure is a classified failure of an attempt and a description a user can act on.
+// failure is a classified failure of an attempt, a description a user can act on, and the facts
+// failurePolicy.rules match.
 type failure struct {
 	kind failureKind
 	what string
+	// class, exitCode (0: none) and text (the termination message, or a hang's log lines) are what rules
+	// match; node is where the failing rank ran ("" unknown); lost the nodes of workers that were lost.
+	class    mlv1.FailureKind
+	exitCode int32
+	text     string
+	node     string
+	lost     map[string]string
+	// rule names the rule that decided the kind ("" none); avoidNode is that rule's avoidNode.
+	rule      string
+	avoidNode bool
 }
 
 // failedAttempt decides what the failed Job of the current attempt means. With restartPolicy Gang a
-// disruption or a retryable failure within the budget starts a new attempt: st gets the next attempt
-// number, the restart count (when it counts) and lastFailure, and the phase is Initializing/Restarting.
-// Anything else fails the run with a reason naming the rank, its exit code and the budget.
+// disruption or a retryable failure within the budget starts a new attempt (see decide). Anything else
+// fails the run with a reason naming the rank, its exit code and the budget.
 func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition, now metav1.Time) phase {
-	policy := builders.RestartPolicy(tj)
-	if policy == mlv1.RestartOnFailure {
+	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
 		// The Job itself restarted the workers in place until its backoffLimit (the budget).
 		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended())}
 	}
-	f := classify(tj, obs, c)
+	f := applyRules(tj, classify(tj, obs, c))
 	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
 		// Another rank may have failed first, unreported yet: decide on the whole story.
 		prev := tj.Status.State
 		return phase{prev, ConditionReason(tj.Status, string(prev)), ConditionMessage(tj.Status, string(prev))}
 	}
+	return decide(tj, st, f)
+}
+
+// decide turns a classified failure into the run's next phase. A disruption or a retryable failure
+// within the budget starts a new attempt: st gets the next attempt number, the restart count (when it
+// counts), lastFailure and the nodes to avoid, and the phase is Initializing/Restarting.
+func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	limit := builders.BackoffLimit(tj)
+	by := ""
+	if f.rule != "" {
+		by = " (" + f.rule + ")"
+	}
 	switch {
-	case policy == mlv1.RestartNever:
+	case builders.RestartPolicy(tj) != mlv1.RestartGang && f.class == mlv1.FailureHang:
+		return phase{mlv1.StateFailed, ReasonHung, fmt.Sprintf("no gang restart (failurePolicy.restartPolicy %s): %s", builders.RestartPolicy(tj), f.what)}
+	case builders.RestartPolicy(tj) == mlv1.RestartNever:
 		return phase{mlv1.StateFailed, ReasonWorkerFailed, "no restarts (failurePolicy.restartPolicy Never): " + f.what}
+	case f.kind == permanent && f.rule != "":
+		return phase{mlv1.StateFailed, ReasonFailureRule, "failed by " + f.rule + ": " + f.what}
+	case f.kind == permanent && f.class == mlv1.FailureHang:
+		return phase{mlv1.StateFailed, ReasonHung, "failurePolicy.onHang Fail: " + f.what}
 	case f.kind == permanent:
 		return phase{mlv1.StateFailed, ReasonNonRetryableExitCode, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): " + f.what}
 	case f.kind == retryable && st.RestartCount >= limit:
 		return phase{mlv1.StateFailed, ReasonBackoffLimitExceeded, fmt.Sprintf("%d restarts (failurePolicy.backoffLimit %d), last: %s", st.RestartCount, limit, f.what)}
 	}
+	avoidNodes(tj, st, f)
 	st.Attempt++
 	st.LastFailure = truncate(f.what, 2048)
 	st.Workers = mlv1.WorkerCounts{}
 	if f.kind == retryable {
 		st.RestartCount++
-		return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart %d/%d: %s; starting attempt %d", st.RestartCount, limit, f.what, st.Attempt)}
+		return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart %d/%d%s: %s; starting attempt %d", st.RestartCount, limit, by, f.what, st.Attempt)}
 	}
-	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart after a disruption (not counted against failurePolicy.backoffLimit): %s; starting attempt %d", f.what, st.Attempt)}
+	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s; starting attempt %d", by, f.what, st.Attempt)}
 }
+
+// ReasonFailureRule is the Failed reason of a failure a rule of failurePolicy.rules fails.
+const ReasonFailureRule = "FailureRule"
 
 // FailureSettle is how long a failed attempt whose first reported exit would end the run (an error exit,
 // not retried) waits for the attempt's other pods to report their end. A rank killed by a signal (OOM,
@@ -126,25 +156,37 @@ func ExitedNonZero(p *corev1.Pod) bool {
 // DisruptionTarget, or a failed pod carries it), else the first rank that exited non-zero and its exit
 // code's class, else (a pod failed without an exit code) a retryable failure described by the Job.
 func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failure {
+	disrupted := failure{kind: disruption, class: mlv1.FailureDisruption, lost: lostNodeNames(obs)}
 	if c.Reason == batchv1.JobReasonPodFailurePolicy && strings.Contains(c.Message, string(corev1.DisruptionTarget)) {
-		return failure{disruption, c.Message}
+		disrupted.what, disrupted.text = c.Message, c.Message
+		return disrupted
 	}
 	if lost := lostNodes(obs); len(lost) > 0 {
 		// A rank that loses its peer usually exits with an error at once, long before the control plane
 		// marks the lost node's pods: the lost node is the cause.
-		return failure{disruption, strings.Join(lost, "; ")}
+		disrupted.what = strings.Join(lost, "; ")
+		disrupted.text = disrupted.what
+		return disrupted
 	}
 	ended := obs.ended()
 	for i := range ended {
 		if d := podCondition(&ended[i], corev1.DisruptionTarget); d != nil {
-			return failure{disruption, fmt.Sprintf("pod %s was disrupted (%s: %s)", ended[i].Name, d.Reason, d.Message)}
+			disrupted.what = fmt.Sprintf("pod %s was disrupted (%s: %s)", ended[i].Name, d.Reason, d.Message)
+			disrupted.text, disrupted.node = disrupted.what, ended[i].Spec.NodeName
+			return disrupted
 		}
 	}
 	e := firstExit(ended)
 	if e == nil {
-		return failure{retryable, strings.TrimSuffix(c.Reason+": "+c.Message, ": ")}
+		what := strings.TrimSuffix(c.Reason+": "+c.Message, ": ")
+		return failure{kind: retryable, class: mlv1.FailureError, what: what, text: what}
 	}
-	return failure{exitKind(tj, e.t.ExitCode), e.describe()}
+	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(), exitCode: e.t.ExitCode,
+		text: e.t.Message, node: e.pod.Spec.NodeName}
+	if e.t.Reason == "OOMKilled" {
+		f.class = mlv1.FailureOOM
+	}
+	return f
 }
 
 // exitKind classifies a trainer's exit code: the spec's lists first, then the default: 128-255 (killed

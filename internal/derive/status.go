@@ -139,6 +139,9 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if ptr.Deref(obs.Job.Spec.Suspend, false) {
 		return queuedPhase(tj)
 	}
+	if c := hungCondition(tj.Status); c != nil && builders.OnHang(tj) != mlv1.HangNone {
+		return hungPhase(tj, st, c)
+	}
 	return activePhase(tj, obs, now)
 }
 

@@ -1,0 +1,140 @@
+package controllers
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
+)
+
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+
+// LogReader reads the last lines of a container's log, each prefixed with its RFC 3339 time.
+type LogReader interface {
+	TailLog(ctx context.Context, namespace, pod, container string, lines int64) (string, error)
+}
+
+// ClientsetLogs reads logs through the API server (pods/log).
+type ClientsetLogs struct{ Clientset kubernetes.Interface }
+
+// TailLog implements LogReader.
+func (c ClientsetLogs) TailLog(ctx context.Context, namespace, pod, container string, lines int64) (string, error) {
+	opts := &corev1.PodLogOptions{Container: container, TailLines: &lines, Timestamps: true, LimitBytes: ptr.To[int64](16 << 10)}
+	data, err := c.Clientset.CoreV1().Pods(namespace).GetLogs(pod, opts).DoRaw(ctx)
+	return string(data), err
+}
+
+// logLinesPerRank is how many of each rank's last log lines a hang's message carries.
+const logLinesPerRank = 2
+
+// watchHang sets the Stalled condition and the hang gauges of a job from its status and the slowest
+// epoch seen; when the run turns hung, the condition's message ends with each rank's last log lines. It
+// reports whether the run turned hung now (the caller records the event once the status is written).
+func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) bool {
+	var h derive.Hang
+	if builders.MonitoringEnabled(tj) {
+		h = derive.DetectHang(tj, tj.Status, r.slowestEpoch(tj), now)
+	}
+	l := []string{tj.Namespace, tj.Name}
+	metrics.SinceProgress.WithLabelValues(l...).Set(h.Since.Seconds())
+	metrics.HangTimeout.WithLabelValues(l...).Set(h.Timeout.Seconds())
+	logs := ""
+	if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled); h.Hung && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != h.Reason) {
+		logs = r.lastLogLines(ctx, tj, now)
+	}
+	return derive.ApplyHang(&tj.Status, h, logs, metav1.NewTime(now))
+}
+
+// slowestEpoch is the slowest epoch this process has seen the job's current attempt take.
+func (r *StatusReconciler) slowestEpoch(tj *mlv1.TrainingJob) time.Duration {
+	s, _ := r.jobs.peek(tj)
+	if s.pace.attempt != tj.Status.Attempt {
+		return 0
+	}
+	return s.pace.slowest
+}
+
+// epochPace follows the epochs rank 0 reports: when the current one was first seen, and the slowest.
+type epochPace struct {
+	attempt int32
+	epoch   float64
+	at      time.Time
+	slowest time.Duration
+}
+
+// observe records a sample's epoch read at at.
+func (p *epochPace) observe(attempt int32, s derive.Sample, at time.Time) {
+	if s.Epoch == nil {
+		return
+	}
+	if p.attempt != attempt || p.at.IsZero() {
+		*p = epochPace{attempt: attempt, epoch: *s.Epoch, at: at}
+		return
+	}
+	if *s.Epoch != p.epoch {
+		p.slowest = max(p.slowest, at.Sub(p.at))
+		p.epoch, p.at = *s.Epoch, at
+	}
+}
+
+// lastLogLines describes each rank's last log lines and how long ago it last printed, for a hang's
+// message: a rank that printed nothing for as long as the run stood still is the one to look at.
+func (r *StatusReconciler) lastLogLines(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) string {
+	if r.Logs == nil {
+		return ""
+	}
+	pods := &corev1.PodList{}
+	labels := client.MatchingLabels{names.NameLabel: tj.Name, names.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}
+	if err := r.List(ctx, pods, client.InNamespace(tj.Namespace), labels); err != nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range derive.ByRank(pods.Items) {
+		if p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		out, err := r.Logs.TailLog(ctx, p.Namespace, p.Name, names.ContainerName, logLinesPerRank)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("rank %s: log not read (%v)", p.Labels[names.RankLabel], err))
+			continue
+		}
+		parts = append(parts, "rank "+p.Labels[names.RankLabel]+describeLog(out, now))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// describeLog turns timestamped log lines into " printed nothing for 10m3s, last: LINE | LINE".
+func describeLog(out string, now time.Time) string {
+	var lines []string
+	var last time.Time
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		ts, text, _ := strings.Cut(sc.Text(), " ")
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			last = t
+		}
+		if len(text) > 240 {
+			text = text[:240] + "…"
+		}
+		lines = append(lines, text)
+	}
+	if len(lines) == 0 {
+		return " printed nothing"
+	}
+	return fmt.Sprintf(" printed nothing for %s, last: %s", now.Sub(last).Round(time.Second), strings.Join(lines, " | "))
+}

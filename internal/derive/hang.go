@@ -1,0 +1,173 @@
+package derive
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+)
+
+// Reasons of the Stalled condition, which the StatusController owns: a fact the JobController acts on by
+// failurePolicy.onHang.
+const (
+	// ReasonNoProgressSinceStart: every worker runs, rank 0 has not advanced within startupTimeoutSeconds.
+	ReasonNoProgressSinceStart = "NoProgressSinceStart"
+	// ReasonProgressStalled: rank 0 advanced, then stood still for the stall timeout.
+	ReasonProgressStalled = "ProgressStalled"
+	// ReasonProgressing: the run advances within its timeouts (or is not running).
+	ReasonProgressing = "Progressing"
+	// ReasonHung is the Failed reason of a hung run with onHang Fail.
+	ReasonHung = "Hung"
+)
+
+// StallFloor and StallPaceFactor make the default stall timeout: the longer of StallFloor and
+// StallPaceFactor times the slowest epoch seen.
+const (
+	StallFloor      = 10 * time.Minute
+	StallPaceFactor = 5
+)
+
+// StartupTimeout is failurePolicy.startupTimeoutSeconds; ok is false when the check is off.
+func StartupTimeout(tj *mlv1.TrainingJob) (time.Duration, bool) {
+	s := mlv1.DefaultStartupTimeoutSeconds
+	if f := tj.Spec.FailurePolicy; f != nil && f.StartupTimeoutSeconds != nil {
+		s = *f.StartupTimeoutSeconds
+	}
+	return time.Duration(s) * time.Second, s > 0
+}
+
+// StallTimeout is failurePolicy.stallTimeoutSeconds, or (unset) the longer of StallFloor and
+// StallPaceFactor times slowest, the slowest epoch seen; ok is false when the check is off.
+func StallTimeout(tj *mlv1.TrainingJob, slowest time.Duration) (time.Duration, bool) {
+	if f := tj.Spec.FailurePolicy; f != nil && f.StallTimeoutSeconds != nil {
+		return time.Duration(*f.StallTimeoutSeconds) * time.Second, *f.StallTimeoutSeconds > 0
+	}
+	return max(StallFloor, StallPaceFactor*slowest), true
+}
+
+// RunningSince is when every worker of the current attempt ran (the Running condition turned True), and
+// whether they all run now.
+func RunningSince(st mlv1.TrainingJobStatus) (time.Time, bool) {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
+	if st.State != mlv1.StateRunning || c == nil || c.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return c.LastTransitionTime.Time, true
+}
+
+// SinceProgress is how long the running attempt has gone without advancing: since rank 0 last advanced,
+// or since the workers all ran when it has not in this attempt; started says which. ok is false when the
+// run is not Running.
+func SinceProgress(st mlv1.TrainingJobStatus, now time.Time) (d time.Duration, started, ok bool) {
+	since, running := RunningSince(st)
+	if !running {
+		return 0, false, false
+	}
+	if p := st.LastProgressTime; p != nil && !p.Time.Before(since) {
+		return now.Sub(p.Time), true, true
+	}
+	return now.Sub(since), false, true
+}
+
+// Hang is the StatusController's verdict on a run's progress.
+type Hang struct {
+	// Hung: the run is hung; Reason is NoProgressSinceStart or ProgressStalled, Message says for how long
+	// and since what.
+	Hung            bool
+	Reason, Message string
+	// Timeout is the timeout that applies now (0 when none does); Since how long the run has not advanced.
+	Timeout, Since time.Duration
+}
+
+// DetectHang decides whether a Running run is hung: its workers all run and rank 0 has not advanced
+// within startupTimeoutSeconds of their start, or has advanced and then stood still for the stall timeout
+// (slowest is the slowest epoch seen, for the default). It is pure.
+func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Duration, now time.Time) Hang {
+	since, started, ok := SinceProgress(st, now)
+	if !ok {
+		return Hang{}
+	}
+	if !started {
+		timeout, on := StartupTimeout(tj)
+		if !on {
+			return Hang{Since: since}
+		}
+		h := Hang{Timeout: timeout, Since: since, Reason: ReasonNoProgressSinceStart}
+		h.Hung = since >= timeout
+		h.Message = fmt.Sprintf("no progress for %s since all %d workers of attempt %d started running (failurePolicy.startupTimeoutSeconds %s)",
+			round(since), tj.Spec.NumWorkers, st.Attempt, round(timeout))
+		return h
+	}
+	timeout, on := StallTimeout(tj, slowest)
+	if !on {
+		return Hang{Since: since}
+	}
+	h := Hang{Timeout: timeout, Since: since, Reason: ReasonProgressStalled, Hung: since >= timeout}
+	h.Message = fmt.Sprintf("no progress for %s since epoch %d%s (last advanced at %s; stall timeout %s)", round(since), st.CurrentEpoch,
+		stepSuffix(st.CurrentStep), st.LastProgressTime.UTC().Format(time.RFC3339), round(timeout))
+	return h
+}
+
+func stepSuffix(step int64) string {
+	if step == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" step %d", step)
+}
+
+func round(d time.Duration) time.Duration { return d.Round(time.Second) }
+
+// ApplyHang sets the Stalled condition from h; logs (the ranks' last log lines, read when the run turns
+// hung) end its message. A hung run keeps the message of the moment it turned hung, so the status is not
+// written at every scrape. It reports whether the run turned hung now.
+func ApplyHang(st *mlv1.TrainingJobStatus, h Hang, logs string, now metav1.Time) bool {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
+	if !h.Hung {
+		if c != nil || h.Timeout > 0 {
+			set(st, mlv1.ConditionStalled, false, ReasonProgressing, progressingMessage(h), now)
+		}
+		return false
+	}
+	if c != nil && c.Status == metav1.ConditionTrue && c.Reason == h.Reason {
+		return false
+	}
+	msg := h.Message
+	if logs != "" {
+		msg += "; " + logs
+	}
+	set(st, mlv1.ConditionStalled, true, h.Reason, truncate(msg, 4096), now)
+	return true
+}
+
+func progressingMessage(h Hang) string {
+	if h.Timeout == 0 {
+		return "the run is not running, or its hang checks are off"
+	}
+	return fmt.Sprintf("rank 0 advances within the %s timeout", round(h.Timeout))
+}
+
+// hungCondition is the Stalled condition when it says the current attempt is hung: True, and turned so
+// after every worker of this attempt ran (a verdict on an earlier attempt, not yet cleared by the
+// StatusController, is not this attempt's).
+func hungCondition(st mlv1.TrainingJobStatus) *metav1.Condition {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
+	since, running := RunningSince(st)
+	if c == nil || c.Status != metav1.ConditionTrue || !running || c.LastTransitionTime.Time.Before(since) {
+		return nil
+	}
+	return c
+}
+
+// hungPhase acts on a hung attempt by failurePolicy.onHang (Restart: a counted gang restart; Fail) after
+// failurePolicy.rules, which may match it by kind Hang or by the ranks' last log lines.
+func hungPhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, c *metav1.Condition) phase {
+	f := failure{kind: retryable, class: mlv1.FailureHang, what: "Hang: " + c.Message, text: c.Message}
+	if builders.OnHang(tj) == mlv1.HangFail {
+		f.kind = permanent
+	}
+	return decide(tj, st, applyRules(tj, f))
+}

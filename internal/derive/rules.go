@@ -1,0 +1,57 @@
+package derive
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// applyRules applies failurePolicy.rules to a classified failure: the first rule that matches decides
+// the kind (Restart: retryable, RestartWithoutCounting: a disruption, Fail: permanent) and whether the
+// failing rank's node is avoided; with no match the failure keeps its class's kind.
+func applyRules(tj *mlv1.TrainingJob, f failure) failure {
+	fp := tj.Spec.FailurePolicy
+	if fp == nil {
+		return f
+	}
+	for i, r := range fp.Rules {
+		if !ruleMatches(r, f) {
+			continue
+		}
+		f.kind = ruleKind[r.Action]
+		f.rule = fmt.Sprintf("failurePolicy.rules[%d]", i)
+		if r.Name != "" {
+			f.rule += " " + r.Name
+		}
+		f.avoidNode = r.AvoidNode
+		return f
+	}
+	return f
+}
+
+var ruleKind = map[mlv1.RuleAction]failureKind{
+	mlv1.RuleRestart:                retryable,
+	mlv1.RuleRestartWithoutCounting: disruption,
+	mlv1.RuleFail:                   permanent,
+}
+
+// ruleMatches: every matcher the rule sets matches the failure. An exit-code matcher never matches a
+// failure without an exit (a hang, a lost node); a pattern that does not compile (the CRD refuses it)
+// matches nothing.
+func ruleMatches(r mlv1.FailureRule, f failure) bool {
+	if len(r.OnExitCodes) > 0 && (f.exitCode == 0 || !slices.Contains(r.OnExitCodes, f.exitCode)) {
+		return false
+	}
+	if len(r.OnKinds) > 0 && !slices.Contains(r.OnKinds, f.class) {
+		return false
+	}
+	if r.OnMessage != "" {
+		re, err := regexp.Compile(r.OnMessage)
+		if err != nil || !re.MatchString(f.text) {
+			return false
+		}
+	}
+	return len(r.OnExitCodes) > 0 || len(r.OnKinds) > 0 || r.OnMessage != ""
+}
