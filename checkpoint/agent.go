@@ -112,7 +112,8 @@ func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {
 		a.Log.Error(r.DeleteError, "deleting rotated checkpoints (retried next time)", "root", a.Root)
 	}
 	st.Deleted += len(r.Deleted)
-	if r.Latest != nil && r.Latest.Epoch != st.LatestEpoch {
+	// A checkpoint written at preemption has the epoch of the one before it: the newest is told by its name.
+	if r.Latest != nil && a.Store.URI(r.Latest.Dir) != st.Latest {
 		st.Created++
 		st.Latest, st.LatestEpoch, st.LastTime = a.Store.URI(r.Latest.Dir), r.Latest.Epoch, r.Latest.Time
 	}

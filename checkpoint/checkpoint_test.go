@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -137,5 +139,42 @@ func BenchmarkScanAndPlan10000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Plan(Scan("ml/job", list), Policy{Retention: 3}, t0)
+	}
+}
+
+// TestPreemptionCheckpoints: a checkpoint written at preemption (checkpoint-epoch-<E>-step-<S>) stands
+// after epoch E's and before epoch E+1's: it is the newest until the next epoch ends, and rotation keeps
+// the newest by position.
+func TestPreemptionCheckpoints(t *testing.T) {
+	at := func(name string, min int) []Object {
+		d := "ml/job/" + name
+		m := t0.Add(time.Duration(min) * time.Minute)
+		return []Object{{Key: d + "/model.bin", Size: 100, Modified: m}, {Key: d + "/" + Marker, Size: 10, Modified: m}}
+	}
+	list := append(append(append(at(Dir(3), 3), at(StepDir(3, 3400), 4)...), at(Dir(2), 2)...), at(StepDir(3, 3050), 5)...)
+	cps := Scan("ml/job", list)
+	if diff := cmp.Diff([]string{"checkpoint-epoch-2", "checkpoint-epoch-3", "checkpoint-epoch-3-step-3050", "checkpoint-epoch-3-step-3400"}, names(cps)); diff != "" {
+		t.Errorf("Scan order (-want +got):\n%s", diff)
+	}
+	if l, _ := Latest(cps); l.Name != "checkpoint-epoch-3-step-3400" || l.Step != 3400 || l.Epoch != 3 {
+		t.Errorf("Latest = %+v, want the one written at preemption", l)
+	}
+	keep, _ := Plan(cps, Policy{Retention: 2}, t0.Add(time.Hour))
+	if diff := cmp.Diff([]string{"checkpoint-epoch-3-step-3050", "checkpoint-epoch-3-step-3400"}, names(keep)); diff != "" {
+		t.Errorf("kept (-want +got):\n%s", diff)
+	}
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/c/checkpoint-epoch-3-step-3400", "/c/checkpoint-epoch-3", true},
+		{"/c/checkpoint-epoch-4", "/c/checkpoint-epoch-3-step-3400", true},
+		{"/c/checkpoint-epoch-3", "/c/checkpoint-epoch-3-step-1", false},
+		{"s3://b/checkpoint-epoch-1", "", true},
+		{"/c/checkpoint-epoch-3-step-x", "/c/checkpoint-epoch-1", false},
+	} {
+		if got := agentapi.Newer(c.a, c.b); got != c.want {
+			t.Errorf("Newer(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
 	}
 }

@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -47,6 +50,10 @@ type CheckpointReconciler struct {
 
 	// reports is the agent's last report per job, for the increase of its cumulative counts.
 	reports poller[agentapi.Status]
+	// finals remembers, per job, the newest final report a stopped rank 0 agent left in a pod the watch
+	// delivered: a pod deleted as it stops (an eviction, a preemption, a gang restart) is gone before a
+	// reconcile reads it, and its report names the checkpoint written at preemption.
+	finals sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
@@ -60,6 +67,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil || !builders.CheckpointEnabled(tj) {
 		if !found && err == nil {
 			r.reports.forget(req.NamespacedName)
+			r.finals.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
@@ -95,6 +103,9 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
 	if a, ok := r.reports.peek(tj); ok {
 		derive.ApplyFinalReport(&tj.Status, a, now)
+	}
+	if a, ok := r.finals.Load(client.ObjectKeyFromObject(tj)); ok {
+		derive.ApplyFinalReport(&tj.Status, a.(agentapi.Status), now)
 	}
 	if a, ok := derive.FinalReport(pods); ok {
 		derive.ApplyFinalReport(&tj.Status, a, now)
@@ -221,7 +232,7 @@ func (r *CheckpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(rank0ByNameLabel)).
+		Watches(&corev1.Pod{}, r.recordingFinals(handler.EnqueueRequestsFromMapFunc(rank0ByNameLabel))).
 		Named(checkpointController).
 		WithOptions(controllerOptions(r.Workers)).
 		Complete(metrics.Instrument(checkpointController, r))
@@ -232,4 +243,39 @@ func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Reques
 		return nil
 	}
 	return byNameLabel(ctx, obj)
+}
+
+// recordingFinals wraps next to remember the final report of every rank 0 pod the watch delivers (see
+// finals).
+func (r *CheckpointReconciler) recordingFinals(next handler.EventHandler) handler.EventHandler {
+	record := func(obj client.Object) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Labels[names.RankLabel] != "0" || p.Labels[names.NameLabel] == "" {
+			return
+		}
+		a, ok := derive.FinalReport([]corev1.Pod{*p})
+		if !ok {
+			return
+		}
+		key := client.ObjectKey{Namespace: p.Namespace, Name: p.Labels[names.NameLabel]}
+		if old, ok := r.finals.Load(key); !ok || old.(agentapi.Status).Time.Before(a.Time) {
+			r.finals.Store(key, a)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			next.Create(ctx, e, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			record(e.ObjectNew)
+			next.Update(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			record(e.Object)
+			next.Delete(ctx, e, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			next.Generic(ctx, e, q)
+		},
+	}
 }

@@ -118,23 +118,29 @@ func (r *StatusReconciler) lastLogLines(ctx context.Context, tj *mlv1.TrainingJo
 	return strings.Join(parts, "; ")
 }
 
-// describeLog turns timestamped log lines into " printed nothing for 10m3s, last: LINE | LINE".
+// describeLog turns timestamped log lines into " printed nothing for 10m3s, last: LINE | LINE" (without
+// the age when the lines carry no time: the process node serves none).
 func describeLog(out string, now time.Time) string {
 	var lines []string
 	var last time.Time
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		ts, text, _ := strings.Cut(sc.Text(), " ")
-		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			last = t
+		text := sc.Text()
+		if ts, rest, ok := strings.Cut(text, " "); ok {
+			if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				last, text = t, rest
+			}
 		}
 		if len(text) > 240 {
 			text = text[:240] + "…"
 		}
 		lines = append(lines, text)
 	}
-	if len(lines) == 0 {
+	switch {
+	case len(lines) == 0:
 		return " printed nothing"
+	case last.IsZero():
+		return ", last: " + strings.Join(lines, " | ")
 	}
 	return fmt.Sprintf(" printed nothing for %s, last: %s", now.Sub(last).Round(time.Second), strings.Join(lines, " | "))
 }

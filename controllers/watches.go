@@ -33,13 +33,21 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }}
 
-// jobControllerEvents are specOrState's events plus the StatusController's report of the success
-// policy's verdict (the SuccessPolicyMet condition), from which the JobController completes the run.
+// jobControllerEvents are specOrState's events plus the StatusController's facts the JobController acts
+// on: the success policy's verdict (the SuccessPolicyMet condition), from which it completes the run, and
+// a hang (the Stalled condition), on which it acts by failurePolicy.onHang.
 var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
 	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
-	return okOld && okNew && meta.IsStatusConditionTrue(n.Status.Conditions, mlv1.ConditionSuccessPolicyMet) !=
-		meta.IsStatusConditionTrue(o.Status.Conditions, mlv1.ConditionSuccessPolicyMet)
+	if !okOld || !okNew {
+		return false
+	}
+	for _, c := range []string{mlv1.ConditionSuccessPolicyMet, mlv1.ConditionStalled} {
+		if meta.IsStatusConditionTrue(n.Status.Conditions, c) != meta.IsStatusConditionTrue(o.Status.Conditions, c) {
+			return true
+		}
+	}
+	return false
 }})
 
 // trackingEvents are specOrState's events of tracked jobs plus what the TrackingController logs: a new

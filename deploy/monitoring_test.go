@@ -66,7 +66,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobWorkersWaiting", "TrainingJobRestarting", "TrainingJobNoProgress", "TrainingJobLowGPUUtilization"} {
+	for _, want := range []string{"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobWorkersWaiting", "TrainingJobRestarting", "TrainingJobStalled", "TrainingJobLowGPUUtilization"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing (have %v)", want, alerts)
 		}

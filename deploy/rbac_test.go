@@ -22,6 +22,7 @@ var used = map[string][]string{
 	"core/services":                      {"create", "delete", "get", "list", "update", "watch"},
 	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"}, // patch: suspend; delete: a replaced attempt
 	"core/pods":                          {"deletecollection", "get", "list", "watch"},          // deletecollection: cleanPodPolicy All
+	"core/pods/log":                      {"get"},                                               // the StatusController: each rank's last log lines in a hang's message
 	"core/events":                        {"list"},                                              // an unbound claim's events (read, not cached)
 	"core/nodes":                         {"get"},                                               // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
 	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},

@@ -81,7 +81,7 @@ func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
 // ApplyFinalReport applies a stopped agent's final report unless the status already knows a newer
 // checkpoint.
 func ApplyFinalReport(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.Time) {
-	if st.Checkpoint != nil && int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch {
+	if st.Checkpoint != nil && (int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch || agentapi.Newer(st.Checkpoint.Latest, a.Latest) && a.Latest != "") {
 		return
 	}
 	ApplyCheckpoints(st, a, now)

@@ -59,6 +59,7 @@ func firstExit(pods []corev1.Pod) *rankExit {
 	for _, e := range exits {
 		if best != nil && e.pod != best.pod && !e.before(best) && !best.before(e) {
 			best.ties = append(best.ties, e.pod.Labels[names.RankLabel])
+			best.tied = append(best.tied, e)
 		}
 	}
 	return best
@@ -90,8 +91,9 @@ type rankExit struct {
 	pod       *corev1.Pod
 	container string
 	t         *corev1.ContainerStateTerminated
-	// ties are the ranks that exited the same way in the same second.
+	// ties are the ranks that exited the same way in the same second, tied their exits.
 	ties []string
+	tied []*rankExit
 }
 
 func (e *rankExit) describe() string {

@@ -209,7 +209,7 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 // nor has one whose GPU utilisation alone changes.
 func Advanced(old, next *mlv1.TrainingJobStatus, s Sample) bool {
 	if s.Epoch != nil || s.Step != nil {
-		return old.CurrentEpoch != next.CurrentEpoch || old.CurrentStep != next.CurrentStep || old.Progress != next.Progress
+		return old.CurrentEpoch != next.CurrentEpoch || old.CurrentStep != next.CurrentStep || old.Progress != "" && old.Progress != next.Progress
 	}
 	a, b := metricsOf(old), metricsOf(next)
 	a.GPUUtilization, b.GPUUtilization = nil, nil

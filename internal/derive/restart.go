@@ -61,6 +61,9 @@ type failure struct {
 	text     string
 	node     string
 	lost     map[string]string
+	// tied are exits that cannot be told apart from the first (same second, same kind): a rule that
+	// matches one of them decides, and its node is the failing one.
+	tied []failure
 	// rule names the rule that decided the kind ("" none); avoidNode is that rule's avoidNode.
 	rule      string
 	avoidNode bool
@@ -181,8 +184,16 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		what := strings.TrimSuffix(c.Reason+": "+c.Message, ": ")
 		return failure{kind: retryable, class: mlv1.FailureError, what: what, text: what}
 	}
-	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(), exitCode: e.t.ExitCode,
-		text: e.t.Message, node: e.pod.Spec.NodeName}
+	f := exitFailure(tj, e)
+	for _, o := range e.tied {
+		f.tied = append(f.tied, exitFailure(tj, o))
+	}
+	return f
+}
+
+// exitFailure is what rules match of a rank's exit.
+func exitFailure(tj *mlv1.TrainingJob, e *rankExit) failure {
+	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName}
 	if e.t.Reason == "OOMKilled" {
 		f.class = mlv1.FailureOOM
 	}

@@ -17,10 +17,14 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 		return f
 	}
 	for i, r := range fp.Rules {
-		if !ruleMatches(r, f) {
+		m, ok := firstMatch(r, f)
+		if !ok {
 			continue
 		}
-		f.kind = ruleKind[r.Action]
+		if m.what != f.what {
+			f.what = m.what // a tied exit matched: it is the one the rule names
+		}
+		f.exitCode, f.node, f.kind = m.exitCode, m.node, ruleKind[r.Action]
 		f.rule = fmt.Sprintf("failurePolicy.rules[%d]", i)
 		if r.Name != "" {
 			f.rule += " " + r.Name
@@ -29,6 +33,16 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 		return f
 	}
 	return f
+}
+
+// firstMatch is the failure, or the first exit tied with it, that the rule matches.
+func firstMatch(r mlv1.FailureRule, f failure) (failure, bool) {
+	for _, c := range append([]failure{f}, f.tied...) {
+		if ruleMatches(r, c) {
+			return c, true
+		}
+	}
+	return failure{}, false
 }
 
 var ruleKind = map[mlv1.RuleAction]failureKind{

@@ -4,6 +4,8 @@ import glob
 import json
 import os
 import re
+import signal
+import sys
 import time
 
 import torch
@@ -64,22 +66,53 @@ def build_optimizer(s, params):
             "sgd": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9), "rmsprop": lambda: torch.optim.RMSprop(params, lr=lr)}[s.optimizer]()
 
 
+CHECKPOINT_NAME = re.compile(r"checkpoint-epoch-(\d+)(?:-step-(\d+))?$")
+
+
+def position(path):
+    """(epoch, step) of a checkpoint directory: checkpoint-epoch-<E>, or checkpoint-epoch-<E>-step-<S> for one
+    written at preemption (after E epochs, at global step S); None when the name is neither."""
+    m = CHECKPOINT_NAME.search(path.rstrip("/"))
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else None
+
+
 def newest_checkpoint(root):
     """The newest complete checkpoint directory under root (one with its _COMPLETE marker), or ""."""
-    best, epoch = "", -1
+    best, at = "", None
     for marker in glob.glob(os.path.join(root, "checkpoint-epoch-*", "_COMPLETE")):
-        m = re.search(r"checkpoint-epoch-(\d+)$", os.path.dirname(marker))
-        if m and int(m.group(1)) > epoch:
-            best, epoch = os.path.dirname(marker), int(m.group(1))
+        p = position(os.path.dirname(marker))
+        if p is not None and (at is None or p > at):
+            best, at = os.path.dirname(marker), p
     return best
 
 
-def save(s, state, epoch):
-    path = os.path.join(s.checkpoint_dir, "checkpoint-epoch-%d" % epoch)
+def save(s, state, epoch, step=None):
+    """Writes a checkpoint, its _COMPLETE marker last; step names one written mid-epoch (at preemption)."""
+    name = "checkpoint-epoch-%d" % epoch + ("-step-%d" % step if step is not None else "")
+    path = os.path.join(s.checkpoint_dir, name)
     os.makedirs(path, exist_ok=True)
     torch.save(state, os.path.join(path, "model.pt"))
     with open(os.path.join(path, "_COMPLETE"), "w") as f:  # last: the checkpoint is complete only now
-        json.dump({"epoch": epoch, "time": time.time(), "model": s.model, "dataset": s.dataset}, f)
+        json.dump({"epoch": epoch, "step": step or 0, "time": time.time(), "model": s.model, "dataset": s.dataset}, f)
+    return path
+
+
+class Preemption:
+    """TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption): on SIGTERM, rank 0 writes a checkpoint at
+    the next step boundary and the process exits 143; the operator gives it checkpoint.preemptionGraceSeconds."""
+
+    def __init__(self, s):
+        self.requested = False
+        if s.rank == 0 and s.checkpoint_dir and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1":
+            signal.signal(signal.SIGTERM, self._request)
+
+    def _request(self, *_):
+        self.requested = True
+
+    def checkpoint_and_exit(self, s, state, epochs_done, step):
+        path = save(s, dict(state, epoch=epochs_done, step=step), epochs_done, step)
+        print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs_done + 1, step), flush=True)
+        sys.exit(143)
 
 
 def run(s):
@@ -95,27 +128,36 @@ def run(s):
     opt = build_optimizer(s, model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / s.warmup_steps) if s.warmup_steps else 1.0)
     scaler = torch.cuda.amp.GradScaler(enabled=cuda and s.mixed_precision)
-    start = 0
+    start, resume_step = 0, 0
     source = s.resume_from or (newest_checkpoint(s.checkpoint_dir) if s.checkpoint_dir else "")
     if source:
         state = torch.load(os.path.join(source, "model.pt"), map_location="cpu")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
-        start = state["epoch"]
-        print("resumed from %s (epoch %d)" % (source, start), flush=True)
+        start, resume_step = state["epoch"], state.get("step", 0)
+        print("resumed from %s (epoch %d, step %d)" % (source, start, resume_step), flush=True)
     net = DistributedDataParallel(model, device_ids=[dev.index] if cuda else None) if distributed else model
     data = build_dataset(s)
     sampler = DistributedSampler(data, num_replicas=s.world_size, rank=s.rank, shuffle=True, seed=0) if distributed else None
     loader = DataLoader(data, batch_size=s.batch_size, sampler=sampler, shuffle=sampler is None)
     progress = Progress(total_epochs=s.epochs)
+    preemption = Preemption(s)
+    step = start * len(loader)
     amp_dtype = torch.float16 if cuda else torch.bfloat16
     for epoch in range(start + 1, s.epochs + 1):
         if sampler:
             sampler.set_epoch(epoch)
         began, seen, loss_sum, correct = time.time(), 0, torch.zeros((), device=dev), torch.zeros((), device=dev)
         net.train()
+        skip = max(0, resume_step - (epoch - 1) * len(loader))  # steps of this epoch a preemption checkpoint holds
+        resume_step = 0
         for i, (x, y) in enumerate(loader):
+            if i < skip:
+                continue
+            if preemption.requested:
+                preemption.checkpoint_and_exit(s, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                                   "scheduler": sched.state_dict()}, epoch - 1, step)
             x, y = x.to(dev), y.to(dev)
             with torch.autocast(device_type=dev.type, dtype=amp_dtype, enabled=s.mixed_precision):
                 out = net(x)
@@ -129,6 +171,8 @@ def run(s):
             loss_sum += loss.detach() * len(y)
             correct += (out.argmax(1) == y).sum()
             seen += len(y)
+            step = (epoch - 1) * len(loader) + i + 1
+            progress.report(step=step, total_steps=s.epochs * len(loader))
         totals = torch.stack([loss_sum, correct.float(), torch.tensor(float(seen), device=dev)])
         if distributed:
             dist.all_reduce(totals)

@@ -100,6 +100,86 @@ func TestFailureHandling(t *testing.T) {
 			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit)", "DisruptionTarget")
 		},
 	}, {
+		name: "stall: a rank stops mid-run, rank 0 blocks in the collective; a counted gang restart resumes",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "stall", 2, 6, "--epoch-delay=500ms", "--hang-at=1:3")).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StallTimeoutSeconds: ptr.To[int32](5)}
+			})
+		},
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
+			assertEvent(t, tj.Namespace, "ProgressStalled", "no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3")
+			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: Hang: no progress for", "since epoch 2", "starting attempt 1")
+			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
+			assertGone(t, pids)
+			logFaultToAction(t, tj, "ProgressStalled", "Restarting")
+		},
+	}, {
+		name: "no start: rank 0 never reports progress; onHang Fail ends the run Hung",
+		job: func(ns string) *tjtest.TJ {
+			return trainerJob(ns, "nostart", 2, 6, "--hang-at=0:1").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StartupTimeoutSeconds: ptr.To[int32](4), OnHang: mlv1.HangFail}
+			})
+		},
+		wantState: mlv1.StateFailed, wantReason: "Hung",
+		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
+			assertContains(t, "failureReason", tj.Status.FailureReason, "Hung: failurePolicy.onHang Fail: Hang: no progress for",
+				"since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 4s)", "rank 0", "injected hang at epoch 1")
+			assertEvent(t, tj.Namespace, "NoProgressSinceStart", "no progress for")
+			assertNoRunningWorker(t, tj)
+			assertGone(t, pids)
+			logFaultToAction(t, tj, "NoProgressSinceStart", "Failed")
+		},
+	}, {
+		name: "rule by message: an OOM-like exit that would restart fails the run at once",
+		job: func(ns string) *tjtest.TJ {
+			return trainerJob(ns, "rulefail", 2, 6, "--epoch-delay=200ms", "--fail-at=1:2:137").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{
+					{Name: "nccl-timeout", Action: mlv1.RuleRestartWithoutCounting, OnMessage: "NCCL.*[Tt]imeout"},
+					{Name: "injected", Action: mlv1.RuleFail, OnMessage: `injected fault at epoch [0-9]+`}}}
+			})
+		},
+		wantState: mlv1.StateFailed, wantReason: "FailureRule",
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			assertContains(t, "failureReason", tj.Status.FailureReason, "FailureRule: failed by failurePolicy.rules[1] injected: rank 1", "exited with code 137")
+		},
+	}, {
+		name: "rule by exit code: an error exit restarts without using the budget, away from the failing rank's node",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "ruleavoid", 2, 6, "--epoch-delay=300ms", "--fail-at=1:2:3")).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{BackoffLimit: ptr.To[int32](0), Rules: []mlv1.FailureRule{
+					{Name: "ecc", Action: mlv1.RuleRestartWithoutCounting, OnExitCodes: []int32{3}, AvoidNode: true}}}
+			})
+		},
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] ecc)", "exited with code 3")
+			assertPlacedAway(t, tj)
+		},
+	}, {
+		name: "preemption: rank 0 writes a checkpoint on SIGTERM and the next attempt resumes from it",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "preempted", 2, 6, "--epoch-delay=1s")).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Checkpoint.OnPreemption = true
+				tj.Spec.Checkpoint.PreemptionGraceSeconds = ptr.To[int32](30)
+			})
+		},
+		fault:     evictRank(0),
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			c := tj.Status.Checkpoint
+			if c == nil || !strings.Contains(c.ResumedFrom, "-step-") || !strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption, epoch") {
+				t.Errorf("status.checkpoint does not say the run resumed from the checkpoint written at preemption: %+v", c)
+			}
+			logs, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_preempted-worker-0-*", "logs", names.ContainerName+".log"))
+			all := ""
+			for _, l := range logs {
+				data, _ := os.ReadFile(l)
+				all += string(data)
+			}
+			assertContains(t, "rank 0's logs", all, "written at preemption (epoch", "resuming from "+c.ResumedFrom)
+		},
+	}, {
 		name: "budget exhausted: failed after backoffLimit restarts",
 		job: func(ns string) *tjtest.TJ {
 			return trainerJob(ns, "budget", 2, 6, "--epoch-delay=200ms", "--fail-at=1:2:137", "--fail-always").BackoffLimit(1, mlv1.RestartGang)
@@ -211,13 +291,61 @@ func runFailureScenario(t *testing.T, sc failureScenario) {
 
 // evictRank1 evicts rank 1's pod through the Eviction API, as a drain or the descheduler does: the API
 // server marks it DisruptionTarget before deleting it.
-func evictRank1(t *testing.T, ns, name string) {
-	waitForState(t, ns, name, mlv1.StateRunning, 2*time.Minute)
-	pod := workerPods(t, ns, name)[1]
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}}
-	if err := stack.Client.SubResource("eviction").Create(ctx, pod, ev); err != nil {
-		t.Fatalf("evicting %s: %v", pod.Name, err)
+func evictRank1(t *testing.T, ns, name string) { evictRank(1)(t, ns, name) }
+
+// evictRank evicts a rank's pod once the run has trained an epoch.
+func evictRank(rank int) func(t *testing.T, ns, name string) {
+	return func(t *testing.T, ns, name string) {
+		eventually(t, 2*time.Minute, "an epoch trained", func() error {
+			if tj := getTJ(t, ns, name); tj.Status.State != mlv1.StateRunning || tj.Status.CurrentEpoch < 1 {
+				return fmt.Errorf("%s at epoch %d", tj.Status.State, tj.Status.CurrentEpoch)
+			}
+			return nil
+		})
+		pod := workerPods(t, ns, name)[rank]
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}}
+		if err := stack.Client.SubResource("eviction").Create(ctx, pod, ev); err != nil {
+			t.Fatalf("evicting %s: %v", pod.Name, err)
+		}
 	}
+}
+
+// assertPlacedAway checks the job avoids one node (the failing rank's) and no pod of the new attempt
+// runs there.
+func assertPlacedAway(t *testing.T, tj *mlv1.TrainingJob) {
+	t.Helper()
+	if len(tj.Status.AvoidedNodes) != 1 {
+		t.Fatalf("status.avoidedNodes = %+v, want the failing rank's node", tj.Status.AvoidedNodes)
+	}
+	avoided := tj.Status.AvoidedNodes[0]
+	pods := &corev1.PodList{}
+	labels := client.MatchingLabels{names.NameLabel: tj.Name, names.AttemptLabel: "1"}
+	if err := stack.Client.List(ctx, pods, client.InNamespace(tj.Namespace), labels); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("pods of attempt 1: %d, %v", len(pods.Items), err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == avoided.Name {
+			t.Errorf("pod %s of the new attempt runs on the avoided node %s (%s)", p.Name, avoided.Name, avoided.Reason)
+		}
+	}
+}
+
+// logFaultToAction logs the time from the fault's detection (the first event of reason detected) to the
+// action (the first event of reason action), and from the run's last advance to the detection.
+func logFaultToAction(t *testing.T, tj *mlv1.TrainingJob, detected, action string) {
+	events := &eventsv1.EventList{}
+	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]time.Time{}
+	for _, e := range events.Items {
+		at := e.EventTime.Time
+		if old, ok := first[e.Reason]; e.Regarding.Name == tj.Name && (!ok || at.Before(old)) {
+			first[e.Reason] = at
+		}
+	}
+	t.Logf("detected (%s) %s → action (%s) %s: %s", detected, first[detected].Format(time.RFC3339Nano), action,
+		first[action].Format(time.RFC3339Nano), first[action].Sub(first[detected]).Round(10*time.Millisecond))
 }
 
 // checkpointDir is where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.

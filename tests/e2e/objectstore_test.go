@@ -36,7 +36,7 @@ func TestCheckpointsOnGCS(t *testing.T) {
 	objectStorageScenario(t, ns, store, "gs://ckpt-"+ns+"/", &mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "ckpt-" + ns})
 }
 
-var resumedURI = regexp.MustCompile(`resuming from (\S+/checkpoint-epoch-(\d+)) \(epoch (\d+)`)
+var resumedURI = regexp.MustCompile(`resuming from (\S+/checkpoint-epoch-(\d+)(?:-step-\d+)?) \(epoch (\d+)`)
 
 // objectStorageScenario: 2 ranks of the example trainer write a checkpoint every epoch to CHECKPOINT_URI
 // in object storage, retention 2. While they run, status.checkpoint and the ConfigMap's RESUME_FROM follow

@@ -146,7 +146,7 @@ func TestREADMEIsAPage(t *testing.T) {
 			got = append(got, m[1])
 		}
 	}
-	want := []string{"Try it: one command, no cluster", "Run the tests", "A TrainingJob", "Install", "Documentation"}
+	want := []string{"Try it: one command, no cluster", "Run the tests", "A TrainingJob", "When things go wrong", "Install", "Documentation"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("README.md's sections (-want +got):\n%s", diff)
 	}

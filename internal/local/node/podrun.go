@@ -65,8 +65,10 @@ func (r *podRun) signalStop(grace time.Duration, finalize bool) {
 		r.mu.Lock()
 		r.grace, r.finalize = grace, finalize
 		r.mu.Unlock()
+		// The native sidecars are stopped once the main containers are done (stopSidecars), as the kubelet
+		// does: a trainer that writes a checkpoint on SIGTERM has its checkpoint agent beside it until it
+		// exits, and the agent's final report names that checkpoint.
 		close(r.stop)
-		r.sidecarOnce.Do(func() { close(r.sidecarStop) })
 	})
 }
 

@@ -1,0 +1,196 @@
+package derive
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// runningSinceT0 is a status whose workers all run since t0, with rank 0's last advance at progress
+// (nil: none) and its epoch and step.
+func runningSinceT0(progress *time.Duration, epoch int32, step int64) mlv1.TrainingJobStatus {
+	st := mlv1.TrainingJobStatus{State: mlv1.StateRunning, CurrentEpoch: epoch, CurrentStep: step}
+	set(&st, mlv1.ConditionRunning, true, "AllWorkersRunning", "all 2 workers running", t0)
+	if progress != nil {
+		st.LastProgressTime = &metav1.Time{Time: t0.Add(*progress)}
+	}
+	return st
+}
+
+// TestDetectHang: no progress within the startup timeout, or progress that stood still for the stall
+// timeout (explicit, or from the run's pace), is a hang; a run that is not running is never hung.
+func TestDetectHang(t *testing.T) {
+	at := func(d time.Duration) *time.Duration { return &d }
+	policy := func(startup, stall *int32) *mlv1.TrainingJob {
+		return tjtest.NewTJ("ml", "h").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StartupTimeoutSeconds: startup, StallTimeoutSeconds: stall}
+		}).Obj()
+	}
+	def := policy(nil, nil)
+	notRunning := runningSinceT0(nil, 0, 0)
+	notRunning.State = mlv1.StateInitializing
+	cases := []struct {
+		name    string
+		tj      *mlv1.TrainingJob
+		st      mlv1.TrainingJobStatus
+		slowest time.Duration
+		now     time.Duration // after t0
+		want    Hang
+	}{
+		{"not running", def, notRunning, 0, time.Hour, Hang{}},
+		{"no progress yet, within the default startup timeout", def, runningSinceT0(nil, 0, 0), 0, 5 * time.Minute,
+			Hang{Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 5 * time.Minute,
+				Message: "no progress for 5m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"}},
+		{"no progress past the startup timeout", def, runningSinceT0(nil, 0, 0), 0, 10 * time.Minute,
+			Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 10 * time.Minute,
+				Message: "no progress for 10m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"}},
+		{"an earlier attempt's progress is none of this attempt's", def, runningSinceT0(at(-time.Minute), 3, 0), 0, 11 * time.Minute,
+			Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 11 * time.Minute,
+				Message: "no progress for 11m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"}},
+		{"startup check off", policy(ptr.To[int32](0), nil), runningSinceT0(nil, 0, 0), 0, time.Hour, Hang{Since: time.Hour}},
+		{"stood still within the default floor", def, runningSinceT0(at(time.Minute), 7, 1200), time.Minute, 10*time.Minute + 59*time.Second,
+			Hang{Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 9*time.Minute + 59*time.Second,
+				Message: "no progress for 9m59s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s)"}},
+		{"stood still past the default floor", def, runningSinceT0(at(time.Minute), 7, 1200), time.Minute, 13 * time.Minute,
+			Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 12 * time.Minute,
+				Message: "no progress for 12m0s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s)"}},
+		{"slow epochs stretch the default: 5 × 3m", def, runningSinceT0(at(time.Minute), 7, 0), 3 * time.Minute, 13 * time.Minute,
+			Hang{Reason: ReasonProgressStalled, Timeout: 15 * time.Minute, Since: 12 * time.Minute,
+				Message: "no progress for 12m0s since epoch 7 (last advanced at 2026-01-01T00:01:00Z; stall timeout 15m0s)"}},
+		{"an explicit stall timeout", policy(nil, ptr.To[int32](60)), runningSinceT0(at(time.Minute), 2, 0), time.Hour, 3 * time.Minute,
+			Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: time.Minute, Since: 2 * time.Minute,
+				Message: "no progress for 2m0s since epoch 2 (last advanced at 2026-01-01T00:01:00Z; stall timeout 1m0s)"}},
+		{"stall check off", policy(nil, ptr.To[int32](0)), runningSinceT0(at(time.Minute), 2, 0), 0, time.Hour, Hang{Since: 59 * time.Minute}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DetectHang(tc.tj, tc.st, tc.slowest, t0.Add(tc.now))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestApplyHang: the Stalled condition turns True once, with the ranks' log lines, keeps the message of
+// that moment while the run stays hung, and turns False when the run advances.
+func TestApplyHang(t *testing.T) {
+	st := runningSinceT0(nil, 0, 0)
+	quiet := Hang{Reason: ReasonNoProgressSinceStart, Timeout: time.Minute, Message: "m1"}
+	hung := Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: time.Minute, Message: "m2"}
+	var got []any
+	for _, step := range []struct {
+		h    Hang
+		logs string
+	}{{quiet, ""}, {hung, "rank 0, last: x"}, {Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Message: "m3"}, "y"}, {quiet, ""}} {
+		turned := ApplyHang(&st, step.h, step.logs, t0)
+		c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
+		got = append(got, turned, string(c.Status), c.Reason, c.Message)
+	}
+	want := []any{false, "False", ReasonProgressing, "rank 0 advances within the 1m0s timeout",
+		true, "True", ReasonNoProgressSinceStart, "m2; rank 0, last: x",
+		false, "True", ReasonNoProgressSinceStart, "m2; rank 0, last: x",
+		false, "False", ReasonProgressing, "rank 0 advances within the 1m0s timeout"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestHungPhase: the JobController acts on a Stalled condition of the current attempt by onHang and the
+// rules, through the same restart budget; a verdict older than the attempt's start is not acted on.
+func TestHungPhase(t *testing.T) {
+	running := func(f func(*mlv1.FailurePolicy), restarts int32, stalledAt time.Duration) (*mlv1.TrainingJob, Observed) {
+		tj := tjtest.NewTJ("ml", "h").BackoffLimit(3, mlv1.RestartGang).Obj()
+		if f != nil {
+			f(tj.Spec.FailurePolicy)
+		}
+		j := job()
+		j.Labels = map[string]string{names.AttemptLabel: "0"}
+		obs := Observed{Job: j, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}
+		tj.Status = DeriveStatus(tj, obs, t0)
+		tj.Status.RestartCount = restarts
+		set(&tj.Status, mlv1.ConditionStalled, true, ReasonProgressStalled, "no progress for 12m0s since epoch 7", metav1.NewTime(t0.Add(stalledAt)))
+		return tj, obs
+	}
+	const hang = "Hang: no progress for 12m0s since epoch 7"
+	cases := []struct {
+		name      string
+		f         func(*mlv1.FailurePolicy)
+		restarts  int32
+		stalledAt time.Duration
+		want      []any // state, reason (Running's or Failed's), attempt, restartCount, message
+	}{
+		{"Restart (the default): a counted gang restart", nil, 0, time.Minute,
+			[]any{mlv1.StateInitializing, ReasonRestarting, int32(1), int32(1), "restart 1/3: " + hang + "; starting attempt 1"}},
+		{"Restart with no budget left fails", nil, 3, time.Minute,
+			[]any{mlv1.StateFailed, ReasonBackoffLimitExceeded, int32(0), int32(3), "3 restarts (failurePolicy.backoffLimit 3), last: " + hang}},
+		{"Fail", func(f *mlv1.FailurePolicy) { f.OnHang = mlv1.HangFail }, 0, time.Minute,
+			[]any{mlv1.StateFailed, ReasonHung, int32(0), int32(0), "failurePolicy.onHang Fail: " + hang}},
+		{"None: only the condition", func(f *mlv1.FailurePolicy) { f.OnHang = mlv1.HangNone }, 0, time.Minute,
+			[]any{mlv1.StateRunning, "AllWorkersRunning", int32(0), int32(0), ""}},
+		{"a verdict on an earlier attempt is not this one's", nil, 0, -time.Second,
+			[]any{mlv1.StateRunning, "AllWorkersRunning", int32(0), int32(0), ""}},
+		{"a rule on kind Hang restarts without counting", func(f *mlv1.FailurePolicy) {
+			f.Rules = []mlv1.FailureRule{{Name: "stuck-io", Action: mlv1.RuleRestartWithoutCounting, OnKinds: []mlv1.FailureKind{mlv1.FailureHang}}}
+		}, 3, time.Minute,
+			[]any{mlv1.StateInitializing, ReasonRestarting, int32(1), int32(3), "restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] stuck-io): " + hang + "; starting attempt 1"}},
+		{"restartPolicy Never fails it", func(f *mlv1.FailurePolicy) { f.RestartPolicy = mlv1.RestartNever }, 0, time.Minute,
+			[]any{mlv1.StateFailed, ReasonHung, int32(0), int32(0), "no gang restart (failurePolicy.restartPolicy Never): " + hang}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tj, obs := running(tc.f, tc.restarts, tc.stalledAt)
+			st := DeriveStatus(tj, obs, metav1.NewTime(t0.Add(12*time.Minute)))
+			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ""
+			if st.State == mlv1.StateInitializing {
+				msg = ConditionMessage(st, mlv1.ConditionRestarting)
+			}
+			if st.State == mlv1.StateFailed {
+				reason, msg = ConditionReason(st, mlv1.ConditionFailed), ConditionMessage(st, mlv1.ConditionFailed)
+			}
+			if diff := cmp.Diff(tc.want, []any{st.State, reason, st.Attempt, st.RestartCount, msg}); diff != "" {
+				t.Errorf("state, reason, attempt, restartCount, message (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAdvanced: only a new epoch, step or percentage moves lastProgressTime; without either, any new
+// training figure does, GPU utilisation excepted.
+func TestAdvanced(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tj := tjtest.NewTJ("ml", "a").Epochs(10).Obj()
+	base := mlv1.TrainingJobStatus{CurrentEpoch: 3, CurrentStep: 300, Progress: "30%", Metrics: &mlv1.TrainingMetrics{Loss: f(0.5), Epoch: 3}}
+	cases := []struct {
+		name string
+		old  mlv1.TrainingJobStatus
+		s    Sample
+		want bool
+	}{
+		{"same epoch and step", base, Sample{Epoch: f(3), Step: f(300), Loss: f(0.4)}, false},
+		{"a new step", base, Sample{Epoch: f(3), Step: f(301)}, true},
+		{"a new epoch", base, Sample{Epoch: f(4)}, true},
+		{"epoch 0 served before the rendezvous", mlv1.TrainingJobStatus{}, Sample{Epoch: f(0), Step: f(0)}, false},
+		{"nothing reported", mlv1.TrainingJobStatus{}, Sample{}, false},
+		{"loss only, new", base, Sample{Loss: f(0.3)}, true},
+		{"GPU utilisation only", mlv1.TrainingJobStatus{Metrics: &mlv1.TrainingMetrics{Loss: f(0.5)}}, Sample{Loss: f(0.5), GPUUtilization: f(99)}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := *tc.old.DeepCopy()
+			ApplySample(&st, tj, tc.s, RateWindow{At: t0.Time}, metav1.NewTime(t0.Add(time.Minute)))
+			if got := st.LastProgressTime != nil; got != tc.want {
+				t.Errorf("advanced = %v, want %v (status %+v)", got, tc.want, st)
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package derive
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// TestRules: the first rule whose every matcher matches decides the kind; no match keeps the class's.
+func TestRules(t *testing.T) {
+	nccl := failure{kind: retryable, class: mlv1.FailureError, exitCode: 134, text: "ProcessGroupNCCL: Watchdog caught collective operation timeout", node: "n1"}
+	oom := failure{kind: retryable, class: mlv1.FailureOOM, exitCode: 137, node: "n2"}
+	hung := failure{kind: retryable, class: mlv1.FailureHang, text: "no progress for 12m; rank 1, last: NCCL WARN Timeout"}
+	ecc := failure{kind: permanent, class: mlv1.FailureError, exitCode: 1, text: "RuntimeError: CUDA error: uncorrectable ECC error encountered", node: "n3"}
+	rules := []mlv1.FailureRule{
+		{Name: "nccl-timeout", Action: mlv1.RuleRestartWithoutCounting, OnMessage: "NCCL.*[Tt]imeout", OnKinds: []mlv1.FailureKind{mlv1.FailureError}},
+		{Name: "ecc", Action: mlv1.RuleRestart, OnMessage: "ECC", AvoidNode: true},
+		{Action: mlv1.RuleFail, OnExitCodes: []int32{137}, OnKinds: []mlv1.FailureKind{mlv1.FailureOOM}},
+		{Name: "bad", Action: mlv1.RuleFail, OnMessage: "("}, // refused by the CRD; matches nothing here
+		{Name: "exit-codes-never-match-a-hang", Action: mlv1.RuleFail, OnExitCodes: []int32{1, 134}},
+	}
+	tj := tjtest.NewTJ("ml", "r").With(func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: rules} }).Obj()
+	type out struct {
+		Kind      failureKind
+		Rule      string
+		AvoidNode bool
+	}
+	cases := []struct {
+		name string
+		f    failure
+		want out
+	}{
+		{"message and kind", nccl, out{disruption, "failurePolicy.rules[0] nccl-timeout", false}},
+		{"the kind does not match the first: the message matches the second", ecc, out{retryable, "failurePolicy.rules[1] ecc", true}},
+		{"exit code and kind", oom, out{permanent, "failurePolicy.rules[2]", false}},
+		{"a hang matches no exit-code rule and no Error rule", hung, out{retryable, "", false}},
+		{"no match keeps the class's kind", failure{kind: permanent, class: mlv1.FailureError, exitCode: 2}, out{permanent, "", false}},
+		// A peer's error exit in the same second as the cause cannot be told apart from it: either may match.
+		{"an exit tied with the first matches", failure{kind: permanent, class: mlv1.FailureError, exitCode: 1, text: "lost rank 1", node: "n0", tied: []failure{ecc}},
+			out{retryable, "failurePolicy.rules[1] ecc", true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := applyRules(tj, tc.f)
+			if diff := cmp.Diff(tc.want, out{f.kind, f.rule, f.avoidNode}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if tc.want.AvoidNode && f.node != "n3" {
+				t.Errorf("the failing node is %q, want the matching exit's n3", f.node)
+			}
+		})
+	}
+}
+
+// TestAvoidNodes: lost nodes, a node that held the failing rank twice in a row and a rule's avoidNode are
+// avoided, within maxAvoidedNodes (oldest dropped; 0: none).
+func TestAvoidNodes(t *testing.T) {
+	withCap := func(n int32) *mlv1.TrainingJob {
+		return tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{MaxAvoidedNodes: &n} }).Obj()
+	}
+	avoid := func(names ...string) []mlv1.AvoidedNode {
+		var out []mlv1.AvoidedNode
+		for _, n := range names {
+			out = append(out, mlv1.AvoidedNode{Name: n})
+		}
+		return out
+	}
+	cases := []struct {
+		name     string
+		tj       *mlv1.TrainingJob
+		st       mlv1.TrainingJobStatus
+		f        failure
+		want     []string
+		wantLast string
+	}{
+		{"a lost node", withCap(3), mlv1.TrainingJobStatus{Attempt: 2}, failure{kind: disruption, lost: map[string]string{"n1": "is gone"}},
+			[]string{"n1:node is gone"}, ""},
+		{"a first failure on a node is not enough", withCap(3), mlv1.TrainingJobStatus{}, failure{kind: retryable, node: "n1"}, nil, "n1"},
+		{"the same node in two failed attempts in a row", withCap(3), mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"}, failure{kind: retryable, node: "n1"},
+			[]string{"n1:held the failing rank in attempts 0 and 1"}, "n1"},
+		{"a rule's avoidNode", withCap(3), mlv1.TrainingJobStatus{}, failure{kind: retryable, node: "n2", rule: "failurePolicy.rules[0] ecc", avoidNode: true},
+			[]string{"n2:failurePolicy.rules[0] ecc matched the failure of attempt 0"}, "n2"},
+		{"past the cap the oldest goes", withCap(2), mlv1.TrainingJobStatus{AvoidedNodes: avoid("a", "b")}, failure{kind: disruption, lost: map[string]string{"c": "is gone"}},
+			[]string{"b:", "c:node is gone"}, ""},
+		{"cap 0: none", withCap(0), mlv1.TrainingJobStatus{}, failure{kind: disruption, lost: map[string]string{"c": "is gone"}}, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st
+			avoidNodes(tc.tj, &st, tc.f)
+			var got []string
+			for _, a := range st.AvoidedNodes {
+				got = append(got, a.Name+":"+a.Reason)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" || st.LastFailureNode != tc.wantLast {
+				t.Errorf("avoidedNodes (-want +got):\n%s\nlastFailureNode %q, want %q", diff, st.LastFailureNode, tc.wantLast)
+			}
+		})
+	}
+}
