@@ -96,12 +96,17 @@ func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string) {
 	if !ok || resumeFrom == fromSpec || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
 		return
 	}
-	c := &mlv1.CheckpointStatus{}
-	if st.Checkpoint != nil {
-		c = st.Checkpoint.DeepCopy()
-	}
+	c := checkpointCopy(st)
 	c.Latest, c.LatestEpoch = resumeFrom, int32(epoch)
 	st.Checkpoint = c
+}
+
+// checkpointCopy is a copy of status.checkpoint to change, empty when there is none.
+func checkpointCopy(st *mlv1.TrainingJobStatus) *mlv1.CheckpointStatus {
+	if st.Checkpoint == nil {
+		return &mlv1.CheckpointStatus{}
+	}
+	return st.Checkpoint.DeepCopy()
 }
 
 // Increase is how much a cumulative count of the agent grew; a restarted agent counts from 0 again.
@@ -118,10 +123,7 @@ func ApplyResumed(st *mlv1.TrainingJobStatus, from string) {
 	if from == "" && (st.Checkpoint == nil || st.Checkpoint.ResumedFrom == "") {
 		return
 	}
-	c := &mlv1.CheckpointStatus{}
-	if st.Checkpoint != nil {
-		c = st.Checkpoint.DeepCopy()
-	}
+	c := checkpointCopy(st)
 	c.ResumedFrom, c.ResumedFromMessage = from, ResumedMessage(from)
 	st.Checkpoint = c
 }

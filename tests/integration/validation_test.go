@@ -163,6 +163,21 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"exit codes with in-place restarts", func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartOnFailure, RetryableExitCodes: []int32{1}}
 		}, "spec.failurePolicy.restartPolicy"},
+		{"a failure rule whose pattern is not RE2", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Action: mlv1.RuleFail, OnMessage: "NCCL (timeout"}}}
+		}, "spec.failurePolicy.rules[0].onMessage"},
+		{"a failure rule that matches nothing", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Name: "empty", Action: mlv1.RuleRestart}}}
+		}, "spec.failurePolicy.rules[0]"},
+		{"a failure rule on an unknown kind", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Action: mlv1.RuleFail, OnKinds: []mlv1.FailureKind{"Timeout"}}}}
+		}, "spec.failurePolicy.rules[0].onKinds[0]"},
+		{"an unknown onHang", func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{OnHang: "Ignore"}
+		}, "spec.failurePolicy.onHang"},
+		{"a preemption grace over an hour", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), OnPreemption: true, PreemptionGraceSeconds: ptr.To[int32](7200)}
+		}, "spec.checkpoint.preemptionGraceSeconds"},
 		{"exit code listed twice", func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{137, 137}}
 		}, "spec.failurePolicy.retryableExitCodes[1]"},
