@@ -19,10 +19,10 @@ func TestNames(t *testing.T) {
 		"trainingjob_accuracy", "trainingjob_allocated_gpus", "trainingjob_allocated_workers",
 		"trainingjob_checkpoint_created_total", "trainingjob_checkpoint_deleted_total", "trainingjob_checkpoint_size_bytes", "trainingjob_completed_total",
 		"trainingjob_created_total", "trainingjob_current_epoch", "trainingjob_duration_seconds", "trainingjob_failed_total",
-		"trainingjob_gpu_utilization_percent", "trainingjob_loss", "trainingjob_progress_percent",
+		"trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",
 		"trainingjob_reconciliation_duration_seconds_sum", "trainingjob_reconciliation_errors_total", "trainingjob_reconciliation_total",
-		"trainingjob_restarts", "trainingjob_total", "trainingjob_waiting_since_timestamp_seconds",
+		"trainingjob_restarts", "trainingjob_seconds_since_progress", "trainingjob_total", "trainingjob_waiting_since_timestamp_seconds",
 	}
 	if diff := cmp.Diff(want, Names()); diff != "" {
 		t.Errorf("exported names (-want +got):\n%s", diff)
