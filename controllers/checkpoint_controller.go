@@ -10,13 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -248,34 +246,17 @@ func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Reques
 // recordingFinals wraps next to remember the final report of every rank 0 pod the watch delivers (see
 // finals).
 func (r *CheckpointReconciler) recordingFinals(next handler.EventHandler) handler.EventHandler {
-	record := func(obj client.Object) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Labels[names.RankLabel] != "0" || p.Labels[names.NameLabel] == "" {
+	return recordingPods(func(p *corev1.Pod) {
+		key, ok := trainingJobOf(p)
+		if !ok || p.Labels[names.RankLabel] != "0" {
 			return
 		}
 		a, ok := derive.FinalReport([]corev1.Pod{*p})
 		if !ok {
 			return
 		}
-		key := client.ObjectKey{Namespace: p.Namespace, Name: p.Labels[names.NameLabel]}
 		if old, ok := r.finals.Load(key); !ok || old.(agentapi.Status).Time.Before(a.Time) {
 			r.finals.Store(key, a)
 		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			next.Create(ctx, e, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			record(e.ObjectNew)
-			next.Update(ctx, e, q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			record(e.Object)
-			next.Delete(ctx, e, q)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			next.Generic(ctx, e, q)
-		},
-	}
+	}, next)
 }

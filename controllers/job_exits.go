@@ -97,20 +97,28 @@ func trainingJobOf(obj client.Object) (types.NamespacedName, bool) {
 // recordingExits wraps the pod watch's handler: every pod the watch delivers (updates and the final state of
 // a deleted pod) is offered to the memory before the handler enqueues its TrainingJob.
 func (m *exitMemory) recordingExits(next handler.EventHandler) handler.EventHandler {
+	return recordingPods(m.record, next)
+}
+
+// recordingPods wraps a pod watch's handler: record sees every pod the watch delivers (updates, and the
+// final state of a deleted pod) before next enqueues its TrainingJob; such pods may be gone when a
+// reconcile reads them.
+func recordingPods(record func(*corev1.Pod), next handler.EventHandler) handler.EventHandler {
+	offer := func(obj client.Object) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			record(p)
+		}
+	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			next.Create(ctx, e, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if p, ok := e.ObjectNew.(*corev1.Pod); ok {
-				m.record(p)
-			}
+			offer(e.ObjectNew)
 			next.Update(ctx, e, q)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if p, ok := e.Object.(*corev1.Pod); ok {
-				m.record(p)
-			}
+			offer(e.Object)
 			next.Delete(ctx, e, q)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

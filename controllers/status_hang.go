@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -54,8 +53,8 @@ func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, 
 	metrics.SinceProgress.WithLabelValues(l...).Set(h.Since.Seconds())
 	metrics.HangTimeout.WithLabelValues(l...).Set(h.Timeout.Seconds())
 	logs := ""
-	if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled); h.Hung && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != h.Reason) {
-		logs = r.lastLogLines(ctx, tj, now)
+	if derive.TurnsHung(tj.Status, h) {
+		logs = r.lastLogLines(ctx, tj, now) // read once, when the run turns hung
 	}
 	return derive.ApplyHang(&tj.Status, h, logs, metav1.NewTime(now))
 }

@@ -125,14 +125,13 @@ func round(d time.Duration) time.Duration { return d.Round(time.Second) }
 // hung) end its message. A hung run keeps the message of the moment it turned hung, so the status is not
 // written at every scrape. It reports whether the run turned hung now.
 func ApplyHang(st *mlv1.TrainingJobStatus, h Hang, logs string, now metav1.Time) bool {
-	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
 	if !h.Hung {
-		if c != nil || h.Timeout > 0 {
+		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled) != nil || h.Timeout > 0 {
 			set(st, mlv1.ConditionStalled, false, ReasonProgressing, progressingMessage(h), now)
 		}
 		return false
 	}
-	if c != nil && c.Status == metav1.ConditionTrue && c.Reason == h.Reason {
+	if !TurnsHung(*st, h) {
 		return false
 	}
 	msg := h.Message
@@ -141,6 +140,12 @@ func ApplyHang(st *mlv1.TrainingJobStatus, h Hang, logs string, now metav1.Time)
 	}
 	set(st, mlv1.ConditionStalled, true, h.Reason, truncate(msg, 4096), now)
 	return true
+}
+
+// TurnsHung: h says the run is hung and the Stalled condition does not say so yet (with h's reason).
+func TurnsHung(st mlv1.TrainingJobStatus, h Hang) bool {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
+	return h.Hung && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != h.Reason)
 }
 
 func progressingMessage(h Hang) string {
