@@ -247,10 +247,10 @@ type CheckpointStatus struct {
 	// sizeBytes is the size of the newest checkpoint.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
-	// resumedFrom is the checkpoint the current attempt's workers resumed from (RESUME_FROM), and
-	// resumedFromMessage says what it is, for example that it was written at preemption.
+	// resumedFrom is the checkpoint the current attempt's workers resumed from (RESUME_FROM).
 	// +optional
 	ResumedFrom string `json:"resumedFrom,omitempty"`
+	// resumedFromMessage says what resumedFrom is, for example that it was written at preemption.
 	// +optional
 	ResumedFromMessage string `json:"resumedFromMessage,omitempty"`
 }
