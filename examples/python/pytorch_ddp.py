@@ -4,7 +4,9 @@ Every rank trains a small MLP on its shard of a synthetic regression set (no dow
 averaged by DDP (gloo on CPU, nccl with GPUs: DIST_BACKEND). Rank 0 reports progress with
 trainingjob_progress and writes a checkpoint every CHECKPOINT_FREQUENCY epochs in the documented layout
 (CHECKPOINT_DIR/checkpoint-epoch-<N>/model.pt, then the _COMPLETE marker); every rank resumes from
-RESUME_FROM when it is set. Start it either way (examples/pytorch-ddp.yaml):
+RESUME_FROM when it is set. With TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption) rank 0 answers
+SIGTERM with a checkpoint of its last consistent step (checkpoint-epoch-<E>-step-<S>) and exits 143; a run
+resumed from one skips the batches it holds. Start it either way (examples/pytorch-ddp.yaml):
 
     torchrun examples/python/pytorch_ddp.py     # torchrun reads PET_NNODES, PET_NODE_RANK, PET_MASTER_*
     python3 examples/python/pytorch_ddp.py      # init_method="env://": RANK, WORLD_SIZE, MASTER_*
@@ -13,8 +15,11 @@ At the end every rank prints its parameters' checksum: equal on every rank, or D
 """
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import signal
 import sys
 import time
 
@@ -49,43 +54,90 @@ def dataset(rank, world, samples):
     return x[rank::world], y[rank::world]
 
 
+CHECKPOINT_NAME = re.compile(r"checkpoint-epoch-(\d+)(?:-step-(\d+))?$")
+
+
+def position(path):
+    """(epoch, step) of checkpoint-epoch-<E> or checkpoint-epoch-<E>-step-<S> (after E epochs, at global step S),
+    or None: a mid-epoch checkpoint stands after its epoch's and before the next one."""
+    m = CHECKPOINT_NAME.search(path.rstrip("/"))
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else None
+
+
 def newest_checkpoint():
     """The newest complete checkpoint in CHECKPOINT_DIR (one with its _COMPLETE marker), or ""."""
-    root, best, epoch = os.environ.get("CHECKPOINT_DIR", ""), "", -1
+    root, best = os.environ.get("CHECKPOINT_DIR", ""), ""
     for name in os.listdir(root) if root and os.path.isdir(root) else []:
-        if name.startswith("checkpoint-epoch-") and os.path.exists(os.path.join(root, name, "_COMPLETE")):
-            n = int(name.rsplit("-", 1)[1])
-            if n > epoch:
-                best, epoch = os.path.join(root, name), n
+        path = os.path.join(root, name)
+        if position(name) and os.path.exists(os.path.join(path, "_COMPLETE")) and (not best or position(name) > position(best)):
+            best = path
     return best
 
 
 def resume(model, optimizer):
-    """The epoch to start after: the newer of RESUME_FROM (set when the workers' pods started) and the newest
-    checkpoint in CHECKPOINT_DIR (written since: torchrun restarts its workers in place after a failure or,
-    in an elastic job, a change of membership); none: start fresh."""
-    candidates = [c for c in (os.environ.get("RESUME_FROM", ""), newest_checkpoint()) if c]
-    src = max(candidates, key=lambda c: int(c.rstrip("/").rsplit("-", 1)[1])) if candidates else ""
-    if not src:
-        return 0
+    """(epochs done, global step) to start after: the newer of RESUME_FROM (set when the workers' pods
+    started) and the newest checkpoint in CHECKPOINT_DIR (written since: torchrun restarts its workers in
+    place after a failure or, in an elastic job, a change of membership); none: start fresh."""
+    candidates = [c for c in (os.environ.get("RESUME_FROM", ""), newest_checkpoint()) if position(c)]
+    if not candidates:
+        return 0, 0
+    src = max(candidates, key=position)
     state = torch.load(os.path.join(src, "model.pt"), map_location="cpu")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    print("resumed from %s (epoch %d)" % (src, state["epoch"]), flush=True)
-    return state["epoch"]
+    print("resumed from %s (epoch %d, step %d)" % (src, state["epoch"], state.get("step", 0)), flush=True)
+    return state["epoch"], state.get("step", 0)
 
 
-def save(model, optimizer, epoch):
-    """Rank 0 writes checkpoint-epoch-<epoch>/model.pt, then the _COMPLETE marker (last: a checkpoint
-    without it is never taken for a complete one)."""
+def save(model, optimizer, epoch, step=None):
+    """Rank 0 writes checkpoint-epoch-<epoch>[-step-<step>]/model.pt, then the _COMPLETE marker (last: a
+    checkpoint without it is never taken for a complete one)."""
     root = os.environ.get("CHECKPOINT_DIR", "")
     if not root:
-        return
-    path = os.path.join(root, "checkpoint-epoch-%d" % epoch)
+        return ""
+    path = os.path.join(root, "checkpoint-epoch-%d" % epoch + ("-step-%d" % step if step is not None else ""))
     os.makedirs(path, exist_ok=True)
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, os.path.join(path, "model.pt"))
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, "step": step or 0},
+               os.path.join(path, "model.pt"))
     with open(os.path.join(path, "_COMPLETE"), "w") as f:
-        json.dump({"epoch": epoch, "time": time.time()}, f)
+        json.dump({"epoch": epoch, "step": step or 0, "time": time.time()}, f)
+    return path
+
+
+class Preemption:
+    """Rank 0's answer to SIGTERM under TRAININGJOB_CHECKPOINT_ON_SIGTERM=1: the handler only takes note; the
+    loop checkpoints its last consistent position (at: epochs done, global step) at the next step boundary
+    and exits 143. When the stop takes the peers too, the collective rank 0 waits in fails first: guard then
+    waits a moment for its own SIGTERM and writes the same position (no optimizer step was half done)."""
+
+    def __init__(self, rank, model, optimizer, at):
+        self.enabled = rank == 0 and bool(os.environ.get("CHECKPOINT_DIR")) and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1"
+        self.model, self.optimizer, self.at, self.requested = model, optimizer, at, False
+        if self.enabled:
+            signal.signal(signal.SIGTERM, self._request)
+
+    def _request(self, *_):
+        self.requested = True
+
+    def check(self):
+        if self.requested:
+            epochs, step = self.at
+            path = save(self.model, self.optimizer, epochs, step)
+            print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs + 1, step), flush=True)
+            sys.exit(143)
+
+    @contextlib.contextmanager
+    def guard(self, seconds=5.0):
+        """Runs collectives: a failure while this process is being stopped (SIGTERM within seconds) checkpoints."""
+        try:
+            yield
+        except RuntimeError:
+            deadline = time.time() + seconds
+            while self.enabled and not self.requested and time.time() < deadline:
+                time.sleep(0.05)
+            if not self.requested:
+                raise
+            self.check()
 
 
 def main():
@@ -104,30 +156,41 @@ def main():
     torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).to(dev)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate)
-    start = resume(model, optimizer)
+    start, resume_step = resume(model, optimizer)
     ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     x, y = dataset(rank, world, args.samples)
     x, y = x.to(dev), y.to(dev)
     progress = Progress(total_epochs=args.epochs)
     every = int(os.environ.get("CHECKPOINT_FREQUENCY", "1") or 1)
+    steps = -(-len(x) // args.batch_size)
+    preemption = Preemption(rank, model, optimizer, (start, resume_step or start * steps))
     for epoch in range(start + 1, args.epochs + 1):
         began = time.time()
-        for i in range(0, len(x), args.batch_size):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(ddp(x[i:i + args.batch_size]), y[i:i + args.batch_size])
-            loss.backward()
-            optimizer.step()
-        loss = torch.nn.functional.mse_loss(ddp(x), y).detach()
-        dist.all_reduce(loss)
-        loss = loss.item() / world
-        progress.report(epoch=epoch, loss=loss, learning_rate=args.learning_rate,
-                        samples_per_second=args.samples / max(time.time() - began, 1e-9))
-        if rank == 0:
-            print("epoch %d/%d loss=%.6f world=%d" % (epoch, args.epochs, loss, world), flush=True)
-            if epoch % every == 0 or epoch == args.epochs:
-                save(model, optimizer, epoch)
-        dist.barrier()
+        skip = max(0, resume_step - (epoch - 1) * steps)  # the steps of this epoch a preemption checkpoint holds
+        with preemption.guard():
+            for k, i in enumerate(range(0, len(x), args.batch_size)):
+                if k < skip:
+                    continue
+                preemption.check()
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(ddp(x[i:i + args.batch_size]), y[i:i + args.batch_size])
+                loss.backward()
+                optimizer.step()
+                preemption.at = (epoch - 1, (epoch - 1) * steps + k + 1)
+            loss = torch.nn.functional.mse_loss(ddp(x), y).detach()
+            dist.all_reduce(loss)
+            loss = loss.item() / world
+            progress.report(epoch=epoch, loss=loss, learning_rate=args.learning_rate,
+                            samples_per_second=args.samples / max(time.time() - began, 1e-9))
+            if rank == 0:
+                print("epoch %d/%d loss=%.6f world=%d" % (epoch, args.epochs, loss, world), flush=True)
+                if epoch % every == 0 or epoch == args.epochs:
+                    save(model, optimizer, epoch)
+            preemption.at = (epoch, epoch * steps)
+            dist.barrier()
         time.sleep(args.epoch_delay)
+        if epoch < args.epochs:
+            preemption.check()
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     print("rank %d of %d (local rank %s) checksum %.10f" % (rank, world, os.environ.get("LOCAL_RANK"), checksum), flush=True)
     progress.close()

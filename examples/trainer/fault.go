@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // fault is an injected failure: rank exits with code as epoch starts. A code above 128 is a death by
@@ -60,7 +61,9 @@ func (f *fault) inject(rank, epoch int, resumed bool) {
 	}
 	if f.code == 0 {
 		fmt.Fprintf(os.Stderr, "trainer: injected hang at epoch %d\n", epoch)
-		select {}
+		for { // a sleeping goroutine, not select{}: with no other goroutine Go would end a blocked process (deadlock)
+			time.Sleep(time.Hour)
+		}
 	}
 	fmt.Fprintf(os.Stderr, "trainer: injected fault at epoch %d: exit code %d\n", epoch, f.code)
 	if f.code > 128 {

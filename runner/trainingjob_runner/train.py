@@ -1,5 +1,6 @@
 """The runner's training loop (PyTorch). Settings come from settings.load."""
 
+import contextlib
 import glob
 import json
 import os
@@ -98,21 +99,40 @@ def save(s, state, epoch, step=None):
 
 
 class Preemption:
-    """TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption): on SIGTERM, rank 0 writes a checkpoint at
-    the next step boundary and the process exits 143; the operator gives it checkpoint.preemptionGraceSeconds."""
+    """TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption): on SIGTERM rank 0 writes a checkpoint of its
+    last consistent position (at: epochs done, global step; state() gives the state there) at the next step
+    boundary and the process exits 143; the operator gives it checkpoint.preemptionGraceSeconds. When the stop
+    takes the peers too, the collective rank 0 waits in fails first: guard then waits a moment for its own
+    SIGTERM and writes the same position (the optimizer never stepped on the failed step)."""
 
-    def __init__(self, s):
-        self.requested = False
-        if s.rank == 0 and s.checkpoint_dir and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1":
+    def __init__(self, s, state, at):
+        self.enabled = s.rank == 0 and bool(s.checkpoint_dir) and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1"
+        self.s, self.state, self.at, self.requested = s, state, at, False
+        if self.enabled:
             signal.signal(signal.SIGTERM, self._request)
 
     def _request(self, *_):
         self.requested = True
 
-    def checkpoint_and_exit(self, s, state, epochs_done, step):
-        path = save(s, dict(state, epoch=epochs_done, step=step), epochs_done, step)
-        print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs_done + 1, step), flush=True)
-        sys.exit(143)
+    def check(self):
+        if self.requested:
+            epochs, step = self.at
+            path = save(self.s, dict(self.state(), epoch=epochs, step=step), epochs, step)
+            print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs + 1, step), flush=True)
+            sys.exit(143)
+
+    @contextlib.contextmanager
+    def guard(self, seconds=5.0):
+        """Runs collectives: a failure while this process is being stopped (SIGTERM within seconds) checkpoints."""
+        try:
+            yield
+        except RuntimeError:
+            deadline = time.time() + seconds
+            while self.enabled and not self.requested and time.time() < deadline:
+                time.sleep(0.05)
+            if not self.requested:
+                raise
+            self.check()
 
 
 def run(s):
@@ -142,8 +162,9 @@ def run(s):
     sampler = DistributedSampler(data, num_replicas=s.world_size, rank=s.rank, shuffle=True, seed=0) if distributed else None
     loader = DataLoader(data, batch_size=s.batch_size, sampler=sampler, shuffle=sampler is None)
     progress = Progress(total_epochs=s.epochs)
-    preemption = Preemption(s)
-    step = start * len(loader)
+    step = resume_step or start * len(loader)
+    preemption = Preemption(s, lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+                            (start, step))
     amp_dtype = torch.float16 if cuda else torch.bfloat16
     for epoch in range(start + 1, s.epochs + 1):
         if sampler:
@@ -151,41 +172,43 @@ def run(s):
         began, seen, loss_sum, correct = time.time(), 0, torch.zeros((), device=dev), torch.zeros((), device=dev)
         net.train()
         skip = max(0, resume_step - (epoch - 1) * len(loader))  # steps of this epoch a preemption checkpoint holds
-        resume_step = 0
-        for i, (x, y) in enumerate(loader):
-            if i < skip:
-                continue
-            if preemption.requested:
-                preemption.checkpoint_and_exit(s, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                                   "scheduler": sched.state_dict()}, epoch - 1, step)
-            x, y = x.to(dev), y.to(dev)
-            with torch.autocast(device_type=dev.type, dtype=amp_dtype, enabled=s.mixed_precision):
-                out = net(x)
-                loss = torch.nn.functional.cross_entropy(out, y)
-            scaler.scale(loss / s.grad_accum).backward()
-            if (i + 1) % s.grad_accum == 0 or i + 1 == len(loader):
-                scaler.step(opt)
-                scaler.update()
-                opt.zero_grad()
-                sched.step()
-            loss_sum += loss.detach() * len(y)
-            correct += (out.argmax(1) == y).sum()
-            seen += len(y)
-            step = (epoch - 1) * len(loader) + i + 1
-            progress.report(step=step, total_steps=s.epochs * len(loader))
-        totals = torch.stack([loss_sum, correct.float(), torch.tensor(float(seen), device=dev)])
-        if distributed:
-            dist.all_reduce(totals)
-        loss, acc = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
-        progress.report(epoch=epoch, loss=loss, accuracy=acc, learning_rate=sched.get_last_lr()[0],
-                        samples_per_second=totals[2].item() / max(time.time() - began, 1e-9))
-        if s.rank == 0:
-            print("epoch %d/%d loss=%.4f accuracy=%.4f" % (epoch, s.epochs, loss, acc), flush=True)
-            if s.checkpoint_dir and (epoch % s.checkpoint_every == 0 or epoch == s.epochs):
-                save(s, {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "epoch": epoch}, epoch)
-        if distributed:
-            dist.barrier()
+        with preemption.guard():
+            for i, (x, y) in enumerate(loader):
+                if i < skip:
+                    continue
+                preemption.check()
+                x, y = x.to(dev), y.to(dev)
+                with torch.autocast(device_type=dev.type, dtype=amp_dtype, enabled=s.mixed_precision):
+                    out = net(x)
+                    loss = torch.nn.functional.cross_entropy(out, y)
+                scaler.scale(loss / s.grad_accum).backward()
+                step = (epoch - 1) * len(loader) + i + 1
+                if (i + 1) % s.grad_accum == 0 or i + 1 == len(loader):
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+                    sched.step()
+                    preemption.at = (epoch - 1, step)  # consistent: no gradients are accumulated
+                loss_sum += loss.detach() * len(y)
+                correct += (out.argmax(1) == y).sum()
+                seen += len(y)
+                progress.report(step=step, total_steps=s.epochs * len(loader))
+            totals = torch.stack([loss_sum, correct.float(), torch.tensor(float(seen), device=dev)])
+            if distributed:
+                dist.all_reduce(totals)
+            loss, acc = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+            progress.report(epoch=epoch, loss=loss, accuracy=acc, learning_rate=sched.get_last_lr()[0],
+                            samples_per_second=totals[2].item() / max(time.time() - began, 1e-9))
+            if s.rank == 0:
+                print("epoch %d/%d loss=%.4f accuracy=%.4f" % (epoch, s.epochs, loss, acc), flush=True)
+                if s.checkpoint_dir and (epoch % s.checkpoint_every == 0 or epoch == s.epochs):
+                    save(s, {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "epoch": epoch}, epoch)
+            preemption.at = (epoch, epoch * len(loader))
+            if distributed:
+                dist.barrier()
         time.sleep(float(s.extra.get("epochDelaySeconds", 0)))
+        if epoch < s.epochs:
+            preemption.check()
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     print("rank %d of %d checksum %.10f" % (s.rank, s.world_size, checksum), flush=True)
     progress.close()

@@ -11,15 +11,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -302,11 +301,7 @@ func evictRank(rank int) func(t *testing.T, ns, name string) {
 			}
 			return nil
 		})
-		pod := workerPods(t, ns, name)[rank]
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}}
-		if err := stack.Client.SubResource("eviction").Create(ctx, pod, ev); err != nil {
-			t.Fatalf("evicting %s: %v", pod.Name, err)
-		}
+		stacktest.EvictRank(t, stack.Client, ns, name, rank)
 	}
 }
 

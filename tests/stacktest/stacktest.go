@@ -10,16 +10,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
@@ -166,4 +169,28 @@ func Settled(st mlv1.TrainingJobStatus) string {
 		got += fmt.Sprintf(" checkpoint %d", st.Checkpoint.LatestEpoch)
 	}
 	return got
+}
+
+// EvictRank evicts the newest pod of a rank of job name through the Eviction API, as a drain or a
+// preemption by the cluster does (the pod gets SIGTERM and its grace period).
+func EvictRank(t *testing.T, c client.Client, ns, name string, rank int) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := c.List(context.Background(), pods, client.InNamespace(ns),
+		client.MatchingLabels{names.NameLabel: name, names.RankLabel: strconv.Itoa(rank)}); err != nil {
+		t.Fatal(err)
+	}
+	var newest *corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp) {
+			newest = p
+		}
+	}
+	if newest == nil {
+		t.Fatalf("no pod of rank %d of %s/%s to evict", rank, ns, name)
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: newest.Name, Namespace: ns}}
+	if err := c.SubResource("eviction").Create(context.Background(), newest, ev); err != nil {
+		t.Fatalf("evicting %s: %v", newest.Name, err)
+	}
 }

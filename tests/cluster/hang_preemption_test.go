@@ -1,0 +1,66 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
+)
+
+// TestHangNamesTheRank: rank 1 stops mid-run in a real container and rank 0 blocks waiting for it; the
+// in-cluster operator sees the progress stall, reads the ranks' last log lines from the real kubelets
+// (pods/log, its own RBAC) and, with onHang Fail, ends the run Hung naming rank 1's last words.
+func TestHangNamesTheRank(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "hang")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=500ms", "--hang-at=1:3"}
+	tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StallTimeoutSeconds: ptr.To[int32](6), OnHang: mlv1.HangFail}
+	spread(tj)
+	stacktest.Create(t, stack.Client, tj)
+	done := waitForEnd(t, ns, tj.Name, 3*time.Minute)
+	for _, want := range []string{"Hung: failurePolicy.onHang Fail: Hang: no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3"} {
+		if done.Status.State != mlv1.StateFailed || !strings.Contains(done.Status.FailureReason, want) {
+			t.Errorf("state %s, failureReason %q: want Failed saying %q", done.Status.State, done.Status.FailureReason, want)
+		}
+	}
+}
+
+// TestPreemptionKeepsTheWork: rank 0's pod is evicted from a real node while it trains; the kubelet
+// gives the trainer checkpoint.preemptionGraceSeconds after SIGTERM and stops the checkpoint agent (a native
+// sidecar) only after it, so the agent's final report names the checkpoint the trainer wrote at SIGTERM;
+// the restart is not counted and the next attempt resumes from that checkpoint.
+func TestPreemptionKeepsTheWork(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "preempt")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=1s"}
+	tj.Spec.Checkpoint.OnPreemption, tj.Spec.Checkpoint.PreemptionGraceSeconds = true, ptr.To[int32](30)
+	spread(tj)
+	stacktest.Create(t, stack.Client, tj)
+	runningContainer(t, ns, tj.Name, "0")
+	eventually(t, 2*time.Minute, "a checkpoint", func() error {
+		if c := getTJ(t, ns, tj.Name).Status.Checkpoint; c == nil || c.LatestEpoch < 2 {
+			return fmt.Errorf("checkpoint %+v", c)
+		}
+		return nil
+	})
+	stacktest.EvictRank(t, stack.Client, ns, tj.Name, 0)
+	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
+	c := done.Status.Checkpoint
+	if done.Status.State != mlv1.StateCompleted || done.Status.RestartCount != 0 || done.Status.Attempt != 1 || c == nil ||
+		!strings.Contains(c.ResumedFrom, "-step-") || !strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption") {
+		t.Fatalf("state %s, restartCount %d, attempt %d, checkpoint %+v: want Completed after one uncounted restart, resumed from the checkpoint written at preemption",
+			done.Status.State, done.Status.RestartCount, done.Status.Attempt, c)
+	}
+	pods := workerPods(t, ns, tj.Name, 1)
+	if log := kubectl(t, "logs", "-n", ns, pods["0"].Name, "-c", names.ContainerName); !strings.Contains(log, "resuming from "+c.ResumedFrom) {
+		t.Errorf("rank 0 of the new attempt (pod %s) did not resume from %s:\n%s", pods["0"].Name, c.ResumedFrom, log)
+	}
+}
