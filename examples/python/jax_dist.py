@@ -5,7 +5,10 @@ process count and id come from JAX_NUM_PROCESSES and JAX_PROCESS_ID (JAX does no
 process fits y = x.w + b on its shard of a synthetic set; the gradients are averaged across all processes
 with a pmap'ed psum (NCCL on GPUs, gloo on CPUs). Rank 0 reports progress with trainingjob_progress and
 writes checkpoint-epoch-<N>/params.npz then _COMPLETE into CHECKPOINT_DIR; every process resumes from
-RESUME_FROM. At the end every process prints its parameters' checksum: equal everywhere.
+RESUME_FROM. With TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption) rank 0 answers SIGTERM at the
+next step boundary with checkpoint-epoch-<E>-step-<S> (after E epochs, at global step S) and exits 143; a run
+resumed from one skips the steps it holds. At the end every process prints its parameters' checksum: equal
+everywhere.
 
 Not run on this project's CI machines (no JAX there): see the README's "Frameworks" table.
 """
@@ -13,6 +16,7 @@ Not run on this project's CI machines (no JAX there): see the README's "Framewor
 import functools
 import json
 import os
+import signal
 import sys
 import time
 
@@ -27,6 +31,37 @@ if os.environ.get("DIST_BACKEND", "gloo") != "nccl":
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # cross-process collectives on CPUs
 
 
+STEPS = 20  # per epoch
+
+
+def save(p, epoch, step=None):
+    """Rank 0 writes checkpoint-epoch-<epoch>[-step-<step>]/params.npz, then the _COMPLETE marker."""
+    path = os.path.join(os.environ["CHECKPOINT_DIR"], "checkpoint-epoch-%d" % epoch + ("-step-%d" % step if step is not None else ""))
+    os.makedirs(path, exist_ok=True)
+    np.savez(os.path.join(path, "params.npz"), w=np.asarray(p["w"][0]), b=np.asarray(p["b"][0]), epoch=epoch, step=step or 0)
+    with open(os.path.join(path, "_COMPLETE"), "w") as f:
+        json.dump({"epoch": epoch, "step": step or 0, "time": time.time()}, f)
+    return path
+
+
+class Preemption:
+    """Rank 0, TRAININGJOB_CHECKPOINT_ON_SIGTERM=1: SIGTERM is noted; check() writes the last step's state."""
+
+    def __init__(self, rank):
+        self.requested = False
+        if rank == 0 and os.environ.get("CHECKPOINT_DIR") and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1":
+            signal.signal(signal.SIGTERM, self._request)
+
+    def _request(self, *_):
+        self.requested = True
+
+    def check(self, p, epochs_done, step):
+        if self.requested:
+            path = save(p, epochs_done, step)
+            print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs_done + 1, step), flush=True)
+            sys.exit(143)
+
+
 def main():
     jax.distributed.initialize(num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
                                process_id=int(os.environ["JAX_PROCESS_ID"]))
@@ -37,11 +72,12 @@ def main():
     y = x @ np.arange(1.0, 9.0, dtype=np.float32) - 2.0
     x, y = x[rank::world], y[rank::world]
     params = {"w": np.zeros(8, np.float32), "b": np.zeros((), np.float32)}
-    start = 0
+    start, resume_step = 0, 0
     if os.environ.get("RESUME_FROM"):
         saved = np.load(os.path.join(os.environ["RESUME_FROM"], "params.npz"))
         params, start = {"w": saved["w"], "b": saved["b"]}, int(saved["epoch"])
-        print("resumed from %s (epoch %d)" % (os.environ["RESUME_FROM"], start), flush=True)
+        resume_step = int(saved["step"]) if "step" in saved.files else 0
+        print("resumed from %s (epoch %d, step %d)" % (os.environ["RESUME_FROM"], start, resume_step), flush=True)
 
     def loss(p, xb, yb):
         return jnp.mean((xb @ p["w"] + p["b"] - yb) ** 2)
@@ -60,20 +96,19 @@ def main():
     xb, yb = np.stack([s[:m] for s in xs]), np.stack([s[:m] for s in ys])
     progress = Progress(total_epochs=epochs)
     every = int(os.environ.get("CHECKPOINT_FREQUENCY", "1") or 1)
+    preemption = Preemption(rank)
     for epoch in range(start + 1, epochs + 1):
         began = time.time()
-        for _ in range(20):
+        done = max(0, resume_step - (epoch - 1) * STEPS)  # the steps of this epoch a preemption checkpoint holds
+        for k in range(done, STEPS):
+            preemption.check(p, epoch - 1, (epoch - 1) * STEPS + k)
             p, value = step(p, xb, yb)
-        value = float(value[0])
-        progress.report(epoch=epoch, loss=value, samples_per_second=20 * len(x) * world / max(time.time() - began, 1e-9))
+        value = float(value[0]) if done < STEPS else float("nan")
+        progress.report(epoch=epoch, loss=value, samples_per_second=(STEPS - done) * len(x) * world / max(time.time() - began, 1e-9))
         if rank == 0:
             print("epoch %d/%d loss=%.6f" % (epoch, epochs, value), flush=True)
             if os.environ.get("CHECKPOINT_DIR") and (epoch % every == 0 or epoch == epochs):
-                path = os.path.join(os.environ["CHECKPOINT_DIR"], "checkpoint-epoch-%d" % epoch)
-                os.makedirs(path, exist_ok=True)
-                np.savez(os.path.join(path, "params.npz"), w=np.asarray(p["w"][0]), b=np.asarray(p["b"][0]), epoch=epoch)
-                with open(os.path.join(path, "_COMPLETE"), "w") as f:
-                    json.dump({"epoch": epoch, "time": time.time()}, f)
+                save(p, epoch)
     checksum = float(np.sum(np.asarray(p["w"][0])) + np.asarray(p["b"][0]))
     print("rank %d of %d checksum %.8f" % (rank, world, checksum), flush=True)
     progress.close()

@@ -6,6 +6,8 @@ DMLC_NUM_WORKER) and trains on its shard of a synthetic regression set: the hist
 so every rank ends with the same model. Rank 0 reports one epoch per boosting round with
 trainingjob_progress, writes a checkpoint every CHECKPOINT_FREQUENCY rounds
 (CHECKPOINT_DIR/checkpoint-epoch-<N>/model.json, then _COMPLETE) and every rank resumes from RESUME_FROM.
+With TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption) rank 0 answers SIGTERM by checkpointing
+the rounds done at the end of the current one (a round is the unit: no partial state) and exits 143.
 
     python3 examples/python/xgboost_dist.py --rounds 20      # see examples/xgboost.yaml
 
@@ -16,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -47,17 +50,27 @@ def shard(rank, world, samples):
 
 
 class Report(xgb.callback.TrainingCallback):
-    """Progress and checkpoints after every boosting round."""
+    """Progress and checkpoints after every boosting round; on SIGTERM (preemption, rank 0) a checkpoint of
+    the rounds done, then exit 143."""
 
     def __init__(self, progress, rank, every, first, delay):
         self.progress, self.rank, self.every, self.first, self.delay = progress, rank, every, first, delay
+        self.sigterm = False
+        if rank == 0 and os.environ.get("CHECKPOINT_DIR") and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1":
+            signal.signal(signal.SIGTERM, self._sigterm)
+
+    def _sigterm(self, *_):
+        self.sigterm = True
 
     def after_iteration(self, model, epoch, evals_log):
         done = self.first + epoch + 1
         rmse = evals_log["train"]["rmse"][-1]
         self.progress.report(epoch=done, loss=rmse)
-        if self.rank == 0 and done % self.every == 0:
-            save(model, done)
+        if self.rank == 0 and (done % self.every == 0 or self.sigterm):
+            path = save(model, done)
+            if self.sigterm:
+                print("SIGTERM: checkpoint %s written at preemption (round %d)" % (path, done), flush=True)
+                os._exit(143)  # not sys.exit: leaving the communicator would wait for the other ranks
         time.sleep(self.delay)
         return False
 
@@ -65,12 +78,13 @@ class Report(xgb.callback.TrainingCallback):
 def save(model, rounds):
     root = os.environ.get("CHECKPOINT_DIR", "")
     if not root:
-        return
+        return ""
     path = os.path.join(root, "checkpoint-epoch-%d" % rounds)
     os.makedirs(path, exist_ok=True)
     model.save_model(os.path.join(path, "model.json"))
     with open(os.path.join(path, "_COMPLETE"), "w") as f:
         json.dump({"epoch": rounds, "time": time.time()}, f)
+    return path
 
 
 def main():

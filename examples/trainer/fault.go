@@ -12,7 +12,8 @@ import (
 // fault is an injected failure: rank exits with code as epoch starts. A code above 128 is a death by
 // signal code-128 (137: SIGKILL, as an OOM kill), the others a plain exit, as a Python exception's 1;
 // code 0 (--hang-at) is a hang: the rank stops working and never exits, as a rank stuck in a collective
-// or a deadlocked data loader (its peers then block in the next all-reduce).
+// or a deadlocked data loader (its peers then block in the next all-reduce). Epoch 0 is the rendezvous:
+// a rank that hangs there never joins, as one whose rendezvous address does not resolve.
 type fault struct {
 	rank, epoch, code int
 	set, always       bool
@@ -60,7 +61,11 @@ func (f *fault) inject(rank, epoch int, resumed bool) {
 		return
 	}
 	if f.code == 0 {
-		fmt.Fprintf(os.Stderr, "trainer: injected hang at epoch %d\n", epoch)
+		at := fmt.Sprintf("epoch %d", epoch)
+		if epoch == 0 {
+			at = "the rendezvous"
+		}
+		fmt.Fprintf(os.Stderr, "trainer: injected hang at %s\n", at)
 		for { // a sleeping goroutine, not select{}: with no other goroutine Go would end a blocked process (deadlock)
 			time.Sleep(time.Hour)
 		}

@@ -46,6 +46,7 @@ func train(c config) error {
 		}
 		t.checkpointOnSigterm()
 	}
+	c.fail.inject(c.rank, 0, os.Getenv("RESUME_FROM") != "")
 	master := net.JoinHostPort(c.masterAddr, strconv.Itoa(c.masterPort))
 	g, err := rendezvous(c.rank, c.world, c.bindAddr(c.masterPort), master, c.rendezvousTO)
 	if err != nil {

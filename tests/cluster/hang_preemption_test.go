@@ -15,21 +15,40 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
-// TestHangNamesTheRank: rank 1 stops mid-run in a real container and rank 0 blocks waiting for it; the
-// in-cluster operator sees the progress stall, reads the ranks' last log lines from the real kubelets
-// (pods/log, its own RBAC) and, with onHang Fail, ends the run Hung naming rank 1's last words.
+// TestHangNamesTheRank: a rank stops in a real container while its pod stays Running: before the
+// rendezvous (it never joins, as a rank whose rendezvous address does not resolve: rank 0 waits, nothing
+// is logged) and mid-run (rank 0 blocks in the next all-reduce). The in-cluster operator sees no progress
+// (none since the start, or none since an epoch), reads the ranks' last log lines from the real kubelets
+// (pods/log, its own RBAC) and, with onHang Fail, ends the run Hung naming the rank's last words.
 func TestHangNamesTheRank(t *testing.T) {
-	ns := stacktest.NewNamespace(t, stack.Client, "hang")
-	tj := example(t, "trainingjob-local.yaml", ns)
-	tj.Spec.Args = []string{"--epoch-delay=500ms", "--hang-at=1:3"}
-	tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StallTimeoutSeconds: ptr.To[int32](6), OnHang: mlv1.HangFail}
-	spread(tj)
-	stacktest.Create(t, stack.Client, tj)
-	done := waitForEnd(t, ns, tj.Name, 3*time.Minute)
-	for _, want := range []string{"Hung: failurePolicy.onHang Fail: Hang: no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3"} {
-		if done.Status.State != mlv1.StateFailed || !strings.Contains(done.Status.FailureReason, want) {
-			t.Errorf("state %s, failureReason %q: want Failed saying %q", done.Status.State, done.Status.FailureReason, want)
-		}
+	for _, tc := range []struct {
+		name, hangAt string
+		policy       mlv1.FailurePolicy
+		want         []string
+	}{{
+		name: "rendezvous", hangAt: "1:0",
+		policy: mlv1.FailurePolicy{StartupTimeoutSeconds: ptr.To[int32](6), OnHang: mlv1.HangFail},
+		want: []string{"Hung: failurePolicy.onHang Fail: Hang: no progress for", "since all 2 workers of attempt 0 started running",
+			"(failurePolicy.startupTimeoutSeconds 6s)", "rank 1", "injected hang at the rendezvous"},
+	}, {
+		name: "mid-run", hangAt: "1:3",
+		policy: mlv1.FailurePolicy{StallTimeoutSeconds: ptr.To[int32](6), OnHang: mlv1.HangFail},
+		want:   []string{"Hung: failurePolicy.onHang Fail: Hang: no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := stacktest.NewNamespace(t, stack.Client, "hang")
+			tj := example(t, "trainingjob-local.yaml", ns)
+			tj.Spec.Args = []string{"--epoch-delay=500ms", "--hang-at=" + tc.hangAt}
+			tj.Spec.FailurePolicy = &tc.policy
+			spread(tj)
+			stacktest.Create(t, stack.Client, tj)
+			done := waitForEnd(t, ns, tj.Name, 3*time.Minute)
+			for _, want := range tc.want {
+				if done.Status.State != mlv1.StateFailed || !strings.Contains(done.Status.FailureReason, want) {
+					t.Errorf("state %s, failureReason %q: want Failed saying %q", done.Status.State, done.Status.FailureReason, want)
+				}
+			}
+		})
 	}
 }
 
