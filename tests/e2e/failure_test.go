@@ -141,6 +141,7 @@ func TestFailureHandling(t *testing.T) {
 		wantState: mlv1.StateFailed, wantReason: "FailureRule",
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
 			assertContains(t, "failureReason", tj.Status.FailureReason, "FailureRule: failed by failurePolicy.rules[1] injected: rank 1", "exited with code 137")
+			logExitToAction(t, tj, 1, "Failed")
 		},
 	}, {
 		name: "rule by exit code: an error exit restarts without using the budget, away from the failing rank's node",
@@ -154,6 +155,7 @@ func TestFailureHandling(t *testing.T) {
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
 			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] ecc)", "exited with code 3")
 			assertPlacedAway(t, tj)
+			logExitToAction(t, tj, 1, "Restarting")
 		},
 	}, {
 		name: "preemption: rank 0 writes a checkpoint on SIGTERM and the next attempt resumes from it",
@@ -177,6 +179,7 @@ func TestFailureHandling(t *testing.T) {
 				all += string(data)
 			}
 			assertContains(t, "rank 0's logs", all, "written at preemption (epoch", "resuming from "+c.ResumedFrom)
+			logExitToAction(t, tj, 0, "Restarting")
 		},
 	}, {
 		name: "budget exhausted: failed after backoffLimit restarts",
@@ -341,6 +344,31 @@ func logFaultToAction(t *testing.T, tj *mlv1.TrainingJob, detected, action strin
 	}
 	t.Logf("detected (%s) %s → action (%s) %s: %s", detected, first[detected].Format(time.RFC3339Nano), action,
 		first[action].Format(time.RFC3339Nano), first[action].Sub(first[detected]).Round(10*time.Millisecond))
+}
+
+// logExitToAction logs the time from a rank's exit in attempt 0 (the last write to its log, the oldest
+// of its pods' logs: its last words come just before it exits) to the action (the first event of reason
+// action).
+func logExitToAction(t *testing.T, tj *mlv1.TrainingJob, rank int, action string) {
+	files, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", fmt.Sprintf("%s_%s-worker-%d-*", tj.Namespace, tj.Name, rank), "logs", names.ContainerName+".log"))
+	var exited time.Time // the earliest last write: attempt 0's
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && (exited.IsZero() || fi.ModTime().Before(exited)) {
+			exited = fi.ModTime()
+		}
+	}
+	events := &eventsv1.EventList{}
+	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var acted time.Time
+	for _, e := range events.Items {
+		if e.Reason == action && e.Regarding.Name == tj.Name && (acted.IsZero() || e.EventTime.Time.Before(acted)) {
+			acted = e.EventTime.Time
+		}
+	}
+	t.Logf("rank %d exited %s → action (%s) %s: %s", rank, exited.Format(time.RFC3339Nano), action,
+		acted.Format(time.RFC3339Nano), acted.Sub(exited).Round(10*time.Millisecond))
 }
 
 // checkpointDir is where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.
