@@ -146,7 +146,7 @@ func TestPyTorchElastic(t *testing.T) {
 		t.Errorf("workers %+v, want 3 succeeded", done.Status.Workers)
 	}
 	// Every change of membership restarted the workers, which resumed from the newest checkpoint.
-	waitLog(t, ns, "elastic", 3, `resumed from \S+/checkpoint-epoch-\d+ \(epoch \d+\)`)
+	waitLog(t, ns, "elastic", 3, `resumed from \S+/checkpoint-epoch-\d+ \(epoch \d+, step \d+\)`)
 }
 
 // waitLog waits until one of the first workers' logs matches re (a bound on a hang).
@@ -204,7 +204,7 @@ func TestPyTorchResume(t *testing.T) {
 	logs := rankLogs(t, ns, "second", 2)
 	for rank, log := range logs {
 		// The claim's mount path, as the process node rewrites it to the claim's host directory.
-		if !regexp.MustCompile(`resumed from \S*/shared/` + ns + `/first/checkpoint-epoch-3 \(epoch 3\)`).MatchString(log) {
+		if !regexp.MustCompile(`resumed from \S*/shared/` + ns + `/first/checkpoint-epoch-3 \(epoch 3, step 0\)`).MatchString(log) {
 			t.Errorf("rank %d did not resume from the first job's epoch 3:\n%s", rank, log)
 		}
 	}
