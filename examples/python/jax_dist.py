@@ -16,7 +16,6 @@ Not run on this project's CI machines (no JAX there): see the README's "Framewor
 import functools
 import json
 import os
-import signal
 import sys
 import time
 
@@ -25,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainingjob_preemption import Preemption  # noqa: E402
 from trainingjob_progress import Progress  # noqa: E402
 
 if os.environ.get("DIST_BACKEND", "gloo") != "nccl":
@@ -42,24 +42,6 @@ def save(p, epoch, step=None):
     with open(os.path.join(path, "_COMPLETE"), "w") as f:
         json.dump({"epoch": epoch, "step": step or 0, "time": time.time()}, f)
     return path
-
-
-class Preemption:
-    """Rank 0, TRAININGJOB_CHECKPOINT_ON_SIGTERM=1: SIGTERM is noted; check() writes the last step's state."""
-
-    def __init__(self, rank):
-        self.requested = False
-        if rank == 0 and os.environ.get("CHECKPOINT_DIR") and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1":
-            signal.signal(signal.SIGTERM, self._request)
-
-    def _request(self, *_):
-        self.requested = True
-
-    def check(self, p, epochs_done, step):
-        if self.requested:
-            path = save(p, epochs_done, step)
-            print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs_done + 1, step), flush=True)
-            sys.exit(143)
 
 
 def main():
@@ -96,12 +78,13 @@ def main():
     xb, yb = np.stack([s[:m] for s in xs]), np.stack([s[:m] for s in ys])
     progress = Progress(total_epochs=epochs)
     every = int(os.environ.get("CHECKPOINT_FREQUENCY", "1") or 1)
-    preemption = Preemption(rank)
+    preemption = Preemption(rank, lambda epochs, at: save(p, epochs, at))  # p: the parameters after the last step
     for epoch in range(start + 1, epochs + 1):
         began = time.time()
         done = max(0, resume_step - (epoch - 1) * STEPS)  # the steps of this epoch a preemption checkpoint holds
         for k in range(done, STEPS):
-            preemption.check(p, epoch - 1, (epoch - 1) * STEPS + k)
+            preemption.at = (epoch - 1, (epoch - 1) * STEPS + k)
+            preemption.check()
             p, value = step(p, xb, yb)
         value = float(value[0]) if done < STEPS else float("nan")
         progress.report(epoch=epoch, loss=value, samples_per_second=(STEPS - done) * len(x) * world / max(time.time() - began, 1e-9))

@@ -15,11 +15,9 @@ At the end every rank prints its parameters' checksum: equal on every rank, or D
 """
 
 import argparse
-import contextlib
 import json
 import os
 import re
-import signal
 import sys
 import time
 
@@ -28,6 +26,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainingjob_preemption import Preemption  # noqa: E402
 from trainingjob_progress import Progress  # noqa: E402
 
 
@@ -104,42 +103,6 @@ def save(model, optimizer, epoch, step=None):
     return path
 
 
-class Preemption:
-    """Rank 0's answer to SIGTERM under TRAININGJOB_CHECKPOINT_ON_SIGTERM=1: the handler only takes note; the
-    loop checkpoints its last consistent position (at: epochs done, global step) at the next step boundary
-    and exits 143. When the stop takes the peers too, the collective rank 0 waits in fails first: guard then
-    waits a moment for its own SIGTERM and writes the same position (no optimizer step was half done)."""
-
-    def __init__(self, rank, model, optimizer, at):
-        self.enabled = rank == 0 and bool(os.environ.get("CHECKPOINT_DIR")) and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1"
-        self.model, self.optimizer, self.at, self.requested = model, optimizer, at, False
-        if self.enabled:
-            signal.signal(signal.SIGTERM, self._request)
-
-    def _request(self, *_):
-        self.requested = True
-
-    def check(self):
-        if self.requested:
-            epochs, step = self.at
-            path = save(self.model, self.optimizer, epochs, step)
-            print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs + 1, step), flush=True)
-            sys.exit(143)
-
-    @contextlib.contextmanager
-    def guard(self, seconds=5.0):
-        """Runs collectives: a failure while this process is being stopped (SIGTERM within seconds) checkpoints."""
-        try:
-            yield
-        except RuntimeError:
-            deadline = time.time() + seconds
-            while self.enabled and not self.requested and time.time() < deadline:
-                time.sleep(0.05)
-            if not self.requested:
-                raise
-            self.check()
-
-
 def main():
     hp = hyperparameters()
     parser = argparse.ArgumentParser()
@@ -163,7 +126,7 @@ def main():
     progress = Progress(total_epochs=args.epochs)
     every = int(os.environ.get("CHECKPOINT_FREQUENCY", "1") or 1)
     steps = -(-len(x) // args.batch_size)
-    preemption = Preemption(rank, model, optimizer, (start, resume_step or start * steps))
+    preemption = Preemption(rank, lambda epochs, step: save(model, optimizer, epochs, step), (start, resume_step or start * steps))
     for epoch in range(start + 1, args.epochs + 1):
         began = time.time()
         skip = max(0, resume_step - (epoch - 1) * steps)  # the steps of this epoch a preemption checkpoint holds

@@ -1,12 +1,9 @@
 """The runner's training loop (PyTorch). Settings come from settings.load."""
 
-import contextlib
 import glob
 import json
 import os
 import re
-import signal
-import sys
 import time
 
 import torch
@@ -15,6 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+from trainingjob_runner.preemption import Preemption
 from trainingjob_runner.progress import Progress
 
 
@@ -98,43 +96,6 @@ def save(s, state, epoch, step=None):
     return path
 
 
-class Preemption:
-    """TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 (checkpoint.onPreemption): on SIGTERM rank 0 writes a checkpoint of its
-    last consistent position (at: epochs done, global step; state() gives the state there) at the next step
-    boundary and the process exits 143; the operator gives it checkpoint.preemptionGraceSeconds. When the stop
-    takes the peers too, the collective rank 0 waits in fails first: guard then waits a moment for its own
-    SIGTERM and writes the same position (the optimizer never stepped on the failed step)."""
-
-    def __init__(self, s, state, at):
-        self.enabled = s.rank == 0 and bool(s.checkpoint_dir) and os.environ.get("TRAININGJOB_CHECKPOINT_ON_SIGTERM") == "1"
-        self.s, self.state, self.at, self.requested = s, state, at, False
-        if self.enabled:
-            signal.signal(signal.SIGTERM, self._request)
-
-    def _request(self, *_):
-        self.requested = True
-
-    def check(self):
-        if self.requested:
-            epochs, step = self.at
-            path = save(self.s, dict(self.state(), epoch=epochs, step=step), epochs, step)
-            print("SIGTERM: checkpoint %s written at preemption (epoch %d, step %d)" % (path, epochs + 1, step), flush=True)
-            sys.exit(143)
-
-    @contextlib.contextmanager
-    def guard(self, seconds=5.0):
-        """Runs collectives: a failure while this process is being stopped (SIGTERM within seconds) checkpoints."""
-        try:
-            yield
-        except RuntimeError:
-            deadline = time.time() + seconds
-            while self.enabled and not self.requested and time.time() < deadline:
-                time.sleep(0.05)
-            if not self.requested:
-                raise
-            self.check()
-
-
 def run(s):
     distributed = s.world_size > 1
     if distributed:
@@ -163,7 +124,8 @@ def run(s):
     loader = DataLoader(data, batch_size=s.batch_size, sampler=sampler, shuffle=sampler is None)
     progress = Progress(total_epochs=s.epochs)
     step = resume_step or start * len(loader)
-    preemption = Preemption(s, lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+    preemption = Preemption(s.rank, lambda epochs, at: save(s, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                                                "scheduler": sched.state_dict(), "epoch": epochs, "step": at}, epochs, at),
                             (start, step))
     amp_dtype = torch.float16 if cuda else torch.bfloat16
     for epoch in range(start + 1, s.epochs + 1):

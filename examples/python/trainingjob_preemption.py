@@ -1,0 +1,1 @@
+../../runner/trainingjob_runner/preemption.py
