@@ -64,14 +64,8 @@ func TestFailureHandling(t *testing.T) {
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
 			assertGone(t, pids)
-			logs, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_blocked-worker-0-*", "logs", names.ContainerName+".log"))
-			blocked := false
-			for _, l := range logs {
-				data, _ := os.ReadFile(l)
-				blocked = blocked || strings.Contains(string(data), "blocking, as a rank in a collective does")
-			}
-			if !blocked {
-				t.Errorf("rank 0 of the first attempt did not block on losing rank 2 (logs %v)", logs)
+			if logs := node.AllLogs(stack.DataRoot, tj.Namespace, "blocked-worker-0-*", names.ContainerName); !strings.Contains(logs, "blocking, as a rank in a collective does") {
+				t.Errorf("rank 0 of the first attempt did not block on losing rank 2:\n%s", logs)
 			}
 			if log := readLog(t, tj.Namespace, "blocked-worker-0-*", names.ContainerName); !strings.Contains(log, "training complete") {
 				t.Errorf("rank 0 of the new attempt did not finish:\n%s", log)
@@ -172,12 +166,7 @@ func TestFailureHandling(t *testing.T) {
 			if c == nil || !strings.Contains(c.ResumedFrom, "-step-") || !strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption, epoch") {
 				t.Errorf("status.checkpoint does not say the run resumed from the checkpoint written at preemption: %+v", c)
 			}
-			logs, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_preempted-worker-0-*", "logs", names.ContainerName+".log"))
-			all := ""
-			for _, l := range logs {
-				data, _ := os.ReadFile(l)
-				all += string(data)
-			}
+			all := node.AllLogs(stack.DataRoot, tj.Namespace, "preempted-worker-0-*", names.ContainerName)
 			assertContains(t, "rank 0's logs", all, "written at preemption (epoch", "resuming from "+c.ResumedFrom)
 			logExitToAction(t, tj, 0, "Restarting")
 		},
@@ -331,6 +320,28 @@ func assertPlacedAway(t *testing.T, tj *mlv1.TrainingJob) {
 // logFaultToAction logs the time from the fault's detection (the first event of reason detected) to the
 // action (the first event of reason action), and from the run's last advance to the detection.
 func logFaultToAction(t *testing.T, tj *mlv1.TrainingJob, detected, action string) {
+	first := firstEvents(t, tj)
+	t.Logf("detected (%s) %s → action (%s) %s: %s", detected, first[detected].Format(time.RFC3339Nano), action,
+		first[action].Format(time.RFC3339Nano), first[action].Sub(first[detected]).Round(10*time.Millisecond))
+}
+
+// logExitToAction logs the time from a rank's exit in attempt 0 (the last write to its log, the oldest
+// of its pods' logs: its last words come just before it exits) to the action (the first event of reason
+// action).
+func logExitToAction(t *testing.T, tj *mlv1.TrainingJob, rank int, action string) {
+	var exited time.Time // the earliest last write: attempt 0's
+	for _, f := range node.LogPaths(stack.DataRoot, tj.Namespace, fmt.Sprintf("%s-worker-%d-*", tj.Name, rank), names.ContainerName) {
+		if fi, err := os.Stat(f); err == nil && (exited.IsZero() || fi.ModTime().Before(exited)) {
+			exited = fi.ModTime()
+		}
+	}
+	acted := firstEvents(t, tj)[action]
+	t.Logf("rank %d exited %s → action (%s) %s: %s", rank, exited.Format(time.RFC3339Nano), action,
+		acted.Format(time.RFC3339Nano), acted.Sub(exited).Round(10*time.Millisecond))
+}
+
+// firstEvents is when the job's first event of each reason was recorded.
+func firstEvents(t *testing.T, tj *mlv1.TrainingJob) map[string]time.Time {
 	events := &eventsv1.EventList{}
 	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
 		t.Fatal(err)
@@ -342,33 +353,7 @@ func logFaultToAction(t *testing.T, tj *mlv1.TrainingJob, detected, action strin
 			first[e.Reason] = at
 		}
 	}
-	t.Logf("detected (%s) %s → action (%s) %s: %s", detected, first[detected].Format(time.RFC3339Nano), action,
-		first[action].Format(time.RFC3339Nano), first[action].Sub(first[detected]).Round(10*time.Millisecond))
-}
-
-// logExitToAction logs the time from a rank's exit in attempt 0 (the last write to its log, the oldest
-// of its pods' logs: its last words come just before it exits) to the action (the first event of reason
-// action).
-func logExitToAction(t *testing.T, tj *mlv1.TrainingJob, rank int, action string) {
-	files, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", fmt.Sprintf("%s_%s-worker-%d-*", tj.Namespace, tj.Name, rank), "logs", names.ContainerName+".log"))
-	var exited time.Time // the earliest last write: attempt 0's
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil && (exited.IsZero() || fi.ModTime().Before(exited)) {
-			exited = fi.ModTime()
-		}
-	}
-	events := &eventsv1.EventList{}
-	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var acted time.Time
-	for _, e := range events.Items {
-		if e.Reason == action && e.Regarding.Name == tj.Name && (acted.IsZero() || e.EventTime.Time.Before(acted)) {
-			acted = e.EventTime.Time
-		}
-	}
-	t.Logf("rank %d exited %s → action (%s) %s: %s", rank, exited.Format(time.RFC3339Nano), action,
-		acted.Format(time.RFC3339Nano), acted.Sub(exited).Round(10*time.Millisecond))
+	return first
 }
 
 // checkpointDir is where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.

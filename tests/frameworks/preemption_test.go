@@ -4,9 +4,7 @@ package frameworks
 
 import (
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -92,20 +91,15 @@ func assertResumedAtPreemption(t *testing.T, tj *mlv1.TrainingJob, midEpoch bool
 		t.Fatalf("restartCount %d, attempt %d, status.checkpoint %+v: want an uncounted restart (attempt 1) resuming from the checkpoint written at preemption",
 			tj.Status.RestartCount, tj.Status.Attempt, c)
 	}
-	files, _ := filepath.Glob(filepath.Join(stack.DataRoot, "pods", tj.Namespace+"_"+tj.Name+"-worker-0-*", "logs", names.ContainerName+".log"))
-	var all strings.Builder
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		all.Write(data)
-	}
+	all := node.AllLogs(stack.DataRoot, tj.Namespace, tj.Name+"-worker-0-*", names.ContainerName)
 	base := regexp.QuoteMeta(path.Base(c.ResumedFrom))
 	want := []string{`SIGTERM: checkpoint \S*/` + base + ` written at preemption`}
 	if midEpoch {
 		want = append(want, `resumed from \S*/`+base+` \(epoch \d+, step [1-9]`)
 	}
 	for _, re := range want {
-		if !regexp.MustCompile(re).MatchString(all.String()) {
-			t.Errorf("rank 0's logs do not match %q:\n%s", re, all.String())
+		if !regexp.MustCompile(re).MatchString(all) {
+			t.Errorf("rank 0's logs do not match %q:\n%s", re, all)
 		}
 	}
 }
