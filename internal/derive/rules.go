@@ -21,10 +21,8 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 		if !ok {
 			continue
 		}
-		if m.what != f.what {
-			f.what = m.what // a tied exit matched: it is the one the rule names
-		}
-		f.exitCode, f.node, f.kind = m.exitCode, m.node, ruleKind[r.Action]
+		// m is f or an exit tied with it: the one the rule matched is the one the reason names.
+		f.what, f.exitCode, f.node, f.kind = m.what, m.exitCode, m.node, ruleKind[r.Action]
 		f.rule = fmt.Sprintf("failurePolicy.rules[%d]", i)
 		if r.Name != "" {
 			f.rule += " " + r.Name
