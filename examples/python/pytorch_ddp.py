@@ -17,7 +17,6 @@ At the end every rank prints its parameters' checksum: equal on every rank, or D
 import argparse
 import json
 import os
-import re
 import sys
 import time
 
@@ -26,7 +25,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trainingjob_preemption import Preemption  # noqa: E402
+from trainingjob_preemption import Preemption, newest_checkpoint, position  # noqa: E402
 from trainingjob_progress import Progress  # noqa: E402
 
 
@@ -53,31 +52,11 @@ def dataset(rank, world, samples):
     return x[rank::world], y[rank::world]
 
 
-CHECKPOINT_NAME = re.compile(r"checkpoint-epoch-(\d+)(?:-step-(\d+))?$")
-
-
-def position(path):
-    """(epoch, step) of checkpoint-epoch-<E> or checkpoint-epoch-<E>-step-<S> (after E epochs, at global step S),
-    or None: a mid-epoch checkpoint stands after its epoch's and before the next one."""
-    m = CHECKPOINT_NAME.search(path.rstrip("/"))
-    return (int(m.group(1)), int(m.group(2) or 0)) if m else None
-
-
-def newest_checkpoint():
-    """The newest complete checkpoint in CHECKPOINT_DIR (one with its _COMPLETE marker), or ""."""
-    root, best = os.environ.get("CHECKPOINT_DIR", ""), ""
-    for name in os.listdir(root) if root and os.path.isdir(root) else []:
-        path = os.path.join(root, name)
-        if position(name) and os.path.exists(os.path.join(path, "_COMPLETE")) and (not best or position(name) > position(best)):
-            best = path
-    return best
-
-
 def resume(model, optimizer):
     """(epochs done, global step) to start after: the newer of RESUME_FROM (set when the workers' pods
     started) and the newest checkpoint in CHECKPOINT_DIR (written since: torchrun restarts its workers in
     place after a failure or, in an elastic job, a change of membership); none: start fresh."""
-    candidates = [c for c in (os.environ.get("RESUME_FROM", ""), newest_checkpoint()) if position(c)]
+    candidates = [c for c in (os.environ.get("RESUME_FROM", ""), newest_checkpoint(os.environ.get("CHECKPOINT_DIR", ""))) if position(c)]
     if not candidates:
         return 0, 0
     src = max(candidates, key=position)

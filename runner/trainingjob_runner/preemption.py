@@ -1,4 +1,5 @@
-"""Checkpoints at preemption: rank 0's side of the TrainingJob contract, standard library only.
+"""Checkpoints at preemption: rank 0's side of the TrainingJob contract, and the order of the checkpoint
+names it adds (position, newest_checkpoint). Standard library only.
 
 With checkpoint.onPreemption the operator sets TRAININGJOB_CHECKPOINT_ON_SIGTERM=1 and gives the workers
 checkpoint.preemptionGraceSeconds between SIGTERM and SIGKILL. Rank 0 answers SIGTERM with a checkpoint of
@@ -17,10 +18,33 @@ step) with its _COMPLETE marker last and returns its path.
 """
 
 import contextlib
+import glob
 import os
+import re
 import signal
 import sys
 import time
+
+
+CHECKPOINT_NAME = re.compile(r"checkpoint-epoch-(\d+)(?:-step-(\d+))?$")
+
+
+def position(path):
+    """(epoch, step) of a checkpoint directory: checkpoint-epoch-<E>, or checkpoint-epoch-<E>-step-<S> for one
+    written at preemption (after E epochs, at global step S: after its epoch's, before the next one); None
+    when the name is neither."""
+    m = CHECKPOINT_NAME.search(path.rstrip("/"))
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else None
+
+
+def newest_checkpoint(root):
+    """The newest complete checkpoint directory under root (one with its _COMPLETE marker), or ""."""
+    best, at = "", None
+    for marker in glob.glob(os.path.join(root, "checkpoint-epoch-*", "_COMPLETE")) if root else []:
+        p = position(os.path.dirname(marker))
+        if p is not None and (at is None or p > at):
+            best, at = os.path.dirname(marker), p
+    return best
 
 
 class Preemption:

@@ -1,9 +1,7 @@
 """The runner's training loop (PyTorch). Settings come from settings.load."""
 
-import glob
 import json
 import os
-import re
 import time
 
 import torch
@@ -12,7 +10,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from trainingjob_runner.preemption import Preemption
+from trainingjob_runner.preemption import Preemption, newest_checkpoint
 from trainingjob_runner.progress import Progress
 
 
@@ -63,26 +61,6 @@ def build_optimizer(s, params):
     lr = s.learning_rate
     return {"adam": lambda: torch.optim.Adam(params, lr=lr), "adamw": lambda: torch.optim.AdamW(params, lr=lr),
             "sgd": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9), "rmsprop": lambda: torch.optim.RMSprop(params, lr=lr)}[s.optimizer]()
-
-
-CHECKPOINT_NAME = re.compile(r"checkpoint-epoch-(\d+)(?:-step-(\d+))?$")
-
-
-def position(path):
-    """(epoch, step) of a checkpoint directory: checkpoint-epoch-<E>, or checkpoint-epoch-<E>-step-<S> for one
-    written at preemption (after E epochs, at global step S); None when the name is neither."""
-    m = CHECKPOINT_NAME.search(path.rstrip("/"))
-    return (int(m.group(1)), int(m.group(2) or 0)) if m else None
-
-
-def newest_checkpoint(root):
-    """The newest complete checkpoint directory under root (one with its _COMPLETE marker), or ""."""
-    best, at = "", None
-    for marker in glob.glob(os.path.join(root, "checkpoint-epoch-*", "_COMPLETE")):
-        p = position(os.path.dirname(marker))
-        if p is not None and (at is None or p > at):
-            best, at = os.path.dirname(marker), p
-    return best
 
 
 def save(s, state, epoch, step=None):
