@@ -31,7 +31,7 @@ verify: generate ## Fail when generated files drift, code is unformatted, vet or
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
 	go vet -tags frameworks ./tests/frameworks
-	go vet -tags cluster ./tests/cluster
+	go vet -tags cluster ./tests/cluster/...
 	hack/check-tracked-files.sh
 	$(MAKE) --no-print-directory lint
 
@@ -69,10 +69,10 @@ test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, re
 		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
 
 .PHONY: test-cluster
-test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here); root only; hack/node.sh installs the parts once.
+test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here), then the local stack's modes one after the other in one state directory (tests/cluster/modes; one package at a time); root only; hack/node.sh installs the parts once.
 	@mkdir -p bin
 	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
-		go test $(GO_TEST_FLAGS) -tags cluster -timeout 20m -v ./tests/cluster $(call logger-set,bin/test-cluster.log)
+		go test $(GO_TEST_FLAGS) -p 1 -tags cluster -timeout 20m -v ./tests/cluster/... $(call logger-set,bin/test-cluster.log)
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.

@@ -120,7 +120,7 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{Cluster: c, DataRoot: filepath.Join(opts.Dir, "data"), errs: make(chan error, opts.Nodes+1), opts: opts}
-	if err := s.start(ctx, opts); err != nil {
+	if err := cluster.Guard("starting the local stack", func() error { return s.start(ctx, opts) }); err != nil {
 		return nil, errors.Join(err, s.Down())
 	}
 	return s, nil

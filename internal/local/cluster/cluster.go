@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,18 +76,19 @@ type Cluster struct {
 	// rootCA is the serving CA's file with Options.AdvertiseAddress, which kube-controller-manager
 	// publishes to pods.
 	rootCA string
+	// logs receive etcd's and kube-apiserver's output.
+	logs []*os.File
 }
 
 // Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed (unless Bare), and
-// writes an admin kubeconfig to Dir/kubeconfig.
+// writes an admin kubeconfig to Dir/kubeconfig. Their output goes to Dir/etcd.log and Dir/kube-apiserver.log.
+// Whatever fails while it starts (a component that does not come up, a library's panic) stops what it had
+// started and returns an error naming those logs.
 func Start(opts Options) (*Cluster, error) {
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(opts.Assets, b)); err != nil {
 			return nil, fmt.Errorf("control-plane binary %s missing in %s (build it with hack/testbin.sh): %w", b, opts.Assets, err)
 		}
-	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, err
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	if !opts.Bare {
@@ -95,44 +97,127 @@ func Start(opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	// A fixed certificate directory keeps the API server's serving certificate and client CA across a
-	// restart (RestartAPIServer), so every client's kubeconfig stays valid.
-	certDir := filepath.Join(opts.Dir, "apiserver-certs")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
+	c := &Cluster{opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
+	if err := c.prepare(crds); err != nil {
+		c.closeLogs()
 		return nil, err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: opts.Assets, CRDs: crds}
-	// kube-apiserver drains its watches for long on SIGTERM; 5 s, then SIGKILL, keeps a restart quick.
-	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
-	// Process nodes serve container logs on their InternalIP (their host names do not resolve).
-	env.ControlPlane.APIServer.Configure().Set("kubelet-preferred-address-types", "InternalIP")
-	var rootCA string
-	if opts.AdvertiseAddress != "" {
-		var err error
-		if rootCA, err = inClusterCerts(env.ControlPlane.APIServer, certDir, opts.AdvertiseAddress); err != nil {
-			return nil, err
-		}
+	logs := strings.Join(c.logPaths(), ", ")
+	if err := c.startEnv(); err != nil {
+		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w (logs: %s)", err, logs)
 	}
-	if opts.AuditLog != "" {
-		policy := filepath.Join(opts.Dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-			return nil, err
-		}
-		// One file, never rotated (0 would mean rotate at 100 MB: 10,000 jobs write more, and a reader
-		// of the one file would miss the first writes).
-		env.ControlPlane.APIServer.Configure().Set("audit-policy-file", policy).Set("audit-log-path", opts.AuditLog).
-			Set("audit-log-format", "json").Set("audit-log-maxsize", "1000000")
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
-	}
-	c := &Cluster{Config: cfg, env: env, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"), rootCA: rootCA}
 	if err := c.install(); err != nil {
-		_ = c.Stop()
-		return nil, err
+		return nil, errors.Join(err, c.Stop())
 	}
 	return c, nil
+}
+
+// prepare configures the control plane of one run: its certificate directory starts empty, its
+// components' logs are opened.
+func (c *Cluster) prepare(crds []*apiextensionsv1.CustomResourceDefinition) error {
+	// A fixed certificate directory keeps the API server's serving certificate and client CA across a
+	// restart (RestartAPIServer), so every client's kubeconfig stays valid. It belongs to one run: envtest
+	// keeps a serving certificate it finds there without knowing its CA, so an earlier run's (the real
+	// nodes' in-cluster certificate, or a killed run's) would leave every client unable to connect.
+	certDir := filepath.Join(c.opts.Dir, "apiserver-certs")
+	if err := os.RemoveAll(certDir); err != nil {
+		return fmt.Errorf("clearing an earlier run's certificates: %w", err)
+	}
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return err
+	}
+	etcdLog, err := c.openLog("etcd.log")
+	if err != nil {
+		return err
+	}
+	apiLog, err := c.openLog("kube-apiserver.log")
+	if err != nil {
+		return err
+	}
+	c.env = &envtest.Environment{BinaryAssetsDirectory: c.opts.Assets, CRDs: crds}
+	// The binaries' paths are set: envtest would otherwise prefer KUBEBUILDER_ASSETS to Options.Assets.
+	c.env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(c.opts.Assets, "etcd"), Out: etcdLog, Err: etcdLog}
+	c.env.ControlPlane.KubectlPath = filepath.Join(c.opts.Assets, "kubectl")
+	// kube-apiserver drains its watches for long on SIGTERM; 5 s, then SIGKILL, keeps a restart quick.
+	api := &envtest.APIServer{Path: filepath.Join(c.opts.Assets, "kube-apiserver"), CertDir: certDir, StopTimeout: 5 * time.Second,
+		Out: apiLog, Err: apiLog}
+	c.env.ControlPlane.APIServer = api
+	// Process nodes serve container logs on their InternalIP (their host names do not resolve).
+	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	if c.opts.AdvertiseAddress != "" {
+		if c.rootCA, err = inClusterCerts(api, certDir, c.opts.AdvertiseAddress); err != nil {
+			return err
+		}
+	}
+	return c.configureAudit(api)
+}
+
+// configureAudit turns kube-apiserver's audit log on when Options.AuditLog is set.
+func (c *Cluster) configureAudit(api *envtest.APIServer) error {
+	if c.opts.AuditLog == "" {
+		return nil
+	}
+	policy := filepath.Join(c.opts.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return err
+	}
+	// One file, never rotated (0 would mean rotate at 100 MB: 10,000 jobs write more, and a reader of the
+	// one file would miss the first writes).
+	api.Configure().Set("audit-policy-file", policy).Set("audit-log-path", c.opts.AuditLog).
+		Set("audit-log-format", "json").Set("audit-log-maxsize", "1000000")
+	return nil
+}
+
+// startEnv starts etcd and kube-apiserver. envtest leaves them running when it fails after starting them
+// (the default namespace late, a CRD refused) and panics where it finds no CA: either way, this stops them.
+func (c *Cluster) startEnv() error {
+	err := Guard("envtest", func() (err error) {
+		c.Config, err = c.env.Start()
+		return err
+	})
+	if err != nil {
+		return errors.Join(err, c.Stop())
+	}
+	return nil
+}
+
+// Guard runs f and returns its error, or a panic inside it (what names) as an error: starting the local
+// stack stops what it started on either.
+func Guard(what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s panicked: %v", what, r)
+		}
+	}()
+	return f()
+}
+
+// openLog opens Dir/name for a component's output, kept open until Stop.
+func (c *Cluster) openLog(name string) (*os.File, error) {
+	if err := os.MkdirAll(c.opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(c.opts.Dir, name))
+	if err != nil {
+		return nil, err
+	}
+	c.logs = append(c.logs, f)
+	return f, nil
+}
+
+func (c *Cluster) logPaths() []string {
+	var paths []string
+	for _, f := range c.logs {
+		paths = append(paths, f.Name())
+	}
+	return paths
+}
+
+func (c *Cluster) closeLogs() {
+	for _, f := range c.logs {
+		_ = f.Close() // the processes that wrote them have stopped
+	}
+	c.logs = nil
 }
 
 func (c *Cluster) install() error {
@@ -268,5 +353,7 @@ func (c *Cluster) Stop() error {
 		c.procs[i].Stop()
 	}
 	c.procs = nil
-	return c.env.Stop()
+	err := c.env.Stop()
+	c.closeLogs()
+	return err
 }
