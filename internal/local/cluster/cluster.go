@@ -119,12 +119,15 @@ func (c *Cluster) prepare(crds []*apiextensionsv1.CustomResourceDefinition) erro
 	// restart (RestartAPIServer), so every client's kubeconfig stays valid. It belongs to one run: envtest
 	// keeps a serving certificate it finds there without knowing its CA, so an earlier run's (the real
 	// nodes' in-cluster certificate, or a killed run's) would leave every client unable to connect.
-	certDir := filepath.Join(c.opts.Dir, "apiserver-certs")
-	if err := os.RemoveAll(certDir); err != nil {
-		return fmt.Errorf("clearing an earlier run's certificates: %w", err)
-	}
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return err
+	// etcd's data lives in Dir too (so every process of a run names Dir), and a run starts with none.
+	certDir, etcdDir := filepath.Join(c.opts.Dir, "apiserver-certs"), c.etcdDir()
+	for _, d := range []string{certDir, etcdDir} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("clearing an earlier run's %s: %w", d, err)
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
 	}
 	etcdLog, err := c.openLog("etcd.log")
 	if err != nil {
@@ -136,7 +139,7 @@ func (c *Cluster) prepare(crds []*apiextensionsv1.CustomResourceDefinition) erro
 	}
 	c.env = &envtest.Environment{BinaryAssetsDirectory: c.opts.Assets, CRDs: crds}
 	// The binaries' paths are set: envtest would otherwise prefer KUBEBUILDER_ASSETS to Options.Assets.
-	c.env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(c.opts.Assets, "etcd"), Out: etcdLog, Err: etcdLog}
+	c.env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(c.opts.Assets, "etcd"), DataDir: etcdDir, Out: etcdLog, Err: etcdLog}
 	c.env.ControlPlane.KubectlPath = filepath.Join(c.opts.Assets, "kubectl")
 	// kube-apiserver drains its watches for long on SIGTERM; 5 s, then SIGKILL, keeps a restart quick.
 	api := &envtest.APIServer{Path: filepath.Join(c.opts.Assets, "kube-apiserver"), CertDir: certDir, StopTimeout: 5 * time.Second,
@@ -355,5 +358,8 @@ func (c *Cluster) Stop() error {
 	c.procs = nil
 	err := c.env.Stop()
 	c.closeLogs()
-	return err
+	return errors.Join(err, os.RemoveAll(c.etcdDir())) // the next run starts a cluster of its own
 }
+
+// etcdDir holds etcd's data while the cluster runs.
+func (c *Cluster) etcdDir() string { return filepath.Join(c.opts.Dir, "etcd") }

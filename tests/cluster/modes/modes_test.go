@@ -53,18 +53,21 @@ func TestModesShareAStateDirectory(t *testing.T) {
 			t.Fatalf("%s: trainingjob-local up: %v\n%s\n%s", run.name, err, out, tail(filepath.Join(state, "operator.log")))
 		}
 		t.Logf("%s:\n%s", run.name, out)
-		if left := append(realnode.Leftovers(), controlPlaneLeft()...); len(left) > 0 {
+		if left := append(realnode.Leftovers(), processesOf(state)...); len(left) > 0 {
 			t.Fatalf("%s: left behind:\n  %s", run.name, strings.Join(left, "\n  "))
 		}
 	}
 }
 
-// controlPlaneLeft lists the control plane's processes still running.
-func controlPlaneLeft() []string {
+// processesOf lists the running processes whose command line names dir: every process of a local stack
+// does (etcd's data, kube-apiserver's certificates, the other components' kubeconfigs, the nodes' files).
+func processesOf(dir string) []string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var left []string
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if out, err := exec.Command("pgrep", "-x", name).Output(); err == nil {
-			left = append(left, "process "+name+": "+strings.Join(strings.Fields(string(out)), ","))
+	for _, f := range cmdlines {
+		data, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(data), dir) {
+			left = append(left, "process "+filepath.Base(filepath.Dir(f))+": "+strings.ReplaceAll(string(data), "\x00", " "))
 		}
 	}
 	return left
