@@ -17,7 +17,7 @@ help: ## Show the targets.
 generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./crd/...
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=./crd/... output:crd:dir=deploy/crd
-	$(CONTROLLER_GEN) rbac:roleName=trainingjob-operator paths=./controllers/... output:rbac:dir=deploy/rbac
+	$(CONTROLLER_GEN) rbac:roleName=trainingjob-operator paths="./controllers/...;./metrics/..." output:rbac:dir=deploy/rbac
 	@# The Helm chart installs the same generated CRD, RBAC rules, policy and monitoring objects as deploy/.
 	cp deploy/crd/ml.example.com_trainingjobs.yaml $(CHART)/files/crd.yaml
 	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/monitoring/prometheusrule.yaml \
@@ -133,4 +133,4 @@ fuzz: ## Fuzz the builders, the progress parser, checkpoint keys and the agent's
 
 .PHONY: run
 run: ## Run the operator against the cluster of the current kubeconfig.
-	go run ./cmd/manager --metrics-bind-address=:8080 --health-probe-bind-address=:8081
+	go run ./cmd/manager --metrics-bind-address=:8443 --health-probe-bind-address=:8081

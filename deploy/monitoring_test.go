@@ -7,7 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/prometheus/promql/parser"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
@@ -144,4 +146,35 @@ func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 	if len(monitor.Spec.Endpoints) != 1 || monitor.Spec.Endpoints[0].Port != service.Spec.Ports[0].Name || monitor.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("endpoints %+v, service ports %+v", monitor.Spec.Endpoints, service.Spec.Ports)
 	}
+}
+
+// TestScrapeConfigAuthMatchesServiceMonitor: the plain Prometheus job for the operator scrapes as the
+// ServiceMonitor does: HTTPS, the ServiceAccount's token, the same certificate check.
+func TestScrapeConfigAuthMatchesServiceMonitor(t *testing.T) {
+	sm, err := deploy.ReadFile(filepath.Join("monitoring", "servicemonitor.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := deploy.ReadFile(filepath.Join("monitoring", "prometheus-scrape-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _, _ := unstructured.NestedSlice(sm[0].Object, "spec", "endpoints")
+	endpoint := ep[0].(map[string]any)
+	monitor := []any{endpoint["scheme"], endpoint["bearerTokenFile"], endpoint["tlsConfig"].(map[string]any)["insecureSkipVerify"]}
+	jobs, _, _ := unstructured.NestedSlice(cfg[0].Object, "scrape_configs")
+	for _, j := range jobs {
+		job := j.(map[string]any)
+		if job["job_name"] != "trainingjob-operator" {
+			continue
+		}
+		auth, _ := job["authorization"].(map[string]any)
+		tlsConfig, _ := job["tls_config"].(map[string]any)
+		plain := []any{job["scheme"], auth["credentials_file"], tlsConfig["insecure_skip_verify"]}
+		if diff := cmp.Diff(monitor, plain); diff != "" || monitor[0] != "https" {
+			t.Errorf("scheme, token file, skip verify: ServiceMonitor (-) vs scrape config (+):\n%s", diff)
+		}
+		return
+	}
+	t.Error("prometheus-scrape-config.yaml has no trainingjob-operator job")
 }

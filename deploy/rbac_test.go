@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 // used is every permission the operator's code uses, and why. The generated RBAC (from the controllers'
@@ -31,7 +32,10 @@ var used = map[string][]string{
 	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
 	"ml.example.com/trainingjobs/status": {"patch"},                          // server-side apply, one field manager per controller
 	"scheduling.volcano.sh/podgroups":    {"create", "get"},
-	"scheduling.x-k8s.io/podgroups":      {"create", "get"},
+	// The metrics endpoint: who a scraper's token is, and whether it may get /metrics.
+	"authentication.k8s.io/tokenreviews":        {"create"},
+	"authorization.k8s.io/subjectaccessreviews": {"create"},
+	"scheduling.x-k8s.io/podgroups":             {"create", "get"},
 	// Leader election (namespaced Role): the Lease, and its events.
 	"trainingjob-system:coordination.k8s.io/leases": {"create", "get", "update"},
 	"trainingjob-system:core/events":                {"create", "patch"},
@@ -44,8 +48,8 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}
 	granted := map[string][]string{}
 	for _, o := range objs {
-		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
-			continue
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" || o.GetName() == metrics.ReaderClusterRole {
+			continue // the metrics reader's role is the scrapers', not the operator's (TestMetricsReaderRole)
 		}
 		var role rbacv1.ClusterRole
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
@@ -78,5 +82,27 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}
 	if diff := cmp.Diff(used, granted); diff != "" {
 		t.Errorf("granted permissions differ from what the code uses (-used +granted):\n%s\n(change the +kubebuilder:rbac markers, run make generate, and say here why a verb is needed)", strings.TrimSpace(diff))
+	}
+}
+
+// TestMetricsReaderRole: the ClusterRole a scraper is bound to allows reading /metrics and nothing else.
+func TestMetricsReaderRole(t *testing.T) {
+	objs, err := deploy.RBAC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []rbacv1.PolicyRule
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == metrics.ReaderClusterRole {
+			var role rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+				t.Fatal(err)
+			}
+			got = role.Rules
+		}
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ClusterRole %s (-want +got):\n%s", metrics.ReaderClusterRole, diff)
 	}
 }

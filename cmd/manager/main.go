@@ -17,15 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 type config struct {
 	metricsAddr, probeAddr string
+	metricsInsecureHTTP    bool
+	metricsCertDir         string
 	pprofAddr              string
 	leaderElect            bool
 	leaderElectionNS       string
@@ -54,7 +56,9 @@ type config struct {
 func parseFlags(args []string) (config, zap.Options) {
 	fs := flag.NewFlagSet("manager", flag.ExitOnError)
 	c := config{images: map[mlv1.Framework]*string{}}
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (HTTPS; a scraper needs a token allowed to get /metrics, as the metrics-reader ClusterRole allows); 0 disables it")
+	fs.BoolVar(&c.metricsInsecureHTTP, "metrics-insecure-http", false, "serve the metrics over plain HTTP to anyone who reaches the port: no TLS, no authentication, no authorization")
+	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "", "directory of the metrics endpoint's tls.crt and tls.key (a mounted kubernetes.io/tls Secret), reloaded when they change; empty: a self-signed certificate")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles; 0 disables them")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
@@ -120,7 +124,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
 		Cache:                   controllers.CacheOptions(namespaces),
-		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
+		Metrics:                 metrics.Serving{BindAddress: c.metricsAddr, InsecureHTTP: c.metricsInsecureHTTP, CertDir: c.metricsCertDir}.Options(),
 		HealthProbeBindAddress:  c.probeAddr,
 		PprofBindAddress:        c.pprofAddr,
 		LeaderElection:          c.leaderElect,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -44,8 +45,9 @@ func get(ctx context.Context, url string) (string, error) {
 }
 
 // TestManagerRuns starts the manager binary's run function against a real API server: probes answer,
-// the metrics endpoint serves controller-runtime's series, a TrainingJob in the watched namespace is
-// reconciled, and cancelling stops it cleanly.
+// the metrics endpoint serves controller-runtime's series to an allowed scraper only (checkMetricsAccess),
+// a TrainingJob in the watched namespace is reconciled, and cancelling stops it cleanly. (One manager per
+// test binary: controller-runtime refuses a second controller of the same name in a process.)
 func TestManagerRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane: make test runs it, make unit (go test -short) does not")
@@ -61,6 +63,10 @@ func TestManagerRuns(t *testing.T) {
 	args := []string{"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probes,
 		"--watch-namespaces=default", "--zap-log-level=error", "--default-image-pytorch=torch:test"}
 	go func() { done <- run(ctx, args, func() *rest.Config { return env.Config }) }()
+	token, err := testenv.ScraperToken(ctx, env.Client, "monitoring", "prometheus", true)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tj := tjtest.NewTJ("default", "smoke").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
@@ -68,25 +74,29 @@ func TestManagerRuns(t *testing.T) {
 	}
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx, env.Client, probes, metrics)
+		last = check(ctx, env.Client, probes, metrics, token)
 		return last == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("manager not serving: %v", last)
 	}
+	checkMetricsAccess(t, ctx, env, metrics, token)
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run() = %v, want nil after cancel", err)
 	}
 }
 
-func check(ctx context.Context, c client.Client, probes, metrics string) error {
+func check(ctx context.Context, c client.Client, probes, metrics, token string) error {
 	for _, p := range []string{"/healthz", "/readyz"} {
 		if _, err := get(ctx, "http://"+probes+p); err != nil {
 			return err
 		}
 	}
-	body, err := get(ctx, "http://"+metrics+"/metrics")
+	code, body, err := benchkit.Fetch(ctx, metrics, token)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET /metrics: %d %s", code, body)
+	}
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func (b *bench) countWrites(res *result) error {
 	for k, v := range w.byKind {
 		res.WritesByKind[k] = float64(v) / n
 	}
-	m, err := benchkit.Metrics(b.metrics)
+	m, err := benchkit.Metrics(b.metrics, "")
 	if err != nil {
 		return err
 	}

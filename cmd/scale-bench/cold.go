@@ -17,7 +17,7 @@ func (b *bench) coldStart(ctx context.Context, res *result) error {
 		return err
 	}
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		m, err := benchkit.Metrics(b.metrics)
+		m, err := benchkit.Metrics(b.metrics, "")
 		if err == nil && benchkit.Sum(m, "controller_runtime_reconcile_total", map[string]string{"controller": "trainingjob"}) >= float64(b.n) {
 			break
 		}

@@ -135,14 +135,15 @@ func (b *bench) prepare(ctx context.Context, res *result) error {
 func (b *bench) startManager(ctx context.Context) error {
 	b.runs++
 	b.metrics, b.pprof = benchkit.FreeAddr(), benchkit.FreeAddr()
-	args := append([]string{"--kubeconfig=" + b.kc, "--metrics-bind-address=" + b.metrics, "--pprof-bind-address=" + b.pprof,
+	// Plain HTTP: a scrape's TokenReview and SubjectAccessReview would count among the API writes measured.
+	args := append([]string{"--kubeconfig=" + b.kc, "--metrics-bind-address=" + b.metrics, "--metrics-insecure-http", "--pprof-bind-address=" + b.pprof,
 		"--health-probe-bind-address=0"}, b.c.managerArgs...)
 	var err error
 	if b.mgr, err = cluster.StartProcess(b.c.manager, args, filepath.Join(b.dir, fmt.Sprintf("manager-%d.log", b.runs))); err != nil {
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
-		if _, err := benchkit.Metrics(b.metrics); err == nil {
+		if _, err := benchkit.Metrics(b.metrics, ""); err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -230,7 +231,7 @@ func (b *bench) afterwards(ctx context.Context, res *result) error {
 // settle waits until the manager's work queues have been empty for two readings a second apart.
 func (b *bench) settle(ctx context.Context) error {
 	for empty, deadline := 0, time.Now().Add(2*time.Minute); empty < 2; {
-		m, err := benchkit.Metrics(b.metrics)
+		m, err := benchkit.Metrics(b.metrics, "")
 		if err != nil {
 			return err
 		}
@@ -263,7 +264,7 @@ func (b *bench) memory() (heap, rss float64, err error) {
 	if b.c.out != "" {
 		_ = os.WriteFile(filepath.Join(b.c.out, fmt.Sprintf("heap-%d.pprof", b.n)), body, 0o644)
 	}
-	m, err := benchkit.Metrics(b.metrics)
+	m, err := benchkit.Metrics(b.metrics, "")
 	if err != nil {
 		return 0, 0, err
 	}

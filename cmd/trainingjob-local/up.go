@@ -38,6 +38,7 @@ type upFlags struct {
 	gpuResource  string
 	path         string
 	metricsAddr  string
+	metricsHTTP  bool
 	progress     time.Duration
 	ckptInterval time.Duration
 	exitWhenDone bool
@@ -59,7 +60,8 @@ func parseUp(args []string) (upFlags, error) {
 	fs.IntVar(&f.gpus, "gpus", 0, "GPUs each node advertises when the host has no NVIDIA GPU")
 	fs.StringVar(&f.gpuResource, "gpu-resource-name", "nvidia.com/gpu", "extended resource the nodes advertise their GPUs as, and the operator's default for gpusPerWorker (amd.com/gpu, nvidia.com/mig-1g.10gb, ...)")
 	fs.StringVar(&f.path, "path", "bin", "colon-separated directories searched first for pod commands")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint; 0 disables it")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint (HTTPS, for a token allowed to get /metrics, as in a cluster); 0 disables it")
+	fs.BoolVar(&f.metricsHTTP, "metrics-insecure-http", false, "serve the operator's metrics over plain HTTP to anyone who reaches the port")
 	fs.DurationVar(&f.progress, "progress-interval", 2*time.Second, "how often the operator reads rank 0's progress")
 	fs.DurationVar(&f.ckptInterval, "checkpoint-sync-interval", 2*time.Second, "how often the checkpoint agent rotates and reports")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
@@ -112,7 +114,7 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	ctrl.SetLogger(log)
 	opts := local.Options{
 		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, GPUResource: corev1.ResourceName(f.gpuResource), Path: absPaths(f.path), WorkDir: wd,
-		MetricsAddr: f.metricsAddr, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
+		MetricsAddr: f.metricsAddr, MetricsInsecureHTTP: f.metricsHTTP, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
 		RealNodes: f.realNodes, NodeAssets: f.nodeAssets,
 	}
 	if f.realNodes > 0 {

@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
@@ -28,6 +27,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 // Options configure a local stack.
@@ -44,8 +44,10 @@ type Options struct {
 	Path           []string
 	WorkDir        string
 	RestartBackoff time.Duration
-	// MetricsAddr is the operator's metrics address; "0" or empty disables it.
-	MetricsAddr string
+	// MetricsAddr is the operator's metrics address; "0" or empty disables it. The operator serves them
+	// as in a cluster, over HTTPS to a token allowed to get /metrics, unless MetricsInsecureHTTP.
+	MetricsAddr         string
+	MetricsInsecureHTTP bool
 	// ProgressInterval is the operator's time between reads of rank 0's progress (default 5 s).
 	ProgressInterval time.Duration
 	// CheckpointInterval is the checkpoint agents' time between rotations (default 30 s). The agent is
@@ -190,7 +192,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		Scheme:                 controllers.NewScheme(),
 		Logger:                 opts.Log.WithName("operator"),
 		Cache:                  controllers.CacheOptions(nil),
-		Metrics:                metricsserver.Options{BindAddress: addr},
+		Metrics:                metrics.Serving{BindAddress: addr, InsecureHTTP: opts.MetricsInsecureHTTP}.Options(),
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -231,6 +233,9 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 	}
 	if o.CheckpointInterval > 0 {
 		args = append(args, "--checkpoint-sync-interval="+o.CheckpointInterval.String())
+	}
+	if o.MetricsInsecureHTTP {
+		args = append(args, "--metrics-insecure-http")
 	}
 	return cluster.StartProcess(o.ManagerBinary, append(args, extra...), filepath.Join(o.Dir, name+".log"))
 }

@@ -7,19 +7,23 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
 var (
@@ -118,7 +122,11 @@ func reconciles(addr string) (int, error) {
 
 // counter sums the series of a counter on the /metrics of the manager at addr whose labels include match.
 func counter(addr, name string, match map[string]string) (int, error) {
-	families, err := benchkit.Metrics(addr)
+	token, err := scraperToken()
+	if err != nil {
+		return 0, err
+	}
+	families, err := benchkit.Metrics(addr, token)
 	if err != nil {
 		return 0, err
 	}
@@ -126,7 +134,27 @@ func counter(addr, name string, match map[string]string) (int, error) {
 }
 
 // scrapeMetrics reads the operator's /metrics.
-func scrapeMetrics() (string, error) { return stacktest.Scrape(metricsAddr) }
+func scrapeMetrics() (string, error) { return scrapeOperator(metricsAddr) }
+
+// scrapeOperator reads the /metrics of the operator process at addr as a cluster's Prometheus does: over
+// HTTPS, with the token of a ServiceAccount bound to the metrics reader (the manager, running as its own
+// ServiceAccount, reviews it with the API server).
+func scrapeOperator(addr string) (string, error) {
+	token, err := scraperToken()
+	if err != nil {
+		return "", err
+	}
+	code, body, err := benchkit.Fetch(context.Background(), addr, token)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET /metrics: %d %s", code, body)
+	}
+	return body, err
+}
+
+// scraperToken is the suite's scraper's token, made once (the first scrape; the stack runs by then).
+var scraperToken = sync.OnceValues(func() (string, error) {
+	return testenv.ScraperToken(context.Background(), stack.Client, "monitoring", "prometheus", true)
+})
 
 // percentile is the p-th percentile (0-100) of ds.
 func percentile(ds []time.Duration, p int) time.Duration {

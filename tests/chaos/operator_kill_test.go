@@ -266,7 +266,7 @@ func checkMetrics(tj *mlv1.TrainingJob, addr string) []string {
 	want := fmt.Sprintf(`trainingjob_restarts{namespace=%q,training_job=%q} %d`, tj.Namespace, tj.Name, tj.Status.RestartCount)
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		body, err := stacktest.Scrape(addr)
+		body, err := scrapeOperator(addr)
 		if err == nil && strings.Contains(body, want) {
 			return nil
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -25,8 +26,9 @@ import (
 )
 
 // prometheusServer is a real Prometheus (Debian's 2.42, unpacked by hack/prometheus.sh: make test sets
-// PROMETHEUS) scraping the operator every second and rank 0 of every TrainingJob with the documented
-// scrape job of deploy/monitoring/prometheus-scrape-config.yaml, with the alert rules of
+// PROMETHEUS) scraping every second the operator as deploy/monitoring/servicemonitor.yaml says (HTTPS, a
+// ServiceAccount token bound to the metrics reader; operatorJob) and rank 0 of every TrainingJob with the
+// documented scrape job of deploy/monitoring/prometheus-scrape-config.yaml, with the alert rules of
 // deploy/monitoring/prometheusrule.yaml loaded. Debian builds Prometheus without Kubernetes service
 // discovery, so the job's kubernetes_sd_configs (role pod) is replaced by a file the test keeps
 // up to date from the API server with the targets and __meta_kubernetes_* labels Kubernetes discovery
@@ -53,7 +55,7 @@ func startPrometheus(t *testing.T) *prometheusServer {
 	work := t.TempDir()
 	targets := filepath.Join(work, "pods.json")
 	discoverPods(t, targets)
-	jobs := []map[string]any{{"job_name": "operator", "static_configs": []any{map[string]any{"targets": []string{operatorMetrics}}}}}
+	jobs := []map[string]any{operatorJob(t, work)}
 	for _, j := range documented.ScrapeConfigs {
 		if j["job_name"] != "trainingjob-rank0" {
 			continue // the operator's Service job: the local stack runs the operator as a process, not a pod
@@ -108,6 +110,44 @@ func startPrometheus(t *testing.T) *prometheusServer {
 		return err
 	})
 	return p
+}
+
+// operatorJob is the scrape job the Prometheus Operator makes of the ServiceMonitor's endpoint, for the
+// operator's process at operatorMetrics; the pod's token file is a file of dir holding the token of a
+// ServiceAccount bound to the metrics-reader ClusterRole.
+func operatorJob(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	sm, err := deploy.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "monitoring", "servicemonitor.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm[0].Object, "spec", "endpoints")
+	ep := endpoints[0].(map[string]any)
+	job := map[string]any{"job_name": "operator", "static_configs": []any{map[string]any{"targets": []string{operatorMetrics}}}}
+	for k, v := range ep {
+		switch k {
+		case "port", "interval": // the target is the process; the test scrapes every second
+		case "path":
+			job["metrics_path"] = v
+		case "scheme":
+			job["scheme"] = v
+		case "bearerTokenFile":
+			token, err := testenv.ScraperToken(ctx, stack.Client, "monitoring", "prometheus", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, "token")
+			if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			job["authorization"] = map[string]any{"credentials_file": file}
+		case "tlsConfig":
+			job["tls_config"] = map[string]any{"insecure_skip_verify": v.(map[string]any)["insecureSkipVerify"]}
+		default:
+			t.Fatalf("the ServiceMonitor's endpoint has %s, which this test does not translate", k)
+		}
+	}
+	return job
 }
 
 // discoverPods writes, every 500 ms until the test ends, the file_sd targets Kubernetes service discovery
@@ -235,6 +275,9 @@ func TestPrometheusScrapesTheOperatorAndRankZero(t *testing.T) {
 	}
 	if ranks, err := prom.query(`count(up{job="trainingjob-rank0", namespace="` + ns + `"})`); err != nil || len(ranks) != 1 || ranks[0].Value[1] != "1" {
 		t.Errorf("scrape targets of the job: %v (%v), want rank 0 only", ranks, err)
+	}
+	if up, err := prom.query(`up{job="operator"}`); err != nil || len(up) != 1 || up[0].Value[1] != "1" {
+		t.Errorf("up of the operator's HTTPS endpoint: %v (%v), want 1", up, err)
 	}
 
 	for _, q := range dashboardQueries(t, ns, name) {

@@ -36,6 +36,9 @@ const (
 
 var chartDir = filepath.Join(testenv.RepoRoot(), "deploy", "helm", "trainingjob-operator")
 
+// metricsCertDir is where the chart mounts metrics.certSecret.
+const metricsCertDir = "/etc/trainingjob-operator/metrics-certs"
+
 // tool runs a command (helm or kubectl) and returns its standard output.
 func tool(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
@@ -139,17 +142,83 @@ func TestHelmValues(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if diff := cmp.Diff([]string{"ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "ServiceAccount"}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "ServiceAccount"}, kinds); diff != "" { // the operator's role and the metrics reader's
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
-	want := []string{"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--watch-namespaces=team-a,team-b",
+	want := []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--watch-namespaces=team-a,team-b",
 		"--default-image-pytorch=registry.local/pytorch:2.5", "--gpu-resource-name=amd.com/gpu", "--default-checkpoint-storage=s3://ckpt/runs",
 		"--default-checkpoint-claim-size=50Gi", "--default-checkpoint-storage-class=efs", "--mlflow-tracking-uri=http://mlflow:5000",
 		"--mlflow-credentials-secret=ml-system/mlflow", "--progress-interval=10s"}
 	got := []any{dep.Name, *dep.Spec.Replicas, c.Command, c.Args, dep.Spec.Template.Spec.NodeSelector, dep.Spec.Template.Spec.ServiceAccountName}
 	if diff := cmp.Diff([]any{"ml-trainingjob-operator", int32(2), []string{"/manager"}, want, map[string]string{"pool": "system"}, "ml-trainingjob-operator"}, got); diff != "" {
 		t.Errorf("name, replicas, command, args, nodeSelector, service account (-want +got):\n%s", diff)
+	}
+}
+
+// TestHelmMetricsValues: the metrics values reach the manager's flags, its pod, the ServiceMonitor and a
+// NetworkPolicy: a certificate Secret is mounted and trusted by CA and name; insecureHTTP is plain HTTP
+// without a token; the NetworkPolicy admits only the monitoring namespace to the metrics port.
+func TestHelmMetricsValues(t *testing.T) {
+	render := func(set string) map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range decode(t, helm(t, "template", "ml", chartDir, "--namespace", "ml-system", "--kube-version", "1.36.3",
+			"--set", "metrics.serviceMonitor.enabled=true,"+set)) {
+			out[o.GetKind()+"/"+o.GetName()] = o
+		}
+		return out
+	}
+	cases := []struct {
+		name, set string
+		// want are paths (kind/name:field.field) and their values in the rendered objects.
+		want map[string]any
+		// flags: the manager has --metrics-insecure-http, --metrics-cert-dir, a mount of the certificate.
+		flags []any
+	}{{
+		name: "certificate Secret and NetworkPolicy",
+		set:  "metrics.certSecret=metrics-tls,metrics.networkPolicy.enabled=true",
+		want: map[string]any{
+			"Deployment/ml-trainingjob-operator:spec.template.spec.volumes": []any{map[string]any{"name": "metrics-certs", "secret": map[string]any{"secretName": "metrics-tls"}}},
+			"ServiceMonitor/ml-trainingjob-operator:spec.endpoints": []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s",
+				"scheme": "https", "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"tlsConfig": map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "metrics-tls", "key": "ca.crt"}},
+					"serverName": "ml-trainingjob-operator-metrics.ml-system.svc"}}},
+			"NetworkPolicy/ml-trainingjob-operator-metrics:spec.ingress": []any{map[string]any{
+				"from":  []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+				"ports": []any{map[string]any{"port": "metrics", "protocol": "TCP"}}}},
+		},
+		flags: []any{false, true, true},
+	}, {
+		name: "plain HTTP",
+		set:  "metrics.insecureHTTP=true",
+		want: map[string]any{
+			"ServiceMonitor/ml-trainingjob-operator:spec.endpoints":      []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scheme": "http"}},
+			"NetworkPolicy/ml-trainingjob-operator-metrics:spec.ingress": nil,
+		},
+		flags: []any{true, false, false},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(tc.set)
+			for path, want := range tc.want {
+				key, field, _ := strings.Cut(path, ":")
+				var got any
+				if o := objs[key]; o != nil {
+					got, _, _ = unstructured.NestedFieldNoCopy(o.Object, strings.Split(field, ".")...)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", path, diff)
+				}
+			}
+			containers, _, _ := unstructured.NestedSlice(objs["Deployment/ml-trainingjob-operator"].Object, "spec", "template", "spec", "containers")
+			manager := containers[0].(map[string]any)
+			args, _, _ := unstructured.NestedStringSlice(manager, "args")
+			mounts, _, _ := unstructured.NestedSlice(manager, "volumeMounts")
+			got := []any{slices.Contains(args, "--metrics-insecure-http"), slices.Contains(args, "--metrics-cert-dir="+metricsCertDir), len(mounts) == 1}
+			if diff := cmp.Diff(tc.flags, got); diff != "" {
+				t.Errorf("--metrics-insecure-http, --metrics-cert-dir, the certificate's mount (-want +got):\n%s\nargs %v", diff, args)
+			}
+		})
 	}
 }
 

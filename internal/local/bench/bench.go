@@ -3,7 +3,10 @@
 package bench
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -63,16 +66,42 @@ func Quantiles(d []time.Duration) [3]time.Duration {
 	return [3]time.Duration{at(0.5), at(0.99), s[len(s)-1].Round(time.Millisecond)}
 }
 
-// Metrics reads the Prometheus text a manager serves at addr/metrics.
-func Metrics(addr string) (map[string]*dto.MetricFamily, error) {
-	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + addr + "/metrics")
+// Metrics reads the series a manager serves at addr/metrics (see Fetch for token).
+func Metrics(addr, token string) (map[string]*dto.MetricFamily, error) {
+	code, body, err := Fetch(context.Background(), addr, token)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET %s/metrics: %d %s", addr, code, strings.TrimSpace(body))
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return parser.TextToMetricFamilies(strings.NewReader(body))
+}
+
+// Fetch reads a manager's /metrics at addr and returns the status code and the body: with a token over
+// HTTPS as the ServiceMonitor does (the bearer token; the manager's self-signed certificate not verified),
+// without one over plain HTTP (a manager with --metrics-insecure-http).
+func Fetch(ctx context.Context, addr, token string) (int, string, error) {
+	url, hc := "http://"+addr+"/metrics", http.Client{Timeout: 5 * time.Second}
+	if token != "" {
+		url = "https://" + addr + "/metrics"
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // self-signed, as in the ServiceMonitor
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp.StatusCode, string(body), err
 }
 
 // Sum adds the values (gauge, counter or untyped) of a family's series whose labels include every pair

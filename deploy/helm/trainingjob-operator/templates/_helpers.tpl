@@ -30,7 +30,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
 {{- end }}
-- --metrics-bind-address=:8080
+- --metrics-bind-address=:8443
+{{- if .Values.metrics.insecureHTTP }}
+- --metrics-insecure-http
+{{- end }}
+{{- if .Values.metrics.certSecret }}
+- --metrics-cert-dir={{ include "trainingjob-operator.metricsCertDir" . }}
+{{- end }}
 - --health-probe-bind-address=:8081
 {{- with .Values.watchNamespaces }}
 - --watch-namespaces={{ join "," . }}
@@ -59,4 +65,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- range .Values.extraArgs }}
 - {{ . }}
 {{- end }}
+{{- end -}}
+
+{{/* Where the metrics certificate Secret (metrics.certSecret) is mounted. */}}
+{{- define "trainingjob-operator.metricsCertDir" -}}
+/etc/trainingjob-operator/metrics-certs
 {{- end -}}
