@@ -93,7 +93,7 @@ func check(ctx context.Context, c client.Client, probes, metrics, token string) 
 			return err
 		}
 	}
-	code, body, err := benchkit.Fetch(ctx, metrics, token)
+	code, body, err := benchkit.Fetch(ctx, benchkit.MetricsURL(metrics, true), token)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("GET /metrics: %d %s", code, body)
 	}

@@ -30,7 +30,7 @@ func checkMetricsAccess(t *testing.T, ctx context.Context, env *testenv.Env, add
 		{"a ServiceAccount bound to the metrics reader", reader, http.StatusOK},
 	}
 	for _, tc := range cases {
-		code, body, err := benchkit.Fetch(ctx, addr, tc.token)
+		code, body, err := benchkit.Fetch(ctx, benchkit.MetricsURL(addr, true), tc.token)
 		if err != nil {
 			t.Errorf("%s: GET https://%s/metrics: %v", tc.name, addr, err)
 			continue

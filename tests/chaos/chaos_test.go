@@ -144,7 +144,7 @@ func scrapeOperator(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	code, body, err := benchkit.Fetch(context.Background(), addr, token)
+	code, body, err := benchkit.Fetch(context.Background(), benchkit.MetricsURL(addr, true), token)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("GET /metrics: %d %s", code, body)
 	}

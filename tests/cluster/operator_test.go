@@ -4,6 +4,8 @@ package cluster
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -11,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
 // operatorPod is the running pod of the operator the chart installed.
@@ -80,4 +84,25 @@ func ptrString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// TestInClusterMetrics: the installed operator serves its metrics over HTTPS on its pod's address, as a
+// ServiceMonitor's Prometheus scrapes them: with its own ServiceAccount it asks the API server about each
+// scraper, so no token is 401 and a ServiceAccount bound to the chart's metrics reader gets the series.
+func TestInClusterMetrics(t *testing.T) {
+	ctx := context.Background()
+	addr := net.JoinHostPort(operatorPod(t).Status.PodIP, "8443")
+	token, err := testenv.ScraperToken(ctx, stack.Client, "monitoring", "prometheus", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusUnauthorized}, {token, http.StatusOK}} {
+		code, body, err := benchkit.Fetch(ctx, benchkit.MetricsURL(addr, true), tc.token)
+		if err != nil || code != tc.want || (code == http.StatusOK) != strings.Contains(body, "trainingjob_") {
+			t.Errorf("GET https://%s/metrics (token %t): %d %v, want %d (body %.200q)", addr, tc.token != "", code, err, tc.want, body)
+		}
+	}
 }

@@ -66,9 +66,10 @@ func Quantiles(d []time.Duration) [3]time.Duration {
 	return [3]time.Duration{at(0.5), at(0.99), s[len(s)-1].Round(time.Millisecond)}
 }
 
-// Metrics reads the series a manager serves at addr/metrics (see Fetch for token).
+// Metrics reads the series a manager serves at addr/metrics: over HTTPS with the token (its default), or
+// over plain HTTP without one (a manager with --metrics-insecure-http).
 func Metrics(addr, token string) (map[string]*dto.MetricFamily, error) {
-	code, body, err := Fetch(context.Background(), addr, token)
+	code, body, err := Fetch(context.Background(), MetricsURL(addr, token != ""), token)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("GET %s/metrics: %d %s", addr, code, strings.TrimSpace(body))
 	}
@@ -79,15 +80,19 @@ func Metrics(addr, token string) (map[string]*dto.MetricFamily, error) {
 	return parser.TextToMetricFamilies(strings.NewReader(body))
 }
 
-// Fetch reads a manager's /metrics at addr and returns the status code and the body: with a token over
-// HTTPS as the ServiceMonitor does (the bearer token; the manager's self-signed certificate not verified),
-// without one over plain HTTP (a manager with --metrics-insecure-http).
-func Fetch(ctx context.Context, addr, token string) (int, string, error) {
-	url, hc := "http://"+addr+"/metrics", http.Client{Timeout: 5 * time.Second}
-	if token != "" {
-		url = "https://" + addr + "/metrics"
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // self-signed, as in the ServiceMonitor
+// MetricsURL is a manager's metrics URL at addr, HTTPS when secure.
+func MetricsURL(addr string, secure bool) string {
+	if secure {
+		return "https://" + addr + "/metrics"
 	}
+	return "http://" + addr + "/metrics"
+}
+
+// Fetch GETs url as the ServiceMonitor does (the bearer token unless empty; the manager's self-signed
+// certificate not verified) and returns the status code and the body.
+func Fetch(ctx context.Context, url, token string) (int, string, error) {
+	hc := http.Client{Timeout: 5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed, as in the ServiceMonitor
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
