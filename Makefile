@@ -20,7 +20,7 @@ generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
 	$(CONTROLLER_GEN) rbac:roleName=trainingjob-operator paths="./controllers/...;./metrics/..." output:rbac:dir=deploy/rbac
 	@# The Helm chart installs the same generated CRD, RBAC rules, policy and monitoring objects as deploy/.
 	cp deploy/crd/ml.example.com_trainingjobs.yaml $(CHART)/files/crd.yaml
-	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/monitoring/prometheusrule.yaml \
+	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/policy/worker-pod.yaml deploy/monitoring/prometheusrule.yaml \
 		deploy/monitoring/podmonitor.yaml deploy/monitoring/trainingjob-dashboard.json $(CHART)/files/
 
 .PHONY: verify

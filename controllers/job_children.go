@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -136,7 +137,14 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return err
 	}
 	obs.Job = want
-	return r.createOwned(ctx, tj, want)
+	if err := r.createOwned(ctx, tj, want); err != nil {
+		return err
+	}
+	if applied := builders.AppliedDefaults(tj, r.Options); len(applied) > 0 {
+		r.Recorder.Eventf(tj, want, corev1.EventTypeNormal, derive.ReasonWorkerDefaultsApplied, "Create",
+			"attempt %d: the cluster's worker defaults applied beneath the job's own settings: %s", tj.Status.Attempt, strings.Join(applied, "; "))
+	}
+	return nil
 }
 
 // startBlocked says why the current attempt's Job cannot be created yet: workers of an older attempt

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,6 +69,36 @@ func TestMLflowFlags(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("credentials Secret (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWorkerDefaultsFile: --worker-defaults reads the platform team's YAML strictly and refuses what would
+// break the operator's wiring.
+func TestWorkerDefaultsFile(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       string // an error's text; "": read
+	}{
+		{"the platform's", "labels: {cost-center: ml}\ntolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\nsharedMemory: 16Gi\n" +
+			"env: [{name: NCCL_DEBUG, value: WARN}]\npriorityClassName: batch\n", ""},
+		{"a misspelt field", "tolerationz: []\n", `unknown field "tolerationz"`},
+		{"a reserved variable", "env: [{name: RANK, value: '0'}]\n", "env: RANK"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "defaults.yaml")
+			if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := parseFlags([]string{"--worker-defaults=" + file})
+			d, err := readWorkerDefaults(c.workerDefaults)
+			if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("readWorkerDefaults() = %v, want %q", err, tc.want)
+			}
+			if tc.want == "" && (d.Labels["cost-center"] != "ml" || len(d.Tolerations) != 1 || d.SharedMemory.String() != "16Gi" || d.PriorityClassName != "batch") {
+				t.Errorf("read %+v", d)
 			}
 		})
 	}

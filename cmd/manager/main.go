@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -51,6 +52,7 @@ type config struct {
 	mlflowCredentials      string
 	mlflowTimeout          time.Duration
 	mlflowRetry            time.Duration
+	workerDefaults         string
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -81,6 +83,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.mlflowURI, "mlflow-tracking-uri", "", "MLflow tracking server of jobs whose monitoring.mlflowTrackingUri is empty (http:// or https://); empty: only jobs that name one are tracked")
 	fs.StringVar(&c.mlflowCredentials, "mlflow-credentials-secret", "", "NAMESPACE/NAME of a Secret with the tracking server's credentials (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) for jobs whose monitoring.mlflowCredentialsSecret is empty")
 	fs.DurationVar(&c.mlflowTimeout, "mlflow-timeout", 5*time.Second, "time limit of one round of calls to a tracking server; a tracked job's first workers wait at most this long for its run")
+	fs.StringVar(&c.workerDefaults, "worker-defaults", "", "YAML file of the cluster's worker defaults (labels, annotations, nodeSelector, tolerations, priorityClassName, env, imagePullSecrets, volumes, volumeMounts, sharedMemory), applied beneath each job's own settings; the chart's workerDefaults")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
@@ -145,6 +148,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
 		return err
 	}
+	if opts.WorkerDefaults, err = readWorkerDefaults(c.workerDefaults); err != nil {
+		return err
+	}
 	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {
 		return fmt.Errorf("--gpu-resource-name %q is not an extended resource name (DOMAIN/NAME, as nvidia.com/gpu)", c.gpuResource)
 	}
@@ -196,4 +202,24 @@ func mlflowFlags(c config) (client.ObjectKey, error) {
 		return client.ObjectKey{}, fmt.Errorf("--mlflow-credentials-secret %q is not NAMESPACE/NAME", c.mlflowCredentials)
 	}
 	return client.ObjectKey{Namespace: ns, Name: name}, nil
+}
+
+// readWorkerDefaults reads --worker-defaults (strictly: a misspelt field is an error, not a silent no-op)
+// and refuses defaults that would break the operator's wiring.
+func readWorkerDefaults(path string) (builders.WorkerDefaults, error) {
+	var d builders.WorkerDefaults
+	if path == "" {
+		return d, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return d, fmt.Errorf("--worker-defaults: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		return d, fmt.Errorf("--worker-defaults %s: %w", path, err)
+	}
+	if err := d.Check(); err != nil {
+		return d, fmt.Errorf("--worker-defaults %s: %w", path, err)
+	}
+	return d, nil
 }

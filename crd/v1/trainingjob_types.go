@@ -153,6 +153,13 @@ type TrainingJobSpec struct {
 	// +optional
 	Cleanup *CleanupPolicy `json:"cleanup,omitempty"`
 
+	// workerPod adds to the workers' pods what a team's job needs beyond the operator's own wiring: labels
+	// and annotations, a ServiceAccount, image pull secrets, volumes mounted in the trainer (a dataset's
+	// claim), environment from Secrets, a runtime class. The cluster's worker
+	// defaults (set by the platform team on the operator) apply beneath it, never over it.
+	// +optional
+	WorkerPod *WorkerPodSpec `json:"workerPod,omitempty"`
+
 	// suspend keeps (or stops) the workers from running while true; set it to false to start them.
 	// It follows the Kueue convention for suspended workloads.
 	// +optional
@@ -170,6 +177,16 @@ type Resources struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	Requests map[corev1.ResourceName]resource.Quantity `json:"requests,omitempty"`
+
+	// sharedMemory is the size of the in-memory volume every worker gets at /dev/shm, where a PyTorch
+	// DataLoader's worker processes hand their batches to the trainer (a container runtime gives 64 MiB,
+	// which fails with a bus error as soon as batches are larger). Unset: half the worker's memory limit,
+	// or, without one, the cluster's default (8Gi unless the platform team set another). "0" turns it off
+	// (the runtime's own /dev/shm). What the trainer writes there counts against the pod's memory, as the
+	// kubelet counts any in-memory emptyDir: keep the memory limit above the model's needs plus this.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) >= 0",message="resources.sharedMemory must not be negative"
+	SharedMemory *resource.Quantity `json:"sharedMemory,omitempty"`
 }
 
 // Optimizer is a training optimizer.

@@ -300,7 +300,7 @@ func TestJob(t *testing.T) {
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
 			a := p.InitContainers[0]
-			if len(p.Volumes) != 1 || a.EnvFrom[0].SecretRef.Name != "s3-keys" || !slices.Contains(a.Args, "--s3-bucket=ckpt") || !slices.Contains(a.Args, "--endpoint=http://minio:9000") {
+			if len(p.Volumes) != 2 || p.Volumes[1].Name != builders.SharedMemoryVolumeName || a.EnvFrom[0].SecretRef.Name != "s3-keys" || !slices.Contains(a.Args, "--s3-bucket=ckpt") || !slices.Contains(a.Args, "--endpoint=http://minio:9000") {
 				t.Errorf("agent %+v, volumes %d", a, len(p.Volumes))
 			}
 			c := p.Containers[0]

@@ -1,6 +1,7 @@
 package builders_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,8 +91,9 @@ func TestCheckpointClaim(t *testing.T) {
 				t.Errorf("claim spec (-want +got):\n%s", diff)
 			}
 			vols := builders.Job(tc.tj, opts).Spec.Template.Spec.Volumes
-			if v := vols[len(vols)-1]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "a-checkpoints" {
-				t.Errorf("workers mount %+v, want the claim a-checkpoints", v)
+			i := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == builders.CheckpointVolumeName })
+			if i < 0 || vols[i].PersistentVolumeClaim == nil || vols[i].PersistentVolumeClaim.ClaimName != "a-checkpoints" {
+				t.Errorf("workers mount %+v, want the claim a-checkpoints", vols)
 			}
 		})
 	}

@@ -25,6 +25,8 @@ type Options struct {
 	// MLflowTrackingURI is the tracking server of jobs whose monitoring names none; "" tracks only those
 	// that name one.
 	MLflowTrackingURI string
+	// WorkerDefaults are the cluster's worker defaults, applied beneath each job's own settings.
+	WorkerDefaults WorkerDefaults
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's

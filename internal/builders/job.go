@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"regexp"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +72,8 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 			},
 		},
 	}
+	sharedMemory(&job.Spec.Template.Spec, tj, opts)
+	overlay(&job.Spec.Template, tj, opts)
 	job.Annotations = map[string]string{names.SpecHashAnnotation: SpecHash(job)}
 	return job
 }
@@ -144,9 +148,10 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	}
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
-		spec.NodeSelector = s.NodeSelector
+		// Copies: the overlay adds to them, and builders never change the TrainingJob.
+		spec.NodeSelector = maps.Clone(s.NodeSelector)
 		spec.Affinity = s.Affinity.DeepCopy()
-		spec.Tolerations = s.Tolerations
+		spec.Tolerations = slices.Clone(s.Tolerations)
 		spec.SchedulerName = schedulerName(tj)
 	}
 	spec.TerminationGracePeriodSeconds = terminationGrace(tj)

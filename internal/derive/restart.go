@@ -23,6 +23,9 @@ const (
 	// (not PyTorch's, which has the runner) with neither command nor args, and "succeeded": nothing was
 	// trained.
 	ReasonNoTrainingProgram = "NoTrainingProgram"
+	// ReasonWorkerDefaultsApplied (an event): the cluster's worker defaults gave an attempt's pods these
+	// settings, beneath the job's own.
+	ReasonWorkerDefaultsApplied = "WorkerDefaultsApplied"
 	// ReasonBackoffLimitExceeded: a retryable failure with no restart left.
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
 	// ReasonNonRetryableExitCode: a trainer exited with a code that is not retried.

@@ -256,7 +256,7 @@ func TestAdmissionElasticResize(t *testing.T) {
 }
 
 // TestPolicyImmutableWhileRunning: the ValidatingAdmissionPolicy of deploy/policy keeps env, resources,
-// scheduling, checkpoint storage and the metrics port fixed while the job runs, naming the field; the
+// scheduling, checkpoint storage, the metrics port and workerPod fixed while the job runs, naming the field; the
 // same edits pass while the job is Suspended.
 func TestPolicyImmutableWhileRunning(t *testing.T) {
 	ctx := context.Background()
@@ -278,6 +278,7 @@ func TestPolicyImmutableWhileRunning(t *testing.T) {
 		{"spec.scheduling", func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{Priority: "high"} }},
 		{"spec.checkpoint.storage", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "c"})},
 		{"spec.monitoring.metricsPort", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 9000} }},
+		{"spec.workerPod", func(tj *mlv1.TrainingJob) { tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{ServiceAccountName: "trainer"} }},
 	}
 	for _, e := range edits {
 		eventually(t, e.field+" rejected while Running", func(ctx context.Context) error {

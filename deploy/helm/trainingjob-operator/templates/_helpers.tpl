@@ -62,6 +62,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .Values.mlflow.credentialsSecret }}
 - --mlflow-credentials-secret={{ $.Release.Namespace }}/{{ . }}
 {{- end }}
+{{- if .Values.workerDefaults }}
+- --worker-defaults={{ include "trainingjob-operator.workerDefaultsDir" . }}/worker-defaults.yaml
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . }}
 {{- end }}
@@ -70,4 +73,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* Where the metrics certificate Secret (metrics.certSecret) is mounted. */}}
 {{- define "trainingjob-operator.metricsCertDir" -}}
 /etc/trainingjob-operator/metrics-certs
+{{- end -}}
+
+{{/* Where the worker defaults' ConfigMap (workerDefaults) is mounted. */}}
+{{- define "trainingjob-operator.workerDefaultsDir" -}}
+/etc/trainingjob-operator/worker-defaults
 {{- end -}}
