@@ -127,6 +127,9 @@ func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTermi
 	if len(ties) > 0 {
 		s += fmt.Sprintf(" (rank %s too, in the same second)", strings.Join(ties, ", "))
 	}
+	if h := hintFor(t.Message); h != "" {
+		s += " [" + h + "]"
+	}
 	if m := lastLines(t.Message, 3, 512); m != "" {
 		s += ": " + m
 	}

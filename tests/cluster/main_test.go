@@ -35,6 +35,8 @@ const (
 	operatorNamespace = "trainingjob-system"
 	// operatorNode is the node the chart's operator runs on.
 	operatorNode = "real-node-2"
+	// defaultProxy is the value of TEAM_PROXY, an environment variable of the cluster's worker defaults.
+	defaultProxy = "http://proxy.example:3128"
 )
 
 func TestMain(m *testing.M) {
@@ -72,7 +74,9 @@ func installOperator(s *local.Stack, helm string) error {
 	cmd := exec.Command(helm, "install", "trainingjob-operator", testenv.RepoRoot()+"/deploy/helm/trainingjob-operator",
 		"--kubeconfig", s.Cluster.Kubeconfig, "--namespace", operatorNamespace, "--wait", "--timeout", "3m",
 		"--set", "extraArgs={--progress-interval=1s,--checkpoint-sync-interval=2s}",
-		"--set", `nodeSelector.kubernetes\.io/hostname=`+operatorNode)
+		"--set", `nodeSelector.kubernetes\.io/hostname=`+operatorNode,
+		// The platform team's worker defaults, beneath every job's own settings (TestWorkerPodOverrides).
+		"--set-json", `workerDefaults={"labels": {"cost-center": "ml-platform", "billing": "gpu"}, "env": [{"name": "TEAM_PROXY", "value": "`+defaultProxy+`"}]}`)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm install: %w\n%s", err, out)
 	}

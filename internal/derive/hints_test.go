@@ -1,0 +1,54 @@
+package derive
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+)
+
+// shmCrash is what a PyTorch DataLoader with worker processes printed on a real node with containerd's
+// 64 MiB /dev/shm: the cause is lines above the traceback's last three.
+const shmCrash = `epoch 1/3 starting
+shm MiB 64
+ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", line 1132, in _try_get_data
+    data = self._data_queue.get(timeout=timeout)
+  File "/usr/lib/python3.11/multiprocessing/queues.py", line 113, in get
+    if not self._poll(timeout):
+  File "/usr/lib/python3/dist-packages/torch/utils/_signal_handling.py", line 66, in handler
+    _error_if_any_worker_fails()
+RuntimeError: DataLoader worker (pid 42) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
+`
+
+// TestFailureHints: a failed rank's cause, recognised anywhere in its last lines, comes ahead of them in
+// the failure's description with what fixes it.
+func TestFailureHints(t *testing.T) {
+	cases := []struct {
+		name, log, want string
+	}{
+		{"shared memory", shmCrash, "raise resources.sharedMemory"},
+		{"CUDA out of memory", "step 10\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)\n", "the GPU ran out of memory"},
+		{"an NCCL watchdog", "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\nterminate called\n", "an NCCL collective timed out"},
+		{"no known cause", "Traceback (most recent call last):\nValueError: bad label 12\n", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-0-x", Labels: map[string]string{names.RankLabel: "0"}}}
+			got := describeExit(p, "trainer", &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: tc.log})
+			hint, lines, _ := strings.Cut(got, "]: ")
+			switch {
+			case tc.want == "" && strings.Contains(got, "["):
+				t.Errorf("a hint where none applies: %q", got)
+			case tc.want != "" && (!strings.Contains(hint, tc.want) || lines == ""):
+				t.Errorf("description %q, want the hint %q ahead of the last lines", got, tc.want)
+			case !strings.HasSuffix(got, strings.TrimSpace(tc.log[strings.LastIndex(strings.TrimSpace(tc.log), "\n")+1:])):
+				t.Errorf("description %q does not end with the log's last line", got)
+			}
+		})
+	}
+}
