@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
@@ -60,6 +62,8 @@ type JobReconciler struct {
 	written sync.Map
 	// exits remembers the non-zero ends of pods the watch delivered, for pods deleted before they are read.
 	exits exitMemory
+	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
+	Logs LogReader
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
@@ -138,8 +142,37 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 		return obs, err
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
+	obs.Logs = r.failedLogs(ctx, obs.Pods)
 	obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now())
 	return obs, err
+}
+
+// failedLogLines is how much of a failed trainer's log the JobController reads for the failure's hint:
+// the 200 lines (at most 16 KiB) above its end, where a traceback's cause is when its termination message
+// (2 KiB) holds only the tail.
+const failedLogLines = 200
+
+// failedLogs reads the end of the log of each trainer of pods that exited with a non-zero code and whose
+// termination message shows no cause the operator recognises. A log that cannot be read (the pod gone, its
+// node lost) is left out: the termination message still explains the failure.
+func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[string]string {
+	var logs map[string]string
+	for i := range pods {
+		p := &pods[i]
+		if r.Logs == nil || !derive.NeedsLog(p) {
+			continue
+		}
+		text, err := r.Logs.TailLog(ctx, p.Namespace, p.Name, names.ContainerName, failedLogLines)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("reading a failed trainer's log", "pod", klog.KObj(p), "error", err.Error())
+			continue
+		}
+		if logs == nil {
+			logs = map[string]string{}
+		}
+		logs[p.Name] = text
+	}
+	return logs
 }
 
 // write writes st as the new status and records the events of what changed. A change of details only

@@ -111,7 +111,12 @@ type Config struct {
 
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr.
 func Setup(mgr ctrl.Manager, cfg Config) error {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("a clientset for the ranks' logs: %w", err)
+	}
 	jr := &JobReconciler{
+		Logs:      ClientsetLogs{Clientset: cs},
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),
@@ -136,10 +141,6 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	// One connection per rank 0 and endpoint, kept between reads.
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true}}
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("a clientset for the ranks' logs: %w", err)
-	}
 	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient,
 		Logs: ClientsetLogs{Clientset: cs}, Recorder: mgr.GetEventRecorder("trainingjob-operator")}
 	if err := sr.SetupWithManager(mgr); err != nil {

@@ -14,12 +14,12 @@ import (
 
 // failureMessage explains a failed Job: the Job's own reason, then the first rank whose trainer exited
 // with a non-zero code, so "exit code 137 (OOMKilled)" reaches the user without reading pods.
-func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
+func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod, logs map[string]string) string {
 	msg := c.Reason
 	if c.Message != "" {
 		msg += ": " + c.Message
 	}
-	if rank := failedRank(pods); rank != "" {
+	if rank := failedRank(pods, logs); rank != "" {
 		msg += "; " + rank
 	}
 	const limit = 1024
@@ -34,9 +34,9 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod) string {
 // other than SIGTERM (137: OOM or SIGKILL) comes before a plain error exit, which comes before SIGTERM
 // (143, what stopping the other ranks sends); then the lowest rank. A rank that loses its peer usually
 // exits with an error right after the peer dies, so the lowest failing rank alone would blame a bystander.
-func failedRank(pods []corev1.Pod) string {
+func failedRank(pods []corev1.Pod, logs map[string]string) string {
 	if e := firstExit(pods); e != nil {
-		return e.describe()
+		return e.describe(logs)
 	}
 	return ""
 }
@@ -96,8 +96,10 @@ type rankExit struct {
 	tied []*rankExit
 }
 
-func (e *rankExit) describe() string {
-	return describeExit(e.pod, e.container, e.t, e.ties...)
+// describe says how the rank exited; logs (Observed.Logs) may hold more of its log than its termination
+// message, where a hint's cause may be.
+func (e *rankExit) describe(logs map[string]string) string {
+	return describeExit(e.pod, e.container, e.t, logs[e.pod.Name], e.ties...)
 }
 
 // before orders exits by time, then by exitClass; byRank order breaks ties.
@@ -119,7 +121,10 @@ func exitClass(code int32) int {
 	return 1
 }
 
-func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated, ties ...string) string {
+// describeExit says how a container exited: its code and reason, a hint when its last lines (the
+// termination message, and more of the log when known) show a cause the operator recognises, and the last
+// lines.
+func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated, moreLog string, ties ...string) string {
 	s := fmt.Sprintf("rank %s (pod %s, container %s) exited with code %d", p.Labels[names.RankLabel], p.Name, container, t.ExitCode)
 	if t.Reason != "" && t.Reason != "Error" {
 		s += " (" + t.Reason + ")"
@@ -127,7 +132,7 @@ func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTermi
 	if len(ties) > 0 {
 		s += fmt.Sprintf(" (rank %s too, in the same second)", strings.Join(ties, ", "))
 	}
-	if h := hintFor(t.Message); h != "" {
+	if h := hintFor(moreLog + "\n" + t.Message); h != "" {
 		s += " [" + h + "]"
 	}
 	if m := lastLines(t.Message, 3, 512); m != "" {

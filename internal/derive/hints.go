@@ -1,6 +1,12 @@
 package derive
 
-import "regexp"
+import (
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+)
 
 // hint is a cause a failed rank's last log lines show, and what fixes it.
 type hint struct {
@@ -18,6 +24,22 @@ var hints = []hint{
 		"the GPU ran out of memory: a smaller batch (hyperparameters.batchSize, with gradientAccumulationSteps to keep the effective batch), mixedPrecision, or more GPUs"},
 	{regexp.MustCompile(`(?i)NCCL.*(timeout|timed out)|Watchdog caught collective operation timeout|collective operation timeout`),
 		"an NCCL collective timed out: a rank stalled or lost its network to the others (env NCCL_DEBUG=INFO says which; a failurePolicy rule onMessage 'NCCL.*[Tt]imeout' can restart without counting)"},
+}
+
+// NeedsLog: the pod's trainer exited with a non-zero code and its termination message shows no cause the
+// operator recognises, so more of its log may (Observed.Logs).
+func NeedsLog(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != names.ContainerName {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode != 0 && hintFor(t.Message) == "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hintFor is the hint for a termination message, "" when none matches.

@@ -29,17 +29,18 @@ RuntimeError: DataLoader worker (pid 42) is killed by signal: Bus error. It is p
 // the failure's description with what fixes it.
 func TestFailureHints(t *testing.T) {
 	cases := []struct {
-		name, log, want string
+		name, log, more, want string
 	}{
-		{"shared memory", shmCrash, "raise resources.sharedMemory"},
-		{"CUDA out of memory", "step 10\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)\n", "the GPU ran out of memory"},
-		{"an NCCL watchdog", "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\nterminate called\n", "an NCCL collective timed out"},
-		{"no known cause", "Traceback (most recent call last):\nValueError: bad label 12\n", ""},
+		{"shared memory", shmCrash, "", "raise resources.sharedMemory"},
+		{"shared memory above the termination message", "RuntimeError: DataLoader worker (pid(s) 7) exited unexpectedly\n", shmCrash, "raise resources.sharedMemory"},
+		{"CUDA out of memory", "step 10\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)\n", "", "the GPU ran out of memory"},
+		{"an NCCL watchdog", "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\nterminate called\n", "", "an NCCL collective timed out"},
+		{"no known cause", "Traceback (most recent call last):\nValueError: bad label 12\n", "epoch 1\n", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-0-x", Labels: map[string]string{names.RankLabel: "0"}}}
-			got := describeExit(p, "trainer", &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: tc.log})
+			got := describeExit(p, "trainer", &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: tc.log}, tc.more)
 			hint, lines, _ := strings.Cut(got, "]: ")
 			switch {
 			case tc.want == "" && strings.Contains(got, "["):

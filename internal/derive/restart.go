@@ -78,7 +78,7 @@ type failure struct {
 func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition, now metav1.Time) phase {
 	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
 		// The Job itself restarted the workers in place until its backoffLimit (the budget).
-		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended())}
+		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended(), obs.Logs)}
 	}
 	f := applyRules(tj, classify(tj, obs, c))
 	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
@@ -187,16 +187,16 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		what := strings.TrimSuffix(c.Reason+": "+c.Message, ": ")
 		return failure{kind: retryable, class: mlv1.FailureError, what: what, text: what}
 	}
-	f := exitFailure(tj, e)
+	f := exitFailure(tj, e, obs.Logs)
 	for _, o := range e.tied {
-		f.tied = append(f.tied, exitFailure(tj, o))
+		f.tied = append(f.tied, exitFailure(tj, o, obs.Logs))
 	}
 	return f
 }
 
 // exitFailure is what rules match of a rank's exit.
-func exitFailure(tj *mlv1.TrainingJob, e *rankExit) failure {
-	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName}
+func exitFailure(tj *mlv1.TrainingJob, e *rankExit, logs map[string]string) failure {
+	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName}
 	if e.t.Reason == "OOMKilled" {
 		f.class = mlv1.FailureOOM
 	}

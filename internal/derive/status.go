@@ -54,6 +54,10 @@ type Observed struct {
 	// the claim's newest event while it is not bound.
 	Claim      *corev1.PersistentVolumeClaim
 	ClaimEvent *corev1.Event
+	// Logs are the ends of the logs of a failing attempt's trainers that exited with a non-zero code, by pod
+	// name (read once the attempt's Job fails): a termination message holds only a log's last 2 KiB, and
+	// the cause a hint names can be above it.
+	Logs map[string]string
 }
 
 // ended are the pods whose exits explain a failure: the listed ones and those gone since they ended.

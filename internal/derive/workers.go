@@ -89,7 +89,7 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 			}
 			why := fmt.Sprintf("pod %s: %s", p.Name, w.Message)
 			if t := cs.LastTerminationState.Terminated; t != nil {
-				why += "; " + describeExit(p, cs.Name, t)
+				why += "; " + describeExit(p, cs.Name, t, "")
 			}
 			return w.Reason, why
 		}
