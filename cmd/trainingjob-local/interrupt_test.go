@@ -21,17 +21,27 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
-const endless = `apiVersion: ml.example.com/v1
+// trainerJob is a file of a TrainingJob of the example trainer in namespace demo: name, its ranks, its
+// epochs and the time each takes.
+func trainerJob(t *testing.T, name string, workers, epochs int, delay string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name+".yaml")
+	yaml := fmt.Sprintf(`apiVersion: ml.example.com/v1
 kind: TrainingJob
-metadata: {name: endless, namespace: demo}
+metadata: {name: %s, namespace: demo}
 spec:
   model: lr
   dataset: synthetic
-  numWorkers: 2
+  numWorkers: %d
   gpusPerWorker: 0
-  command: ["trainer", "--epoch-delay=50ms"]
-  hyperparameters: {epochs: 100000}
-`
+  command: ["trainer", "--epoch-delay=%s"]
+  hyperparameters: {epochs: %d}
+`, name, workers, delay, epochs)
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
 
 // TestInterruptStopsEverything: cancelling `up` (what Ctrl-C does) while a TrainingJob trains stops the
 // trainers, the control plane and every other process it started.
@@ -49,10 +59,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the trainer: %v\n%s", err, out)
 	}
-	file := filepath.Join(t.TempDir(), "endless.yaml")
-	if err := os.WriteFile(file, []byte(endless), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := trainerJob(t, "endless", 2, 100000, "50ms")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	stopped := make(chan struct{})

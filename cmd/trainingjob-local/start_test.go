@@ -16,19 +16,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
-// short is a TrainingJob that completes in a few seconds on one process node.
-const short = `apiVersion: ml.example.com/v1
-kind: TrainingJob
-metadata: {name: short, namespace: demo}
-spec:
-  model: lr
-  dataset: synthetic
-  numWorkers: 1
-  gpusPerWorker: 0
-  command: ["trainer", "--epoch-delay=10ms"]
-  hyperparameters: {epochs: 2}
-`
-
 // TestStartFromLeftoversAndFailures: `up` starts from what an earlier run of either mode (or a killed run)
 // left in its state directory, and a start that fails returns an error that says what failed and where
 // its log is, with every process it had started stopped.
@@ -44,10 +31,7 @@ func TestStartFromLeftoversAndFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "short.yaml")
-	if err := os.WriteFile(file, []byte(short), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := trainerJob(t, "short", 1, 2, "10ms") // completes in a few seconds
 	cases := []struct {
 		name string
 		// prepare leaves what an earlier run left in state, and returns the assets directory to use.
