@@ -120,7 +120,7 @@ func (c *Cluster) prepare(crds []*apiextensionsv1.CustomResourceDefinition) erro
 	// keeps a serving certificate it finds there without knowing its CA, so an earlier run's (the real
 	// nodes' in-cluster certificate, or a killed run's) would leave every client unable to connect.
 	// etcd's data lives in Dir too (so every process of a run names Dir), and a run starts with none.
-	certDir, etcdDir := filepath.Join(c.opts.Dir, "apiserver-certs"), c.etcdDir()
+	certDir, etcdDir := filepath.Join(c.opts.Dir, "apiserver-certs"), c.EtcdDir()
 	for _, d := range []string{certDir, etcdDir} {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("clearing an earlier run's %s: %w", d, err)
@@ -358,8 +358,8 @@ func (c *Cluster) Stop() error {
 	c.procs = nil
 	err := c.env.Stop()
 	c.closeLogs()
-	return errors.Join(err, os.RemoveAll(c.etcdDir())) // the next run starts a cluster of its own
+	return errors.Join(err, os.RemoveAll(c.EtcdDir())) // the next run starts a cluster of its own
 }
 
-// etcdDir holds etcd's data while the cluster runs.
-func (c *Cluster) etcdDir() string { return filepath.Join(c.opts.Dir, "etcd") }
+// EtcdDir holds etcd's data (every object, Secrets too) while the cluster runs.
+func (c *Cluster) EtcdDir() string { return filepath.Join(c.opts.Dir, "etcd") }
