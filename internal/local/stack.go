@@ -110,6 +110,10 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		opts.Nodes = 1
 	}
 	copts := cluster.Options{Assets: opts.Assets, Dir: opts.Dir, Bare: opts.InClusterOperator}
+	// Real nodes of an earlier run (of either mode, or more of them) leave their pods' logs behind.
+	if err := realnode.ClearNodeDirs(opts.Dir); err != nil {
+		return nil, fmt.Errorf("clearing an earlier run's real nodes: %w", err)
+	}
 	if opts.RealNodes > 0 {
 		ip, err := realnode.HostIP()
 		if err != nil {

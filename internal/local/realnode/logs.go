@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,10 +16,25 @@ import (
 // several nodes share the machine, and nothing is left behind).
 func (o Options) podLogsDir() string { return filepath.Join(o.Dir, "pod-logs") }
 
+// nodeDirs is the glob of the real nodes' directories under a state directory.
+func nodeDirs(stateDir string) string { return filepath.Join(stateDir, "real-node-*") }
+
+// ClearNodeDirs removes what real nodes of an earlier run left under stateDir (their pod logs, a killed
+// run's containerd root and mounts): a run on process nodes starts without them, so that nothing of the
+// other mode (trainingjob-local logs reads the real nodes' logs first) is taken for its own.
+func ClearNodeDirs(stateDir string) error {
+	dirs, _ := filepath.Glob(nodeDirs(stateDir)) // the only error is a bad pattern: none
+	var errs []error
+	for _, d := range dirs {
+		errs = append(errs, unmountUnder(d), os.RemoveAll(d))
+	}
+	return errors.Join(errs...)
+}
+
 // LogPath is the newest log file of a container of a pod (pod may be a glob of its name) in namespace
 // on any real node whose state is under stateDir, as the kubelet keeps it: one file per run.
 func LogPath(stateDir, namespace, pod, container string) (string, error) {
-	path, ok, err := node.Newest(filepath.Join(stateDir, "real-node-*", "pod-logs", fmt.Sprintf("%s_%s_*", namespace, pod), container, "*.log"))
+	path, ok, err := node.Newest(filepath.Join(nodeDirs(stateDir), "pod-logs", fmt.Sprintf("%s_%s_*", namespace, pod), container, "*.log"))
 	if err == nil && !ok {
 		err = fmt.Errorf("no log of container %q of pod %s/%s on a real node under %s", container, namespace, pod, stateDir)
 	}

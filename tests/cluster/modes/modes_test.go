@@ -57,6 +57,13 @@ func TestModesShareAStateDirectory(t *testing.T) {
 			t.Fatalf("%s: left behind:\n  %s", run.name, strings.Join(left, "\n  "))
 		}
 	}
+	// make demo's last step: rank 0's log is this run's (on a process node its checkpoints are under the
+	// state directory), not the real-node run's before it (under /checkpoints in the container).
+	logs := exec.Command(filepath.Join(bin, "trainingjob-local"), "logs", "--state-dir", state, "-n", "demo", "logistic-regression")
+	out, err := logs.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "checkpoint "+filepath.Join(state, "data")) || strings.Contains(string(out), "checkpoint /checkpoints/") {
+		t.Errorf("trainingjob-local logs after the process-node run (%v): want its own checkpoints under %s/data:\n%s", err, state, out)
+	}
 }
 
 // processesOf lists the running processes whose command line names dir: every process of a local stack
