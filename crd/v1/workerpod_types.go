@@ -6,9 +6,10 @@ import (
 
 // WorkerPodSpec is what a team's job adds to its workers' pods beyond what the operator builds: their
 // metadata, identity, registry credentials, volumes mounted in the trainer, environment from Secrets and
-// ConfigMaps, and runtime class. The operator's own pod wiring (its environment,
+// ConfigMaps, runtime class, and init and sidecar containers. The operator's own pod wiring (its environment,
 // ports, volumes and mount paths, the checkpoint agent, the names it derives) cannot be replaced: admission
 // refuses what would collide with it, naming the field.
+// +kubebuilder:validation:XValidation:rule="!has(self.initContainers) || !has(self.sidecars) || !self.initContainers.exists(i, self.sidecars.exists(s, s.name == i.name))",message="workerPod.initContainers and workerPod.sidecars must not share a name",fieldPath=".sidecars"
 type WorkerPodSpec struct {
 	// labels are added to every worker pod (cost allocation, a service mesh's, a policy engine's). Keys of
 	// the operator (ml.example.com/), of the Job controller (batch.kubernetes.io/, controller-uid, job-name)
@@ -72,4 +73,88 @@ type WorkerPodSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// initContainers run in every worker pod, one after the other, before the trainer (after the operator's
+	// own: the checkpoint agent, the resume check), for example to warm a cache on a volume of
+	// workerPod.volumes. A failing one fails its rank as the trainer would.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	InitContainers []WorkerContainer `json:"initContainers,omitempty"`
+
+	// sidecars run beside the trainer in every worker pod for as long as it runs (Kubernetes' native
+	// sidecars: started before it, stopped after it, so a finished trainer still completes its pod), for
+	// example a log or metrics shipper. They may not serve the trainer's or the checkpoint agent's ports.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	Sidecars []WorkerContainer `json:"sidecars,omitempty"`
+}
+
+// WorkerContainer is an init or sidecar container of the workers' pods: what such containers need, run as
+// hardened as the operator's own (the workers' user, no privilege escalation, no capabilities).
+type WorkerContainer struct {
+	// name of the container; the operator's (trainer, checkpoint-agent, resume-check) are refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['trainer', 'checkpoint-agent', 'resume-check'])",message="the container names trainer, checkpoint-agent and resume-check are the operator's"
+	Name string `json:"name"`
+
+	// image of the container.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// imagePullPolicy is Always, IfNotPresent or Never; unset, Kubernetes' default for the image's tag.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// command replaces the image's entrypoint.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+
+	// args are the command's arguments.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+
+	// env is the container's environment.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// envFrom sets the container's environment from every key of Secrets and ConfigMaps.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// volumeMounts mount volumes of workerPod.volumes in the container.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=mountPath
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// resources are the container's requests and limits (a sidecar's add to the pod's; an init container's
+	// count while it runs).
+	// +optional
+	Resources *Resources `json:"resources,omitempty"`
+
+	// ports a sidecar serves (for a Service, or a PodMonitor).
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	Ports []corev1.ContainerPort `json:"ports,omitempty"`
 }

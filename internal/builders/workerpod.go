@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -89,8 +90,27 @@ func overlay(tmpl *corev1.PodTemplateSpec, tj *mlv1.TrainingJob, opts Options) {
 		spec.Volumes = append(spec.Volumes, wp.Volumes...)
 		trainer.VolumeMounts = append(trainer.VolumeMounts, wp.VolumeMounts...)
 		trainer.EnvFrom = append(trainer.EnvFrom, wp.EnvFrom...)
+		for _, c := range wp.InitContainers {
+			spec.InitContainers = append(spec.InitContainers, workerContainer(c, nil))
+		}
+		for _, c := range wp.Sidecars {
+			spec.InitContainers = append(spec.InitContainers, workerContainer(c, ptr.To(corev1.ContainerRestartPolicyAlways)))
+		}
 	}
 	opts.WorkerDefaults.apply(tmpl)
+}
+
+// workerContainer is a workerPod init container (restart nil) or native sidecar (restart Always), as
+// hardened as the operator's own containers: the pod's user, no privilege escalation, no capabilities.
+func workerContainer(c mlv1.WorkerContainer, restart *corev1.ContainerRestartPolicy) corev1.Container {
+	out := corev1.Container{Name: c.Name, Image: c.Image, ImagePullPolicy: c.ImagePullPolicy, Command: c.Command, Args: c.Args,
+		Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts, Ports: c.Ports, RestartPolicy: restart,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}
+	if r := c.Resources; r != nil {
+		out.Resources = corev1.ResourceRequirements{Limits: r.Limits, Requests: r.Requests}
+	}
+	return out
 }
 
 // addMissing adds the entries of from whose keys *to lacks.

@@ -261,3 +261,37 @@ func TestStorageIdentityIsThePods(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerContainers: workerPod's init containers run after the operator's (the checkpoint agent first,
+// a native sidecar), then its sidecars as native sidecars; all hardened like the operator's containers.
+func TestWorkerContainers(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
+			Volumes:        []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			InitContainers: []mlv1.WorkerContainer{{Name: "warm-cache", Image: "busybox:1.36", Command: []string{"sh", "-c", "cp -r /src /cache"}, VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
+			Sidecars: []mlv1.WorkerContainer{{Name: "log-shipper", Image: "fluent-bit:3", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 2020}},
+				Resources: &mlv1.Resources{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}}},
+		}
+	}).Obj()
+	spec := builders.Job(tj, builders.Options{}).Spec.Template.Spec
+	type ctr struct {
+		Name    string
+		Sidecar bool
+		Memory  string
+	}
+	var got []ctr
+	for _, c := range spec.InitContainers {
+		got = append(got, ctr{c.Name, c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways, c.Resources.Limits.Memory().String()})
+		if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
+			t.Errorf("container %s: security context %+v, want no privilege escalation and every capability dropped", c.Name, sc)
+		}
+	}
+	want := []ctr{{names.AgentContainerName, true, "0"}, {"warm-cache", false, "0"}, {"log-shipper", true, "128Mi"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("init containers (-want +got):\n%s", diff)
+	}
+	if tj.Spec.WorkerPod.InitContainers[0].Command[0] != "sh" {
+		t.Error("the builder changed the TrainingJob")
+	}
+}

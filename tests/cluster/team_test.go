@@ -76,6 +76,7 @@ import base64, hashlib, json, os
 data = open('/data/coco/annotations.json', 'rb').read()
 print('dataset sha256', hashlib.sha256(data).hexdigest(), 'uid', os.getuid(), flush=True)
 print('wandb key', os.environ.get('WANDB_API_KEY'), 'proxy', os.environ.get('TEAM_PROXY'), flush=True)
+print('scratch', open('/scratch/ready').read().strip(), flush=True)
 token = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read().split('.')[1]
 print('token subject', json.loads(base64.urlsafe_b64decode(token + '=' * (-len(token) % 4)))['sub'], flush=True)
 try:
@@ -89,7 +90,8 @@ except OSError as e:
 // non-root user, a dataset from a claim a previous pod filled (mounted read-only at /data), its W&B key from
 // a Secret, and runs as its ServiceAccount (its pods carry it, read from the API and from the token the
 // kubelet mounted) with the Istio annotation; the cluster's worker defaults (the chart's workerDefaults)
-// apply beneath its own label and are named in an event.
+// apply beneath its own label and are named in an event. Its init container prepares a volume as that user;
+// its sidecar, which never exits by itself, does not keep the pod from completing.
 func TestWorkerPodOverrides(t *testing.T) {
 	ctx := context.Background()
 	ns := stacktest.NewNamespace(t, stack.Client, "team")
@@ -122,8 +124,15 @@ func TestWorkerPodOverrides(t *testing.T) {
 			Annotations:        map[string]string{"sidecar.istio.io/inject": "false"},
 			ServiceAccountName: "trainer",
 			Volumes: []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco", ReadOnly: true}}}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data", ReadOnly: true}},
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco", ReadOnly: true}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data", ReadOnly: true}, {Name: "scratch", MountPath: "/scratch"}},
+			// An init container prepares the scratch volume; a sidecar runs until the trainer is done (it
+			// never exits by itself: the pod completes only because the kubelet stops a native sidecar).
+			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: images.MPIExamples, Command: []string{"bash", "-c", "echo warmed as $(id -u) > /scratch/ready"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
+			Sidecars: []mlv1.WorkerContainer{{Name: "shipper", Image: images.MPIExamples, Command: []string{"bash", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
 			EnvFrom:      []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
 		}
 	}).Obj()
@@ -137,6 +146,7 @@ func TestWorkerPodOverrides(t *testing.T) {
 	for _, want := range []string{
 		"dataset sha256 30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58 uid 1000", // 1 MiB of zeros
 		"wandb key key-of-team-a proxy " + defaultProxy, "token subject system:serviceaccount:" + ns + ":trainer", "dataset read-only: Read-only file system",
+		"scratch warmed as 1000",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the trainer's log lacks %q:\n%s", want, log)

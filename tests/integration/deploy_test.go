@@ -197,6 +197,13 @@ func coreType(path string) bool {
 			return true
 		}
 	}
+	for _, list := range []string{"initContainers", "sidecars"} {
+		for _, f := range []string{"env", "envFrom", "volumeMounts", "ports", "resources.limits", "resources.requests"} {
+			if path == "spec.workerPod."+list+"[]."+f {
+				return true
+			}
+		}
+	}
 	return false
 }
 
