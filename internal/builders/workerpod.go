@@ -26,8 +26,9 @@ const (
 var DefaultSharedMemory = resource.MustParse("8Gi")
 
 // ReservedVolumeNames and ReservedMountPaths are the operator's own in a worker pod: workerPod and the
-// cluster's worker defaults may not use them (the CRD's CEL rules on workerPod list the same; a test keeps
-// them equal).
+// cluster's worker defaults may not use them (the CRD's CEL rule on workerPod.volumes lists the names, the
+// ValidatingAdmissionPolicy trainingjob-worker-pod the paths; TestReservedVolumesMatchAdmission keeps them
+// equal).
 var (
 	ReservedVolumeNames = []string{names.ConfigVolumeName, CheckpointVolumeName, credentialsVol, mpiSSHVolume, mpiRunVolume, SharedMemoryVolumeName}
 	ReservedMountPaths  = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi", "/var/run/secrets/trainingjob"}
