@@ -133,7 +133,7 @@ func TestWorkerPodOverrides(t *testing.T) {
 				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
 			Sidecars: []mlv1.WorkerContainer{{Name: "shipper", Image: images.MPIExamples, Command: []string{"bash", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
-			EnvFrom:      []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
 		}
 	}).Obj()
 	stacktest.Create(t, stack.Client, tj)
