@@ -115,12 +115,13 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("a clientset for the ranks' logs: %w", err)
 	}
+	recorder := limitedRecorder{mgr.GetEventRecorder("trainingjob-operator")}
 	jr := &JobReconciler{
 		Logs:      ClientsetLogs{Clientset: cs},
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("trainingjob-operator"),
+		Recorder:  recorder,
 		Clock:     clock.RealClock{},
 		Options:   cfg.Builders,
 		Workers:   cfg.JobWorkers,
@@ -142,16 +143,16 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	// One connection per rank 0 and endpoint, kept between reads.
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true}}
 	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient,
-		Logs: ClientsetLogs{Clientset: cs}, Recorder: mgr.GetEventRecorder("trainingjob-operator")}
+		Logs: ClientsetLogs{Clientset: cs}, Recorder: recorder}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}
-	cr := &CheckpointReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trainingjob-operator"), Clock: clock.RealClock{},
+	cr := &CheckpointReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: clock.RealClock{},
 		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the checkpoint controller: %w", err)
 	}
-	tr := &TrackingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trainingjob-operator"),
+	tr := &TrackingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Clock: clock.RealClock{}, Options: cfg.Builders, Credentials: cfg.MLflowCredentials, HTTP: &http.Client{},
 		Timeout: orDefault(cfg.MLflowTimeout, 5*time.Second), Retry: orDefault(cfg.MLflowRetry, 30*time.Second), Workers: 4}
 	if err := tr.SetupWithManager(mgr); err != nil {

@@ -67,6 +67,25 @@ func TestSharedMemoryForDataLoaders(t *testing.T) {
 	if without.Status.State != mlv1.StateFailed || !strings.Contains(without.Status.FailureReason, "raise resources.sharedMemory") {
 		t.Errorf("without /dev/shm: state %s, reason %q: want Failed, naming resources.sharedMemory", without.Status.State, without.Status.FailureReason)
 	}
+	if note := eventNote(t, ns, "without-shm", string(mlv1.StateFailed)); !strings.Contains(note, "raise resources.sharedMemory") {
+		t.Errorf("the Failed event %q does not name resources.sharedMemory", note)
+	}
+}
+
+// eventNote is the note of the newest event of reason about the TrainingJob ns/name, "" when none.
+func eventNote(t *testing.T, ns, name, reason string) string {
+	t.Helper()
+	events := &eventsv1.EventList{}
+	if err := stack.Client.List(context.Background(), events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var note string
+	for _, e := range events.Items {
+		if e.Reason == reason && e.Regarding.Name == name {
+			note = e.Note
+		}
+	}
+	return note
 }
 
 // readDataset reads the dataset the filler wrote, the W&B key from the Secret, and the ServiceAccount of
@@ -157,17 +176,7 @@ func TestWorkerPodOverrides(t *testing.T) {
 		t.Errorf("pod: serviceAccountName %q, annotations %v, labels %v: want trainer, the Istio annotation, the job's cost-center over the "+
 			"cluster's, and the cluster's billing label", pod.Spec.ServiceAccountName, pod.Annotations, pod.Labels)
 	}
-	events := &eventsv1.EventList{}
-	if err := stack.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var applied string
-	for _, e := range events.Items {
-		if e.Reason == derive.ReasonWorkerDefaultsApplied && e.Regarding.Name == tj.Name {
-			applied = e.Note
-		}
-	}
-	if !strings.Contains(applied, "labels billing") || !strings.Contains(applied, "env TEAM_PROXY") || strings.Contains(applied, "cost-center") {
+	if applied := eventNote(t, ns, tj.Name, derive.ReasonWorkerDefaultsApplied); !strings.Contains(applied, "labels billing") || !strings.Contains(applied, "env TEAM_PROXY") || strings.Contains(applied, "cost-center") {
 		t.Errorf("event %s: %q, want the cluster's billing label and TEAM_PROXY, not cost-center (the job's own)", derive.ReasonWorkerDefaultsApplied, applied)
 	}
 }

@@ -1,0 +1,37 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+)
+
+// noteLimit is the most an event's note may hold (events.k8s.io/v1: 1 KiB): the API server refuses a
+// longer event, and it is lost.
+const noteLimit = 1024
+
+// limitedRecorder records events with their notes cut to noteLimit, keeping their start: a failure's note
+// (its reason, a hint, the rank's last lines after "Running -> Failed: ") or a hang's (every rank's last
+// lines) can be longer.
+type limitedRecorder struct{ events.EventRecorder }
+
+// Eventf implements events.EventRecorder.
+func (r limitedRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", limitNote(fmt.Sprintf(note, args...)))
+}
+
+// limitNote cuts s to noteLimit bytes, at a character's boundary, marking the cut with "…".
+func limitNote(s string) string {
+	if len(s) <= noteLimit {
+		return s
+	}
+	const more = "…"
+	cut := s[:noteLimit-len(more)]
+	for !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return strings.TrimRight(cut, " \n") + more
+}
