@@ -152,16 +152,15 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 // (2 KiB) holds only the tail.
 const failedLogLines = 200
 
-// failedLogs reads the end of the log of each trainer of pods that exited with a non-zero code and whose
-// termination message shows no cause the operator recognises. A log that cannot be read (the pod gone, its
-// node lost) is left out: the termination message still explains the failure.
+// failedLogs reads the end of the trainer's log of the pods whose exit describes the failure and whose
+// termination message shows no cause the operator recognises (derive.HintLogPods). A log that cannot be
+// read (the pod gone, its node lost) is left out: the termination message still explains the failure.
 func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[string]string {
+	if r.Logs == nil {
+		return nil
+	}
 	var logs map[string]string
-	for i := range pods {
-		p := &pods[i]
-		if r.Logs == nil || !derive.NeedsLog(p) {
-			continue
-		}
+	for _, p := range derive.HintLogPods(pods) {
 		text, err := r.Logs.TailLog(ctx, p.Namespace, p.Name, names.ContainerName, failedLogLines)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("reading a failed trainer's log", "pod", klog.KObj(p), "error", err.Error())

@@ -26,20 +26,21 @@ var hints = []hint{
 		"an NCCL collective timed out: a rank stalled or lost its network to the others (env NCCL_DEBUG=INFO says which; a failurePolicy rule onMessage 'NCCL.*[Tt]imeout' can restart without counting)"},
 }
 
-// NeedsLog: the pod's trainer exited with a non-zero code and its termination message shows no cause the
-// operator recognises, so more of its log may (Observed.Logs).
-func NeedsLog(p *corev1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name != names.ContainerName {
-			continue
-		}
-		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t != nil && t.ExitCode != 0 && hintFor(t.Message) == "" {
-				return true
-			}
+// HintLogPods are the pods whose trainer's log the failure's description reads for a hint (Observed.Logs):
+// the rank that exited first and those tied with it, each when its termination message shows no cause the
+// operator recognises. Only they are described, so only their logs are worth reading.
+func HintLogPods(pods []corev1.Pod) []*corev1.Pod {
+	e := firstExit(pods)
+	if e == nil {
+		return nil
+	}
+	var out []*corev1.Pod
+	for _, x := range append([]*rankExit{e}, e.tied...) {
+		if x.container == names.ContainerName && hintFor(x.t.Message) == "" {
+			out = append(out, x.pod)
 		}
 	}
-	return false
+	return out
 }
 
 // hintFor is the hint for a termination message, "" when none matches.

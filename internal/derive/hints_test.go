@@ -1,6 +1,7 @@
 package derive
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,35 @@ func TestFailureHints(t *testing.T) {
 				t.Errorf("description %q, want the hint %q ahead of the last lines", got, tc.want)
 			case !strings.HasSuffix(got, strings.TrimSpace(tc.log[strings.LastIndex(strings.TrimSpace(tc.log), "\n")+1:])):
 				t.Errorf("description %q does not end with the log's last line", got)
+			}
+		})
+	}
+}
+
+// TestHintLogPods: the JobController reads the logs of the ranks whose exit describes the failure (the
+// first, and those tied with it) and only when their termination message names no cause already.
+func TestHintLogPods(t *testing.T) {
+	cases := []struct {
+		name string
+		pods []corev1.Pod
+		want []string
+	}{
+		{"the first exit, not its bystander", []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).at(2).p,
+			pod("1", corev1.PodFailed).exited(137, "Error", false).at(1).p}, []string{"w-1"}},
+		{"two ranks in the same second", []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).at(1).p,
+			pod("1", corev1.PodFailed).exited(1, "Error", false).at(1).p}, []string{"w-0", "w-1"}},
+		{"a cause already in the message", []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).message(shmCrash).p}, nil},
+		{"only the agent failed", []corev1.Pod{pod("0", corev1.PodRunning).agentExited(1, 1).p}, nil},
+		{"nothing failed", []corev1.Pod{pod("0", corev1.PodRunning).p}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, p := range HintLogPods(tc.pods) {
+				got = append(got, p.Name)
+			}
+			if !slices.Equal(tc.want, got) {
+				t.Errorf("pods %v, want %v", got, tc.want)
 			}
 		})
 	}
