@@ -54,6 +54,8 @@ build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmar
 # hack/node.sh installs and builds them once; root only) instead of process nodes.
 NODES_RUNTIME ?= process
 NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containerd --node-assets "$$(hack/node.sh)" --runner-rootfs "$$(hack/rootfs.sh)")
+# KUEUE=1 also runs the real Kueue manager (hack/kueue.sh builds it once), TrainingJob as its external framework.
+KUEUE_FLAGS = $(if $(KUEUE),--kueue --kueue-assets "$$(hack/kueue.sh)")
 
 .PHONY: demo
 demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node (NODES_RUNTIME=containerd: on real nodes).
@@ -91,8 +93,8 @@ bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a 
 	VERSITYGW="$$(hack/objstore.sh)" go test ./checkpoint -run '^$$' -bench 'ScanAndPlan10000|Sync10000' -benchmem -count 3
 
 .PHONY: up
-up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops).
-	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(if $(FILE),-f $(FILE))
+up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue.
+	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(KUEUE_FLAGS) $(if $(FILE),-f $(FILE))
 
 .PHONY: chaos
 chaos: ## The fault suite, long: the real operator SIGKILLed at random moments of 20 rounds of lifecycles and at each step; leader loss, API server restart and node loss 3 times each; prints the Reliability table (also in bin/chaos-report.md); CHAOS_SEED replays a run.

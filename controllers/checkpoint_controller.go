@@ -62,7 +62,7 @@ type CheckpointReconciler struct {
 // never leaves the ConfigMap naming a checkpoint the status does not know.
 func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
-	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil || !builders.CheckpointEnabled(tj) {
+	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil || !builders.CheckpointEnabled(tj) {
 		if !found && err == nil {
 			r.reports.forget(req.NamespacedName)
 			r.finals.Delete(req.NamespacedName)

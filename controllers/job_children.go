@@ -105,7 +105,12 @@ func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob)
 // between resumes the restart: it never counts it twice, and the Job's fixed name means two Jobs never
 // exist at once.
 func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, obs *derive.Observed) error {
-	want := builders.Job(tj, r.Options)
+	var admission *builders.Admission
+	if obs.Queue != nil {
+		admission = obs.Queue.Admission
+	}
+	waits := obs.Queue != nil && admission == nil
+	want := builders.AdmittedJob(tj, r.Options, admission)
 	job := &batchv1.Job{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), job)
 	switch {
@@ -126,8 +131,8 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		if err := r.syncSize(ctx, tj, job); err != nil {
 			return err
 		}
-		return r.syncSuspend(ctx, tj, job)
-	case finished(tj) || builders.Suspended(tj):
+		return r.syncSuspend(ctx, tj, job, waits)
+	case finished(tj) || builders.Suspended(tj) || waits:
 		return nil
 	}
 	if obs.StartBlocked, err = r.startBlocked(ctx, tj, cm); err != nil || obs.StartBlocked != "" {
@@ -220,17 +225,12 @@ func jobFinished(job *batchv1.Job) bool {
 	return derive.JobCondition(job, batchv1.JobComplete) != nil || derive.JobCondition(job, batchv1.JobFailed) != nil
 }
 
-// syncSuspend suspends the Job when the user suspends the TrainingJob, and resumes it when the user
-// resumes, unless a queue (Kueue) decides when it runs.
-func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+// syncSuspend suspends the Job when the user suspends the TrainingJob or its queue does not let it run
+// (waits: Kueue evicted its Workload), and resumes it otherwise. A Job suspended for the queue is then
+// replaced once its workers are gone (isStale: it was built for an admission Kueue took back).
+func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, waits bool) error {
 	current := ptr.Deref(job.Spec.Suspend, false)
-	want := current
-	switch {
-	case builders.Suspended(tj):
-		want = true
-	case builders.QueueName(tj) == "":
-		want = false
-	}
+	want := builders.Suspended(tj) || waits
 	if want == current {
 		return nil
 	}

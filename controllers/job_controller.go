@@ -32,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
@@ -64,6 +66,9 @@ type JobReconciler struct {
 	exits exitMemory
 	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
 	Logs LogReader
+	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
+	// controller watches the Workloads it owns.
+	kueueServed bool
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
@@ -82,7 +87,13 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			r.written.Delete(req.NamespacedName)
 			r.exits.forget(req.NamespacedName)
 		}
+		if err == nil {
+			err = r.releaseDeleted(ctx, req.NamespacedName)
+		}
 		return reconcile.Result{}, err // children go with it through owner references
+	}
+	if !builders.ManagedByOperator(tj) {
+		return reconcile.Result{}, r.ensureDispatchedWorkload(ctx, tj)
 	}
 	if statusWrites.behind(tj) {
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
@@ -134,11 +145,20 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 			return obs, err
 		}
 	}
+	if err := r.ensureWorkload(ctx, tj, &obs); err != nil {
+		return obs, err
+	}
 	if err := r.ensureJob(ctx, tj, cm, &obs); err != nil {
 		return obs, err
 	}
 	var err error
-	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil || !attemptFailing(obs) {
+	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil {
+		return obs, err
+	}
+	if err := r.releaseQuota(ctx, tj, &obs); err != nil {
+		return obs, err
+	}
+	if err := r.syncPodsReady(ctx, tj, &obs); err != nil || !attemptFailing(obs) {
 		return obs, err
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
@@ -211,6 +231,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 		func() (time.Duration, bool) { return derive.SchedulingLeft(tj, obs.Job, now) },
 		func() (time.Duration, bool) { return settleLeft(obs, now) },
 		func() (time.Duration, bool) { return min(obs.NodeWait, nodeRecheck), obs.NodeWait > 0 },
+		func() (time.Duration, bool) { return queueRecheck, obs.Queue != nil && !r.kueueServed },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})
@@ -239,8 +260,12 @@ func apiMessage(err error) string {
 // SetupWithManager registers the controller: it watches TrainingJobs, owns their Jobs, Services and
 // ConfigMaps, and maps worker pods and checkpoint claims (owned or not) to their TrainingJob by label.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&mlv1.TrainingJob{}, builder.WithPredicates(jobControllerEvents)).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if KueueServed(mgr.GetConfig()) {
+		r.kueueServed = true
+		b = b.Owns(&kueue.Workload{})
+	}
+	return b.For(&mlv1.TrainingJob{}, builder.WithPredicates(jobControllerEvents)).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // What every controller's Reconcile shares: a read that tells "absent" from an error, the result it
@@ -26,6 +27,13 @@ func getTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, 
 		tj.Default()
 	}
 	return found, err
+}
+
+// getManagedTrainingJob is getTrainingJob for the controllers that follow a running job (status,
+// checkpoints, tracking): a TrainingJob another controller manages (spec.managedBy) counts as not found.
+func getManagedTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, tj *mlv1.TrainingJob) (bool, error) {
+	found, err := getTrainingJob(ctx, c, key, tj)
+	return found && builders.ManagedByOperator(tj), err
 }
 
 // getOptional gets obj by key; found is false when it does not exist.

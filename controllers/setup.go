@@ -10,12 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
@@ -33,6 +36,9 @@ func NewScheme() *runtime.Scheme {
 	if err := mlv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
+	if err := kueue.AddToScheme(s); err != nil {
+		panic(err)
+	}
 	return s
 }
 
@@ -40,7 +46,10 @@ func NewScheme() *runtime.Scheme {
 // objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
 // keeps its managedFields there (never read, often the largest part of a small object), and pods and Jobs
 // keep no pod spec (slimPod, slimJob).
-func CacheOptions(namespaces []string) cache.Options {
+//
+// Kueue's Workloads are held (only the TrainingJobs' own) where the cluster serves Kueue's API (cfg's
+// discovery says so); the cache cannot be told about an API the cluster does not serve.
+func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
 	owned, _ := labels.NewRequirement(names.NameLabel, selection.Exists, nil) // a fixed, valid requirement
 	sel := labels.NewSelector().Add(*owned)
 	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
@@ -51,6 +60,9 @@ func CacheOptions(namespaces []string) cache.Options {
 		// Checkpoint claims the operator created; users' own claims are not held.
 		&corev1.PersistentVolumeClaim{}: {Label: sel},
 	}}
+	if KueueServed(cfg) {
+		opts.ByObject[&kueue.Workload{}] = cache.ByObject{Label: sel}
+	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -58,6 +70,26 @@ func CacheOptions(namespaces []string) cache.Options {
 		}
 	}
 	return opts
+}
+
+// KueueServed: the cluster serves Kueue's Workload API (kueue.x-k8s.io/v1beta2), so the operator holds
+// and watches its TrainingJobs' Workloads. Kueue installed after the operator started is seen at its
+// next start; until then queued jobs are looked at every queueRecheck.
+func KueueServed(cfg *rest.Config) bool {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	list, err := dc.ServerResourcesForGroupVersion(kueue.SchemeGroupVersion.String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "workloads" {
+			return true
+		}
+	}
+	return false
 }
 
 // slimPod keeps of a worker's pod what the controllers read: its metadata, node and status. The pod's

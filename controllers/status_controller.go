@@ -72,7 +72,7 @@ const maxBody = 4 << 20
 // Running job when its interval has passed.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
-	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil {
+	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil {
 		if !found && err == nil {
 			r.jobs.forget(req.NamespacedName)
 			metrics.DeleteJob(req.Namespace, req.Name)

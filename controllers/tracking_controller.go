@@ -82,7 +82,7 @@ const maxCloseTries = 10
 // ExperimentTracked; write the status; then the ConfigMap's keys from the status as written.
 func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{}
-	found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj)
+	found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

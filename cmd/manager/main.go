@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	rc.QPS, rc.Burst = float32(c.qps), c.burst
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
-		Cache:                   controllers.CacheOptions(namespaces),
+		Cache:                   controllers.CacheOptions(rc, namespaces),
 		Metrics:                 metrics.Serving{BindAddress: c.metricsAddr, InsecureHTTP: c.metricsInsecureHTTP, CertDir: c.metricsCertDir}.Options(),
 		HealthProbeBindAddress:  c.probeAddr,
 		PprofBindAddress:        c.pprofAddr,

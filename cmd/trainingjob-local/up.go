@@ -48,6 +48,9 @@ type upFlags struct {
 	realNodes  int
 	nodeAssets string
 	rootfs     string
+	// kueue runs the Kueue manager from kueueAssets (hack/kueue.sh prints it).
+	kueue       bool
+	kueueAssets string
 }
 
 func parseUp(args []string) (upFlags, error) {
@@ -69,6 +72,8 @@ func parseUp(args []string) (upFlags, error) {
 	fs.StringVar(&f.runtime, "nodes-runtime", "process", "where pods run: process (process nodes, no containers) or containerd (real nodes: kubelet, containerd, runc, cluster DNS, images built from this repository; root only)")
 	fs.IntVar(&f.realNodes, "real-nodes", 2, "number of real nodes with --nodes-runtime containerd")
 	fs.StringVar(&f.nodeAssets, "node-assets", os.Getenv("NODE_ASSETS"), "directory of kubelet and coredns (hack/node.sh prints it), for --nodes-runtime containerd")
+	fs.BoolVar(&f.kueue, "kueue", false, "also run Kueue (its CRDs and manager, TrainingJob as an external framework) so that queued TrainingJobs are admitted by it; docs/kueue.md")
+	fs.StringVar(&f.kueueAssets, "kueue-assets", os.Getenv("KUEUE_ASSETS"), "directory of the Kueue manager and its CRDs (hack/kueue.sh prints it), for --kueue")
 	fs.StringVar(&f.rootfs, "runner-rootfs", os.Getenv("RUNNER_ROOTFS"), "Debian root filesystem tarball (hack/rootfs.sh prints it): with --nodes-runtime containerd, also build the default runner's image, so a TrainingJob without image and command runs")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -83,6 +88,9 @@ func parseUp(args []string) (upFlags, error) {
 	}
 	if f.assets == "" {
 		return f, fmt.Errorf("--assets (or KUBEBUILDER_ASSETS) is required: run `make demo`, or pass the directory hack/testbin.sh prints")
+	}
+	if f.kueue && f.kueueAssets == "" {
+		return f, fmt.Errorf("--kueue-assets (or KUEUE_ASSETS) is required with --kueue: run `make up KUEUE=1`, or pass the directory hack/kueue.sh prints")
 	}
 	return f, nil
 }
@@ -117,6 +125,9 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 		MetricsAddr: f.metricsAddr, MetricsInsecureHTTP: f.metricsHTTP, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
 		RealNodes: f.realNodes, NodeAssets: f.nodeAssets,
 	}
+	if f.kueue {
+		opts.Kueue = f.kueueAssets
+	}
 	if f.realNodes > 0 {
 		fmt.Fprintln(out, "building the images (operator, example trainer, pause; the runner with --runner-rootfs) from this repository, once per content")
 		if opts.Images, err = images.Build(wd, images.CacheDir(), f.rootfs); err != nil {
@@ -138,7 +149,7 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	if err == nil {
 		err = watch(ctx, out, s.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
 	}
-	fmt.Fprintln(out, "stopping: operator, nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
+	fmt.Fprintln(out, "stopping: operator, Kueue (with --kueue), nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
 	if derr := s.Down(); derr != nil && err == nil {
 		err = derr
 	}

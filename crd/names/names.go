@@ -7,6 +7,7 @@ package names
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strconv"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -25,7 +26,9 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the ManagedByLabel value.
 	ManagedByValue = "trainingjob-operator"
-	// QueueLabel is Kueue's queue label, copied from spec.scheduling.queueName to the Job.
+	// QueueLabel is Kueue's queue label: on a TrainingJob it names the LocalQueue that admits it (see
+	// builders.QueueName). The operator's Jobs never carry it: the TrainingJob's Workload is charged, not
+	// its Job.
 	QueueLabel = "kueue.x-k8s.io/queue-name"
 	// AttemptLabel on the Job and its pods is the attempt (status.attempt) they belong to: a gang restart
 	// replaces the Job and its pods with those of the next attempt.
@@ -39,6 +42,47 @@ const (
 	// SpecHashAnnotation on the Job is SpecHash of the Job as built; see SpecHash.
 	SpecHashAnnotation = "ml.example.com/spec-hash"
 )
+
+// Kueue's names (sigs.k8s.io/kueue: pkg/controller/constants and apis/kueue/v1beta2) that the operator
+// sets or reads as a Kueue external framework (docs/kueue.md).
+const (
+	// PriorityClassLabel on a TrainingJob names the Kueue WorkloadPriorityClass of its Workload.
+	PriorityClassLabel = "kueue.x-k8s.io/priority-class"
+	// JobUIDLabel on the Workload is the TrainingJob's UID.
+	JobUIDLabel = "kueue.x-k8s.io/job-uid"
+	// PodSetLabel on an admitted worker pod is its pod set's name (WorkerPodSet).
+	PodSetLabel = "kueue.x-k8s.io/podset"
+	// WorkloadAnnotation on an admitted worker pod names its Workload (Kueue's topology ungater reads it).
+	WorkloadAnnotation = "kueue.x-k8s.io/workload"
+	// TopologyGate holds a worker pod until Kueue's topology ungater has chosen its node.
+	TopologyGate = "kueue.x-k8s.io/topology"
+	// The topology request of the workers' pod set: pod annotations in spec.workerPod.annotations.
+	RequiredTopologyAnnotation      = "kueue.x-k8s.io/podset-required-topology"
+	PreferredTopologyAnnotation     = "kueue.x-k8s.io/podset-preferred-topology"
+	UnconstrainedTopologyAnnotation = "kueue.x-k8s.io/podset-unconstrained-topology"
+	// WorkerPodSet is the name of the Workload's one pod set.
+	WorkerPodSet = "workers"
+	// ResourceInUseFinalizer keeps an admitted Workload until its workers are gone.
+	ResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use"
+	// MultiKueueController is the spec.managedBy of a TrainingJob that MultiKueue runs on a worker cluster.
+	MultiKueueController = "kueue.x-k8s.io/multikueue"
+)
+
+// ControllerName is the spec.managedBy value of the TrainingJobs this operator runs (also when unset).
+const ControllerName = "ml.example.com/trainingjob-operator"
+
+// WorkloadName is the name of the TrainingJob's Kueue Workload, one for the job's whole life:
+// "trainingjob-<name>-<hash of the UID>", as Kueue names its integrations' Workloads (a TrainingJob
+// deleted and created again under the same name gets another). The name is cut to stay a valid name.
+func WorkloadName(tj *mlv1.TrainingJob) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tj.UID))
+	name := "trainingjob-" + tj.Name
+	if len(name) > 240 {
+		name = name[:240]
+	}
+	return fmt.Sprintf("%s-%08x", name, h.Sum32())
+}
 
 // Container, port and volume names in worker pods.
 const (

@@ -31,6 +31,7 @@ var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX
 // +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.framework) || self.framework == 'pytorch'",message="elastic needs framework pytorch (torchrun's c10d rendezvous)",fieldPath=".elastic"
 // +kubebuilder:validation:XValidation:rule="has(self.image) || !has(self.framework) || self.framework in ['pytorch', 'tensorflow', 'jax']",message="image is required with framework xgboost or paddle: the operator has no default image for them",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy)",message="managedBy is immutable: it cannot be set or removed after creation",fieldPath=".managedBy"
 type TrainingJobSpec struct {
 	// model names the model to train. It is passed to workers as MODEL_NAME and in the config file.
 	// +required
@@ -162,9 +163,19 @@ type TrainingJobSpec struct {
 	WorkerPod *WorkerPodSpec `json:"workerPod,omitempty"`
 
 	// suspend keeps (or stops) the workers from running while true; set it to false to start them.
-	// It follows the Kueue convention for suspended workloads.
+	// A queued job's suspend deactivates its Kueue Workload (its quota is released) and resuming queues
+	// it again; Kueue's own decisions never touch this field.
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
+
+	// managedBy names the controller that runs this TrainingJob: unset or
+	// ml.example.com/trainingjob-operator for this operator; any other value (kueue.x-k8s.io/multikueue,
+	// which runs the job on a worker cluster and mirrors its status back) makes the operator leave it
+	// alone: no children, no status. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="managedBy is immutable"
+	ManagedBy *string `json:"managedBy,omitempty"`
 }
 
 // Resources are a worker's compute requests and limits, as in a container's resources.
@@ -440,7 +451,8 @@ type SchedulingSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	SchedulerName string `json:"schedulerName,omitempty"`
 
-	// queueName is the Kueue LocalQueue; it becomes the kueue.x-k8s.io/queue-name label of the Job.
+	// queueName is the Kueue LocalQueue that admits the job (docs/kueue.md). The TrainingJob's
+	// kueue.x-k8s.io/queue-name label, Kueue's convention, names one too and wins when both are set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`

@@ -252,7 +252,8 @@ func TestJob(t *testing.T) {
 			p := job.Spec.Template.Spec
 			got := []any{p.PriorityClassName, p.NodeSelector["gpu"], p.SchedulerName, len(p.Tolerations), job.Labels[names.QueueLabel],
 				p.RestartPolicy, *job.Spec.BackoffLimit, job.Spec.ActiveDeadlineSeconds == nil, *job.Spec.Suspend}
-			want := []any{"high", "a100", "volcano", 1, "team-a", corev1.RestartPolicyNever, int32(0), true, true}
+			// The queue is the Workload's: the Job is never labelled, so Kueue never charges it.
+			want := []any{"high", "a100", "volcano", 1, "", corev1.RestartPolicyNever, int32(0), true, true}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -124,14 +124,6 @@ func Image(tj *mlv1.TrainingJob, opts Options) string {
 	return opts.DefaultImages[framework(tj)]
 }
 
-// QueueName is spec.scheduling.queueName: the Kueue LocalQueue that admits the job, or "".
-func QueueName(tj *mlv1.TrainingJob) string {
-	if s := tj.Spec.Scheduling; s != nil {
-		return s.QueueName
-	}
-	return ""
-}
-
 // Suspended reports whether spec.suspend is true.
 func Suspended(tj *mlv1.TrainingJob) bool {
 	return tj.Spec.Suspend != nil && *tj.Spec.Suspend

@@ -51,9 +51,6 @@ func GPUResourceName(tj *mlv1.TrainingJob, opts Options) corev1.ResourceName {
 // headless Service, so rank 0 has a stable DNS name.
 func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 	labels := names.AttemptLabels(tj)
-	if q := QueueName(tj); q != "" {
-		labels[names.QueueLabel] = q
-	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: names.JobName(tj), Namespace: tj.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -110,8 +107,9 @@ func podRestartPolicy(tj *mlv1.TrainingJob) corev1.RestartPolicy {
 	return corev1.RestartPolicyNever
 }
 
-// JobSuspend is the suspend field a new Job gets: true when the user suspends the TrainingJob, and when a
-// queue decides when it starts (Kueue admits a Job by setting suspend to false).
+// JobSuspend is the suspend field of a Job built without an admission: true when the user suspends the
+// TrainingJob, and when a queue decides when it starts (the Job of a queued job is created only once
+// Kueue has admitted its Workload, by AdmittedJob).
 func JobSuspend(tj *mlv1.TrainingJob) bool { return Suspended(tj) || QueueName(tj) != "" }
 
 // SpecHash identifies what a Job runs: its spec without the suspend field. A suspended Job whose hash

@@ -58,6 +58,8 @@ type Observed struct {
 	// name (read once the attempt's Job fails): a termination message holds only a log's last 2 KiB, and
 	// the cause a hint names can be above it.
 	Logs map[string]string
+	// Queue is the job's Kueue Workload as observed, nil when the job is not queued.
+	Queue *Queue
 }
 
 // ended are the pods whose exits explain a failure: the listed ones and those gone since they ended.
@@ -121,6 +123,8 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
 	case obs.Job == nil && obs.CreateRejected != "":
 		return phase{mlv1.StatePending, ReasonCreateRejected, "the API server rejected the workers' objects: " + obs.CreateRejected}
+	case obs.Job == nil && waitsForQueue(obs):
+		return queuePhase(obs.Queue)
 	case obs.Job == nil && tj.Status.Attempt > 0:
 		return phase{mlv1.StateInitializing, ReasonRestarting, restartMessage(tj.Status, obs.StartBlocked)}
 	case obs.Job == nil && obs.StartBlocked != "":
@@ -140,6 +144,9 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if builders.Suspended(tj) {
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; workers are stopped"}
 	}
+	if waitsForQueue(obs) {
+		return queuePhase(obs.Queue)
+	}
 	if ptr.Deref(obs.Job.Spec.Suspend, false) {
 		return queuedPhase(tj)
 	}
@@ -157,11 +164,9 @@ func failureReason(ph phase) string {
 	return ph.reason + ": " + ph.message
 }
 
-// queuedPhase: the Job is suspended although the user did not ask: a queue has not admitted it yet.
-func queuedPhase(tj *mlv1.TrainingJob) phase {
-	if q := builders.QueueName(tj); q != "" {
-		return phase{mlv1.StateSuspended, "Queued", fmt.Sprintf("waiting for queue %q (Kueue) to admit the workers' Job", q)}
-	}
+// queuedPhase: the Job is suspended although neither the user nor a queue asked (someone suspended the
+// Job itself).
+func queuedPhase(_ *mlv1.TrainingJob) phase {
 	return phase{mlv1.StateSuspended, "JobSuspended", "the workers' Job is suspended"}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -173,7 +174,12 @@ func TestDeriveStatus(t *testing.T) {
 		{"failed is final", failed, Observed{}, mlv1.StateFailed, "BackoffLimitExceeded", "boom"},
 		{"waiting for kueue", tjtest.NewTJ("ml", "q").With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
-		}).Obj(), Observed{Job: suspendedJob()}, mlv1.StateSuspended, "Queued", ""},
+		}).Obj(), Observed{Queue: &Queue{Name: "team-a", Workload: "w"}}, mlv1.StateSuspended, "Queued", ""},
+		{"evicted by kueue, workers stopping", tjtest.NewTJ("ml", "q").Obj(), Observed{Job: suspendedJob(), Queue: &Queue{Name: "team-a",
+			Evicted: &metav1.Condition{Reason: "Preempted"}, Preempted: &metav1.Condition{Reason: "InClusterQueue"}}}, mlv1.StateSuspended, "Preempted", ""},
+		{"admitted by kueue", tjtest.NewTJ("ml", "q").Obj(), Observed{Job: job(), Queue: &Queue{Name: "team-a", Admission: &builders.Admission{}}},
+			mlv1.StateInitializing, "WorkersStarting", ""},
+		{"job suspended by someone else", tjtest.NewTJ("ml", "q").Obj(), Observed{Job: suspendedJob()}, mlv1.StateSuspended, "JobSuspended", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

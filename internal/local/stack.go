@@ -74,6 +74,9 @@ type Options struct {
 	// them into it as a user does (the Helm chart, kubectl apply -k), and the operator runs as a pod of the
 	// real nodes with its ServiceAccount's identity. Only with RealNodes.
 	InClusterOperator bool
+	// Kueue, when set, is the directory hack/kueue.sh prints: the stack applies Kueue's CRDs and runs its
+	// manager (logging to Dir/kueue.log) before the operator, with TrainingJob as an external framework.
+	Kueue string
 	// Installs, when set, runs once the nodes are up (and before the in-process operator, if any): it
 	// installs what the caller wants in the cluster, for example the operator by its Helm chart.
 	Installs func(*Stack) error
@@ -101,6 +104,7 @@ type Stack struct {
 	RealNodes map[string]*realnode.Node
 	dns       *realnode.DNS
 	proxy     *realnode.Proxy
+	kueue     *cluster.Process
 }
 
 // Up starts the control plane, the kube-controller-manager and kube-scheduler, the process nodes and
@@ -142,6 +146,11 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 	}
 	if _, err := s.Cluster.StartScheduler(); err != nil {
 		return err
+	}
+	if opts.Kueue != "" {
+		if err := s.startKueue(ctx); err != nil {
+			return err
+		}
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.ctx, s.nodes = ctx, map[string]*nodeRun{}
@@ -195,7 +204,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Logger:                 opts.Log.WithName("operator"),
-		Cache:                  controllers.CacheOptions(nil),
+		Cache:                  controllers.CacheOptions(c.Config, nil),
 		Metrics:                metrics.Serving{BindAddress: addr, InsecureHTTP: opts.MetricsInsecureHTTP}.Options(),
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -438,6 +447,9 @@ func (s *Stack) Down() error {
 	var errs []error
 	if s.manager != nil {
 		s.manager.Stop()
+	}
+	if s.kueue != nil {
+		s.kueue.Stop()
 	}
 	errs = append(errs, s.stopRealNodes())
 	for _, run := range s.nodes {

@@ -43,7 +43,7 @@ func startOperator(t *testing.T, ns string, options ...func(*controllers.Config)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
-		Cache:                  controllers.CacheOptions([]string{ns}),
+		Cache:                  controllers.CacheOptions(env.Config, []string{ns}),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)}, // one manager per test

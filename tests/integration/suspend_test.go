@@ -39,36 +39,31 @@ func getJob(t *testing.T, tj *mlv1.TrainingJob) *batchv1.Job {
 	return job
 }
 
-// TestQueuedUntilKueueAdmits: with a queueName the Job is created suspended and stays so (the operator
-// does not admit it itself); the test plays Kueue by resuming the Job, and the workers start.
-func TestQueuedUntilKueueAdmits(t *testing.T) {
+// TestQueuedWithoutKueue: a job that names a queue in a cluster without Kueue's API stays Pending and
+// says why (CreateRejected naming Kueue and what to do), with no Job: it never runs unadmitted, and never
+// waits in silence. The jobs admitted by a real Kueue are tested in tests/kueue.
+func TestQueuedWithoutKueue(t *testing.T) {
 	ctx := context.Background()
 	ns := startStack(t)
-	tj := tjtest.NewTJ(ns, "queued").GPUs(0).Image("busybox:1.36", "train").With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
-	}).Obj()
+	tj := tjtest.NewTJ(ns, "queued").GPUs(0).Image("busybox:1.36", "train").Label(names.QueueLabel, "team-a").Obj()
 	if err := env.Client.Create(ctx, tj); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(tj)
-	got := waitForState(t, key, mlv1.StateSuspended)
-	if r := condition(got, mlv1.ConditionSuspended).Reason; r != "Queued" {
-		t.Errorf("Suspended reason = %q, want Queued", r)
-	}
-	job := getJob(t, tj)
-	if !*job.Spec.Suspend || job.Labels[names.QueueLabel] != "team-a" {
-		t.Fatalf("job suspend %v, queue label %q", *job.Spec.Suspend, job.Labels[names.QueueLabel])
-	}
-	eventually(t, "kueue admission", func(ctx context.Context) error {
-		job := getJob(t, tj)
-		patch := client.MergeFrom(job.DeepCopy())
-		job.Spec.Suspend = ptr.To(false)
-		return env.Client.Patch(ctx, job, patch)
+	eventually(t, "Created=False CreateRejected naming Kueue", func(ctx context.Context) error {
+		got := &mlv1.TrainingJob{}
+		if err := env.Client.Get(ctx, key, got); err != nil {
+			return err
+		}
+		c := condition(got, mlv1.ConditionCreated)
+		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, `queue "team-a" named, but this cluster does not serve Kueue's Workload API`) {
+			return fmt.Errorf("state %s, Created %s: %s", got.Status.State, c.Reason, c.Message)
+		}
+		return nil
 	})
-	workerPods(t, tj, 2)
-	waitForState(t, key, mlv1.StateInitializing)
-	if job := getJob(t, tj); *job.Spec.Suspend {
-		t.Errorf("the operator suspended an admitted job again")
+	job := &batchv1.Job{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.JobName(tj)}, job); err == nil {
+		t.Errorf("a Job exists for a job no queue admitted")
 	}
 }
 

@@ -67,6 +67,24 @@ func (b *TJ) Checkpoints(storage *mlv1.CheckpointStorage) *TJ {
 // Suspend sets suspend.
 func (b *TJ) Suspend(s bool) *TJ { b.tj.Spec.Suspend = ptr.To(s); return b }
 
+// Queue names the Kueue LocalQueue in spec.scheduling.queueName.
+func (b *TJ) Queue(q string) *TJ {
+	if b.tj.Spec.Scheduling == nil {
+		b.tj.Spec.Scheduling = &mlv1.SchedulingSpec{}
+	}
+	b.tj.Spec.Scheduling.QueueName = q
+	return b
+}
+
+// Label sets a label of the TrainingJob.
+func (b *TJ) Label(k, v string) *TJ {
+	if b.tj.Labels == nil {
+		b.tj.Labels = map[string]string{}
+	}
+	b.tj.Labels[k] = v
+	return b
+}
+
 // With applies any change.
 func (b *TJ) With(f func(*mlv1.TrainingJob)) *TJ { f(&b.tj); return b }
 

@@ -1,0 +1,358 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+)
+
+// A queued TrainingJob is a Kueue external framework (docs/kueue.md): the JobController keeps its one
+// Workload for the job's whole life, runs the workers only while Kueue admits it (the Job is created
+// with the admission's placement), stops them when Kueue evicts it and then releases the quota, says
+// when the workers are ready (waitForPodsReady) and when the job finished.
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
+
+// jobControllerName is the field manager of the JobController's writes to a Workload.
+const jobControllerName = "trainingjob-operator"
+
+// ensureWorkload creates the queued job's Workload or keeps it in step with the job (queue, active,
+// pod set), and puts what it says into obs.Queue. A finished job's Workload is declared finished.
+func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
+	queue := builders.QueueName(tj)
+	if queue == "" {
+		return nil
+	}
+	wl := &kueue.Workload{}
+	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.WorkloadName(tj)}, wl)
+	if meta.IsNoMatchError(err) {
+		return &missingAPIError{fmt.Errorf("queue %q named, but this cluster does not serve Kueue's Workload API (kueue.x-k8s.io/v1beta2): install Kueue with TrainingJob.v1.ml.example.com in integrations.externalFrameworks (docs/kueue.md), or remove the queue name: %w", queue, err)}
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case finished(tj):
+		if found {
+			return r.finishWorkload(ctx, tj, wl)
+		}
+		return nil
+	case !found:
+		if wl, err = r.createWorkload(ctx, tj); err != nil {
+			return err
+		}
+	default:
+		if err := r.syncWorkload(ctx, tj, wl); err != nil {
+			return err
+		}
+	}
+	obs.Queue, err = r.observeQueue(ctx, queue, wl)
+	return err
+}
+
+// ensureDispatchedWorkload: a TrainingJob that MultiKueue runs on a worker cluster (spec.managedBy) gets
+// no children and no status from this operator (MultiKueue mirrors the worker's status back), only its
+// Workload, which MultiKueue's admission check dispatches; a job another controller manages gets nothing.
+func (r *JobReconciler) ensureDispatchedWorkload(ctx context.Context, tj *mlv1.TrainingJob) error {
+	if ptr.Deref(tj.Spec.ManagedBy, "") != names.MultiKueueController {
+		return nil
+	}
+	var obs derive.Observed
+	return r.ensureWorkload(ctx, tj, &obs)
+}
+
+// createWorkload creates the job's Workload, with the priority of the class it names.
+func (r *JobReconciler) createWorkload(ctx context.Context, tj *mlv1.TrainingJob) (*kueue.Workload, error) {
+	priority, err := r.priority(ctx, tj)
+	if err != nil {
+		return nil, err
+	}
+	wl := builders.Workload(tj, r.Options, priority)
+	if err := controllerutil.SetControllerReference(tj, wl, r.Scheme); err != nil {
+		return nil, fmt.Errorf("setting owner of workload %s: %w", wl.Name, err)
+	}
+	if err := r.Create(ctx, wl); err != nil {
+		return nil, fmt.Errorf("creating workload %s: %w", wl.Name, err)
+	}
+	r.Recorder.Eventf(tj, wl, corev1.EventTypeNormal, derive.ReasonQueued, "Queue", "workload %s queued in %q", wl.Name, wl.Spec.QueueName)
+	return wl, nil
+}
+
+// priority is the value of the class builders.PriorityClassRef names (0 when none): a class that does
+// not exist is an error that names it, and the job waits saying so.
+func (r *JobReconciler) priority(ctx context.Context, tj *mlv1.TrainingJob) (int32, error) {
+	ref := builders.PriorityClassRef(tj)
+	if ref == nil {
+		return 0, nil
+	}
+	var value int32
+	var err error
+	if ref.Kind == kueue.WorkloadPriorityClassKind {
+		c := &kueue.WorkloadPriorityClass{}
+		err = r.APIReader.Get(ctx, client.ObjectKey{Name: ref.Name}, c)
+		value = c.Value
+	} else {
+		c := &schedulingv1.PriorityClass{}
+		err = r.APIReader.Get(ctx, client.ObjectKey{Name: ref.Name}, c)
+		value = c.Value
+	}
+	if apierrors.IsNotFound(err) {
+		return 0, &missingAPIError{fmt.Errorf("the %s %q that sets the job's queue priority does not exist: %w", ref.Kind, ref.Name, err)}
+	}
+	return value, err
+}
+
+// syncWorkload brings the Workload's queue, active and pod set in line with the job. Kueue lets the
+// queue and pod set change only while the Workload holds no quota: a changed pod set of an admitted
+// Workload (an elastic job resized) replaces the Workload, which queues the job again at its new size.
+func (r *JobReconciler) syncWorkload(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
+	if !wl.DeletionTimestamp.IsZero() {
+		return nil // its workers stop (observeQueue), then the finalizer goes (releaseQuota)
+	}
+	want := builders.Workload(tj, r.Options, ptr.Deref(wl.Spec.Priority, 0))
+	reserved := quotaReserved(wl)
+	if reserved && builders.PodSetChanged(want.Spec.PodSets, wl.Spec.PodSets) {
+		r.Recorder.Eventf(tj, wl, corev1.EventTypeNormal, derive.ReasonQueued, "Requeue", "the workers changed (%d now): workload %s is replaced and queued again", tj.Spec.NumWorkers, wl.Name)
+		return r.deleteWorkload(ctx, wl)
+	}
+	patch := client.MergeFromWithOptions(wl.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	changed := ptr.Deref(wl.Spec.Active, true) != *want.Spec.Active
+	wl.Spec.Active = want.Spec.Active
+	if !reserved && (wl.Spec.QueueName != want.Spec.QueueName || builders.PodSetChanged(want.Spec.PodSets, wl.Spec.PodSets)) {
+		wl.Spec.QueueName, wl.Spec.PodSets, changed = want.Spec.QueueName, want.Spec.PodSets, true
+	}
+	if !changed {
+		return nil
+	}
+	if err := r.Patch(ctx, wl, patch); err != nil {
+		return fmt.Errorf("updating workload %s of %s: %w", wl.Name, klog.KObj(tj), err)
+	}
+	return nil
+}
+
+func (r *JobReconciler) deleteWorkload(ctx context.Context, wl *kueue.Workload) error {
+	if err := r.Delete(ctx, wl, client.Preconditions{UID: &wl.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting workload %s: %w", wl.Name, err)
+	}
+	return nil
+}
+
+// observeQueue reads what Kueue decided: the admission (with its flavors' node labels and tolerations)
+// while admitted and not evicted, else why the workers wait or stop.
+func (r *JobReconciler) observeQueue(ctx context.Context, queue string, wl *kueue.Workload) (*derive.Queue, error) {
+	q := &derive.Queue{Name: queue, Workload: wl.Name}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Status == metav1.ConditionFalse {
+		q.Pending = c.Message
+	}
+	evicted := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted)
+	if evicted != nil && evicted.Status == metav1.ConditionTrue && quotaReserved(wl) {
+		q.Evicted = evicted
+	}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue && !admitted(wl) {
+		q.Preempted = c
+	} else if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued); c != nil && c.Reason == kueue.WorkloadEvictedByPreemption && !admitted(wl) {
+		q.Preempted = c
+	}
+	if !admitted(wl) || q.Evicted != nil || !wl.DeletionTimestamp.IsZero() {
+		return q, nil
+	}
+	var err error
+	q.Admission, err = r.admission(ctx, wl)
+	return q, err
+}
+
+// admission is Kueue's PodSetInfo of the workers' pod set (package podset's FromAssignment): the
+// flavors' node labels and tolerations, the pod set label and the Workload's annotation, the topology
+// gate when Kueue assigned a topology, and what admission checks add.
+func (r *JobReconciler) admission(ctx context.Context, wl *kueue.Workload) (*builders.Admission, error) {
+	a := &builders.Admission{ClusterQueue: string(wl.Status.Admission.ClusterQueue), NodeSelector: map[string]string{},
+		Labels: map[string]string{names.PodSetLabel: names.WorkerPodSet}, Annotations: map[string]string{names.WorkloadAnnotation: wl.Name}}
+	for _, psa := range wl.Status.Admission.PodSetAssignments {
+		if psa.Name != names.WorkerPodSet {
+			continue
+		}
+		if psa.TopologyAssignment != nil {
+			a.SchedulingGates = []corev1.PodSchedulingGate{{Name: names.TopologyGate}}
+			if tr := wl.Spec.PodSets[0].TopologyRequest; tr == nil || (tr.Required == nil && tr.Preferred == nil && tr.Unconstrained == nil) {
+				a.Annotations[names.UnconstrainedTopologyAnnotation] = "true"
+			}
+		}
+		seen := map[kueue.ResourceFlavorReference]bool{}
+		for _, ref := range psa.Flavors {
+			if seen[ref] {
+				continue
+			}
+			seen[ref] = true
+			flavor := &kueue.ResourceFlavor{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Name: string(ref)}, flavor); err != nil {
+				return nil, fmt.Errorf("reading resource flavor %s of workload %s: %w", ref, wl.Name, err)
+			}
+			maps.Copy(a.NodeSelector, flavor.Spec.NodeLabels)
+			a.Tolerations = append(a.Tolerations, flavor.Spec.Tolerations...)
+		}
+	}
+	for _, check := range wl.Status.AdmissionChecks {
+		for _, u := range check.PodSetUpdates {
+			if u.Name == names.WorkerPodSet {
+				maps.Copy(a.NodeSelector, u.NodeSelector)
+				maps.Copy(a.Labels, u.Labels)
+				maps.Copy(a.Annotations, u.Annotations)
+				a.Tolerations = append(a.Tolerations, u.Tolerations...)
+			}
+		}
+	}
+	return a, nil
+}
+
+// releaseQuota gives back the quota of an evicted or deleted Workload once the job's workers are gone
+// (their checkpoint at SIGTERM written): the admission is cleared, requeued after a preemption (Kueue's
+// contract, as its jobframework does it), and a deleted Workload's finalizer removed.
+func (r *JobReconciler) releaseQuota(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
+	if obs.Queue == nil || obs.Job != nil && obs.Job.Status.Active > 0 || len(obs.Pods) > 0 {
+		return nil
+	}
+	wl := &kueue.Workload{}
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil || !found {
+		return err
+	}
+	if !wl.DeletionTimestamp.IsZero() {
+		return r.removeFinalizer(ctx, wl)
+	}
+	ev := obs.Queue.Evicted
+	if ev == nil {
+		return nil
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	requeue := ev.Reason == kueue.WorkloadEvictedByPreemption || ev.Reason == kueue.WorkloadEvictedDueToNodeFailures
+	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadRequeued, Status: conditionStatus(requeue),
+		Reason: ev.Reason, Message: ev.Message, ObservedGeneration: wl.Generation})
+	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse,
+		Reason: kueue.WorkloadQuotaReservedReasonPendingEvaluation, Message: ev.Message, LastTransitionTime: now, ObservedGeneration: wl.Generation})
+	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse,
+		Reason: kueue.WorkloadAdmittedReasonNoReservation, Message: "The workload has no reservation", LastTransitionTime: now, ObservedGeneration: wl.Generation})
+	wl.Status.Admission = nil
+	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
+		return fmt.Errorf("releasing the quota of workload %s (%s): %w", wl.Name, ev.Reason, err)
+	}
+	return nil
+}
+
+func conditionStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+// syncPodsReady keeps the Workload's PodsReady condition (Kueue's waitForPodsReady): true once every
+// worker of the admitted attempt is ready, false while any is not (WaitForStart before the first time,
+// WaitForRecovery after, a gang restart included).
+func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
+	if obs.Queue == nil || obs.Queue.Admission == nil {
+		return nil
+	}
+	wl := &kueue.Workload{}
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil || !found {
+		return err
+	}
+	ready := obs.Job != nil && ptr.Deref(obs.Job.Status.Ready, 0) >= tj.Spec.NumWorkers
+	prev := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady)
+	c := metav1.Condition{Type: kueue.WorkloadPodsReady, Status: conditionStatus(ready), Reason: kueue.WorkloadStarted,
+		Message: "All pods reached readiness and the workload is running", ObservedGeneration: wl.Generation}
+	switch {
+	case ready && prev != nil && prev.Reason == kueue.WorkloadWaitForRecovery:
+		c.Reason, c.Message = kueue.WorkloadRecovered, "At least one pod has failed, but all pods are ready again"
+	case !ready && (prev == nil || prev.Reason == kueue.WorkloadWaitForStart):
+		c.Reason, c.Message = kueue.WorkloadWaitForStart, "Not all pods are ready or succeeded"
+	case !ready:
+		c.Reason, c.Message = kueue.WorkloadWaitForRecovery, "At least one pod has failed, waiting for recovery"
+	}
+	if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+		return nil
+	}
+	meta.SetStatusCondition(&wl.Status.Conditions, c)
+	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
+		return fmt.Errorf("setting PodsReady=%s on workload %s: %w", c.Status, wl.Name, err)
+	}
+	return nil
+}
+
+// finishWorkload declares a finished job's Workload finished (Kueue frees its quota) and drops its
+// finalizer.
+func (r *JobReconciler) finishWorkload(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
+	if meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished) == nil {
+		reason := kueue.WorkloadFinishedReasonSucceeded
+		if tj.Status.State == mlv1.StateFailed {
+			reason = kueue.WorkloadFinishedReasonFailed
+		}
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue,
+			Reason: reason, Message: derive.ConditionMessage(tj.Status, string(tj.Status.State)), ObservedGeneration: wl.Generation})
+		if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
+			return fmt.Errorf("finishing workload %s: %w", wl.Name, err)
+		}
+	}
+	return r.removeFinalizer(ctx, wl)
+}
+
+func (r *JobReconciler) removeFinalizer(ctx context.Context, wl *kueue.Workload) error {
+	if !controllerutil.ContainsFinalizer(wl, names.ResourceInUseFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(wl.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(wl, names.ResourceInUseFinalizer)
+	if err := r.Patch(ctx, wl, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the finalizer of workload %s: %w", wl.Name, err)
+	}
+	return nil
+}
+
+// releaseDeleted drops the finalizer of the Workloads of a TrainingJob that is gone or being deleted:
+// its workers go with it (owner references), and its Workload must not hold the deletion up.
+func (r *JobReconciler) releaseDeleted(ctx context.Context, key client.ObjectKey) error {
+	if !r.kueueServed {
+		return nil
+	}
+	var list kueue.WorkloadList
+	if err := r.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{names.NameLabel: key.Name}); err != nil {
+		return fmt.Errorf("listing the workloads of %s: %w", key, err)
+	}
+	for i := range list.Items {
+		if wl := &list.Items[i]; !wl.DeletionTimestamp.IsZero() {
+			if err := r.removeFinalizer(ctx, wl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func quotaReserved(wl *kueue.Workload) bool {
+	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) && wl.Status.Admission != nil
+}
+
+func admitted(wl *kueue.Workload) bool {
+	return quotaReserved(wl) && meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+}
+
+// queueRecheck is how often a queued job is looked at when the operator does not watch Workloads
+// (Kueue's API was not served when it started).
+const queueRecheck = 15 * time.Second
