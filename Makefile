@@ -111,11 +111,11 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 logger-set = 2>&1 | tee $(1); ! grep -n 'log.SetLogger(...) was never called' $(1)
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server), e2e (local stack), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), real containers on real nodes (tests/cluster), and a short fuzzing run.
+test: ## Run every test: unit, integration (real API server), e2e (local stack, the real Kueue manager), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), real containers on real nodes (tests/cluster), and a short fuzzing run.
 	hack/cc.sh >/dev/null
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
-		go test $(GO_TEST_FLAGS) ./... $(call logger-set,bin/test.log)
+		KUEUE_ASSETS="$$(hack/kueue.sh)" go test $(GO_TEST_FLAGS) ./... $(call logger-set,bin/test.log)
 	python3 -m unittest discover -s runner/tests
 	$(MAKE) --no-print-directory test-frameworks
 	$(MAKE) --no-print-directory test-cluster

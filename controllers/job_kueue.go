@@ -167,9 +167,10 @@ func (r *JobReconciler) observeQueue(ctx context.Context, queue string, wl *kueu
 	if evicted != nil && evicted.Status == metav1.ConditionTrue && quotaReserved(wl) {
 		q.Evicted = evicted
 	}
-	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue && !admitted(wl) {
+	stopped := !admitted(wl) || q.Evicted != nil
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue && stopped {
 		q.Preempted = c
-	} else if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued); c != nil && c.Reason == kueue.WorkloadEvictedByPreemption && !admitted(wl) {
+	} else if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued); c != nil && c.Reason == kueue.WorkloadEvictedByPreemption && stopped {
 		q.Preempted = c
 	}
 	if !admitted(wl) || q.Evicted != nil || !wl.DeletionTimestamp.IsZero() {

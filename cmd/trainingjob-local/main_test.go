@@ -69,3 +69,45 @@ func TestDemo(t *testing.T) {
 		t.Errorf("no kubeconfig in the state directory: %v", err)
 	}
 }
+
+// TestUpWithKueue runs what `make up KUEUE=1 FILE=examples/kueue.yaml` runs, to the end: the real Kueue
+// manager admits the first job (queued by Kueue's label) and holds the second (spec.scheduling.queueName)
+// Suspended with Kueue's reason until the first one's quota is free; both complete. Without
+// --kueue-assets, --kueue is refused with what to run.
+func TestUpWithKueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local stack: make test runs it, make unit (go test -short) does not")
+	}
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kueueAssets, err := testenv.KueueAssets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseUp([]string{"--assets", assets, "--kueue", "--kueue-assets", ""}); err == nil || !strings.Contains(err.Error(), "hack/kueue.sh") {
+		t.Errorf("--kueue without its assets: %v, want an error naming hack/kueue.sh", err)
+	}
+	root := testenv.RepoRoot()
+	bin, state := t.TempDir(), t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the trainer: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	err = up(context.Background(), &out, []string{"--assets", assets, "--state-dir", state, "--path", bin, "--kueue", "--kueue-assets", kueueAssets,
+		"-f", filepath.Join(root, "examples", "kueue.yaml"), "--exit-when-done"})
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	queued := regexp.MustCompile(`demo/second\s+Suspended .*insufficient unused quota for cpu`).FindStringIndex(s)
+	firstDone := regexp.MustCompile(`demo/first\s+Completed`).FindStringIndex(s)
+	secondRuns := regexp.MustCompile(`demo/second\s+Running`).FindStringIndex(s)
+	if queued == nil || firstDone == nil || secondRuns == nil || secondRuns[0] < firstDone[0] || !strings.Contains(s[secondRuns[0]:], "demo/second              Completed") {
+		t.Errorf("want second Suspended for quota, then running only after first Completed, then Completed")
+	}
+}

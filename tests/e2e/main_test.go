@@ -1,6 +1,6 @@
 // Package e2e runs TrainingJobs end to end on the local stack: a real kube-apiserver, etcd,
 // kube-controller-manager and kube-scheduler, two process nodes that run pods as local processes, the
-// operator, and the example trainer built from examples/trainer.
+// operator, the real Kueue manager, and the example trainer built from examples/trainer.
 package e2e
 
 import (
@@ -19,6 +19,7 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
 var (
@@ -40,9 +41,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
+	kueueAssets, err := testenv.KueueAssets()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	code := stacktest.Main(m, "e2e", &stack, func(o *local.Options, _ string) {
 		o.NodeEnv = map[string]string{"STORAGE_EMULATOR_HOST": gcs.URL()}
 		o.MetricsAddr = operatorMetrics
+		o.Kueue = kueueAssets // the real Kueue manager (kueue_test.go); the other tests queue nothing
 	})
 	gcs.Stop()
 	os.Exit(code)

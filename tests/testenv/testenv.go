@@ -53,6 +53,15 @@ func Assets() (string, error) {
 	return dir, nil
 }
 
+// KueueAssets is the directory of the Kueue manager and its CRDs, from KUEUE_ASSETS.
+func KueueAssets() (string, error) {
+	dir := os.Getenv("KUEUE_ASSETS")
+	if dir == "" {
+		return "", fmt.Errorf("KUEUE_ASSETS is not set: run the tests with `make test`, which builds the Kueue manager with hack/kueue.sh")
+	}
+	return dir, nil
+}
+
 // Start starts etcd and kube-apiserver with the CRD and policies of deploy/ installed; options change the
 // cluster's (cluster.Options.Bare leaves the API out).
 func Start(options ...func(*cluster.Options)) (*Env, error) {
