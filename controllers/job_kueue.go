@@ -265,36 +265,47 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 }
 
 // syncPodsReady keeps the Workload's PodsReady condition (Kueue's waitForPodsReady): true once every
-// worker of the admitted attempt is ready, false while any is not (WaitForStart before the first time,
-// WaitForRecovery after, a gang restart included).
+// worker of the admitted attempt is ready or done, false while any is not (WaitForStart before the first
+// time, WaitForRecovery after, a gang restart included).
 func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
-	if obs.Queue == nil || obs.Queue.Admission == nil {
-		return nil
+	if obs.Queue == nil || obs.Queue.Admission == nil || obs.Job != nil && obs.Job.ResourceVersion == "" {
+		return nil // not admitted, or the Job was just created: nothing observed yet
 	}
 	wl := &kueue.Workload{}
 	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil || !found {
 		return err
 	}
-	ready := obs.Job != nil && ptr.Deref(obs.Job.Status.Ready, 0) >= tj.Spec.NumWorkers
+	// Workers that finished count as ready, as for Kueue's own Job integration: the run is not waiting.
+	ready := obs.Job != nil && ptr.Deref(obs.Job.Status.Ready, 0)+obs.Job.Status.Succeeded >= tj.Spec.NumWorkers
 	prev := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady)
-	c := metav1.Condition{Type: kueue.WorkloadPodsReady, Status: conditionStatus(ready), Reason: kueue.WorkloadStarted,
-		Message: "All pods reached readiness and the workload is running", ObservedGeneration: wl.Generation}
-	switch {
-	case ready && prev != nil && prev.Reason == kueue.WorkloadWaitForRecovery:
-		c.Reason, c.Message = kueue.WorkloadRecovered, "At least one pod has failed, but all pods are ready again"
-	case !ready && (prev == nil || prev.Reason == kueue.WorkloadWaitForStart):
-		c.Reason, c.Message = kueue.WorkloadWaitForStart, "Not all pods are ready or succeeded"
-	case !ready:
-		c.Reason, c.Message = kueue.WorkloadWaitForRecovery, "At least one pod has failed, waiting for recovery"
-	}
-	if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+	c, changed := podsReadyCondition(ready, prev)
+	if !changed {
 		return nil
 	}
+	c.ObservedGeneration = wl.Generation
 	meta.SetStatusCondition(&wl.Status.Conditions, c)
 	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
 		return fmt.Errorf("setting PodsReady=%s on workload %s: %w", c.Status, wl.Name, err)
 	}
 	return nil
+}
+
+// podsReadyCondition is the PodsReady condition Kueue's own job integrations set, from whether all
+// workers are ready and the condition as it was; changed is false when prev says the same (a ready
+// Workload keeps its reason, Started or Recovered).
+func podsReadyCondition(ready bool, prev *metav1.Condition) (c metav1.Condition, changed bool) {
+	c = metav1.Condition{Type: kueue.WorkloadPodsReady, Status: conditionStatus(ready)}
+	switch {
+	case ready && prev != nil && prev.Reason == kueue.WorkloadWaitForRecovery:
+		c.Reason, c.Message = kueue.WorkloadRecovered, "At least one pod has failed, but all pods are ready again"
+	case ready:
+		c.Reason, c.Message = kueue.WorkloadStarted, "All pods reached readiness and the workload is running"
+	case prev == nil || prev.Reason == kueue.WorkloadWaitForStart:
+		c.Reason, c.Message = kueue.WorkloadWaitForStart, "Not all pods are ready or succeeded"
+	default:
+		c.Reason, c.Message = kueue.WorkloadWaitForRecovery, "At least one pod has failed, waiting for recovery"
+	}
+	return c, prev == nil || prev.Status != c.Status || (prev.Reason != c.Reason && !ready)
 }
 
 // finishWorkload declares a finished job's Workload finished (Kueue frees its quota) and drops its

@@ -115,3 +115,21 @@ func TestReleaseQuota(t *testing.T) {
 		t.Errorf("admission %v, conditions (-want +got):\n%s", got.Status.Admission, diff)
 	}
 }
+
+// TestPodsReadySequence: the PodsReady condition through a start, a gang restart and a finish, as
+// syncPodsReady writes it: one write per change of meaning, never back to Started after a recovery.
+func TestPodsReadySequence(t *testing.T) {
+	var prev *metav1.Condition
+	var got []string
+	for _, ready := range []bool{false, false, true, true, false, false, true, true} {
+		c, changed := podsReadyCondition(ready, prev)
+		if !changed {
+			continue
+		}
+		prev, got = &c, append(got, c.Reason)
+	}
+	want := []string{kueue.WorkloadWaitForStart, kueue.WorkloadStarted, kueue.WorkloadWaitForRecovery, kueue.WorkloadRecovered}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PodsReady reasons written (-want +got):\n%s", diff)
+	}
+}

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -94,6 +96,20 @@ func (s *Stack) startKueue(ctx context.Context) error {
 			return fmt.Errorf("a certificate for Kueue in %s: %w", d, err)
 		}
 	}
+	// The webhook server's port is chosen free, but another process may take it before the manager binds
+	// it: then the manager exits, and starts again on another.
+	for try := 1; ; try++ {
+		err := s.runKueue(dir, certDir)
+		if err == nil || !errors.Is(err, errPortTaken) || try == 3 {
+			return err
+		}
+	}
+}
+
+var errPortTaken = errors.New("its webhook port was taken")
+
+// runKueue starts the Kueue manager with its webhook server on a free port and waits until it serves.
+func (s *Stack) runKueue(dir, certDir string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -102,13 +118,28 @@ func (s *Stack) startKueue(ctx context.Context) error {
 	if err := os.WriteFile(config, fmt.Appendf(nil, kueueConfig, port, certDir), 0o600); err != nil {
 		return err
 	}
+	logPath := filepath.Join(s.opts.Dir, "kueue.log")
 	p, err := cluster.StartProcess(filepath.Join(dir, "kueue"), []string{"--config=" + config, "--kubeconfig=" + s.Cluster.Kubeconfig,
-		"--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"}, filepath.Join(s.opts.Dir, "kueue.log"))
+		"--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"}, logPath)
 	if err != nil {
 		return err
 	}
-	s.kueue = p
-	return nil
+	serving := fmt.Sprintf(`"msg":"Serving webhook server","host":"127.0.0.1","port":%d`, port)
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		data, _ := os.ReadFile(logPath) // not written yet: read again
+		if exited, _ := p.Exited(); exited {
+			if bytes.Contains(data, []byte("address already in use")) {
+				return errPortTaken
+			}
+			return fmt.Errorf("the Kueue manager exited at start: see %s", logPath)
+		}
+		if bytes.Contains(data, []byte(serving)) {
+			s.kueue = p
+			return nil
+		}
+	}
+	p.Stop()
+	return fmt.Errorf("the Kueue manager did not start serving within 2 minutes: see %s", logPath)
 }
 
 // applyCRDs creates the CRDs of the YAML files in dir and waits until the API server serves them.
@@ -186,12 +217,16 @@ func writeSelfSigned(dir string) error {
 	return os.WriteFile(crt, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 }
 
-// freePort is a TCP port free on 127.0.0.1 now.
+// freePort is a TCP port free on 127.0.0.1 now, below Linux's ephemeral range (32768 and up) where
+// outgoing connections would soon take it again.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 100 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = l.Close() // only its number was wanted
+			return port, nil
+		}
 	}
-	defer func() { _ = l.Close() }() // only its number was wanted
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port on 127.0.0.1 between 20000 and 32000")
 }

@@ -269,6 +269,7 @@ func TestKueueGangRestartKeepsTheWorkload(t *testing.T) {
 	kueueSetup(t, ns, 2, nil)
 	create(t, queuedJob(ns, name, 2, 30, "--epoch-delay=200ms").Obj())
 	pids := runningPIDs(t, ns, name, 2)
+	waitPodsReady(t, ns, name, kueue.WorkloadStarted)
 	before := workloadOf(t, ns, name)
 	reserved := meta.FindStatusCondition(before.Status.Conditions, kueue.WorkloadQuotaReserved)
 	create(t, queuedJob(ns, "behind", 2, 3).Obj())
@@ -290,6 +291,7 @@ func TestKueueGangRestartKeepsTheWorkload(t *testing.T) {
 	if tj := getTJ(t, ns, "behind"); tj.Status.State != mlv1.StateSuspended {
 		t.Errorf("the job behind took the quota during the restart: %s", tj.Status.State)
 	}
+	waitPodsReady(t, ns, name, kueue.WorkloadRecovered)
 	after := workloadOf(t, ns, name)
 	again := meta.FindStatusCondition(after.Status.Conditions, kueue.WorkloadQuotaReserved)
 	if after.UID != before.UID || again == nil || again.Status != metav1.ConditionTrue || !again.LastTransitionTime.Equal(&reserved.LastTransitionTime) {
@@ -301,6 +303,51 @@ func TestKueueGangRestartKeepsTheWorkload(t *testing.T) {
 	waitForState(t, ns, name, mlv1.StateCompleted, 3*time.Minute)
 	waitForState(t, ns, "behind", mlv1.StateCompleted, 2*time.Minute)
 	assertOneWorkloadPerJob(t, ns, name, "behind")
+}
+
+// waitPodsReady waits for the Workload's PodsReady condition (Kueue's waitForPodsReady, on in the stack)
+// to be true with the reason given: Started the first time all workers are ready, Recovered after a restart.
+func waitPodsReady(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	eventually(t, time.Minute, "PodsReady "+reason, func() error {
+		wl := workloadOf(t, ns, name)
+		c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			var mf []string
+			for _, m := range wl.ManagedFields {
+				mf = append(mf, fmt.Sprintf("%s %s %s %s", m.Manager, m.Operation, m.Subresource, m.FieldsV1))
+			}
+			tj := getTJ(t, ns, name)
+			return fmt.Errorf("PodsReady %+v; job %s attempt %d workers %+v; managed fields:\n%s", c, tj.Status.State, tj.Status.Attempt, tj.Status.Workers, strings.Join(mf, "\n"))
+		}
+		return nil
+	})
+}
+
+// TestKueueManagedByMultiKueue: a TrainingJob MultiKueue runs on a worker cluster gets only its Workload
+// here (MultiKueue's admission check dispatches it), no children and no status; one managed by another
+// controller gets nothing at all.
+func TestKueueManagedByMultiKueue(t *testing.T) {
+	ns := newNamespace(t)
+	kueueSetup(t, ns, 4, nil)
+	create(t, queuedJob(ns, "remote", 2, 3).With(func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }).Obj(),
+		queuedJob(ns, "other", 2, 3).With(func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("example.com/other") }).Obj(),
+		queuedJob(ns, "local", 2, 3).Obj())
+	waitForState(t, ns, "local", mlv1.StateCompleted, 2*time.Minute) // by then the operator has seen all three
+	assertOneWorkloadPerJob(t, ns, "local", "remote")
+	for _, name := range []string{"remote", "other"} {
+		tj := getTJ(t, ns, name)
+		var jobs batchv1.JobList
+		var cms corev1.ConfigMapList
+		for _, l := range []client.ObjectList{&jobs, &cms} {
+			if err := stack.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{names.NameLabel: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tj.Status.State != "" || len(jobs.Items)+len(cms.Items) != 0 {
+			t.Errorf("%s: state %q, %d Jobs, %d ConfigMaps; want it left alone", name, tj.Status.State, len(jobs.Items), len(cms.Items))
+		}
+	}
 }
 
 // withPreemptionCheckpoint: checkpoints on the claim only at SIGTERM (the frequency is never reached), so
@@ -324,7 +371,10 @@ func TestKueuePreemptionKeepsTheWork(t *testing.T) {
 		&kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high-" + ns}, Value: 1000}
 	createClusterScoped(t, low, high)
 	tl := watchTimeline(t, ns)
-	create(t, claim(ns), queuedJob(ns, "low", 2, 40, "--epoch-delay=250ms").Label(names.PriorityClassLabel, low.Name).With(withPreemptionCheckpoint).Obj())
+	// A rank that loses a peer blocks, as one in an NCCL collective does: the gang's ranks are stopped one
+	// after the other, and rank 0 must still be there to get its SIGTERM and write the checkpoint.
+	create(t, claim(ns), queuedJob(ns, "low", 2, 40, "--epoch-delay=250ms", "--block-on-peer-loss").
+		Label(names.PriorityClassLabel, low.Name).With(withPreemptionCheckpoint).Obj())
 	runningPIDs(t, ns, "low", 2)
 	eventually(t, time.Minute, "low past epoch 3", func() error {
 		if e := getTJ(t, ns, "low").Status.CurrentEpoch; e < 3 {

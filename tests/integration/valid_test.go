@@ -305,3 +305,33 @@ func TestPolicyImmutableWhileRunning(t *testing.T) {
 		t.Errorf("editing while Suspended: %v", err)
 	}
 }
+
+// TestAdmissionManagedByImmutable: spec.managedBy (MultiKueue's convention) cannot be set, changed or
+// removed after creation: the controller that runs a job never changes under it.
+func TestAdmissionManagedByImmutable(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	mk := tjtest.NewTJ(ns, "remote").With(func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }).Obj()
+	local := tjtest.NewTJ(ns, "local").Obj()
+	for _, tj := range []*mlv1.TrainingJob{mk, local} {
+		if err := env.Client.Create(ctx, tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		tj   *mlv1.TrainingJob
+		f    change
+	}{
+		{"changed", mk, func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("example.com/other") }},
+		{"removed", mk, func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = nil }},
+		{"set later", local, func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }},
+	} {
+		changed := tc.tj.DeepCopy()
+		tc.f(changed)
+		err := env.Client.Update(ctx, changed)
+		if !apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), "spec.managedBy") {
+			t.Errorf("managedBy %s: error = %v, want Invalid naming spec.managedBy", tc.name, err)
+		}
+	}
+}
