@@ -16,7 +16,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -135,7 +137,9 @@ func TestReservedEnvNamesMatchCRD(t *testing.T) {
 }
 
 // TestExamplesAreAccepted creates every object in examples/*.yaml on the real API server; TrainingJobs
-// must decode strictly (no unknown or misspelt fields).
+// must decode strictly (no unknown or misspelt fields). Kueue's objects (examples/kueue.yaml) decode
+// strictly into Kueue's own types here: this API server serves no Kueue API (TestQueuedWithoutKueue needs
+// it so), and cmd/trainingjob-local's TestUpWithKueue creates them on one that does.
 func TestExamplesAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -148,11 +152,18 @@ func TestExamplesAreAccepted(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, u := range objs {
-			if u.GetKind() == "TrainingJob" {
+			typed, ok := strictTypes[u.GroupVersionKind()]
+			if ok {
 				data, _ := json.Marshal(u.Object)
-				if err := yaml.UnmarshalStrict(data, &mlv1.TrainingJob{}); err != nil {
-					t.Errorf("%s: %v", filepath.Base(f), err)
+				if err := yaml.UnmarshalStrict(data, typed()); err != nil {
+					t.Errorf("%s: %s %s: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
 				}
+			}
+			if u.GroupVersionKind().Group == kueue.SchemeGroupVersion.Group {
+				if !ok {
+					t.Errorf("%s: %s %s: add its Kueue type to strictTypes", filepath.Base(f), u.GetKind(), u.GetName())
+				}
+				continue
 			}
 			u.SetNamespace(ns)
 			if err := env.Client.Create(context.Background(), u); err != nil {
@@ -160,6 +171,16 @@ func TestExamplesAreAccepted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// strictTypes are the kinds of the examples that decode strictly into Go types, each a new empty object.
+var strictTypes = map[schema.GroupVersionKind]func() any{
+	mlv1.GroupVersion.WithKind("TrainingJob"):                  func() any { return &mlv1.TrainingJob{} },
+	kueue.SchemeGroupVersion.WithKind("ResourceFlavor"):        func() any { return &kueue.ResourceFlavor{} },
+	kueue.SchemeGroupVersion.WithKind("ClusterQueue"):          func() any { return &kueue.ClusterQueue{} },
+	kueue.SchemeGroupVersion.WithKind("LocalQueue"):            func() any { return &kueue.LocalQueue{} },
+	kueue.SchemeGroupVersion.WithKind("WorkloadPriorityClass"): func() any { return &kueue.WorkloadPriorityClass{} },
+	kueue.SchemeGroupVersion.WithKind("Topology"):              func() any { return &kueue.Topology{} },
 }
 
 // TestEveryFieldIsDocumented: `kubectl explain trainingjob.spec...` has a description for every field,
