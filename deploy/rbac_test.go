@@ -32,6 +32,14 @@ var used = map[string][]string{
 	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
 	"ml.example.com/trainingjobs/status": {"patch"},                          // server-side apply, one field manager per controller
 	"scheduling.volcano.sh/podgroups":    {"create", "get"},
+	// Kueue (controllers/job_kueue.go): one Workload per job (cache; create; patch: active, queue, pod set,
+	// finalizer; delete: an admitted elastic job resized), its status (update: PodsReady, Finished, the
+	// quota released after an eviction), the admission's flavors and the queue priority's classes.
+	"kueue.x-k8s.io/workloads":               {"create", "delete", "get", "list", "patch", "watch"},
+	"kueue.x-k8s.io/workloads/status":        {"update"},
+	"kueue.x-k8s.io/resourceflavors":         {"get"},
+	"kueue.x-k8s.io/workloadpriorityclasses": {"get"},
+	"scheduling.k8s.io/priorityclasses":      {"get"},
 	// The metrics endpoint: who a scraper's token is, and whether it may get /metrics.
 	"authentication.k8s.io/tokenreviews":        {"create"},
 	"authorization.k8s.io/subjectaccessreviews": {"create"},
