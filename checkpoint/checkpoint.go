@@ -10,6 +10,7 @@ package checkpoint
 
 import (
 	"context"
+	"io"
 	"path"
 	"sort"
 	"strconv"
@@ -27,6 +28,15 @@ type Object struct {
 	Key      string
 	Size     int64
 	Modified time.Time
+	// ETag is the store's fingerprint of the content where it gives one (S3's ETag, GCS's MD5 or
+	// CRC32C), "" on a file system.
+	ETag string
+}
+
+// Opener streams an object instead of reading it whole (the S3, GCS and file system stores): inputs of
+// many GiB are copied to disk through it.
+type Opener interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
 }
 
 // Store is where checkpoints are kept. Keys use "/" separators; List returns every object whose key

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -71,6 +72,15 @@ func (d DirStore) Get(_ context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	return os.ReadFile(p)
+}
+
+// Open streams a file.
+func (d DirStore) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
 }
 
 // Put writes a file, creating its directories.

@@ -37,7 +37,7 @@ func (g *GCSStore) Close() error { return g.client.Close() }
 func (g *GCSStore) List(ctx context.Context, prefix string) ([]Object, error) {
 	var out []Object
 	q := &storage.Query{Prefix: prefix}
-	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated", "Etag"}); err != nil {
 		return nil, err
 	}
 	it := g.client.Bucket(g.bucket).Objects(ctx, q)
@@ -49,7 +49,7 @@ func (g *GCSStore) List(ctx context.Context, prefix string) ([]Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing gs://%s/%s: %w", g.bucket, prefix, err)
 		}
-		out = append(out, Object{Key: a.Name, Size: a.Size, Modified: a.Updated})
+		out = append(out, Object{Key: a.Name, Size: a.Size, Modified: a.Updated, ETag: a.Etag})
 	}
 }
 
@@ -61,6 +61,15 @@ func (g *GCSStore) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	defer r.Close()
 	return io.ReadAll(r)
+}
+
+// Open streams an object.
+func (g *GCSStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	r, err := g.client.Bucket(g.bucket).Object(key).NewReader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", g.URI(key), err)
+	}
+	return r, nil
 }
 
 // Put writes an object.

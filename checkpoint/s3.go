@@ -70,7 +70,7 @@ func (s *S3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 			return nil, fmt.Errorf("listing s3://%s/%s: %w", s.bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
-			out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+			out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified), ETag: strings.Trim(aws.ToString(o.ETag), `"`)})
 		}
 	}
 	return out, nil
@@ -84,6 +84,15 @@ func (s *S3Store) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	defer out.Body.Close()
 	return io.ReadAll(out.Body)
+}
+
+// Open streams an object.
+func (s *S3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.URI(key), err)
+	}
+	return out.Body, nil
 }
 
 // Put writes an object.
