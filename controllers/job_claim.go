@@ -88,3 +88,17 @@ func eventTime(e *corev1.Event) time.Time {
 func claimWaiting(obs derive.Observed) bool {
 	return obs.Claim != nil && obs.Claim.Status.Phase != corev1.ClaimBound
 }
+
+// ensureInputsCache creates the input cache claim (owned by the job, so it goes with it) when a model or
+// dataset source is fetched.
+func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob) error {
+	if len(builders.FetchedInputs(tj)) == 0 {
+		return nil
+	}
+	want := builders.InputsCacheClaim(tj)
+	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), &corev1.PersistentVolumeClaim{})
+	if err != nil || found {
+		return err
+	}
+	return r.createOwned(ctx, tj, want)
+}

@@ -136,7 +136,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
 			return obs, err
 		}
-		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup} {
+		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup, r.ensureInputsCache} {
 			if err := ensure(ctx, tj); err != nil {
 				return obs, err
 			}

@@ -97,9 +97,12 @@ func parseFlags(args []string) (config, zap.Options) {
 
 func main() {
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "checkpoint-agent" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "checkpoint-agent":
 		err = runAgent(ctrl.SetupSignalHandler(), os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "fetch-inputs":
+		err = runFetchInputs(ctrl.SetupSignalHandler(), os.Args[2:])
+	default:
 		err = run(ctrl.SetupSignalHandler(), os.Args[1:], ctrl.GetConfigOrDie)
 	}
 	if err != nil {

@@ -154,3 +154,7 @@ const (
 
 // AgentContainerName is the checkpoint agent's container in every worker pod.
 const AgentContainerName = "checkpoint-agent"
+
+// InputsContainerName is the init container that fetches the model and dataset sources into the input
+// cache.
+const InputsContainerName = "fetch-inputs"

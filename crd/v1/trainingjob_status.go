@@ -56,6 +56,11 @@ const (
 	// within failurePolicy.startupTimeoutSeconds (reason NoProgressSinceStart), or its epoch and step stood
 	// still for the stall timeout (reason ProgressStalled); failurePolicy.onHang says what follows.
 	ConditionStalled = "Stalled"
+	// ConditionInputsReady is True once the model and dataset sources the init container fetches are in
+	// the input cache (reason Fetched, or Reused when an earlier attempt's copy was still current); False
+	// while rank 0 fetches them (Fetching) or when a source failed (InputsFailed, naming it: a missing
+	// bucket, a 403, a hub's 404, a full cache), which fails the run.
+	ConditionInputsReady = "InputsReady"
 )
 
 // TrainingJobStatus is what the operator observes of the run.
@@ -162,6 +167,14 @@ type TrainingJobStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	LastFailureNode string `json:"lastFailureNode,omitempty"`
+
+	// inputs are the model and dataset sources fetched into the input cache, as rank 0's init container
+	// last reported them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=2
+	Inputs []InputStatus `json:"inputs,omitempty"`
 
 	// mlflow is the job's MLflow run, when monitoring tracks it (see monitoring.mlflowTrackingUri).
 	// +optional
@@ -293,4 +306,32 @@ type MLflowStatus struct {
 	// epochs only are logged, so a restart of the operator or of the workers never logs one twice.
 	// +optional
 	LoggedEpoch int32 `json:"loggedEpoch,omitempty"`
+}
+
+// InputStatus is one fetched source.
+type InputStatus struct {
+	// name is model or dataset.
+	// +kubebuilder:validation:Enum=model;dataset
+	Name string `json:"name"`
+
+	// source is the URI fetched.
+	// +kubebuilder:validation:MaxLength=253
+	Source string `json:"source"`
+
+	// bytes is the size of the source, every file together.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+
+	// files is how many files the source has in the cache.
+	// +optional
+	Files int32 `json:"files,omitempty"`
+
+	// fetchedBytes is what the last fetch read from the source: all of it the first time, 0 when an
+	// attempt found the cache current.
+	// +optional
+	FetchedBytes int64 `json:"fetchedBytes,omitempty"`
+
+	// readyTime is when the last fetch finished.
+	// +optional
+	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
 }

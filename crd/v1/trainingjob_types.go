@@ -33,19 +33,31 @@ var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy)",message="managedBy is immutable: it cannot be set or removed after creation",fieldPath=".managedBy"
 type TrainingJobSpec struct {
-	// model names the model to train. It is passed to workers as MODEL_NAME and in the config file.
+	// model is the model to train: a plain name (passed to workers as MODEL_NAME and in the config file),
+	// or a source the operator delivers to every worker at MODEL_DIR: pvc://CLAIM/PATH or
+	// nfs://SERVER/PATH (mounted read-only where it is), s3://BUCKET/PREFIX, gs://BUCKET/PREFIX,
+	// hf://ORG/NAME[@REVISION] (a Hugging Face Hub model repository) or https://HOST/PATH (one file, or a
+	// .tar/.tar.gz archive unpacked), fetched once per TrainingJob into its input cache (see inputs).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="model must not be blank"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..'))",message="model must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..'"
 	Model string `json:"model"`
 
-	// dataset names the dataset to train on. It is passed to workers as DATASET_NAME and in the config file.
+	// dataset is the dataset to train on: a plain name (passed to workers as DATASET_NAME and in the config
+	// file), or a source delivered at DATASET_DIR as model's is (hf:// names a dataset repository).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="dataset must not be blank"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..'))",message="dataset must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..'"
 	Dataset string `json:"dataset"`
+
+	// inputs says how a model or dataset source is reached and where fetched sources are kept: the
+	// credentials, the S3 endpoint, the hub's address and the input cache's size.
+	// +optional
+	Inputs *InputsSpec `json:"inputs,omitempty"`
 
 	// numWorkers is the number of worker pods (ranks). Each runs one copy of the training program.
 	// +required
@@ -108,7 +120,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM','TRAININGJOB_CHECKPOINT_ON_SIGTERM']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM','TRAININGJOB_CHECKPOINT_ON_SIGTERM','MODEL_DIR','DATASET_DIR']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, MODEL_DIR, DATASET_DIR, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// resources are each worker's compute requests and limits. An entry of the GPU resource (gpuResourceName)
@@ -176,6 +188,46 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="managedBy is immutable"
 	ManagedBy *string `json:"managedBy,omitempty"`
+}
+
+// InputsSpec is how the model and dataset sources are reached and cached.
+type InputsSpec struct {
+	// secretRef names a Secret in the job's namespace with the sources' credentials, given to the init
+	// container that fetches them (never to the trainer): AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for
+	// s3://, service-account.json for gs://, HF_TOKEN for hf://. Unset: the workers' identity (their
+	// ServiceAccount's workload identity) and no hub token.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// endpoint is an S3-compatible endpoint URL for s3:// sources, for example a MinIO server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://`
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// region is the S3 region of s3:// sources.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+
+	// hubEndpoint is the Hugging Face Hub (or a mirror of its API) that hf:// sources come from;
+	// https://huggingface.co when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://`
+	HubEndpoint string `json:"hubEndpoint,omitempty"`
+
+	// cacheSize is the capacity of the input cache, the claim <trainingjob>-inputs the operator creates
+	// (owned by the TrainingJob, deleted with it) when a source is fetched; 50Gi when unset. With more than
+	// one worker it is ReadWriteMany: rank 0 fetches, every rank reads.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="inputs.cacheSize must be greater than zero"
+	CacheSize *resource.Quantity `json:"cacheSize,omitempty"`
+
+	// storageClassName is the StorageClass of the input cache; the cluster's default when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
 // Resources are a worker's compute requests and limits, as in a container's resources.

@@ -42,18 +42,19 @@ type WorkerPodSpec struct {
 
 	// volumes are added to every worker pod: a dataset's claim, a Secret, a ConfigMap, an emptyDir. Mount
 	// them in the trainer with volumeMounts. The operator's volume names are refused (trainingjob-config,
-	// checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm).
+	// checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials,
+	// model-source, dataset-source).
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm']))",message="workerPod.volumes must not use a volume name of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm)"
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source']))",message="workerPod.volumes must not use a volume name of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source)"
 	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="workerPod.volumes must not be hostPath volumes: a worker would read and write its node's files"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
 	// volumeMounts mount volumes of workerPod.volumes in the trainer container, for example a dataset's
 	// claim at /data (readOnly). A mount of another volume, or at, above or below a path of the operator
-	// (/etc/trainingjob, /checkpoints, /dev/shm, /etc/mpi, /var/run/secrets/trainingjob), is refused (by the
+	// (/etc/trainingjob, /checkpoints, /dev/shm, /etc/mpi, /var/run/secrets/trainingjob, /inputs), is refused (by the
 	// ValidatingAdmissionPolicy trainingjob-worker-pod: the rule is beyond a CRD rule's cost budget).
 	// +optional
 	// +kubebuilder:validation:MaxItems=32

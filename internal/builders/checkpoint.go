@@ -173,13 +173,7 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		args = append(args, "--interval="+opts.AgentInterval.String())
 	}
 	sort.Strings(args[1:]) // deterministic, so the Job's spec hash is stable
-	image, command := opts.AgentImage, opts.AgentCommand
-	if image == "" {
-		image = DefaultAgentImage
-	}
-	if len(command) == 0 {
-		command = []string{"/manager"}
-	}
+	image, command := agentImage(opts)
 	ctr := corev1.Container{
 		Name: names.AgentContainerName, Image: image, Command: command, Args: args, RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
 		// RESUME_FROM: the checkpoint the workers of this pod started from, protected until the operator
@@ -196,6 +190,19 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	ctr.VolumeMounts = append(ctr.VolumeMounts, storageMounts(tj)...)
 	ctr.Env = append(ctr.Env, storageEnv(tj)...)
 	return ctr
+}
+
+// agentImage is the image and command of the operator's own containers in a worker pod (the checkpoint
+// agent, the inputs' fetcher): the manager binary.
+func agentImage(opts Options) (image string, command []string) {
+	image, command = opts.AgentImage, opts.AgentCommand
+	if image == "" {
+		image = DefaultAgentImage
+	}
+	if len(command) == 0 {
+		command = []string{"/manager"}
+	}
+	return image, command
 }
 
 // Object storage access: the trainer (which writes to CHECKPOINT_URI) and the agent get the same identity.

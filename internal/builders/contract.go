@@ -52,6 +52,7 @@ var Contract = []ContractVar{
 	reserved("CHECKPOINT_DIR"), reserved("CHECKPOINT_URI"), reserved("CHECKPOINT_FREQUENCY"), reserved("RESUME_FROM"),
 	reserved(CheckpointOnSigtermEnv),
 	{Name: "AWS_ENDPOINT_URL_S3"}, {Name: "AWS_REGION"}, {Name: "GOOGLE_APPLICATION_CREDENTIALS"},
+	reserved("MODEL_DIR"), reserved("DATASET_DIR"),
 }
 
 func reserved(name string, fw ...mlv1.Framework) ContractVar {

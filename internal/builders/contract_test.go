@@ -66,6 +66,7 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 	nccl := func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendNCCL} }
 	mpi := func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI} }
 	elastic := func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 4} }
+	sources := func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "s3://models/bert", "pvc://coco/train" }
 	order := map[string]int{}
 	for i, v := range builders.Contract {
 		order[v.Name] = i
@@ -77,7 +78,7 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 			tjtest.NewTJ("ns", "x").Framework(fw).GPUs(2).With(gcs).With(nccl).Obj(),
 			tjtest.NewTJ("ns", "x").Framework(fw).Workers(1).GPUs(1).With(pvc).With(chosen).Obj(),
 			tjtest.NewTJ("ns", "x").Framework(fw).GPUs(0).With(mpi).Obj(),
-			tjtest.NewTJ("ns", "x").Framework(fw).With(elastic).Obj(),
+			tjtest.NewTJ("ns", "x").Framework(fw).With(elastic).With(sources).Obj(),
 		} {
 			last := -1
 			for _, e := range builders.WorkerEnv(tj, builders.Options{}) {

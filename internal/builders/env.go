@@ -25,6 +25,7 @@ func WorkerEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	env = append(env, gpuVisibilityEnv(tj)...)
 	env = append(env, trackingEnv(tj, opts)...)
 	env = append(env, checkpointEnv(tj)...)
+	env = append(env, inputsEnv(tj)...)
 	return overrideEnv(env, tj.Spec.Env)
 }
 

@@ -30,8 +30,9 @@ var DefaultSharedMemory = resource.MustParse("8Gi")
 // ValidatingAdmissionPolicy trainingjob-worker-pod the paths; TestReservedVolumesMatchAdmission keeps them
 // equal).
 var (
-	ReservedVolumeNames = []string{names.ConfigVolumeName, CheckpointVolumeName, credentialsVol, mpiSSHVolume, mpiRunVolume, SharedMemoryVolumeName}
-	ReservedMountPaths  = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi", "/var/run/secrets/trainingjob"}
+	ReservedVolumeNames = []string{names.ConfigVolumeName, CheckpointVolumeName, credentialsVol, mpiSSHVolume, mpiRunVolume, SharedMemoryVolumeName,
+		InputsCacheVolume, inputsCredentialsVolume, "model-source", "dataset-source"}
+	ReservedMountPaths = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi", "/var/run/secrets/trainingjob", InputsRoot}
 )
 
 // SharedMemory is the size of the worker's /dev/shm volume, nil when it has none: resources.sharedMemory

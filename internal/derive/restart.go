@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
@@ -70,6 +71,8 @@ type failure struct {
 	// rule names the rule that decided the kind ("" none); avoidNode is that rule's avoidNode.
 	rule      string
 	avoidNode bool
+	// inputs: the exit is the fetch-inputs init container's (a model or dataset source failed).
+	inputs bool
 }
 
 // failedAttempt decides what the failed Job of the current attempt means. With restartPolicy Gang a
@@ -103,6 +106,8 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 		return phase{mlv1.StateFailed, ReasonHung, fmt.Sprintf("no gang restart (failurePolicy.restartPolicy %s): %s", builders.RestartPolicy(tj), f.what)}
 	case builders.RestartPolicy(tj) == mlv1.RestartNever:
 		return phase{mlv1.StateFailed, ReasonWorkerFailed, "no restarts (failurePolicy.restartPolicy Never): " + f.what}
+	case f.kind == permanent && f.inputs && f.rule == "":
+		return phase{mlv1.StateFailed, ReasonInputsFailed, "a model or dataset source cannot be fetched: " + f.what}
 	case f.kind == permanent && f.rule != "":
 		return phase{mlv1.StateFailed, ReasonFailureRule, "failed by " + f.rule + ": " + f.what}
 	case f.kind == permanent && f.class == mlv1.FailureHang:
@@ -196,7 +201,8 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 
 // exitFailure is what rules match of a rank's exit.
 func exitFailure(tj *mlv1.TrainingJob, e *rankExit, logs map[string]string) failure {
-	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName}
+	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName,
+		inputs: e.container == names.InputsContainerName}
 	if e.t.Reason == "OOMKilled" {
 		f.class = mlv1.FailureOOM
 	}

@@ -103,6 +103,7 @@ func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.Trai
 	setConditions(&st, obs.Job != nil, ph, now)
 	setRestartingCondition(&st, ph, now)
 	SetClaimCondition(&st, obs, now)
+	applyInputs(tj, &st, obs, now)
 	setCompletionTime(&st, obs.Job, ph, now)
 	return st
 }

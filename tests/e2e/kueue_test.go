@@ -236,11 +236,15 @@ func TestKueueQuotaQueuesJobs(t *testing.T) {
 	}
 	t.Logf("c queued %.1fs; from the first completion to c's workers starting %.2fs, to Running %.2fs",
 		started.Sub(queued).Seconds(), started.Sub(freed).Seconds(), running.Sub(freed).Seconds())
-	for _, wl := range workloads(t, ns) {
-		if !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) || len(wl.Finalizers) != 0 {
-			t.Errorf("workload %s: Finished %v, finalizers %v; want finished, none", wl.Name, wl.Status.Conditions, wl.Finalizers)
+	// The Workload is finished, and its finalizer dropped, by the reconcile after the one that wrote Completed.
+	eventually(t, 30*time.Second, "every workload finished, with no finalizer", func() error {
+		for _, wl := range workloads(t, ns) {
+			if !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) || len(wl.Finalizers) != 0 {
+				return fmt.Errorf("workload %s: Finished %v, finalizers %v; want finished, none", wl.Name, wl.Status.Conditions, wl.Finalizers)
+			}
 		}
-	}
+		return nil
+	})
 }
 
 // assertOneWorkloadPerJob: the namespace holds exactly one Workload per TrainingJob named, each owned by

@@ -1,0 +1,215 @@
+package builders
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
+)
+
+// The model and dataset inputs (docs/inputs.md). A fetched source (s3, gs, hf, https) is copied by rank
+// 0's init container InputsContainerName into the job's input cache, the claim InputsCacheName mounted at
+// InputsCachePath, under model/ or dataset/; every rank waits for it there. A pvc or nfs source is
+// mounted read-only at /inputs/model or /inputs/dataset. MODEL_DIR and DATASET_DIR name where they are.
+const (
+	InputsCacheVolume = "inputs-cache"
+	InputsCachePath   = "/inputs/cache"
+	InputsRoot        = "/inputs"
+	// inputsCredentialsVolume holds a gs:// source's service-account.json (inputs.secretRef).
+	inputsCredentialsVolume = "inputs-credentials"
+	inputsCredentialsPath   = "/var/run/secrets/trainingjob-inputs"
+)
+
+// DefaultInputsCacheSize is the input cache's capacity when inputs.cacheSize is unset.
+var DefaultInputsCacheSize = resource.MustParse("50Gi")
+
+// Input is the model or the dataset with its parsed source.
+type Input struct {
+	// Name is model or dataset.
+	Name   string
+	Source inputs.Source
+}
+
+// Inputs are the job's model and dataset sources that are not plain names; a source that does not parse
+// (admission refuses it) is left out.
+func Inputs(tj *mlv1.TrainingJob) []Input {
+	var out []Input
+	for _, in := range [][2]string{{"model", tj.Spec.Model}, {"dataset", tj.Spec.Dataset}} {
+		if src, err := inputs.Parse(in[1]); err == nil && src.Kind != inputs.Name {
+			out = append(out, Input{Name: in[0], Source: src})
+		}
+	}
+	return out
+}
+
+// FetchedInputs are the inputs the init container fetches into the cache.
+func FetchedInputs(tj *mlv1.TrainingJob) []Input {
+	var out []Input
+	for _, in := range Inputs(tj) {
+		if in.Source.Fetched() {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// InputsCacheName is the input cache claim's name.
+func InputsCacheName(tj *mlv1.TrainingJob) string { return tj.Name + "-inputs" }
+
+// InputsCacheClaim is the input cache the operator creates (owned by the job) when a source is fetched:
+// ReadWriteMany when more than one worker mounts it, inputs.cacheSize (default DefaultInputsCacheSize),
+// inputs.storageClassName.
+func InputsCacheClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
+	size, class := DefaultInputsCacheSize, (*string)(nil)
+	if in := tj.Spec.Inputs; in != nil {
+		if in.CacheSize != nil {
+			size = *in.CacheSize
+		}
+		class = in.StorageClassName
+	}
+	mode := corev1.ReadWriteMany
+	if tj.Spec.NumWorkers == 1 {
+		mode = corev1.ReadWriteOnce
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: InputsCacheName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			StorageClassName: class,
+		},
+	}
+}
+
+// InputDir is where a worker finds an input: MODEL_DIR or DATASET_DIR.
+func InputDir(in Input) string {
+	if in.Source.Fetched() {
+		return path.Join(InputsCachePath, in.Name)
+	}
+	return path.Join(InputsRoot, in.Name, in.Source.Path)
+}
+
+// inputsEnv is MODEL_DIR and DATASET_DIR for the inputs that are sources.
+func inputsEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for _, in := range Inputs(tj) {
+		name := "MODEL_DIR"
+		if in.Name == "dataset" {
+			name = "DATASET_DIR"
+		}
+		env = append(env, value(name, InputDir(in)))
+	}
+	return env
+}
+
+// inputsVolumes are the input cache and the mounted sources.
+func inputsVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
+	var vols []corev1.Volume
+	if len(FetchedInputs(tj)) > 0 {
+		vols = append(vols, corev1.Volume{Name: InputsCacheVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: InputsCacheName(tj)}}})
+		if in := tj.Spec.Inputs; in != nil && in.SecretRef != nil && hasKind(tj, inputs.GCS) {
+			vols = append(vols, corev1.Volume{Name: inputsCredentialsVolume, VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: in.SecretRef.Name}}})
+		}
+	}
+	for _, in := range Inputs(tj) {
+		v := corev1.Volume{Name: in.Name + "-source"}
+		switch in.Source.Kind {
+		case inputs.PVC:
+			v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: in.Source.Host, ReadOnly: true}
+		case inputs.NFS:
+			v.NFS = &corev1.NFSVolumeSource{Server: in.Source.Host, Path: in.Source.ExportPath(), ReadOnly: true}
+		default:
+			continue
+		}
+		vols = append(vols, v)
+	}
+	return vols
+}
+
+// inputsMounts are the trainer's: the cache and the mounted sources, all read-only.
+func inputsMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
+	var mounts []corev1.VolumeMount
+	if len(FetchedInputs(tj)) > 0 {
+		mounts = append(mounts, corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath, ReadOnly: true})
+	}
+	for _, in := range Inputs(tj) {
+		if !in.Source.Fetched() {
+			mounts = append(mounts, corev1.VolumeMount{Name: in.Name + "-source", MountPath: path.Join(InputsRoot, in.Name), ReadOnly: true})
+		}
+	}
+	return mounts
+}
+
+func hasKind(tj *mlv1.TrainingJob, k inputs.Kind) bool {
+	for _, in := range FetchedInputs(tj) {
+		if in.Source.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// inputsInitContainer fetches the job's sources into the cache (`manager fetch-inputs`, the operator's
+// image): rank 0 copies what the cache lacks and reports it in its termination message; the other ranks
+// wait until rank 0 has done it for their attempt. The credentials (inputs.secretRef) go to it alone.
+func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container {
+	fetched := FetchedInputs(tj)
+	if len(fetched) == 0 {
+		return nil
+	}
+	image, command := agentImage(opts)
+	args := []string{"fetch-inputs", "--dir=" + InputsCachePath, "--termination-log=" + corev1.TerminationMessagePathDefault}
+	for _, in := range fetched {
+		args = append(args, "--"+in.Name+"="+in.Source.URI)
+	}
+	c := corev1.Container{
+		Name: names.InputsContainerName, Image: image, Command: command, Args: args,
+		Env: []corev1.EnvVar{rankEnv(), {Name: "ATTEMPT_JOB", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.labels['batch.kubernetes.io/job-name']"}}}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: InputsCacheVolume, MountPath: InputsCachePath}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          inputsSecurityContext(tj),
+	}
+	if in := tj.Spec.Inputs; in != nil {
+		for name, v := range map[string]string{"AWS_ENDPOINT_URL_S3": in.Endpoint, "AWS_REGION": in.Region, "HF_ENDPOINT": in.HubEndpoint} {
+			if v != "" {
+				c.Env = append(c.Env, value(name, v))
+			}
+		}
+		if in.SecretRef != nil {
+			c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *in.SecretRef}}}
+			if hasKind(tj, inputs.GCS) {
+				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: inputsCredentialsVolume, MountPath: inputsCredentialsPath, ReadOnly: true})
+				c.Env = append(c.Env, value("GOOGLE_APPLICATION_CREDENTIALS", inputsCredentialsPath+"/service-account.json"))
+			}
+		}
+	}
+	slices.SortFunc(c.Env[2:], func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) }) // a stable spec hash
+	return []corev1.Container{c}
+}
+
+// inputsSecurityContext: the fetcher writes the cache as the workers' user when the job sets one (so
+// they own what it wrote), else as root allowed to write a volume's directories whoever owns them, as the
+// checkpoint agent does on a volume.
+func inputsSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if spec := tj.Spec.SecurityContext; spec != nil && spec.RunAsUser != nil {
+		sc.RunAsUser, sc.RunAsGroup = spec.RunAsUser, spec.RunAsGroup
+		return sc
+	}
+	sc.RunAsUser = ptrTo(int64(0))
+	sc.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE", "FOWNER"}
+	return sc
+}

@@ -1,0 +1,104 @@
+package derive
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
+)
+
+// Reasons of the InputsReady condition.
+const (
+	ReasonFetching     = "Fetching"
+	ReasonFetched      = "Fetched"
+	ReasonReused       = "Reused"
+	ReasonInputsFailed = "InputsFailed"
+)
+
+// applyInputs keeps status.inputs and InputsReady from rank 0's fetch-inputs init container of the
+// current attempt: Fetching while it runs, its reports once it ended well, the source's error when it
+// failed (which fails the run: see exitFailure).
+func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time) {
+	fetched := builders.FetchedInputs(tj)
+	if len(fetched) == 0 {
+		return
+	}
+	cs := rank0Fetcher(obs.Pods)
+	switch {
+	case cs == nil || cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
+		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionInputsReady) == nil {
+			set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "waiting for rank 0 to fetch "+describeSources(fetched), now)
+		}
+	case cs.State.Running != nil:
+		set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "rank 0 is fetching "+describeSources(fetched)+" into the input cache", now)
+	case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
+		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, truncate(strings.TrimSpace(cs.State.Terminated.Message), 1024), now)
+	case cs.State.Terminated != nil:
+		applyReports(st, cs.State.Terminated, now)
+	}
+}
+
+// applyReports turns the fetcher's reports (its termination message) into status.inputs and InputsReady.
+func applyReports(st *mlv1.TrainingJobStatus, t *corev1.ContainerStateTerminated, now metav1.Time) {
+	var reps []inputs.Report
+	if err := json.Unmarshal([]byte(t.Message), &reps); err != nil {
+		return // not a report: nothing to say yet
+	}
+	st.Inputs = nil
+	var parts []string
+	reason := ReasonReused
+	for _, r := range reps {
+		st.Inputs = append(st.Inputs, mlv1.InputStatus{Name: r.Name, Source: r.Source, Bytes: r.Bytes, Files: int32(r.Files),
+			FetchedBytes: r.Fetched, ReadyTime: &metav1.Time{Time: t.FinishedAt.Time}})
+		if r.Fetched > 0 {
+			reason = ReasonFetched
+		}
+		parts = append(parts, fmt.Sprintf("%s %s: %s in %d files (%s read)", r.Name, r.Source, bytesText(r.Bytes), r.Files, bytesText(r.Fetched)))
+	}
+	set(st, mlv1.ConditionInputsReady, true, reason, strings.Join(parts, "; "), now)
+}
+
+// rank0Fetcher is the fetch-inputs status of rank 0's pod, nil when there is none.
+func rank0Fetcher(pods []corev1.Pod) *corev1.ContainerStatus {
+	for i := range pods {
+		if pods[i].Labels[names.RankLabel] != "0" || !pods[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		for j := range pods[i].Status.InitContainerStatuses {
+			if cs := &pods[i].Status.InitContainerStatuses[j]; cs.Name == names.InputsContainerName {
+				return cs
+			}
+		}
+	}
+	return nil
+}
+
+func describeSources(in []builders.Input) string {
+	var parts []string
+	for _, i := range in {
+		parts = append(parts, i.Name+" "+i.Source.URI)
+	}
+	return strings.Join(parts, " and ")
+}
+
+// bytesText is a size for people: 1.2 GiB, 340 MiB, 12 KiB, 800 B.
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
