@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+)
+
+// withS3Dataset takes the dataset from s3://datasets/squad on the test's S3 server, with its keys.
+func withS3Dataset(endpoint, uri string) func(*mlv1.TrainingJob) {
+	return func(tj *mlv1.TrainingJob) {
+		tj.Spec.Dataset = uri
+		tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}
+	}
+}
+
+// TestInputsFetchedOnce: a dataset in a real S3 server (versitygw) is fetched by rank 0 into the job's
+// input cache once: after a gang restart the second attempt reads nothing from the server (Reused), and
+// the job completes with InputsReady and the bytes in its status.
+func TestInputsFetchedOnce(t *testing.T) {
+	ns, name := newNamespace(t), "inputs"
+	gw, store := startS3(t, "datasets")
+	data := map[string]int{"squad/train.json": 3 << 20, "squad/dev.json": 1 << 20, "squad/vocab/words.txt": 4096}
+	var total int64
+	for k, n := range data {
+		if err := store.Put(context.Background(), k, []byte(strings.Repeat("x", n))); err != nil {
+			t.Fatal(err)
+		}
+		total += int64(n)
+	}
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
+	start := time.Now()
+	var fetchedAfter time.Duration
+	create(t, claim(ns), trainerJob(ns, name, 2, 5, "--epoch-delay=300ms", "--fail-at=1:2:137").
+		With(withPVCCheckpoints(3)).With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).Obj())
+	var reasons []string
+	eventually(t, 3*time.Minute, "Completed after a gang restart, the dataset reused", func() error {
+		tj := getTJ(t, ns, name)
+		if c := condition(tj, mlv1.ConditionInputsReady); c != nil && (len(reasons) == 0 || reasons[len(reasons)-1] != c.Reason) {
+			reasons = append(reasons, c.Reason)
+			if c.Reason == "Fetched" {
+				fetchedAfter = time.Since(start)
+			}
+		}
+		if tj.Status.State != mlv1.StateCompleted {
+			return fmt.Errorf("state %s, attempt %d, InputsReady reasons %v", tj.Status.State, tj.Status.Attempt, reasons)
+		}
+		return nil
+	})
+	tj := getTJ(t, ns, name)
+	if tj.Status.RestartCount != 1 || len(tj.Status.Inputs) != 1 {
+		t.Fatalf("restarts %d, inputs %+v; want one restart, one input", tj.Status.RestartCount, tj.Status.Inputs)
+	}
+	in := tj.Status.Inputs[0]
+	if in.Name != "dataset" || in.Source != "s3://datasets/squad" || in.Bytes != total || in.Files != 3 || in.FetchedBytes != 0 || in.ReadyTime == nil {
+		t.Errorf("status.inputs %+v; want the dataset's %d bytes in 3 files, none read by the second attempt", in, total)
+	}
+	if c := condition(tj, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Reused" {
+		t.Errorf("InputsReady %+v, want True/Reused", c)
+	}
+	if !containsInOrder(reasons, "Fetched", "Reused") {
+		t.Errorf("InputsReady reasons %v, want Fetched (the first attempt) then Reused", reasons)
+	}
+	t.Logf("%d bytes: created -> InputsReady (Fetched) seen %.2fs (polled every 100 ms); the restarted attempt read %d bytes",
+		total, fetchedAfter.Seconds(), in.FetchedBytes)
+}
+
+// TestInputsFailure: a source that cannot be fetched (a bucket that does not exist, keys the server
+// refuses) fails the run at once with InputsFailed naming it; no restart is spent on it.
+func TestInputsFailure(t *testing.T) {
+	ns := newNamespace(t)
+	gw, _ := startS3(t, "datasets")
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bad-keys", Namespace: ns},
+			StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "wrong"}})
+	create(t, trainerJob(ns, "nobucket", 2, 3).With(withS3Dataset(gw.Endpoint, "s3://no-such-bucket/squad")).Obj(),
+		trainerJob(ns, "badkeys", 2, 3).With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Inputs.SecretRef.Name = "bad-keys"
+		}).Obj())
+	for name, want := range map[string]string{"nobucket": "NoSuchBucket", "badkeys": "403"} {
+		eventually(t, 2*time.Minute, name+" Failed/InputsFailed", func() error {
+			tj := getTJ(t, ns, name)
+			c := condition(tj, mlv1.ConditionFailed)
+			if tj.Status.State != mlv1.StateFailed || c == nil || c.Reason != "InputsFailed" || !strings.Contains(c.Message, want) {
+				return fmt.Errorf("state %s, Failed %+v", tj.Status.State, c)
+			}
+			if ready := condition(tj, mlv1.ConditionInputsReady); ready == nil || ready.Reason != "InputsFailed" {
+				return fmt.Errorf("InputsReady %+v", ready)
+			}
+			if tj.Status.RestartCount != 0 {
+				return fmt.Errorf("%d restarts spent", tj.Status.RestartCount)
+			}
+			return nil
+		})
+	}
+}
+
+func containsInOrder(got []string, want ...string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
