@@ -71,16 +71,22 @@ func CheckpointClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	if s.Size != nil {
 		size = *s.Size
 	}
+	return jobClaim(tj, ClaimName(tj), size, s.StorageClassName)
+}
+
+// jobClaim is a claim the operator creates for a job's workers: ReadWriteMany when more than one worker
+// mounts it (ranks may run on different nodes), ReadWriteOnce for one; labelled like every child.
+func jobClaim(tj *mlv1.TrainingJob, name string, size resource.Quantity, class *string) *corev1.PersistentVolumeClaim {
 	mode := corev1.ReadWriteMany
 	if tj.Spec.NumWorkers == 1 {
 		mode = corev1.ReadWriteOnce
 	}
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: ClaimName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tj.Namespace, Labels: names.Labels(tj)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-			StorageClassName: s.StorageClassName,
+			StorageClassName: class,
 		},
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -74,24 +73,16 @@ func InputsCacheClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 		}
 		class = in.StorageClassName
 	}
-	mode := corev1.ReadWriteMany
-	if tj.Spec.NumWorkers == 1 {
-		mode = corev1.ReadWriteOnce
-	}
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: InputsCacheName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-			StorageClassName: class,
-		},
-	}
+	return jobClaim(tj, InputsCacheName(tj), size, class)
 }
 
 // InputDir is where a worker finds an input: MODEL_DIR or DATASET_DIR.
 func InputDir(in Input) string {
-	if in.Source.Fetched() {
+	switch {
+	case in.Source.Fetched():
 		return path.Join(InputsCachePath, in.Name)
+	case in.Source.Kind == inputs.NFS:
+		return path.Join(InputsRoot, in.Name) // the export's path is what is mounted
 	}
 	return path.Join(InputsRoot, in.Name, in.Source.Path)
 }

@@ -1,0 +1,74 @@
+package builders_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// TestInputsInThePod: where each kind of source reaches the workers, and what the fetcher gets.
+func TestInputsInThePod(t *testing.T) {
+	for _, tc := range []struct {
+		name, model, dataset string
+		wantEnv              map[string]string
+		wantVolumes          []string
+		wantFetch            []string // the fetcher's source arguments; nil: no fetcher
+		wantClaim            bool
+	}{
+		{"plain names", "cnn", "mnist", map[string]string{}, nil, nil, false},
+		{"a claim and an export, mounted", "pvc://models/bert", "nfs://10.0.0.5/exports/squad",
+			map[string]string{"MODEL_DIR": "/inputs/model/bert", "DATASET_DIR": "/inputs/dataset"}, []string{"model-source", "dataset-source"}, nil, false},
+		{"s3 and the hub, fetched", "hf://google-bert/bert-base-uncased", "s3://datasets/squad",
+			map[string]string{"MODEL_DIR": "/inputs/cache/model", "DATASET_DIR": "/inputs/cache/dataset"}, []string{"inputs-cache"},
+			[]string{"--model=hf://google-bert/bert-base-uncased", "--dataset=s3://datasets/squad"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Model, tj.Spec.Dataset = tc.model, tc.dataset
+				tj.Spec.Inputs = &mlv1.InputsSpec{SecretRef: &corev1.LocalObjectReference{Name: "keys"}, Endpoint: "http://s3:9000"}
+			}).Obj()
+			spec := builders.Job(tj, builders.Options{}).Spec.Template.Spec
+			env := map[string]string{}
+			for _, e := range spec.Containers[0].Env {
+				if e.Name == "MODEL_DIR" || e.Name == "DATASET_DIR" {
+					env[e.Name] = e.Value
+				}
+			}
+			if diff := cmp.Diff(tc.wantEnv, env); diff != "" {
+				t.Errorf("trainer env (-want +got):\n%s", diff)
+			}
+			for _, v := range tc.wantVolumes {
+				i := slices.IndexFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == v })
+				if i < 0 || !spec.Containers[0].VolumeMounts[i].ReadOnly {
+					t.Errorf("the trainer does not mount %s read-only", v)
+				}
+			}
+			i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == names.InputsContainerName })
+			if (i >= 0) != (tc.wantFetch != nil) {
+				t.Fatalf("fetcher present %v, want %v", i >= 0, tc.wantFetch != nil)
+			}
+			if i >= 0 {
+				f := spec.InitContainers[i]
+				for _, a := range tc.wantFetch {
+					if !slices.Contains(f.Args, a) {
+						t.Errorf("fetcher args %v lack %s", f.Args, a)
+					}
+				}
+				if len(f.EnvFrom) != 1 || f.EnvFrom[0].SecretRef.Name != "keys" || len(spec.Containers[0].EnvFrom) != 0 {
+					t.Errorf("the Secret goes to the fetcher only: fetcher %v, trainer %v", f.EnvFrom, spec.Containers[0].EnvFrom)
+				}
+			}
+			claim := builders.InputsCacheClaim(tj)
+			if tc.wantClaim && (claim.Name != "a-inputs" || claim.Spec.AccessModes[0] != corev1.ReadWriteMany || claim.Spec.Resources.Requests.Storage().String() != "50Gi") {
+				t.Errorf("input cache %s %v %v; want a-inputs, ReadWriteMany, 50Gi", claim.Name, claim.Spec.AccessModes, claim.Spec.Resources.Requests)
+			}
+		})
+	}
+}
