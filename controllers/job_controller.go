@@ -155,6 +155,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil {
 		return obs, err
 	}
+	obs.InputsProgress = inputsProgress(ctx, obs.Pods)
 	if err := r.releaseQuota(ctx, tj, &obs); err != nil {
 		return obs, err
 	}
@@ -232,6 +233,10 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 		func() (time.Duration, bool) { return settleLeft(obs, now) },
 		func() (time.Duration, bool) { return min(obs.NodeWait, nodeRecheck), obs.NodeWait > 0 },
 		func() (time.Duration, bool) { return queueRecheck, obs.Queue != nil && !r.kueueServed },
+		func() (time.Duration, bool) {
+			_, cs := derive.Rank0Fetcher(obs.Pods)
+			return inputsRecheck, cs != nil && cs.State.Running != nil
+		},
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,13 +24,14 @@ const readyFile = ".ready"
 // the other ranks wait for that. A source that fails ends the container with the source named.
 func runFetchInputs(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fetch-inputs", flag.ContinueOnError)
-	var dir, model, dataset, termLog string
+	var dir, model, dataset, termLog, listen string
 	var wait time.Duration
 	fs.StringVar(&dir, "dir", "/inputs/cache", "the input cache")
 	fs.StringVar(&model, "model", "", "the model's source, when it is fetched")
 	fs.StringVar(&dataset, "dataset", "", "the dataset's source, when it is fetched")
 	fs.StringVar(&termLog, "termination-log", "", "file that receives the reports (or the error)")
 	fs.DurationVar(&wait, "poll", time.Second, "how often a rank other than 0 looks for rank 0's fetch")
+	fs.StringVar(&listen, "listen", "", "address of rank 0's progress endpoint (GET /status) while it fetches; empty: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,7 +39,15 @@ func runFetchInputs(ctx context.Context, args []string) error {
 	if rank := os.Getenv("RANK"); rank != "" && rank != "0" {
 		return waitReady(ctx, dir, attempt, wait)
 	}
-	reports, err := fetchAll(ctx, dir, map[string]string{"model": model, "dataset": dataset})
+	p := newProgress(map[string]string{"model": model, "dataset": dataset})
+	if listen != "" {
+		stop, err := p.serve(listen)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	reports, err := fetchAll(ctx, dir, p)
 	if err != nil {
 		writeTerminationLog(termLog, err.Error())
 		return err
@@ -47,26 +58,67 @@ func runFetchInputs(ctx context.Context, args []string) error {
 	return os.WriteFile(filepath.Join(dir, readyFile), []byte(attempt), 0o644)
 }
 
-func fetchAll(ctx context.Context, dir string, uris map[string]string) ([]inputs.Report, error) {
+func fetchAll(ctx context.Context, dir string, p *progress) ([]inputs.Report, error) {
 	env := inputs.EnvFromOS()
 	var reports []inputs.Report
-	for _, name := range []string{"model", "dataset"} {
-		if uris[name] == "" {
-			continue
-		}
-		src, err := inputs.Parse(uris[name])
+	for _, in := range p.inputs {
+		src, err := inputs.Parse(in.source)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", in.name, err)
 		}
-		fmt.Printf("fetching %s %s\n", name, src.URI)
-		rep, err := inputs.Fetch(ctx, name, src, filepath.Join(dir, name), env, nil)
+		fmt.Printf("fetching %s %s\n", in.name, src.URI)
+		rep, err := inputs.Fetch(ctx, in.name, src, filepath.Join(dir, in.name), env, &in.Progress)
 		if err != nil {
-			return nil, fmt.Errorf("fetching %s %s: %w", name, src.URI, err)
+			return nil, fmt.Errorf("fetching %s %s: %w", in.name, src.URI, err)
 		}
-		fmt.Printf("%s %s: %d bytes in %d files, %d read in %.1fs\n", name, src.URI, rep.Bytes, rep.Files, rep.Fetched, rep.Seconds)
+		fmt.Printf("%s %s: %d bytes in %d files, %d read in %.1fs\n", in.name, src.URI, rep.Bytes, rep.Files, rep.Fetched, rep.Seconds)
 		reports = append(reports, rep)
 	}
 	return reports, nil
+}
+
+// progress is each source's bytes so far, served as a JSON list of inputs.Status.
+type progress struct {
+	inputs []*sourceProgress
+}
+
+type sourceProgress struct {
+	name, source string
+	inputs.Progress
+}
+
+func newProgress(uris map[string]string) *progress {
+	p := &progress{}
+	for _, name := range []string{"model", "dataset"} {
+		if uris[name] != "" {
+			p.inputs = append(p.inputs, &sourceProgress{name: name, source: uris[name]})
+		}
+	}
+	return p
+}
+
+func (p *progress) status() []inputs.Status {
+	out := make([]inputs.Status, len(p.inputs))
+	for i, in := range p.inputs {
+		out[i] = inputs.Status{Name: in.name, Source: in.source, Done: in.Done.Load(), Total: in.Total.Load()}
+	}
+	return out
+}
+
+// serve answers GET /status on addr until stop is called.
+func (p *progress) serve(addr string) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 // waitReady waits until rank 0 has fetched the inputs for this attempt.

@@ -40,6 +40,7 @@ func markerDefaults(t *testing.T) map[string]string {
 	walk("", crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"])
 	// Kubernetes' own types carry their defaults (corev1.LocalObjectReference's name: "").
 	delete(out, "checkpoint.storage.secretRef.name")
+	delete(out, "inputs.secretRef.name")
 	return out
 }
 

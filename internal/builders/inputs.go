@@ -26,6 +26,9 @@ const (
 	inputsCredentialsPath   = "/var/run/secrets/trainingjob-inputs"
 )
 
+// InputsPort is where rank 0's fetcher serves its progress (GET /status) while it runs.
+const InputsPort int32 = 8083
+
 // DefaultInputsCacheSize is the input cache's capacity when inputs.cacheSize is unset.
 var DefaultInputsCacheSize = resource.MustParse("50Gi")
 
@@ -158,14 +161,17 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 		return nil
 	}
 	image, command := agentImage(opts)
-	args := []string{"fetch-inputs", "--dir=" + InputsCachePath, "--termination-log=" + corev1.TerminationMessagePathDefault}
+	// The progress endpoint on the pod's own address: pods that share a network (a process node) must not collide.
+	args := []string{"fetch-inputs", "--dir=" + InputsCachePath, "--termination-log=" + corev1.TerminationMessagePathDefault,
+		"--listen=$(POD_IP):" + itoa(InputsPort)}
 	for _, in := range fetched {
 		args = append(args, "--"+in.Name+"="+in.Source.URI)
 	}
 	c := corev1.Container{
 		Name: names.InputsContainerName, Image: image, Command: command, Args: args,
-		Env: []corev1.EnvVar{rankEnv(), {Name: "ATTEMPT_JOB", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+		Env: []corev1.EnvVar{rankEnv(), podIPEnv(), {Name: "ATTEMPT_JOB", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 			FieldPath: "metadata.labels['batch.kubernetes.io/job-name']"}}}},
+		Ports:                    []corev1.ContainerPort{{Name: "inputs", ContainerPort: InputsPort, Protocol: corev1.ProtocolTCP}},
 		VolumeMounts:             []corev1.VolumeMount{{Name: InputsCacheVolume, MountPath: InputsCachePath}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          inputsSecurityContext(tj),
@@ -184,7 +190,7 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 			}
 		}
 	}
-	slices.SortFunc(c.Env[2:], func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) }) // a stable spec hash
+	slices.SortFunc(c.Env[3:], func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) }) // a stable spec hash
 	return []corev1.Container{c}
 }
 

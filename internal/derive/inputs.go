@@ -31,14 +31,20 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if len(fetched) == 0 {
 		return
 	}
-	cs := rank0Fetcher(obs.Pods)
+	_, cs := Rank0Fetcher(obs.Pods)
 	switch {
 	case cs == nil || cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
 		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionInputsReady) == nil {
 			set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "waiting for rank 0 to fetch "+describeSources(fetched), now)
 		}
 	case cs.State.Running != nil:
-		set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "rank 0 is fetching "+describeSources(fetched)+" into the input cache", now)
+		set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "rank 0 is "+FetchingText(fetched, obs.InputsProgress)+" into the input cache", now)
+		if len(obs.InputsProgress) > 0 {
+			st.Inputs = nil
+			for _, p := range obs.InputsProgress {
+				st.Inputs = append(st.Inputs, mlv1.InputStatus{Name: p.Name, Source: p.Source, Bytes: p.Total, FetchedBytes: p.Done})
+			}
+		}
 	case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
 		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, truncate(strings.TrimSpace(cs.State.Terminated.Message), 1024), now)
 	case cs.State.Terminated != nil:
@@ -66,19 +72,36 @@ func applyReports(st *mlv1.TrainingJobStatus, t *corev1.ContainerStateTerminated
 	set(st, mlv1.ConditionInputsReady, true, reason, strings.Join(parts, "; "), now)
 }
 
-// rank0Fetcher is the fetch-inputs status of rank 0's pod, nil when there is none.
-func rank0Fetcher(pods []corev1.Pod) *corev1.ContainerStatus {
+// Rank0Fetcher is rank 0's pod and its fetch-inputs status, nils when there is none.
+func Rank0Fetcher(pods []corev1.Pod) (*corev1.Pod, *corev1.ContainerStatus) {
 	for i := range pods {
 		if pods[i].Labels[names.RankLabel] != "0" || !pods[i].DeletionTimestamp.IsZero() {
 			continue
 		}
 		for j := range pods[i].Status.InitContainerStatuses {
 			if cs := &pods[i].Status.InitContainerStatuses[j]; cs.Name == names.InputsContainerName {
-				return cs
+				return &pods[i], cs
 			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// FetchingText says what rank 0 fetches, with the bytes so far when it reported them: "fetching dataset
+// s3://datasets/squad 1.2 GiB of 3.4 GiB".
+func FetchingText(fetched []builders.Input, progress []inputs.Status) string {
+	if len(progress) == 0 {
+		return "fetching " + describeSources(fetched)
+	}
+	var parts []string
+	for _, p := range progress {
+		if p.Done >= p.Total && p.Total > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s %s (done)", p.Name, p.Source, bytesText(p.Total)))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s of %s", p.Name, p.Source, bytesText(p.Done), bytesText(p.Total)))
+	}
+	return "fetching " + strings.Join(parts, ", ")
 }
 
 func describeSources(in []builders.Input) string {

@@ -26,6 +26,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
 )
 
 // Observed is what a reconcile of the JobController saw of a TrainingJob's children.
@@ -60,6 +61,8 @@ type Observed struct {
 	Logs map[string]string
 	// Queue is the job's Kueue Workload as observed, nil when the job is not queued.
 	Queue *Queue
+	// InputsProgress is what rank 0's fetch-inputs init container reports while it fetches the sources.
+	InputsProgress []inputs.Status
 }
 
 // ended are the pods whose exits explain a failure: the listed ones and those gone since they ended.

@@ -10,12 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // Reasons of the Running condition that describe normal progress. Any other reason of an active job is a
 // fault a worker is stuck on (Unschedulable, ImagePullBackOff, CreateContainerConfigError,
 // CrashLoopBackOff, ...), and is also recorded as a Warning event.
-var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing", ReasonRestarting}
+var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing", ReasonRestarting, ReasonFetchingInputs}
 
 // Reasons of a job whose workers cannot be placed.
 const (
@@ -61,6 +62,8 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 	switch {
 	case reason != "":
 		return phase{state, reason, msg + "; " + why}
+	case state == mlv1.StateInitializing && fetching(obs.Pods):
+		return phase{state, ReasonFetchingInputs, msg + "; rank 0 is " + FetchingText(builders.FetchedInputs(tj), obs.InputsProgress)}
 	case running >= int(tj.Spec.NumWorkers):
 		return phase{state, "AllWorkersRunning", msg}
 	case succeeded > 0 && running+succeeded >= int(tj.Spec.NumWorkers):
@@ -101,4 +104,13 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 // containers first, since one stuck or failed there holds the whole pod.
 func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
 	return append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+}
+
+// ReasonFetchingInputs is the Initializing reason while rank 0 fetches the model or dataset sources.
+const ReasonFetchingInputs = "FetchingInputs"
+
+// fetching: rank 0's fetch-inputs init container runs.
+func fetching(pods []corev1.Pod) bool {
+	_, cs := Rank0Fetcher(pods)
+	return cs != nil && cs.State.Running != nil
 }

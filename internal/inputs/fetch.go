@@ -64,6 +64,15 @@ type Progress struct {
 	Done, Total atomic.Int64
 }
 
+// Status is one source's progress as the fetcher serves it (GET /status, a JSON list) while it runs.
+type Status struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	// Done and Total are bytes: copied or found current so far, and the source's size (0 until listed).
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+}
+
 // Fetch copies src into dir (created when missing): the files the manifest does not already hold with the
 // same size and fingerprint, each written to a temporary file, checked against the size the source gave
 // and renamed; files the source no longer has are removed. An archive source (https) is unpacked.

@@ -212,7 +212,7 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 // coreType reports whether the field's schema comes from a Kubernetes core or meta type.
 func coreType(path string) bool {
 	for _, p := range []string{"spec.env", "spec.scheduling.affinity", "spec.scheduling.tolerations",
-		"spec.checkpoint.storage.secretRef", "status.checkpointStorage.secretRef", "status.conditions", "spec.resources.limits", "spec.resources.requests",
+		"spec.checkpoint.storage.secretRef", "spec.inputs.secretRef", "status.checkpointStorage.secretRef", "status.conditions", "spec.resources.limits", "spec.resources.requests",
 		"spec.workerPod.imagePullSecrets", "spec.workerPod.volumes", "spec.workerPod.volumeMounts", "spec.workerPod.envFrom"} {
 		if path == p {
 			return true

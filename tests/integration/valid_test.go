@@ -30,6 +30,16 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 	}{
 		{"minimal", func(*mlv1.TrainingJob) {}},
 		{"model and dataset with spaces", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "resnet 50", "image net 1k" }},
+		{"sources of every kind", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Model, tj.Spec.Dataset = "hf://google-bert/bert-base-uncased@main", "s3://datasets/squad/v2"
+			tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "http://minio:9000", HubEndpoint: "https://hf-mirror.example.com", CacheSize: ptr.To(resource.MustParse("1Gi"))}
+		}},
+		{"a claim and an export", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Model, tj.Spec.Dataset = "pvc://models/bert", "nfs://10.0.0.5/exports/squad"
+		}},
+		{"gcs and an archive", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Model, tj.Spec.Dataset = "gs://models/bert", "https://example.com/cifar.tar.gz"
+		}},
 		{"one worker", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1 }},
 		{"1024 workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1024 }},
 		{"cpu only", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](0) }},

@@ -68,6 +68,14 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"empty model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "" }, "spec.model"},
 		{"blank model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "   " }, "spec.model"},
 		{"empty dataset", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "" }, "spec.dataset"},
+		{"model from an unknown scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "ftp://host/bert" }, "spec.model"},
+		{"model source leaving its prefix", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "s3://models/../secrets" }, "spec.model"},
+		{"dataset source with no host", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "s3:///squad" }, "spec.dataset"},
+		{"input cache of zero", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Inputs = &mlv1.InputsSpec{CacheSize: ptr.To(resource.MustParse("0"))}
+		}, "spec.inputs.cacheSize"},
+		{"inputs endpoint without a scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "minio:9000"} }, "spec.inputs.endpoint"},
+		{"MODEL_DIR in env", envVar("MODEL_DIR"), "spec.env"},
 		{"zero workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 0 }, "spec.numWorkers"},
 		{"too many workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1025 }, "spec.numWorkers"},
 		{"negative gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](-1) }, "spec.gpusPerWorker"},

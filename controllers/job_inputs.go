@@ -1,0 +1,58 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
+)
+
+// inputsRecheck is how often the JobController reads rank 0's fetch progress while it fetches: the
+// kubelet reports nothing in between (the init container only runs).
+const inputsRecheck = 2 * time.Second
+
+// inputsClient reads the fetchers' progress endpoints: a short timeout, as a slow pod must not hold a
+// reconcile.
+var inputsClient = &http.Client{Timeout: 2 * time.Second}
+
+// inputsProgress is what rank 0's running fetch-inputs container reports (GET /status), nil when it does
+// not run or does not answer: the progress is a nicety, the fetch's end is read from its pod's status.
+func inputsProgress(ctx context.Context, pods []corev1.Pod) []inputs.Status {
+	pod, cs := derive.Rank0Fetcher(pods)
+	if cs == nil || cs.State.Running == nil || pod.Status.PodIP == "" {
+		return nil
+	}
+	url := fmt.Sprintf("http://%s/status", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(builders.InputsPort))))
+	var out []inputs.Status
+	if err := getJSON(ctx, url, &out); err != nil {
+		log.FromContext(ctx).V(1).Info("rank 0's fetch progress is not readable", "pod", pod.Name, "error", err)
+		return nil
+	}
+	return out
+}
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := inputsClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
