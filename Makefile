@@ -67,7 +67,7 @@ demo: build ## Run examples/trainingjob-local.yaml to Completed on a local contr
 .PHONY: test-frameworks
 test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, resume) and XGBoost (Rabit) as TrainingJobs on the local stack; installs Debian's packages once (hack/frameworks.sh); part of make test.
 	@mkdir -p bin
-	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
+	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
 		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
 
 .PHONY: test-cluster

@@ -71,3 +71,49 @@ class LoadTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class InputsTest(unittest.TestCase):
+    """MODEL_DIR and DATASET_DIR (sources the operator delivered): the architecture and weights, the
+    dataset's format, and what a model the runner cannot train is told."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.model, self.data = os.path.join(self.tmp, "model"), os.path.join(self.tmp, "data")
+        os.makedirs(self.model)
+        os.makedirs(self.data)
+
+    def write(self, path, content="x"):
+        with open(path, "w") as f:
+            f.write(content)
+
+    def test_weights_and_tensors(self):
+        self.write(os.path.join(self.model, settings.MODEL_FILE), json.dumps({"architecture": "CNN"}))
+        self.write(os.path.join(self.model, settings.WEIGHTS_FILE))
+        self.write(os.path.join(self.data, settings.TENSORS_FILE))
+        s = settings.load({"MODEL_NAME": "s3://models/cnn", "DATASET_NAME": "pvc://coco/x", "MODEL_DIR": self.model, "DATASET_DIR": self.data})
+        self.assertEqual(("cnn", os.path.join(self.model, "model.pt"), self.data, "tensors"), (s.model, s.weights, s.dataset_dir, s.dataset_format))
+
+    def test_imagefolder(self):
+        os.makedirs(os.path.join(self.data, "cat"))
+        s = settings.load({"MODEL_NAME": "mlp", "DATASET_NAME": "pvc://pets", "DATASET_DIR": self.data})
+        self.assertEqual(("mlp", "", "imagefolder"), (s.model, s.weights, s.dataset_format))
+        with self.assertRaises(settings.SettingsError) as e:
+            settings.load({"MODEL_NAME": "mlp", "DATASET_NAME": "pvc://pets", "DATASET_DIR": self.data}, have_torchvision=False)
+        self.assertIn("needs torchvision", str(e.exception))
+
+    def test_rejections(self):
+        hf = os.path.join(self.tmp, "bert")
+        os.makedirs(hf)
+        self.write(os.path.join(hf, "config.json"), "{}")
+        cases = [
+            ({"MODEL_NAME": "bert-base-uncased", "DATASET_NAME": "squad"}, "hf://ORG/NAME"),
+            ({"MODEL_NAME": "hf://google-bert/bert-base-uncased", "DATASET_NAME": "mnist", "MODEL_DIR": hf}, "holds a Hugging Face model (config.json)"),
+            ({"MODEL_NAME": "s3://m/x", "DATASET_NAME": "mnist", "MODEL_DIR": self.model}, "has no trainingjob-model.json"),
+            ({"MODEL_NAME": "mlp", "DATASET_NAME": "s3://d/x", "DATASET_DIR": self.data}, "holds neither data.pt"),
+        ]
+        for env, want in cases:
+            with self.subTest(env=env):
+                with self.assertRaises(settings.SettingsError) as e:
+                    settings.load(env)
+                self.assertIn(want, str(e.exception))

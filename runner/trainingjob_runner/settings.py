@@ -61,14 +61,58 @@ class Settings:
     checkpoint_every: int = 1
     resume_from: str = ""
     extra: dict = field(default_factory=dict)
+    # Delivered inputs (MODEL_DIR, DATASET_DIR): the weights to fine-tune from, the dataset's directory and
+    # its format ("tensors": data.pt; "imagefolder": a directory per class), and the shape and classes
+    # read from the data once loaded.
+    weights: str = ""
+    dataset_dir: str = ""
+    dataset_format: str = ""
+    loaded_shape: tuple = None
+    loaded_classes: int = 0
 
     @property
     def shape(self):
-        return DATASETS[self.dataset][:3]
+        return self.loaded_shape or DATASETS[self.dataset][:3]
 
     @property
     def classes(self):
-        return DATASETS[self.dataset][3]
+        return self.loaded_classes or DATASETS[self.dataset][3]
+
+
+# MODEL_FILE names, in MODEL_DIR, the architecture of the weights in WEIGHTS_FILE (a state_dict saved with
+# torch.save): {"architecture": "resnet18"}.
+MODEL_FILE = "trainingjob-model.json"
+WEIGHTS_FILE = "model.pt"
+TENSORS_FILE = "data.pt"
+
+HF_HINT = ("to fine-tune a Hugging Face model, name it as spec.model: hf://ORG/NAME (the operator fetches it to MODEL_DIR) and "
+           "run your own script with spec.image and spec.command, loading it with AutoModel.from_pretrained(os.environ['MODEL_DIR'])")
+
+
+def _model_from_dir(model_dir):
+    """The architecture MODEL_DIR's weights are for, and the weights' path."""
+    spec = os.path.join(model_dir, MODEL_FILE)
+    if not os.path.exists(spec):
+        if os.path.exists(os.path.join(model_dir, "config.json")):
+            raise SettingsError("MODEL_DIR %s holds a Hugging Face model (config.json): the default runner trains %s; %s" % (model_dir, _names(MODELS), HF_HINT))
+        raise SettingsError("MODEL_DIR %s has no %s naming the architecture (one of %s) of its %s" % (model_dir, MODEL_FILE, _names(MODELS), WEIGHTS_FILE))
+    with open(spec) as f:
+        arch = str(json.load(f).get("architecture", "")).strip().lower()
+    if arch not in MODELS:
+        raise SettingsError("%s names architecture %r: the default runner trains %s" % (spec, arch, _names(MODELS)))
+    weights = os.path.join(model_dir, WEIGHTS_FILE)
+    if not os.path.exists(weights):
+        raise SettingsError("MODEL_DIR %s has no %s (a state_dict of %s saved with torch.save)" % (model_dir, WEIGHTS_FILE, arch))
+    return arch, weights
+
+
+def _dataset_format(dataset_dir):
+    """How DATASET_DIR holds the data: tensors (data.pt) or an ImageFolder tree (a directory per class)."""
+    if os.path.exists(os.path.join(dataset_dir, TENSORS_FILE)):
+        return "tensors"
+    if any(os.path.isdir(os.path.join(dataset_dir, d)) and not d.startswith(".") for d in os.listdir(dataset_dir)):
+        return "imagefolder"
+    raise SettingsError("DATASET_DIR %s holds neither %s ({'x': images N x C x H x W, 'y': labels N}) nor a directory of images per class" % (dataset_dir, TENSORS_FILE))
 
 
 def _names(d):
@@ -95,17 +139,25 @@ def load(environ=None, have_torchvision=True):
             config = json.load(f)
     model = (config.get("model") or env.get("MODEL_NAME", "")).strip().lower()
     dataset = (config.get("dataset") or env.get("DATASET_NAME", "")).strip().lower()
+    weights, dataset_dir, dataset_format = "", env.get("DATASET_DIR", ""), ""
+    if env.get("MODEL_DIR"):
+        model, weights = _model_from_dir(env["MODEL_DIR"])
+    if dataset_dir:
+        dataset, dataset_format = "synthetic", _dataset_format(dataset_dir)  # the shape comes from the data
     if model not in MODELS:
-        raise SettingsError("unknown model %r: the default runner trains %s (or set spec.image and spec.command to run your own script)" % (model, _names(MODELS)))
+        hint = "; " + HF_HINT if "/" in model or "bert" in model or "gpt" in model or "llama" in model else ""
+        raise SettingsError("unknown model %r: the default runner trains %s (or set spec.image and spec.command to run your own script)%s" % (model, _names(MODELS), hint))
     if dataset not in DATASETS:
-        raise SettingsError("unknown dataset %r: the default runner reads %s (or set spec.image and spec.command to run your own script)" % (dataset, _names(DATASETS)))
+        raise SettingsError("unknown dataset %r: the default runner reads %s, or a source delivered at DATASET_DIR (or set spec.image and spec.command to run your own script)" % (dataset, _names(DATASETS)))
+    if dataset_format == "imagefolder" and not have_torchvision:
+        raise SettingsError("DATASET_DIR %s is a directory of images per class, which needs torchvision" % dataset_dir)
     if not have_torchvision and (model in TORCHVISION_MODELS or dataset in TORCHVISION_DATASETS):
         raise SettingsError("model %r / dataset %r need torchvision, which this image lacks: use mlp or cnn with synthetic" % (model, dataset))
     if env.get("CHECKPOINT_URI") and not env.get("CHECKPOINT_DIR"):
         raise SettingsError("the default runner writes checkpoints to a mounted volume (checkpoint.storage type pvc or nfs), not to %s" % env["CHECKPOINT_URI"])
     hp = config.get("hyperparameters") or {}
     extra = dict(hp.get("additionalParams") or {})
-    s = Settings(model=model, dataset=dataset, extra=extra)
+    s = Settings(model=model, dataset=dataset, extra=extra, weights=weights, dataset_dir=dataset_dir, dataset_format=dataset_format)
     s.epochs = _int(hp.get("epochs", s.epochs), "hyperparameters.epochs")
     s.batch_size = _int(hp.get("batchSize", s.batch_size), "hyperparameters.batchSize")
     s.learning_rate = float(hp.get("learningRate", s.learning_rate))

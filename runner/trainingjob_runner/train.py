@@ -36,6 +36,8 @@ class Expand3(torch.nn.Module):
 
 
 def build_dataset(s):
+    if s.dataset_dir:
+        return load_dataset_dir(s)
     c, h, w = s.shape
     if s.dataset == "synthetic":
         g = torch.Generator().manual_seed(1234)
@@ -55,6 +57,36 @@ def build_dataset(s):
     if dist.is_initialized():
         dist.barrier()
     return cls(s.data_dir, train=True, download=False, transform=tf)
+
+
+def load_dataset_dir(s):
+    """The dataset delivered at DATASET_DIR: data.pt's tensors or an ImageFolder tree; records its shape and
+    classes in s."""
+    if s.dataset_format == "tensors":
+        data = torch.load(os.path.join(s.dataset_dir, "data.pt"), map_location="cpu")
+        x, y = data["x"].float(), data["y"].long()
+        ds = TensorDataset(x, y)
+        s.loaded_shape, s.loaded_classes = tuple(x.shape[1:]), int(data.get("classes", int(y.max()) + 1))
+    else:
+        import torchvision
+        from torchvision import transforms
+        ds = torchvision.datasets.ImageFolder(s.dataset_dir, transform=transforms.ToTensor())
+        s.loaded_shape, s.loaded_classes = tuple(ds[0][0].shape), len(ds.classes)
+    if s.rank == 0:
+        print("dataset %s: %d samples of %s, %d classes" % (s.dataset_dir, len(ds), "x".join(map(str, s.loaded_shape)), s.loaded_classes), flush=True)
+    return ds
+
+
+def fine_tune_from(s, model):
+    """Loads MODEL_DIR's weights into model: every tensor whose name and shape match (a classifier head of
+    another size is trained anew), and says how many."""
+    state = torch.load(s.weights, map_location="cpu")
+    state = state.get("model", state) if isinstance(state, dict) else state
+    own = model.state_dict()
+    kept = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    model.load_state_dict(kept, strict=False)
+    if s.rank == 0:
+        print("fine-tuning from %s: %d of %d tensors loaded" % (s.weights, len(kept), len(own)), flush=True)
 
 
 def build_optimizer(s, params):
@@ -83,7 +115,11 @@ def run(s):
     if cuda:
         torch.cuda.set_device(dev)
     torch.manual_seed(0)
-    model = build_model(s).to(dev)
+    data = build_dataset(s)  # first: a delivered dataset's shape and classes size the model
+    model = build_model(s)
+    if s.weights:
+        fine_tune_from(s, model)
+    model = model.to(dev)
     opt = build_optimizer(s, model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / s.warmup_steps) if s.warmup_steps else 1.0)
     scaler = torch.cuda.amp.GradScaler(enabled=cuda and s.mixed_precision)
@@ -97,7 +133,6 @@ def run(s):
         start, resume_step = state["epoch"], state.get("step", 0)
         print("resumed from %s (epoch %d, step %d)" % (source, start, resume_step), flush=True)
     net = DistributedDataParallel(model, device_ids=[dev.index] if cuda else None) if distributed else model
-    data = build_dataset(s)
     sampler = DistributedSampler(data, num_replicas=s.world_size, rank=s.rank, shuffle=True, seed=0) if distributed else None
     loader = DataLoader(data, batch_size=s.batch_size, sampler=sampler, shuffle=sampler is None)
     progress = Progress(total_epochs=s.epochs)

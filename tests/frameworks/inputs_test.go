@@ -1,0 +1,124 @@
+//go:build frameworks
+
+package frameworks
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// makeInputs writes, with real PyTorch, a CNN's weights (trained by nobody: a state_dict of the runner's
+// own architecture for 1x8x8 inputs and 4 classes) and a learnable 1x8x8 dataset of 4 classes as data.pt.
+const makeInputs = `
+import json, os, sys, torch
+from trainingjob_runner import settings, train
+out_model, out_data = sys.argv[1], sys.argv[2]
+s = settings.Settings(model="cnn", dataset="synthetic", loaded_shape=(1, 8, 8), loaded_classes=4)
+torch.manual_seed(7)
+torch.save(train.build_model(s).state_dict(), os.path.join(out_model, "model.pt"))
+json.dump({"architecture": "cnn"}, open(os.path.join(out_model, "trainingjob-model.json"), "w"))
+g = torch.Generator().manual_seed(1)
+y = torch.randint(0, 4, (512,), generator=g)
+x = torch.randn(4, 1, 8, 8, generator=g)[y] + 0.3 * torch.randn(512, 1, 8, 8, generator=g)
+torch.save({"x": x, "y": y}, os.path.join(out_data, "data.pt"))
+`
+
+// TestDefaultRunnerFineTunes: two ranks of the default runner fine-tune from weights in a real S3 server
+// (fetched once by rank 0 into the input cache) on a dataset on a claim (mounted read-only): the job
+// completes with InputsReady and the bytes in its status, and each rank says it loaded the weights.
+func TestDefaultRunnerFineTunes(t *testing.T) {
+	ns := newNamespace(t)
+	gw := storetest.NewVersityGW(t, "fw-access", "fw-secret-key")
+	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: "models", Endpoint: gw.Endpoint, AccessKey: "fw-access", SecretKey: "fw-secret-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "datasets", Namespace: ns}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})
+	dataDir := filepath.Join(claimPath(t, ns, "datasets"), "set1")
+	modelDir := t.TempDir()
+	if err := os.MkdirAll(dataDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	py := exec.Command(os.Getenv("FRAMEWORKS_PYTHON"), "-c", makeInputs, modelDir, dataDir)
+	py.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(testenv.RepoRoot(), "runner"))
+	if out, err := py.CombinedOutput(); err != nil {
+		t.Fatalf("making the inputs: %v\n%s", err, out)
+	}
+	if _, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range []string{"model.pt", "trainingjob-model.json"} {
+		data, err := os.ReadFile(filepath.Join(modelDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put(ctx, "cnn-8x8/"+f, data); err != nil {
+			t.Fatal(err)
+		}
+		total += int64(len(data))
+	}
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "fw-access", checkpoint.SecretS3SecretKey: "fw-secret-key"}})
+	create(t, tjtest.NewTJ(ns, "finetune").NoCommand().Workers(2).GPUs(0).Epochs(3).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Model, tj.Spec.Dataset = "s3://models/cnn-8x8", "pvc://datasets/set1"
+		tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}
+		tj.Spec.Hyperparameters.BatchSize = ptr.To[int32](32)
+	}).Obj())
+	done := waitFinished(t, ns, "finetune", 4*time.Minute)
+	if done.Status.State != mlv1.StateCompleted {
+		t.Fatalf("state %s: %s; rank logs:\n%s", done.Status.State, done.Status.FailureReason, strings.Join(rankLogs(t, ns, "finetune", 2), "\n---\n"))
+	}
+	if in := done.Status.Inputs; len(in) != 1 || in[0].Name != "model" || in[0].Bytes != total || in[0].FetchedBytes != total {
+		t.Errorf("status.inputs %+v; want the model's %d bytes, all read once", in, total)
+	}
+	// The paths are the pod's (/inputs/cache/model, /inputs/dataset/set1), which a process node maps to its
+	// directories for the volumes.
+	log := rankLogs(t, ns, "finetune", 2)[0]
+	for _, want := range []string{`fine-tuning from \S*/model/model\.pt: 6 of 6 tensors loaded`, `dataset \S*/set1: 512 samples of 1x8x8, 4 classes`} {
+		if !regexp.MustCompile(want).MatchString(log) {
+			t.Errorf("rank 0's log does not say %q:\n%s", want, log)
+		}
+	}
+	assertSameChecksum(t, rankLogs(t, ns, "finetune", 2), 2)
+}
+
+// claimPath is the directory a bound claim's hostPath volume has on this machine (the process node's
+// provisioner).
+func claimPath(t *testing.T, ns, name string) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc); err == nil && pvc.Spec.VolumeName != "" {
+			pv := &corev1.PersistentVolume{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err == nil && pv.Spec.HostPath != nil {
+				return pv.Spec.HostPath.Path
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(fmt.Errorf("claim %s/%s not bound in a minute", ns, name))
+		}
+	}
+}
