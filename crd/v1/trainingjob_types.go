@@ -31,6 +31,7 @@ var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX
 // +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.framework) || self.framework == 'pytorch'",message="elastic needs framework pytorch (torchrun's c10d rendezvous)",fieldPath=".elastic"
 // +kubebuilder:validation:XValidation:rule="has(self.image) || !has(self.framework) || self.framework in ['pytorch', 'tensorflow', 'jax']",message="image is required with framework xgboost or paddle: the operator has no default image for them",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
+// +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.monitoring.tensorboardEnabled) || !self.monitoring.tensorboardEnabled || (has(self.checkpoint) && has(self.checkpoint.enabled) && self.checkpoint.enabled)",message="monitoring.tensorboardEnabled needs checkpoint.enabled: TensorBoard's logs are kept on the job's checkpoint storage",fieldPath=".monitoring.tensorboardEnabled"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy)",message="managedBy is immutable: it cannot be set or removed after creation",fieldPath=".managedBy"
 type TrainingJobSpec struct {
 	// model is the model to train: a plain name (passed to workers as MODEL_NAME and in the config file),
@@ -120,7 +121,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM','TRAININGJOB_CHECKPOINT_ON_SIGTERM','MODEL_DIR','DATASET_DIR']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, MODEL_DIR, DATASET_DIR, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['MASTER_ADDR','MASTER_PORT','RANK','NODE_RANK','WORLD_SIZE','LOCAL_RANK','LOCAL_WORLD_SIZE','PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','PET_RDZV_BACKEND','PET_RDZV_ENDPOINT','PET_RDZV_ID','PET_MAX_RESTARTS','TF_CONFIG','JAX_COORDINATOR_ADDRESS','JAX_COORDINATOR_BIND_ADDRESS','JAX_NUM_PROCESSES','JAX_PROCESS_ID','DMLC_TRACKER_URI','DMLC_TRACKER_PORT','DMLC_NUM_WORKER','DMLC_TASK_ID','PADDLE_MASTER','PADDLE_NNODES','PADDLE_JOB_ID','TRAININGJOB_NAME','TRAININGJOB_NAMESPACE','TRAININGJOB_CONFIG','MODEL_NAME','DATASET_NAME','METRICS_PORT','DIST_BACKEND','POD_IP','CHECKPOINT_DIR','CHECKPOINT_URI','CHECKPOINT_FREQUENCY','RESUME_FROM','TRAININGJOB_CHECKPOINT_ON_SIGTERM','MODEL_DIR','DATASET_DIR','TENSORBOARD_LOG_DIR']))",message="env must not set a variable that carries the job's identity, rendezvous or checkpoint location (MASTER_ADDR, MASTER_PORT, RANK, NODE_RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, PET_*, TF_CONFIG, JAX_*, DMLC_*, PADDLE_*, TRAININGJOB_*, MODEL_NAME, DATASET_NAME, MODEL_DIR, DATASET_DIR, TENSORBOARD_LOG_DIR, METRICS_PORT, DIST_BACKEND, POD_IP, CHECKPOINT_*, RESUME_FROM); NCCL_*, PYTHONUNBUFFERED and other tuning variables may be set"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// resources are each worker's compute requests and limits. An entry of the GPU resource (gpuResourceName)
@@ -569,7 +570,10 @@ type MonitoringSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	ScrapeIntervalSeconds *int32 `json:"scrapeIntervalSeconds,omitempty"`
 
-	// tensorboardEnabled asks the training program to write TensorBoard logs.
+	// tensorboardEnabled gives the workers TENSORBOARD_LOG_DIR, a directory on the job's checkpoint storage
+	// (CHECKPOINT_DIR/tensorboard on a volume, CHECKPOINT_URI/tensorboard in a bucket) that outlives the
+	// pods, where the training program writes TensorBoard event files (the default runner writes rank 0's
+	// loss, accuracy and learning rate per epoch). It needs checkpoint.enabled.
 	// +optional
 	TensorboardEnabled *bool `json:"tensorboardEnabled,omitempty"`
 

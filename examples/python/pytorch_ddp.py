@@ -82,6 +82,20 @@ def save(model, optimizer, epoch, step=None):
     return path
 
 
+def tensorboard_writer(rank):
+    """Rank 0's TensorBoard SummaryWriter in TENSORBOARD_LOG_DIR (monitoring.tensorboardEnabled), when the
+    tensorboard package is in the image; None otherwise."""
+    log_dir = os.environ.get("TENSORBOARD_LOG_DIR", "")
+    if not log_dir or rank != 0:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        print("TENSORBOARD_LOG_DIR is set but the tensorboard package is not installed: no TensorBoard events", flush=True)
+        return None
+    return SummaryWriter(log_dir)
+
+
 def main():
     hp = hyperparameters()
     parser = argparse.ArgumentParser()
@@ -103,6 +117,7 @@ def main():
     x, y = dataset(rank, world, args.samples)
     x, y = x.to(dev), y.to(dev)
     progress = Progress(total_epochs=args.epochs)
+    board = tensorboard_writer(rank)
     every = int(os.environ.get("CHECKPOINT_FREQUENCY", "1") or 1)
     steps = -(-len(x) // args.batch_size)
     preemption = Preemption(rank, lambda epochs, step: save(model, optimizer, epochs, step), (start, resume_step or start * steps))
@@ -126,6 +141,8 @@ def main():
                             samples_per_second=args.samples / max(time.time() - began, 1e-9))
             if rank == 0:
                 print("epoch %d/%d loss=%.6f world=%d" % (epoch, args.epochs, loss, world), flush=True)
+                if board:
+                    board.add_scalar("loss", loss, epoch)
                 if epoch % every == 0 or epoch == args.epochs:
                     save(model, optimizer, epoch)
             preemption.at = (epoch, epoch * steps)
@@ -136,6 +153,8 @@ def main():
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     print("rank %d of %d (local rank %s) checksum %.10f" % (rank, world, os.environ.get("LOCAL_RANK"), checksum), flush=True)
     progress.close()
+    if board:
+        board.close()
     dist.destroy_process_group()
 
 

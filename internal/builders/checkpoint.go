@@ -98,7 +98,19 @@ func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if tj.Spec.Checkpoint.OnPreemption {
 		env = append(env, value(CheckpointOnSigtermEnv, "1"))
 	}
+	if m := tj.Spec.Monitoring; m != nil && m.TensorboardEnabled != nil && *m.TensorboardEnabled {
+		env = append(env, value("TENSORBOARD_LOG_DIR", TensorBoardDir(tj)))
+	}
 	return append(env, storageEnv(tj)...)
+}
+
+// TensorBoardDir is where the workers write TensorBoard event files (monitoring.tensorboardEnabled): the
+// tensorboard directory beside the job's checkpoints, which the checkpoint agent's rotation never touches.
+func TensorBoardDir(tj *mlv1.TrainingJob) string {
+	if mountedCheckpoints(tj) {
+		return path.Join(CheckpointDir(tj), "tensorboard")
+	}
+	return CheckpointURI(tj) + "/tensorboard"
 }
 
 // CheckpointOnSigtermEnv (set to 1 with checkpoint.onPreemption) asks the trainer to write a complete

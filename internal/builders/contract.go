@@ -50,7 +50,7 @@ var Contract = []ContractVar{
 	{Name: MLflowTokenKey}, {Name: MLflowUsernameKey}, {Name: MLflowPasswordKey}, {Name: "WANDB_PROJECT"}, {Name: "WANDB_RUN_GROUP"},
 	{Name: "WANDB_RUN_ID"}, {Name: "WANDB_NAME"}, {Name: "WANDB_RESUME"},
 	reserved("CHECKPOINT_DIR"), reserved("CHECKPOINT_URI"), reserved("CHECKPOINT_FREQUENCY"), reserved("RESUME_FROM"),
-	reserved(CheckpointOnSigtermEnv),
+	reserved(CheckpointOnSigtermEnv), reserved("TENSORBOARD_LOG_DIR"),
 	{Name: "AWS_ENDPOINT_URL_S3"}, {Name: "AWS_REGION"}, {Name: "GOOGLE_APPLICATION_CREDENTIALS"},
 	reserved("MODEL_DIR"), reserved("DATASET_DIR"),
 }

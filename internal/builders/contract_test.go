@@ -59,6 +59,7 @@ func TestWorkerEnvFollowsContract(t *testing.T) {
 	}
 	pvc := func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), OnPreemption: true}
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{TensorboardEnabled: ptr.To(true)}
 	}
 	chosen := func(tj *mlv1.TrainingJob) {
 		tj.Status.CheckpointStorage = &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}

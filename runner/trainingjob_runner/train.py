@@ -89,6 +89,27 @@ def fine_tune_from(s, model):
         print("fine-tuning from %s: %d of %d tensors loaded" % (s.weights, len(kept), len(own)), flush=True)
 
 
+def open_board(s):
+    """Rank 0's TensorBoard writer in TENSORBOARD_LOG_DIR (monitoring.tensorboardEnabled), None without one.
+    A bucket (s3://, gs://) needs the tensorboard package's writer; a mounted directory needs nothing."""
+    log_dir = os.environ.get("TENSORBOARD_LOG_DIR", "")
+    if not log_dir or s.rank != 0:
+        return None
+    if "://" not in log_dir:
+        from trainingjob_runner.tensorboard import Writer
+        w = Writer(log_dir)
+        print("TensorBoard events: %s" % w.path, flush=True)
+        return w
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        print("TENSORBOARD_LOG_DIR %s is in a bucket, which needs the tensorboard package: no TensorBoard events" % log_dir, flush=True)
+        return None
+    w = SummaryWriter(log_dir)
+    w.scalars = lambda step, values: [w.add_scalar(k, v, step) for k, v in values.items()]
+    return w
+
+
 def build_optimizer(s, params):
     lr = s.learning_rate
     return {"adam": lambda: torch.optim.Adam(params, lr=lr), "adamw": lambda: torch.optim.AdamW(params, lr=lr),
@@ -136,6 +157,7 @@ def run(s):
     sampler = DistributedSampler(data, num_replicas=s.world_size, rank=s.rank, shuffle=True, seed=0) if distributed else None
     loader = DataLoader(data, batch_size=s.batch_size, sampler=sampler, shuffle=sampler is None)
     progress = Progress(total_epochs=s.epochs)
+    board = open_board(s)
     step = resume_step or start * len(loader)
     preemption = Preemption(s.rank, lambda epochs, at: save(s, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                                                 "scheduler": sched.state_dict(), "epoch": epochs, "step": at}, epochs, at),
@@ -176,6 +198,8 @@ def run(s):
                             samples_per_second=totals[2].item() / max(time.time() - began, 1e-9))
             if s.rank == 0:
                 print("epoch %d/%d loss=%.4f accuracy=%.4f" % (epoch, s.epochs, loss, acc), flush=True)
+                if board:
+                    board.scalars(epoch, {"loss": loss, "accuracy": acc, "learning_rate": sched.get_last_lr()[0]})
                 if s.checkpoint_dir and (epoch % s.checkpoint_every == 0 or epoch == s.epochs):
                     save(s, {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "epoch": epoch}, epoch)
             preemption.at = (epoch, epoch * len(loader))
@@ -187,6 +211,8 @@ def run(s):
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     print("rank %d of %d checksum %.10f" % (s.rank, s.world_size, checksum), flush=True)
     progress.close()
+    if board:
+        board.close()
     if distributed:
         dist.destroy_process_group()
     return 0

@@ -3,7 +3,10 @@
 package frameworks
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +89,8 @@ func TestDefaultRunnerFineTunes(t *testing.T) {
 		tj.Spec.Model, tj.Spec.Dataset = "s3://models/cnn-8x8", "pvc://datasets/set1"
 		tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}
 		tj.Spec.Hyperparameters.BatchSize = ptr.To[int32](32)
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)}
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{TensorboardEnabled: ptr.To(true)}
 	}).Obj())
 	done := waitFinished(t, ns, "finetune", 4*time.Minute)
 	if done.Status.State != mlv1.StateCompleted {
@@ -103,6 +108,47 @@ func TestDefaultRunnerFineTunes(t *testing.T) {
 		}
 	}
 	assertSameChecksum(t, rankLogs(t, ns, "finetune", 2), 2)
+	// TensorBoard's events outlive the pods, beside the checkpoints: one record per epoch with the loss.
+	events, _ := filepath.Glob(filepath.Join(claimPath(t, ns, "finetune-checkpoints"), ns, "finetune", "tensorboard", "events.out.tfevents.*"))
+	if len(events) != 1 {
+		t.Fatalf("TensorBoard event files %v, want one", events)
+	}
+	if n := countScalars(t, events[0], "loss"); n != 3 {
+		t.Errorf("%d loss scalars in %s, want one per epoch (3)", n, events[0])
+	}
+}
+
+// countScalars reads a TensorBoard event file (TFRecord framing, each length and record checked against
+// its masked CRC-32C) and counts the records that name tag.
+func countScalars(t *testing.T, path, tag string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := func(b []byte) uint32 {
+		c := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+		return (c>>15 | c<<17) + 0xa282ead8
+	}
+	n := 0
+	for len(data) > 0 {
+		if len(data) < 12 {
+			t.Fatalf("%s: a truncated record", path)
+		}
+		size := binary.LittleEndian.Uint64(data)
+		if masked(data[:8]) != binary.LittleEndian.Uint32(data[8:]) || uint64(len(data)) < 16+size {
+			t.Fatalf("%s: a bad record length", path)
+		}
+		body := data[12 : 12+size]
+		if masked(body) != binary.LittleEndian.Uint32(data[12+size:]) {
+			t.Fatalf("%s: a record with a bad CRC", path)
+		}
+		if bytes.Contains(body, []byte(tag)) {
+			n++
+		}
+		data = data[16+size:]
+	}
+	return n
 }
 
 // claimPath is the directory a bound claim's hostPath volume has on this machine (the process node's

@@ -121,6 +121,7 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 		{"monitoring in full", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{Enabled: ptr.To(true), MetricsPort: 9090, TensorboardEnabled: ptr.To(true),
 				MLflowTrackingURI: "https://mlflow.example.com", WandbProject: "mnist"}
+			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)} // where TensorBoard's logs are kept
 		}},
 		{"mpi with rdma on a custom port", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI, RDMAEnabled: ptr.To(true), MasterPort: 23456}

@@ -76,6 +76,9 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		}, "spec.inputs.cacheSize"},
 		{"inputs endpoint without a scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "minio:9000"} }, "spec.inputs.endpoint"},
 		{"MODEL_DIR in env", envVar("MODEL_DIR"), "spec.env"},
+		{"tensorboard without checkpoints", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{TensorboardEnabled: ptr.To(true)}
+		}, "spec.monitoring.tensorboardEnabled"},
 		{"zero workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 0 }, "spec.numWorkers"},
 		{"too many workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1025 }, "spec.numWorkers"},
 		{"negative gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](-1) }, "spec.gpusPerWorker"},
