@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
@@ -34,6 +35,9 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 		gpus = fmt.Sprintf("%d GPUs each", n)
 	}
 	fmt.Fprintf(w, "Trains\t%s on %s, %s, %d workers, %s\n", orDash(tj.Spec.Model), orDash(tj.Spec.Dataset), builders.Framework(tj), tj.Spec.NumWorkers, gpus)
+	if l := inputsLine(tj); l != "" {
+		fmt.Fprintf(w, "Inputs\t%s\n", l)
+	}
 	fmt.Fprintf(w, "Progress\t%s\n", progressLine(st, now))
 	if m := metricsLine(st.Metrics, st.CurrentEpoch); m != "" {
 		fmt.Fprintf(w, "Metrics\t%s\n", m)
@@ -231,4 +235,15 @@ func orText(s, alt string) string {
 		return alt
 	}
 	return s
+}
+
+// inputsLine says where the fetched model and dataset stand: InputsReady's message while they are fetched
+// or when they failed ("fetching dataset s3://… 1.2 GiB of 3.4 GiB"), the bytes once ready; "" when the job
+// fetches nothing.
+func inputsLine(tj *mlv1.TrainingJob) string {
+	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionInputsReady)
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", c.Reason, firstLine(c.Message))
 }

@@ -54,6 +54,12 @@ Workers of attempt 0:
 	if diff := cmp.Diff(want, story(tj, pods, events, now)); diff != "" {
 		t.Errorf("story (-want +got):\n%s", diff)
 	}
+	fetching := tj.DeepCopy()
+	fetching.Status.Conditions = append(fetching.Status.Conditions, metav1.Condition{Type: mlv1.ConditionInputsReady, Status: "False", Reason: "Fetching",
+		Message: "rank 0 is fetching dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache"})
+	if got, line := story(fetching, pods, events, now), "Inputs       Fetching: rank 0 is fetching dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache\n"; !strings.Contains(got, line) {
+		t.Errorf("story lacks %q:\n%s", line, got)
+	}
 	got := checkpointStory(tj, "/checkpoints/vision/resnet/checkpoint-epoch-8", now)
 	for _, line := range []string{"Storage              pvc claim ckpt", "Newest               /checkpoints/vision/resnet/checkpoint-epoch-8 (epoch 8, 0 bytes, written 2m ago)",
 		"Workers resume from  /checkpoints/vision/resnet/checkpoint-epoch-8"} {
