@@ -92,6 +92,11 @@ bench-full: build ## Scale benchmark, long: up to 10,000 TrainingJobs, twice eac
 bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a whole sync on a directory and on a real S3 server.
 	VERSITYGW="$$(hack/objstore.sh)" go test ./checkpoint -run '^$$' -bench 'ScanAndPlan10000|Sync10000' -benchmem -count 3
 
+.PHONY: bench-inputs
+bench-inputs: ## Measure a 1 GiB dataset in the local S3 server fetched for two ranks: time to InputsReady, bytes read by the first and a restarted attempt (tests/e2e TestInputsFetchedOnce, logged).
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" KUEUE_ASSETS="$$(hack/kueue.sh)" INPUTS_BYTES=$${INPUTS_BYTES:-1073741824} \
+		go test -count=1 -v -timeout 20m -run '^TestInputsFetchedOnce$$' ./tests/e2e
+
 .PHONY: up
 up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue.
 	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(KUEUE_FLAGS) $(if $(FILE),-f $(FILE))
@@ -123,7 +128,7 @@ test: ## Run every test: unit, integration (real API server), e2e (local stack, 
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.
 FUZZ_TARGETS := ./internal/builders:FuzzParseStorageURI ./internal/builders:FuzzJob ./internal/derive:FuzzParseSample \
-	./checkpoint:FuzzDirStoreKey ./checkpoint:FuzzScan ./checkpoint:FuzzAgentResumeFrom
+	./checkpoint:FuzzDirStoreKey ./checkpoint:FuzzScan ./checkpoint:FuzzAgentResumeFrom ./internal/inputs:FuzzParse
 FUZZTIME ?= 1m
 # make test fuzzes a number of inputs (Nx), not a duration: with a duration, a loaded machine can spend it all
 # gathering the baseline coverage, which Go reports as a failure ("context deadline exceeded").

@@ -29,8 +29,14 @@ func StartVersityGW(t testing.TB, access, secret string) string {
 	return NewVersityGW(t, access, secret).Endpoint
 }
 
-// NewVersityGW starts a VersityGW on a free port.
+// NewVersityGW starts a VersityGW on a free port of 127.0.0.1.
 func NewVersityGW(t testing.TB, access, secret string) *VersityGW {
+	return NewVersityGWOn(t, "127.0.0.1", access, secret)
+}
+
+// NewVersityGWOn starts a VersityGW on a free port of host, an address of this machine (the real nodes'
+// pods reach the machine's own address, not its loopback).
+func NewVersityGWOn(t testing.TB, host, access, secret string) *VersityGW {
 	if testing.Short() {
 		t.Skip("starts an S3 server: make test runs it, make unit (go test -short) does not")
 	}
@@ -39,7 +45,7 @@ func NewVersityGW(t testing.TB, access, secret string) *VersityGW {
 	if bin == "" {
 		t.Fatal("VERSITYGW is not set: run the tests with `make test`, which builds versitygw with hack/objstore.sh")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
