@@ -12,7 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -114,9 +116,23 @@ func TestInputsFailure(t *testing.T) {
 			if tj.Status.RestartCount != 0 {
 				return fmt.Errorf("%d restarts spent", tj.Status.RestartCount)
 			}
-			return nil
+			return failedEventSays(tj, "InputsFailed")
 		})
 	}
+}
+
+// failedEventSays: the job's Failed transition event is recorded and its note holds want.
+func failedEventSays(tj *mlv1.TrainingJob, want string) error {
+	events := &eventsv1.EventList{}
+	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.Regarding.Name == tj.Name && e.Reason == string(mlv1.StateFailed) && strings.Contains(e.Note, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no Failed event saying %q yet", want)
 }
 
 func containsInOrder(got []string, want ...string) bool {
