@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -30,25 +29,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// makeInputs runs in a pod of the runner image: a CNN's weights for 1x8x8 inputs and 4 classes (the
-// runner's own architecture) into /data/weights, and a learnable 1x8x8 dataset of 4 classes as
-// /data/set1/data.pt.
-const makeInputs = `
-import json, os, torch
-from trainingjob_runner import settings, train
-os.makedirs("/data/weights", exist_ok=True)
-os.makedirs("/data/set1", exist_ok=True)
-s = settings.Settings(model="cnn", dataset="synthetic", loaded_shape=(1, 8, 8), loaded_classes=4)
-torch.manual_seed(7)
-torch.save(train.build_model(s).state_dict(), "/data/weights/model.pt")
-json.dump({"architecture": "cnn"}, open("/data/weights/trainingjob-model.json", "w"))
-g = torch.Generator().manual_seed(1)
-y = torch.randint(0, 4, (512,), generator=g)
-x = torch.randn(4, 1, 8, 8, generator=g)[y] + 0.3 * torch.randn(512, 1, 8, 8, generator=g)
-torch.save({"x": x, "y": y}, "/data/set1/data.pt")
-os.system("chmod -R a+rX /data")
-`
-
 // TestInputsOnRealNodes: two ranks of the default runner image on two real nodes fine-tune from weights in
 // a real S3 server (versitygw on this machine's address) on a dataset from a claim: rank 0's fetch-inputs
 // init container (the operator's image) copies the weights into the job's input cache, both ranks read them
@@ -62,7 +42,7 @@ func TestInputsOnRealNodes(t *testing.T) {
 	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "make-inputs"}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{Name: "make", Image: images.Runner, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{"python3", "-c", makeInputs}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Command: []string{"python3", "-c", stacktest.MakeRunnerInputs, "/data/weights", "/data/set1"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "datasets"}}}}}}
 	stacktest.Create(t, stack.Client, claim, filler)
 	stacktest.Eventually(t, 3*time.Minute, "the inputs are made", func() error {
@@ -85,18 +65,7 @@ func TestInputsOnRealNodes(t *testing.T) {
 	if _, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
 		t.Fatal(err)
 	}
-	weights := filepath.Join(claimPath(t, ns, "datasets"), "weights")
-	var total int64
-	for _, f := range []string{"model.pt", "trainingjob-model.json"} {
-		data, err := os.ReadFile(filepath.Join(weights, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Put(ctx, "cnn-8x8/"+f, data); err != nil {
-			t.Fatal(err)
-		}
-		total += int64(len(data))
-	}
+	total := stacktest.UploadFiles(t, store, "cnn-8x8", filepath.Join(claimPath(t, ns, "datasets"), "weights"), stacktest.RunnerWeights)
 	stacktest.Create(t, stack.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "rn-access", checkpoint.SecretS3SecretKey: "rn-secret-key"}})
 	tj := tjtest.NewTJ(ns, "finetune").NoCommand().Workers(2).GPUs(0).Epochs(3).With(func(tj *mlv1.TrainingJob) {

@@ -26,25 +26,10 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
-
-// makeInputs writes, with real PyTorch, a CNN's weights (trained by nobody: a state_dict of the runner's
-// own architecture for 1x8x8 inputs and 4 classes) and a learnable 1x8x8 dataset of 4 classes as data.pt.
-const makeInputs = `
-import json, os, sys, torch
-from trainingjob_runner import settings, train
-out_model, out_data = sys.argv[1], sys.argv[2]
-s = settings.Settings(model="cnn", dataset="synthetic", loaded_shape=(1, 8, 8), loaded_classes=4)
-torch.manual_seed(7)
-torch.save(train.build_model(s).state_dict(), os.path.join(out_model, "model.pt"))
-json.dump({"architecture": "cnn"}, open(os.path.join(out_model, "trainingjob-model.json"), "w"))
-g = torch.Generator().manual_seed(1)
-y = torch.randint(0, 4, (512,), generator=g)
-x = torch.randn(4, 1, 8, 8, generator=g)[y] + 0.3 * torch.randn(512, 1, 8, 8, generator=g)
-torch.save({"x": x, "y": y}, os.path.join(out_data, "data.pt"))
-`
 
 // TestDefaultRunnerFineTunes: two ranks of the default runner fine-tune from weights in a real S3 server
 // (fetched once by rank 0 into the input cache) on a dataset on a claim (mounted read-only): the job
@@ -64,7 +49,7 @@ func TestDefaultRunnerFineTunes(t *testing.T) {
 	if err := os.MkdirAll(dataDir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	py := exec.Command(os.Getenv("FRAMEWORKS_PYTHON"), "-c", makeInputs, modelDir, dataDir)
+	py := exec.Command(os.Getenv("FRAMEWORKS_PYTHON"), "-c", stacktest.MakeRunnerInputs, modelDir, dataDir)
 	py.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(testenv.RepoRoot(), "runner"))
 	if out, err := py.CombinedOutput(); err != nil {
 		t.Fatalf("making the inputs: %v\n%s", err, out)
@@ -72,17 +57,7 @@ func TestDefaultRunnerFineTunes(t *testing.T) {
 	if _, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
 		t.Fatal(err)
 	}
-	var total int64
-	for _, f := range []string{"model.pt", "trainingjob-model.json"} {
-		data, err := os.ReadFile(filepath.Join(modelDir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Put(ctx, "cnn-8x8/"+f, data); err != nil {
-			t.Fatal(err)
-		}
-		total += int64(len(data))
-	}
+	total := stacktest.UploadFiles(t, store, "cnn-8x8", modelDir, stacktest.RunnerWeights)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "fw-access", checkpoint.SecretS3SecretKey: "fw-secret-key"}})
 	create(t, tjtest.NewTJ(ns, "finetune").NoCommand().Workers(2).GPUs(0).Epochs(3).With(func(tj *mlv1.TrainingJob) {

@@ -1,0 +1,53 @@
+package stacktest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+)
+
+// MakeRunnerInputs is a Python program (run with PyTorch and the default runner importable) that writes
+// what the default runner fine-tunes from and trains on: into argv[1], a CNN's weights for 1x8x8 inputs and
+// 4 classes (the runner's own architecture, model.pt) and trainingjob-model.json naming it; into argv[2],
+// a learnable 1x8x8 dataset of 4 classes as data.pt (512 samples). Both directories are made readable by
+// every user.
+const MakeRunnerInputs = `
+import json, os, sys, torch
+from trainingjob_runner import settings, train
+out_model, out_data = sys.argv[1], sys.argv[2]
+os.makedirs(out_model, exist_ok=True)
+os.makedirs(out_data, exist_ok=True)
+s = settings.Settings(model="cnn", dataset="synthetic", loaded_shape=(1, 8, 8), loaded_classes=4)
+torch.manual_seed(7)
+torch.save(train.build_model(s).state_dict(), os.path.join(out_model, "model.pt"))
+json.dump({"architecture": "cnn"}, open(os.path.join(out_model, "trainingjob-model.json"), "w"))
+g = torch.Generator().manual_seed(1)
+y = torch.randint(0, 4, (512,), generator=g)
+x = torch.randn(4, 1, 8, 8, generator=g)[y] + 0.3 * torch.randn(512, 1, 8, 8, generator=g)
+torch.save({"x": x, "y": y}, os.path.join(out_data, "data.pt"))
+for d in (out_model, out_data):
+    os.system("chmod -R a+rX " + d)
+`
+
+// RunnerWeights are the files MakeRunnerInputs writes as the model.
+var RunnerWeights = []string{"model.pt", "trainingjob-model.json"}
+
+// UploadFiles puts dir's files into store under prefix and returns their bytes together.
+func UploadFiles(t *testing.T, store checkpoint.Store, prefix, dir string, files []string) int64 {
+	t.Helper()
+	var total int64
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put(context.Background(), prefix+"/"+f, data); err != nil {
+			t.Fatal(err)
+		}
+		total += int64(len(data))
+	}
+	return total
+}
