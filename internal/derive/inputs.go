@@ -33,7 +33,9 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	}
 	_, cs := Rank0Fetcher(obs.Pods)
 	switch {
-	case cs == nil || cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
+	case fetchFailure(cs) != "":
+		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, truncate(fetchFailure(cs), 1024), now)
+	case cs == nil || cs.State.Waiting != nil:
 		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionInputsReady) == nil {
 			set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "waiting for rank 0 to fetch "+describeSources(fetched), now)
 		}
@@ -45,9 +47,7 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 				st.Inputs = append(st.Inputs, mlv1.InputStatus{Name: p.Name, Source: p.Source, Bytes: p.Total, FetchedBytes: p.Done})
 			}
 		}
-	case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, truncate(strings.TrimSpace(cs.State.Terminated.Message), 1024), now)
-	case cs.State.Terminated != nil:
+	case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
 		applyReports(st, cs.State.Terminated, now)
 	}
 }
@@ -124,4 +124,29 @@ func bytesText(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// fetchFailure is what rank 0's fetcher said when it ended with an error of its own (exit codes 1-127: a
+// source that cannot be fetched, or transient errors that outlasted the retries), now or in its last run
+// (restartPolicy OnFailure restarts it in place); "" when it did not.
+func fetchFailure(cs *corev1.ContainerStatus) string {
+	if cs == nil {
+		return ""
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.ExitCode > 0 && t.ExitCode < 128 {
+			return strings.TrimSpace(t.Message)
+		}
+	}
+	return ""
+}
+
+// inputsFailedPhase fails the run once rank 0's fetcher failed: with restartPolicy OnFailure the kubelet
+// would otherwise run it again and again (the Job fails only at its backoffLimit) while nothing trains.
+func inputsFailedPhase(obs Observed) (phase, bool) {
+	_, cs := Rank0Fetcher(obs.Pods)
+	if msg := fetchFailure(cs); msg != "" {
+		return phase{mlv1.StateFailed, ReasonInputsFailed, "a model or dataset source cannot be fetched: rank 0's fetch-inputs: " + msg}, true
+	}
+	return phase{}, false
 }

@@ -59,7 +59,14 @@ func TestInputs(t *testing.T) {
 		{"failed", Observed{Job: job(batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: failedAt}),
 			Pods: pods(pod("0", corev1.PodFailed).fetcher(failed), pod("1", corev1.PodFailed))},
 			mlv1.StateFailed, "False", ReasonInputsFailed, failed.Terminated.Message, "", nil},
+		{"failed, restarted in place (OnFailure)", Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).fetcher(corev1.ContainerState{}), pod("1", corev1.PodPending))},
+			mlv1.StateFailed, "False", ReasonInputsFailed, failed.Terminated.Message, "", nil},
 	} {
+		if tc.name == "failed, restarted in place (OnFailure)" {
+			cs := &tc.obs.Pods[0].Status.InitContainerStatuses[0]
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}}
+			cs.LastTerminationState = failed
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			st := DeriveStatus(tj, tc.obs, t0)
 			if st.State != tc.wantState {

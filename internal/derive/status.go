@@ -157,6 +157,9 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if c := hungCondition(tj.Status); c != nil && builders.OnHang(tj) != mlv1.HangNone {
 		return hungPhase(tj, st, c)
 	}
+	if ph, failed := inputsFailedPhase(obs); failed {
+		return ph
+	}
 	return activePhase(tj, obs, now)
 }
 

@@ -102,8 +102,10 @@ func TestInputsFailure(t *testing.T) {
 	create(t, trainerJob(ns, "nobucket", 2, 3).With(withS3Dataset(gw.Endpoint, "s3://no-such-bucket/squad")).Obj(),
 		trainerJob(ns, "badkeys", 2, 3).With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Inputs.SecretRef.Name = "bad-keys"
-		}).Obj())
-	for name, want := range map[string]string{"nobucket": "NoSuchBucket", "badkeys": "403"} {
+		}).Obj(),
+		// Restarted in place, the fetcher would run again and again until the Job's backoffLimit.
+		trainerJob(ns, "inplace", 2, 3).BackoffLimit(100, mlv1.RestartOnFailure).With(withS3Dataset(gw.Endpoint, "s3://no-such-bucket/squad")).Obj())
+	for name, want := range map[string]string{"nobucket": "NoSuchBucket", "badkeys": "403", "inplace": "NoSuchBucket"} {
 		eventually(t, 2*time.Minute, name+" Failed/InputsFailed", func() error {
 			tj := getTJ(t, ns, name)
 			c := condition(tj, mlv1.ConditionFailed)
