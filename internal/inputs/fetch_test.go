@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs/hubtest"
 )
 
 func init() { firstBackoff = 10 * time.Millisecond } // 10 ms: the retry tests need no real backoff
@@ -129,64 +130,10 @@ func TestFetchGCS(t *testing.T) {
 	}
 }
 
-// hub is a local stand-in for the Hugging Face Hub's file API (the endpoints huggingface_hub uses:
-// /api/{models,datasets}/REPO/revision/REV and /[datasets/]REPO/resolve/REV/FILE), counting the bytes
-// it serves. It is not the hub: no hub can be reached here.
-type hub struct {
-	repos  map[string]map[string]string // "models/org/name" -> file -> content
-	token  string
-	served atomic.Int64
-	fail   atomic.Int32 // the next requests that answer 503
-}
-
-func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.fail.Add(-1) >= 0 {
-		http.Error(w, "busy", http.StatusServiceUnavailable)
-		return
-	}
-	if h.token != "" && r.Header.Get("Authorization") != "Bearer "+h.token {
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
-		return
-	}
-	p := strings.TrimPrefix(r.URL.Path, "/")
-	if rest, ok := strings.CutPrefix(p, "api/"); ok {
-		kind, rest, _ := strings.Cut(rest, "/")
-		repo, _, _ := strings.Cut(rest, "/revision/")
-		files, ok := h.repos[kind+"/"+repo]
-		if !ok {
-			http.Error(w, "Repository not found", http.StatusNotFound)
-			return
-		}
-		type sibling struct {
-			Name string `json:"rfilename"`
-			Size int    `json:"size"`
-		}
-		var s []sibling
-		for name, c := range files {
-			s = append(s, sibling{name, len(c)})
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"siblings": s})
-		return
-	}
-	kind := "models"
-	if rest, ok := strings.CutPrefix(p, "datasets/"); ok {
-		kind, p = "datasets", rest
-	}
-	repoRev, file, _ := strings.Cut(p, "/resolve/")
-	_, file, _ = strings.Cut(file, "/")
-	c, ok := h.repos[kind+"/"+repoRev][file]
-	if !ok {
-		http.Error(w, "Entry not found", http.StatusNotFound)
-		return
-	}
-	h.served.Add(int64(len(c)))
-	_, _ = w.Write([]byte(c))
-}
-
 // TestFetchHub: a model and a dataset repository from the hub's file API, with a token; a busy hub is
 // tried again; a repository that does not exist fails for good naming it.
 func TestFetchHub(t *testing.T) {
-	h := &hub{token: "hf_secret", repos: map[string]map[string]string{
+	h := &hubtest.Hub{Token: "hf_secret", Repos: map[string]map[string]string{
 		"models/google-bert/bert-base-uncased": {"config.json": "{}", "model.safetensors": "tensors"},
 		"datasets/rajpurkar/squad":             {"plain_text/train.parquet": "rows"},
 	}}
@@ -196,13 +143,13 @@ func TestFetchHub(t *testing.T) {
 	ctx := context.Background()
 	model, _ := Parse("hf://google-bert/bert-base-uncased")
 	dir := t.TempDir()
-	h.fail.Store(2)
+	h.Fail.Store(2)
 	rep, err := Fetch(ctx, "model", model, dir, env, nil)
 	if err != nil || rep.Fetched != 9 || rep.Files != 2 {
 		t.Fatalf("model: %+v, %v", rep, err)
 	}
-	if rep, err := Fetch(ctx, "model", model, dir, env, nil); err != nil || rep.Fetched != 0 || h.served.Load() != 9 {
-		t.Errorf("model again: %+v, %v, hub served %d bytes; want 9 in all", rep, err, h.served.Load())
+	if rep, err := Fetch(ctx, "model", model, dir, env, nil); err != nil || rep.Fetched != 0 || h.Served.Load() != 9 {
+		t.Errorf("model again: %+v, %v, hub served %d bytes; want 9 in all", rep, err, h.Served.Load())
 	}
 	data, _ := Parse("hf://rajpurkar/squad")
 	ddir := t.TempDir()
@@ -217,7 +164,7 @@ func TestFetchHub(t *testing.T) {
 	if _, err := Fetch(ctx, "model", model, t.TempDir(), env, nil); err == nil || IsTransient(err) || !strings.Contains(err.Error(), "spec.inputs.secretRef") {
 		t.Errorf("no token: %v, want a permanent 401 naming the secret", err)
 	}
-	h.fail.Store(100)
+	h.Fail.Store(100)
 	if _, err := Fetch(ctx, "model", model, t.TempDir(), env, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("tried %d times", Tries)) {
 		t.Errorf("a hub that stays busy: %v, want it tried %d times", err, Tries)
 	}
@@ -273,3 +220,25 @@ func TestFetchArchive(t *testing.T) {
 }
 
 var time0 = time.Unix(0, 0)
+
+// TestFetchFullVolume: a cache volume that fills up fails the fetch for good, naming the volume (a real
+// tmpfs of 64 KiB, mounted here: make test runs as root).
+func TestFetchFullVolume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs (root): make test runs it, make unit (go test -short) does not")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mounting a tmpfs of 64 KiB at %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, 0) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "x", time0, bytes.NewReader(make([]byte, 256<<10)))
+	}))
+	t.Cleanup(srv.Close)
+	src, _ := Parse(srv.URL + "/weights.bin")
+	_, err := Fetch(context.Background(), "model", src, filepath.Join(dir, "model"), Env{Client: srv.Client()}, nil)
+	if err == nil || IsTransient(err) || !strings.Contains(err.Error(), "the input cache volume is full") {
+		t.Errorf("a 256 KiB file into 64 KiB: %v, want a permanent error naming the full volume", err)
+	}
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs/hubtest"
 )
 
 // withS3Dataset takes the dataset from s3://datasets/squad on the test's S3 server, with its keys.
@@ -161,4 +163,35 @@ func putZeros(store *checkpoint.S3Store, key string, n int) error {
 	_, err = store.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("datasets"), Key: aws.String(key),
 		Body: f, ContentLength: aws.Int64(int64(n))})
 	return err
+}
+
+// TestInputsFromTheHub: a model from a hub (a local stand-in of the Hugging Face Hub's file API at
+// inputs.hubEndpoint, with HF_TOKEN from the Secret) is fetched once into the cache; a repository the hub
+// does not have fails the run with the hub's 404.
+func TestInputsFromTheHub(t *testing.T) {
+	ns := newNamespace(t)
+	hub := &hubtest.Hub{Token: "hf_e2e", Repos: map[string]map[string]string{
+		"models/google-bert/bert-tiny": {"config.json": `{"model_type": "bert"}`, "model.safetensors": strings.Repeat("w", 65536)}}}
+	srv := httptest.NewServer(hub)
+	t.Cleanup(srv.Close)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: ns}, StringData: map[string]string{"HF_TOKEN": "hf_e2e"}})
+	fromHub := func(name, model string) *mlv1.TrainingJob {
+		return trainerJob(ns, name, 2, 2).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Model = model
+			tj.Spec.Inputs = &mlv1.InputsSpec{HubEndpoint: srv.URL, SecretRef: &corev1.LocalObjectReference{Name: "hf"}}
+		}).Obj()
+	}
+	create(t, fromHub("bert", "hf://google-bert/bert-tiny"), fromHub("missing", "hf://google-bert/no-such-model"))
+	waitForState(t, ns, "bert", mlv1.StateCompleted, 2*time.Minute)
+	in := getTJ(t, ns, "bert").Status.Inputs
+	if len(in) != 1 || in[0].Name != "model" || in[0].Files != 2 || in[0].Bytes != 65536+22 || in[0].FetchedBytes != in[0].Bytes || hub.Served.Load() != in[0].Bytes {
+		t.Errorf("status.inputs %+v, hub served %d bytes; want the model's 2 files, read once", in, hub.Served.Load())
+	}
+	eventually(t, time.Minute, "missing Failed/InputsFailed with the hub's 404", func() error {
+		tj := getTJ(t, ns, "missing")
+		if c := condition(tj, mlv1.ConditionFailed); tj.Status.State != mlv1.StateFailed || c == nil || c.Reason != "InputsFailed" || !strings.Contains(c.Message, "404") {
+			return fmt.Errorf("state %s, Failed %+v", tj.Status.State, c)
+		}
+		return nil
+	})
 }
