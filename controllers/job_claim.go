@@ -86,19 +86,32 @@ func eventTime(e *corev1.Event) time.Time {
 
 // claimWaiting is true while an observed claim is not bound: its events are read again after claimRecheck.
 func claimWaiting(obs derive.Observed) bool {
-	return obs.Claim != nil && obs.Claim.Status.Phase != corev1.ClaimBound
+	return obs.Claim != nil && obs.Claim.Status.Phase != corev1.ClaimBound ||
+		obs.InputsClaim != nil && obs.InputsClaim.Status.Phase != corev1.ClaimBound
 }
 
 // ensureInputsCache creates the input cache claim (owned by the job, so it goes with it) when a model or
-// dataset source is fetched.
-func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob) error {
+// dataset source is fetched, and observes it: the claim and, while it is not bound, its newest event.
+func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if len(builders.FetchedInputs(tj)) == 0 {
 		return nil
 	}
 	want := builders.InputsCacheClaim(tj)
-	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), &corev1.PersistentVolumeClaim{})
-	if err != nil || found {
+	claim := &corev1.PersistentVolumeClaim{}
+	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), claim)
+	if err != nil {
 		return err
 	}
-	return r.createOwned(ctx, tj, want)
+	if !found {
+		if err := r.createOwned(ctx, tj, want); err != nil {
+			return err
+		}
+		claim = want
+	}
+	obs.InputsClaim = claim
+	if claim.Status.Phase == corev1.ClaimBound || claim.UID == "" {
+		return nil
+	}
+	obs.InputsClaimEvent, err = r.newestEvent(ctx, claim)
+	return err
 }

@@ -136,12 +136,15 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
 			return obs, err
 		}
-		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup, r.ensureInputsCache} {
+		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup} {
 			if err := ensure(ctx, tj); err != nil {
 				return obs, err
 			}
 		}
 		if err := r.ensureClaim(ctx, tj, &obs); err != nil {
+			return obs, err
+		}
+		if err := r.ensureInputsCache(ctx, tj, &obs); err != nil {
 			return obs, err
 		}
 	}

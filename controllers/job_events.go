@@ -15,7 +15,7 @@ import (
 )
 
 // recordEvents records an event when the state changed (Warning for Failed), and a Warning when a worker
-// became stuck on a new fault or the checkpoint claim cannot bind.
+// became stuck on a new fault or the checkpoint claim or the input cache cannot bind.
 func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
 	st := tj.Status
 	if old.State != st.State {
@@ -33,6 +33,9 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 	if fault := derive.ClaimFault(st); fault != "" && fault != derive.ClaimFault(old) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionCheckpointClaimBound))
+	}
+	if fault := derive.InputsFault(st); fault != "" && fault != derive.InputsFault(old) {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionInputsReady))
 	}
 	if created := derive.ConditionReason(st, mlv1.ConditionCreated); created == derive.ReasonCreateRejected && derive.ConditionReason(old, mlv1.ConditionCreated) != created {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, created, "Create", "%s", derive.ConditionMessage(st, mlv1.ConditionCreated))

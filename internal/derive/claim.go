@@ -27,14 +27,21 @@ func SetClaimCondition(st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time
 		set(st, mlv1.ConditionCheckpointClaimBound, true, "Bound", fmt.Sprintf("claim %s is bound to volume %s", c.Name, c.Spec.VolumeName), now)
 		return
 	}
+	reason, msg := notBound(c, obs.ClaimEvent)
+	set(st, mlv1.ConditionCheckpointClaimBound, false, reason, msg, now)
+}
+
+// notBound says why a claim is not bound: its newest event's reason when that is a warning (else
+// Pending), and a message naming the claim, what it asks for and the event.
+func notBound(c *corev1.PersistentVolumeClaim, e *corev1.Event) (reason, msg string) {
 	reason, why := ReasonClaimPending, "no event explains it yet"
-	if e := obs.ClaimEvent; e != nil {
+	if e != nil {
 		why = e.Reason + ": " + strings.TrimSpace(e.Message)
 		if e.Type == corev1.EventTypeWarning || e.Reason == "FailedBinding" {
 			reason = e.Reason
 		}
 	}
-	set(st, mlv1.ConditionCheckpointClaimBound, false, reason, fmt.Sprintf("claim %s (%s) is not bound: %s", c.Name, describeClaim(c), why), now)
+	return reason, fmt.Sprintf("claim %s (%s) is not bound: %s", c.Name, describeClaim(c), why)
 }
 
 // describeClaim is what a claim asks for, for example "ReadWriteMany, 20Gi, default StorageClass".

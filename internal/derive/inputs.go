@@ -33,6 +33,12 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	}
 	_, cs := Rank0Fetcher(obs.Pods)
 	switch {
+	case obs.InputsClaim != nil && obs.InputsClaim.Status.Phase != corev1.ClaimBound && cs == nil:
+		reason, msg := notBound(obs.InputsClaim, obs.InputsClaimEvent)
+		if len(obs.InputsClaim.Spec.AccessModes) > 0 && obs.InputsClaim.Spec.AccessModes[0] == corev1.ReadWriteMany {
+			msg += "; with more than one worker the input cache needs a StorageClass that offers ReadWriteMany (inputs.storageClassName)"
+		}
+		set(st, mlv1.ConditionInputsReady, false, reason, "input cache "+msg, now)
 	case fetchFailure(cs) != "":
 		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, truncate(fetchFailure(cs), 1024), now)
 	case cs == nil || cs.State.Waiting != nil:
@@ -149,4 +155,14 @@ func inputsFailedPhase(obs Observed) (phase, bool) {
 		return phase{mlv1.StateFailed, ReasonInputsFailed, "a model or dataset source cannot be fetched: rank 0's fetch-inputs: " + msg}, true
 	}
 	return phase{}, false
+}
+
+// InputsFault is the InputsReady reason when it names a fault the input cache's claim waits on (a
+// provisioner's warning), "" otherwise: a fetch's own failure is told by the Failed transition.
+func InputsFault(st mlv1.TrainingJobStatus) string {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionInputsReady)
+	if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonClaimPending || c.Reason == ReasonFetching || c.Reason == ReasonInputsFailed {
+		return ""
+	}
+	return c.Reason
 }

@@ -63,6 +63,9 @@ type Observed struct {
 	Queue *Queue
 	// InputsProgress is what rank 0's fetch-inputs init container reports while it fetches the sources.
 	InputsProgress []inputs.Status
+	// InputsClaim is the input cache claim and, while it is not bound, InputsClaimEvent its newest event.
+	InputsClaim      *corev1.PersistentVolumeClaim
+	InputsClaimEvent *corev1.Event
 }
 
 // ended are the pods whose exits explain a failure: the listed ones and those gone since they ended.

@@ -14,12 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs/hubtest"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 )
 
 // withS3Dataset takes the dataset from s3://datasets/squad on the test's S3 server, with its keys.
@@ -193,5 +196,37 @@ func TestInputsFromTheHub(t *testing.T) {
 			return fmt.Errorf("state %s, Failed %+v", tj.Status.State, c)
 		}
 		return nil
+	})
+}
+
+// TestInputsCacheReadWriteManyUnsupported: two ranks need a ReadWriteMany input cache; a StorageClass whose
+// driver supports only ReadWriteOnce refuses it. The job does not wait silently: InputsReady is False with
+// the driver's ProvisioningFailed text and what to change, and a Warning event says so.
+func TestInputsCacheReadWriteManyUnsupported(t *testing.T) {
+	ns, name := newNamespace(t), "rwx-inputs"
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-rwo-only"}, Provisioner: node.Provisioner,
+		Parameters: map[string]string{node.AccessModesParameter: "ReadWriteOnce"}}
+	create(t, class)
+	t.Cleanup(func() { _ = stack.Client.Delete(ctx, class) })
+	create(t, trainerJob(ns, name, 2, 3).With(withS3Dataset("http://127.0.0.1:1", "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Inputs.StorageClassName = ptr.To(class.Name)
+	}).Obj())
+	want := "access mode ReadWriteMany is not supported"
+	eventually(t, time.Minute, "InputsReady False ProvisioningFailed, and a Warning event", func() error {
+		tj := getTJ(t, ns, name)
+		c := condition(tj, mlv1.ConditionInputsReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ProvisioningFailed" || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "inputs.storageClassName") {
+			return fmt.Errorf("InputsReady %+v (state %s)", c, tj.Status.State)
+		}
+		events := &eventsv1.EventList{}
+		if err := stack.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Kind == "TrainingJob" && e.Type == corev1.EventTypeWarning && e.Reason == "ProvisioningFailed" && strings.Contains(e.Note, "input cache") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event on the TrainingJob names it")
 	})
 }
