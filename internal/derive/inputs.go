@@ -25,7 +25,7 @@ const (
 
 // applyInputs keeps status.inputs and InputsReady from rank 0's fetch-inputs init container of the
 // current attempt: Fetching while it runs, its reports once it ended well, the source's error when it
-// failed (which fails the run: see exitFailure).
+// failed (which fails the run: inputsFailedPhase, and exitFailure when the Job failed first).
 func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time) {
 	fetched := builders.FetchedInputs(tj)
 	if len(fetched) == 0 {
