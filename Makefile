@@ -73,7 +73,7 @@ test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, re
 .PHONY: test-cluster
 test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here), then the local stack's modes one after the other in one state directory (tests/cluster/modes; one package at a time); root only; hack/node.sh installs the parts once.
 	@mkdir -p bin
-	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" \
+	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
 		go test $(GO_TEST_FLAGS) -p 1 -tags cluster -timeout 20m -v ./tests/cluster/... $(call logger-set,bin/test-cluster.log)
 
 .PHONY: bench-progress
