@@ -29,29 +29,35 @@ func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, o
 	if !builders.ManagedClaim(tj) {
 		return nil
 	}
-	want := builders.CheckpointClaim(tj)
+	var err error
+	obs.Claim, obs.ClaimEvent, err = r.observeClaim(ctx, tj, builders.CheckpointClaim(tj), builders.ClaimOwned(tj))
+	return err
+}
+
+// observeClaim creates want when it does not exist (owned by the job when owned), and returns the claim
+// and, while it is not bound, its newest event.
+func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, want *corev1.PersistentVolumeClaim, owned bool) (*corev1.PersistentVolumeClaim, *corev1.Event, error) {
 	claim := &corev1.PersistentVolumeClaim{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), claim)
 	switch {
 	case err != nil:
-		return err
-	case !found && builders.ClaimOwned(tj):
+		return nil, nil, err
+	case !found && owned:
 		err = r.createOwned(ctx, tj, want)
 	case !found:
 		err = r.create(ctx, want)
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if !found {
 		claim = want
 	}
-	obs.Claim = claim
 	if claim.Status.Phase == corev1.ClaimBound || claim.UID == "" {
-		return nil
+		return claim, nil, nil
 	}
-	obs.ClaimEvent, err = r.newestEvent(ctx, claim)
-	return err
+	event, err := r.newestEvent(ctx, claim)
+	return claim, event, err
 }
 
 // newestEvent is the newest event about obj, nil when there is none. Events are read from the API server
@@ -96,22 +102,7 @@ func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.Training
 	if len(builders.FetchedInputs(tj)) == 0 {
 		return nil
 	}
-	want := builders.InputsCacheClaim(tj)
-	claim := &corev1.PersistentVolumeClaim{}
-	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), claim)
-	if err != nil {
-		return err
-	}
-	if !found {
-		if err := r.createOwned(ctx, tj, want); err != nil {
-			return err
-		}
-		claim = want
-	}
-	obs.InputsClaim = claim
-	if claim.Status.Phase == corev1.ClaimBound || claim.UID == "" {
-		return nil
-	}
-	obs.InputsClaimEvent, err = r.newestEvent(ctx, claim)
+	var err error
+	obs.InputsClaim, obs.InputsClaimEvent, err = r.observeClaim(ctx, tj, builders.InputsCacheClaim(tj), true)
 	return err
 }
