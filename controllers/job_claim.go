@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,10 +97,18 @@ func claimWaiting(obs derive.Observed) bool {
 		obs.InputsClaim != nil && obs.InputsClaim.Status.Phase != corev1.ClaimBound
 }
 
-// ensureInputsCache creates the input cache claim (owned by the job, so it goes with it) when a model or
-// dataset source is fetched, and observes it: the claim and, while it is not bound, its newest event.
+// ensureInputsCache creates the shared input cache claim (owned by the job, so it goes with it) when a
+// model or dataset source is fetched, and observes it: the claim and, while it is not bound, its newest
+// event. A PerNode cache needs no claim, but the operator's node cache directory.
 func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if len(builders.FetchedInputs(tj)) == 0 {
+		return nil
+	}
+	if builders.InputsCacheMode(tj, r.Options) == mlv1.InputsCachePerNode {
+		if r.Options.InputsNodeCacheDir == "" {
+			return &missingAPIError{errors.New("inputs.cache is PerNode, but this operator keeps no input cache on the nodes: " +
+				"the platform turns it on with --inputs-node-cache-dir (the chart's inputs.nodeCacheDir); or set inputs.cache: Shared with a StorageClass that offers ReadWriteMany")}
+		}
 		return nil
 	}
 	var err error

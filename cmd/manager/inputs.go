@@ -22,21 +22,35 @@ const readyFile = ".ready"
 // (builders.inputsInitContainer). Rank 0 fetches each source into DIR/model or DIR/dataset (what the cache
 // lacks: inputs.Fetch), writes its reports as its termination message and DIR/.ready naming its attempt;
 // the other ranks wait for that. A source that fails ends the container with the source named.
+//
+// With --per-node, DIR is the job's directory in the node's cache and every rank fetches, one at a time
+// on the node (nodeLock): the first copies, the others and later attempts on the node find it there.
+// Then the directories of other jobs that no rank has started with for --node-cache-ttl are removed.
 func runFetchInputs(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fetch-inputs", flag.ContinueOnError)
 	var dir, model, dataset, termLog, listen string
-	var wait time.Duration
+	var wait, ttl time.Duration
+	var perNode bool
 	fs.StringVar(&dir, "dir", "/inputs/cache", "the input cache")
 	fs.StringVar(&model, "model", "", "the model's source, when it is fetched")
 	fs.StringVar(&dataset, "dataset", "", "the dataset's source, when it is fetched")
 	fs.StringVar(&termLog, "termination-log", "", "file that receives the reports (or the error)")
 	fs.DurationVar(&wait, "poll", time.Second, "how often a rank other than 0 looks for rank 0's fetch")
 	fs.StringVar(&listen, "listen", "", "address of rank 0's progress endpoint (GET /status) while it fetches; empty: none")
+	fs.BoolVar(&perNode, "per-node", false, "DIR is the job's directory in a node's cache: every rank fetches, one at a time on the node")
+	fs.DurationVar(&ttl, "node-cache-ttl", 0, "with --per-node: remove other jobs' directories beside DIR that no rank has started with for this long; 0 keeps them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	attempt := os.Getenv("ATTEMPT_JOB")
-	if rank := os.Getenv("RANK"); rank != "" && rank != "0" {
+	if perNode {
+		unlock, err := nodeLock(ctx, dir, wait)
+		if err != nil {
+			writeTerminationLog(termLog, err.Error())
+			return err
+		}
+		defer func() { unlock(); pruneNodeCache(dir, ttl, time.Now()) }()
+	} else if rank := os.Getenv("RANK"); rank != "" && rank != "0" {
 		return waitReady(ctx, dir, attempt, wait)
 	}
 	p := newProgress(map[string]string{"model": model, "dataset": dataset})
@@ -55,6 +69,9 @@ func runFetchInputs(ctx context.Context, args []string) error {
 	data, _ := json.Marshal(reports) // plain structs
 	writeTerminationLog(termLog, string(data))
 	fmt.Println(string(data))
+	if perNode {
+		return nil
+	}
 	return os.WriteFile(filepath.Join(dir, readyFile), []byte(attempt), 0o644)
 }
 

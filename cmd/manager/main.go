@@ -53,6 +53,9 @@ type config struct {
 	mlflowTimeout          time.Duration
 	mlflowRetry            time.Duration
 	workerDefaults         string
+	inputsCache            string
+	inputsNodeCacheDir     string
+	inputsNodeCacheTTL     time.Duration
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -84,6 +87,9 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.mlflowCredentials, "mlflow-credentials-secret", "", "NAMESPACE/NAME of a Secret with the tracking server's credentials (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) for jobs whose monitoring.mlflowCredentialsSecret is empty")
 	fs.DurationVar(&c.mlflowTimeout, "mlflow-timeout", 5*time.Second, "time limit of one round of calls to a tracking server; a tracked job's first workers wait at most this long for its run")
 	fs.StringVar(&c.workerDefaults, "worker-defaults", "", "YAML file of the cluster's worker defaults (labels, annotations, nodeSelector, tolerations, priorityClassName, env, imagePullSecrets, volumes, volumeMounts, sharedMemory), applied beneath each job's own settings; the chart's workerDefaults")
+	fs.StringVar(&c.inputsCache, "inputs-cache", string(mlv1.InputsCacheShared), "input cache of jobs whose inputs.cache is unset: Shared (a claim per job, ReadWriteMany with more than one worker) or PerNode (--inputs-node-cache-dir on each node)")
+	fs.StringVar(&c.inputsNodeCacheDir, "inputs-node-cache-dir", "", "absolute directory on every node for PerNode input caches (a hostPath written as root, a directory per job); empty: PerNode jobs are refused")
+	fs.DurationVar(&c.inputsNodeCacheTTL, "inputs-node-cache-ttl", 0, "remove a job's directory from a node's input cache once no rank has started with it for this long; 0 keeps them")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
@@ -152,6 +158,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		return err
 	}
 	if opts.WorkerDefaults, err = readWorkerDefaults(c.workerDefaults); err != nil {
+		return err
+	}
+	if err := inputsFlags(c, &opts); err != nil {
 		return err
 	}
 	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {

@@ -218,9 +218,9 @@ type InputsSpec struct {
 	// +kubebuilder:validation:Pattern=`^https?://`
 	HubEndpoint string `json:"hubEndpoint,omitempty"`
 
-	// cacheSize is the capacity of the input cache, the claim <trainingjob>-inputs the operator creates
-	// (owned by the TrainingJob, deleted with it) when a source is fetched; 50Gi when unset. With more than
-	// one worker it is ReadWriteMany: rank 0 fetches, every rank reads.
+	// cacheSize is the capacity of the shared input cache, the claim <trainingjob>-inputs the operator
+	// creates (owned by the TrainingJob, deleted with it) when a source is fetched; 50Gi when unset. With
+	// more than one worker it is ReadWriteMany: rank 0 fetches, every rank reads.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="inputs.cacheSize must be greater than zero"
 	CacheSize *resource.Quantity `json:"cacheSize,omitempty"`
@@ -229,7 +229,26 @@ type InputsSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// cache is where fetched sources are kept: Shared, the claim <trainingjob>-inputs that every rank mounts
+	// (ReadWriteMany with more than one worker); or PerNode, a directory of the job's on each node under
+	// the operator's node cache (--inputs-node-cache-dir, the chart's inputs.nodeCacheDir), for clusters
+	// without ReadWriteMany storage: the first rank on each node fetches, the node's other ranks and later
+	// attempts there reuse it. Unset: the operator's --inputs-cache (Shared unless the platform says
+	// otherwise).
+	// +optional
+	Cache InputsCache `json:"cache,omitempty"`
 }
+
+// InputsCache is where fetched model and dataset sources are kept.
+// +kubebuilder:validation:Enum=Shared;PerNode
+type InputsCache string
+
+// Input caches.
+const (
+	InputsCacheShared  InputsCache = "Shared"
+	InputsCachePerNode InputsCache = "PerNode"
+)
 
 // Resources are a worker's compute requests and limits, as in a container's resources.
 type Resources struct {

@@ -27,6 +27,14 @@ type Options struct {
 	MLflowTrackingURI string
 	// WorkerDefaults are the cluster's worker defaults, applied beneath each job's own settings.
 	WorkerDefaults WorkerDefaults
+	// InputsCache is the input cache of jobs whose inputs.cache is unset ("": Shared).
+	InputsCache mlv1.InputsCache
+	// InputsNodeCacheDir is the directory on each node that holds PerNode input caches, one directory per
+	// job (its UID); "" means the cluster offers no node cache.
+	InputsNodeCacheDir string
+	// InputsNodeCacheTTL is how long a node's cache of a job no rank has started with is kept: a fetcher
+	// removes the older ones it finds beside its own. 0 keeps them.
+	InputsNodeCacheTTL time.Duration
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's

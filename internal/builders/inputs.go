@@ -17,10 +17,15 @@ import (
 // 0's init container InputsContainerName into the job's input cache, the claim InputsCacheName mounted at
 // InputsCachePath, under model/ or dataset/; every rank waits for it there. A pvc or nfs source is
 // mounted read-only at /inputs/model or /inputs/dataset. MODEL_DIR and DATASET_DIR name where they are.
+//
+// With the PerNode cache (InputsCacheMode) the volume InputsCacheVolume is instead the operator's node cache
+// directory, mounted whole at InputsNodeCachePath in the fetcher of every rank and as the job's own
+// directory in it (NodeCacheKey) at InputsCachePath in the trainer.
 const (
-	InputsCacheVolume = "inputs-cache"
-	InputsCachePath   = "/inputs/cache"
-	InputsRoot        = "/inputs"
+	InputsCacheVolume   = "inputs-cache"
+	InputsCachePath     = "/inputs/cache"
+	InputsNodeCachePath = "/inputs/node-cache"
+	InputsRoot          = "/inputs"
 	// inputsCredentialsVolume holds a gs:// source's service-account.json (inputs.secretRef).
 	inputsCredentialsVolume = "inputs-credentials"
 	inputsCredentialsPath   = "/var/run/secrets/trainingjob-inputs"
@@ -60,6 +65,29 @@ func FetchedInputs(tj *mlv1.TrainingJob) []Input {
 		}
 	}
 	return out
+}
+
+// InputsCacheMode is the job's input cache: inputs.cache, else the operator's default, else Shared.
+func InputsCacheMode(tj *mlv1.TrainingJob, opts Options) mlv1.InputsCache {
+	if in := tj.Spec.Inputs; in != nil && in.Cache != "" {
+		return in.Cache
+	}
+	if opts.InputsCache != "" {
+		return opts.InputsCache
+	}
+	return mlv1.InputsCacheShared
+}
+
+// SharedInputsCache: a source is fetched and kept in the job's claim (InputsCacheClaim).
+func SharedInputsCache(tj *mlv1.TrainingJob, opts Options) bool {
+	return len(FetchedInputs(tj)) > 0 && InputsCacheMode(tj, opts) == mlv1.InputsCacheShared
+}
+
+// NodeCacheKey is the job's directory in a node's input cache: NAMESPACE_NAME_UID (neither a namespace
+// nor a name holds "_"), so that an administrator reading the node sees whose it is, and a job created
+// again under the same name gets a directory of its own.
+func NodeCacheKey(tj *mlv1.TrainingJob) string {
+	return tj.Namespace + "_" + tj.Name + "_" + string(tj.UID)
 }
 
 // InputsCacheName is the input cache claim's name.
@@ -104,11 +132,10 @@ func inputsEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 }
 
 // inputsVolumes are the input cache and the mounted sources.
-func inputsVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
+func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 	var vols []corev1.Volume
 	if len(FetchedInputs(tj)) > 0 {
-		vols = append(vols, corev1.Volume{Name: InputsCacheVolume, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: InputsCacheName(tj)}}})
+		vols = append(vols, inputsCacheVolume(tj, opts))
 		if in := tj.Spec.Inputs; in != nil && in.SecretRef != nil && hasKind(tj, inputs.GCS) {
 			vols = append(vols, corev1.Volume{Name: inputsCredentialsVolume, VolumeSource: corev1.VolumeSource{
 				Secret: &corev1.SecretVolumeSource{SecretName: in.SecretRef.Name}}})
@@ -129,11 +156,28 @@ func inputsVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 	return vols
 }
 
-// inputsMounts are the trainer's: the cache and the mounted sources, all read-only.
-func inputsMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
+// inputsCacheVolume is the job's claim (Shared) or the node's cache directory, created by the kubelet
+// when missing (PerNode).
+func inputsCacheVolume(tj *mlv1.TrainingJob, opts Options) corev1.Volume {
+	v := corev1.Volume{Name: InputsCacheVolume}
+	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
+		v.HostPath = &corev1.HostPathVolumeSource{Path: opts.InputsNodeCacheDir, Type: ptrTo(corev1.HostPathDirectoryOrCreate)}
+		return v
+	}
+	v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: InputsCacheName(tj)}
+	return v
+}
+
+// inputsMounts are the trainer's: the cache (the job's own directory of a node cache) and the mounted
+// sources, all read-only.
+func inputsMounts(tj *mlv1.TrainingJob, opts Options) []corev1.VolumeMount {
 	var mounts []corev1.VolumeMount
 	if len(FetchedInputs(tj)) > 0 {
-		mounts = append(mounts, corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath, ReadOnly: true})
+		m := corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath, ReadOnly: true}
+		if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
+			m.SubPath = NodeCacheKey(tj)
+		}
+		mounts = append(mounts, m)
 	}
 	for _, in := range Inputs(tj) {
 		if !in.Source.Fetched() {
@@ -154,7 +198,9 @@ func hasKind(tj *mlv1.TrainingJob, k inputs.Kind) bool {
 
 // inputsInitContainer fetches the job's sources into the cache (`manager fetch-inputs`, the operator's
 // image): rank 0 copies what the cache lacks and reports it in its termination message; the other ranks
-// wait until rank 0 has done it for their attempt. The credentials (inputs.secretRef) go to it alone.
+// wait until rank 0 has done it for their attempt. With a PerNode cache every rank fetches, one at a time
+// on a node, so the first on each node copies and the others find it there. The credentials
+// (inputs.secretRef) go to it alone.
 func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container {
 	fetched := FetchedInputs(tj)
 	if len(fetched) == 0 {
@@ -164,6 +210,12 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	// The progress endpoint on the pod's own address: pods that share a network (a process node) must not collide.
 	args := []string{"fetch-inputs", "--dir=" + InputsCachePath, "--termination-log=" + corev1.TerminationMessagePathDefault,
 		"--listen=$(POD_IP):" + itoa(InputsPort)}
+	mount := corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath}
+	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
+		args[1] = "--dir=" + path.Join(InputsNodeCachePath, NodeCacheKey(tj))
+		args = append(args, "--per-node", "--node-cache-ttl="+opts.InputsNodeCacheTTL.String())
+		mount.MountPath = InputsNodeCachePath
+	}
 	for _, in := range fetched {
 		args = append(args, "--"+in.Name+"="+in.Source.URI)
 	}
@@ -172,9 +224,9 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 		Env: []corev1.EnvVar{rankEnv(), podIPEnv(), {Name: "ATTEMPT_JOB", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 			FieldPath: "metadata.labels['batch.kubernetes.io/job-name']"}}}},
 		Ports:                    []corev1.ContainerPort{{Name: "inputs", ContainerPort: InputsPort, Protocol: corev1.ProtocolTCP}},
-		VolumeMounts:             []corev1.VolumeMount{{Name: InputsCacheVolume, MountPath: InputsCachePath}},
+		VolumeMounts:             []corev1.VolumeMount{mount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          inputsSecurityContext(tj),
+		SecurityContext:          inputsSecurityContext(tj, opts),
 	}
 	if in := tj.Spec.Inputs; in != nil {
 		for name, v := range map[string]string{"AWS_ENDPOINT_URL_S3": in.Endpoint, "AWS_REGION": in.Region, "HF_ENDPOINT": in.HubEndpoint} {
@@ -196,13 +248,16 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 
 // inputsSecurityContext: the fetcher writes the cache as the workers' user when the job sets one (so
 // they own what it wrote), else as root allowed to write a volume's directories whoever owns them, as the
-// checkpoint agent does on a volume.
-func inputsSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
+// checkpoint agent does on a volume. A node cache is written as root always: it is the node's directory,
+// shared by the jobs of every user; what the fetcher writes there is readable by all.
+func inputsSecurityContext(tj *mlv1.TrainingJob, opts Options) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-	if spec := tj.Spec.SecurityContext; spec != nil && spec.RunAsUser != nil {
+	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
+		sc.RunAsNonRoot = ptrTo(false)
+	} else if spec := tj.Spec.SecurityContext; spec != nil && spec.RunAsUser != nil {
 		sc.RunAsUser, sc.RunAsGroup = spec.RunAsUser, spec.RunAsGroup
 		return sc
 	}

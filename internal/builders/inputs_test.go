@@ -2,10 +2,13 @@ package builders_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -71,4 +74,74 @@ func TestInputsInThePod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInputsCache: where fetched sources are kept, chosen by inputs.cache or the operator's default, is
+// what the fetcher writes and the trainer reads.
+func TestInputsCache(t *testing.T) {
+	perNode := builders.Options{InputsNodeCacheDir: "/var/lib/tj-inputs", InputsNodeCacheTTL: 72 * time.Hour}
+	type mounts struct {
+		Volume                    corev1.VolumeSource
+		Fetcher, Trainer          corev1.VolumeMount
+		Dir, TTL                  string
+		PerNode, RunAsUserDefault bool
+	}
+	claim := corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "a-inputs"}}
+	node := corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/tj-inputs", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}
+	shared := mounts{Volume: claim, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache"},
+		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true}, Dir: "/inputs/cache", RunAsUserDefault: true}
+	onNode := mounts{Volume: node, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/node-cache"},
+		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true, SubPath: "ml_a_uid-1"},
+		Dir:     "/inputs/node-cache/ml_a_uid-1", TTL: "72h0m0s", PerNode: true}
+	for _, tc := range []struct {
+		name  string
+		cache mlv1.InputsCache
+		opts  builders.Options
+		want  mounts
+	}{
+		{"unset: shared", "", perNode, shared},
+		{"PerNode", mlv1.InputsCachePerNode, perNode, onNode},
+		{"unset, the operator's default PerNode", "", withCache(perNode, mlv1.InputsCachePerNode), onNode},
+		{"Shared over the operator's default", mlv1.InputsCacheShared, withCache(perNode, mlv1.InputsCachePerNode), shared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").Workers(4).With(func(tj *mlv1.TrainingJob) {
+				tj.UID = "uid-1"
+				tj.Spec.Dataset = "s3://datasets/squad"
+				tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsUser: ptr.To(int64(1000))}
+				tj.Spec.Inputs = &mlv1.InputsSpec{Cache: tc.cache}
+			}).Obj()
+			spec := builders.Job(tj, tc.opts).Spec.Template.Spec
+			var got mounts
+			for _, v := range spec.Volumes {
+				if v.Name == "inputs-cache" {
+					got.Volume = v.VolumeSource
+				}
+			}
+			got.Trainer = spec.Containers[0].VolumeMounts[slices.IndexFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "inputs-cache" })]
+			f := spec.InitContainers[slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == names.InputsContainerName })]
+			got.Fetcher = f.VolumeMounts[0]
+			for _, a := range f.Args {
+				if v, ok := strings.CutPrefix(a, "--dir="); ok {
+					got.Dir = v
+				}
+				if v, ok := strings.CutPrefix(a, "--node-cache-ttl="); ok {
+					got.TTL = v
+				}
+				got.PerNode = got.PerNode || a == "--per-node"
+			}
+			got.RunAsUserDefault = ptr.Deref(f.SecurityContext.RunAsUser, -1) == 1000
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("input cache (-want +got):\n%s", diff)
+			}
+			if got := builders.SharedInputsCache(tj, tc.opts); got != !tc.want.PerNode {
+				t.Errorf("SharedInputsCache = %v, want %v", got, !tc.want.PerNode)
+			}
+		})
+	}
+}
+
+func withCache(o builders.Options, c mlv1.InputsCache) builders.Options {
+	o.InputsCache = c
+	return o
 }

@@ -145,7 +145,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 		spec.Volumes = append(spec.Volumes, storageVolumes(tj)...)
 	}
 	spec.InitContainers = append(spec.InitContainers, inputsInitContainer(tj, opts)...)
-	spec.Volumes = append(spec.Volumes, inputsVolumes(tj)...)
+	spec.Volumes = append(spec.Volumes, inputsVolumes(tj, opts)...)
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
 		// Copies: the overlay adds to them, and builders never change the TrainingJob.
@@ -198,7 +198,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		envFrom = storageEnvFrom(tj)
 		mounts = append(mounts, storageMounts(tj)...)
 	}
-	mounts = append(mounts, inputsMounts(tj)...)
+	mounts = append(mounts, inputsMounts(tj, opts)...)
 	ports := []corev1.ContainerPort{
 		{Name: names.MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
 		{Name: names.MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},

@@ -36,7 +36,7 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	case obs.InputsClaim != nil && obs.InputsClaim.Status.Phase != corev1.ClaimBound && cs == nil:
 		reason, msg := notBound(obs.InputsClaim, obs.InputsClaimEvent)
 		if len(obs.InputsClaim.Spec.AccessModes) > 0 && obs.InputsClaim.Spec.AccessModes[0] == corev1.ReadWriteMany {
-			msg += "; with more than one worker the input cache needs a StorageClass that offers ReadWriteMany (inputs.storageClassName)"
+			msg += "; with more than one worker the input cache needs a StorageClass that offers ReadWriteMany (inputs.storageClassName), or inputs.cache: PerNode where the operator keeps a cache on each node"
 		}
 		set(st, mlv1.ConditionInputsReady, false, reason, "input cache "+msg, now)
 	case fetchFailure(cs) != "":

@@ -172,16 +172,20 @@ func copyOnce(ctx context.Context, dir string, f remote, p *Progress) (int64, er
 	return counted.n, nil
 }
 
-// writeFile writes r to dst through a temporary file beside it.
+// writeFile writes r to dst through a temporary file beside it, readable by every user: the fetcher may
+// run as root or as another user than the trainers that read the cache.
 func writeFile(dst string, r io.Reader) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return classifyFS(err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".fetch-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".fetch-*") // mode 0600
 	if err != nil {
 		return classifyFS(err)
 	}
-	_, err = io.Copy(tmp, r)
+	err = tmp.Chmod(0o644)
+	if err == nil {
+		_, err = io.Copy(tmp, r)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

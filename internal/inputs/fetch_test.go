@@ -28,13 +28,17 @@ import (
 
 func init() { firstBackoff = 10 * time.Millisecond } // 10 ms: the retry tests need no real backoff
 
-// files reads every file under dir (the manifest left out) as path -> content.
+// files reads every file under dir (the manifest left out) as path -> content, and checks that every
+// user may read it: the trainers may run as another user than the fetcher.
 func files(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() || info.Name() == ManifestFile {
 			return err
+		}
+		if perm := info.Mode().Perm(); perm&0o044 != 0o044 {
+			t.Errorf("%s has mode %v: not readable by the trainers' user", p, perm)
 		}
 		data, err := os.ReadFile(p)
 		rel, _ := filepath.Rel(dir, p)

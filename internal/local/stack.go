@@ -214,7 +214,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
 		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts), AgentInterval: opts.CheckpointInterval,
-			GPUResource: opts.GPUResource},
+			GPUResource: opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts)},
 		ProgressInterval: opts.ProgressInterval,
 	})
 }
@@ -250,8 +250,22 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 	if o.MetricsInsecureHTTP {
 		args = append(args, "--metrics-insecure-http")
 	}
+	args = append(args, "--inputs-node-cache-dir="+nodeCacheDir(o))
 	return cluster.StartProcess(o.ManagerBinary, append(args, extra...), filepath.Join(o.Dir, name+".log"))
 }
+
+// nodeCacheDir is the nodes' input cache (PerNode inputs.cache): a directory of this machine, which
+// every node of the stack shares, as a node's hostPath.
+func nodeCacheDir(o Options) string {
+	dir, err := filepath.Abs(filepath.Join(o.Dir, "inputs-node-cache"))
+	if err != nil {
+		return filepath.Join(o.Dir, "inputs-node-cache") // no working directory: the manager says so
+	}
+	return dir
+}
+
+// NodeCacheDir is the nodes' input cache directory the operator was given.
+func (s *Stack) NodeCacheDir() string { return nodeCacheDir(s.opts) }
 
 // The operator's ServiceAccount, as deploy/rbac binds it.
 const (

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +102,40 @@ func TestInputsOnRealNodes(t *testing.T) {
 		}
 	}
 	sameChecksum(t, "the fine-tuning ranks", log, 2)
+
+	// The same inputs in a PerNode cache (the chart's inputs.nodeCacheDir, a hostPath the kubelet creates),
+	// for workers that run as a user of their own: the fetchers write as root what the trainers then read.
+	// The stack's nodes share this machine's disk, so one node cache: one rank reads, the other waits for
+	// it and finds the copy.
+	perNode := tjtest.NewTJ(ns, "finetune-pernode").NoCommand().Workers(2).GPUs(0).Epochs(2).With(func(pn *mlv1.TrainingJob) {
+		pn.Spec.Image, pn.Spec.Model, pn.Spec.Dataset = "", tj.Spec.Model, tj.Spec.Dataset
+		pn.Spec.Inputs = &mlv1.InputsSpec{Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}, Cache: mlv1.InputsCachePerNode}
+		pn.Spec.Hyperparameters.BatchSize = ptr.To[int32](32)
+		pn.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
+		pn.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
+	}).Obj()
+	spread(perNode)
+	stacktest.Create(t, stack.Client, perNode)
+	if done := waitForEnd(t, ns, perNode.Name, 5*time.Minute); done.Status.State != mlv1.StateCompleted {
+		t.Fatalf("%s: state %s: %s", perNode.Name, done.Status.State, done.Status.FailureReason)
+	}
+	var read []int64
+	for rank, p := range workerPods(t, ns, perNode.Name, 0) {
+		for _, cs := range p.Status.InitContainerStatuses {
+			if n, ok := stacktest.FetchedBytes(cs); ok {
+				read = append(read, n)
+			}
+		}
+		if rank != "0" {
+			continue // rank 0 says what it loaded
+		}
+		if l := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName); !strings.Contains(l, "fine-tuning from /inputs/cache/model/model.pt: 6 of 6 tensors loaded") {
+			t.Errorf("rank 0 of %s does not fine-tune from the node cache:\n%s", perNode.Name, l)
+		}
+	}
+	if slices.Sort(read); len(read) != 2 || read[0] != 0 || read[1] != total {
+		t.Errorf("%s's fetchers read %v bytes; want 0 and %d: one copy on the machine's node cache", perNode.Name, read, total)
+	}
 }
 
 // claimPath is the directory on this machine of a bound claim's hostPath volume.

@@ -75,6 +75,7 @@ func installOperator(s *local.Stack, helm string) error {
 		"--kubeconfig", s.Cluster.Kubeconfig, "--namespace", operatorNamespace, "--wait", "--timeout", "3m",
 		"--set", "extraArgs={--progress-interval=1s,--checkpoint-sync-interval=2s}",
 		"--set", `nodeSelector.kubernetes\.io/hostname=`+operatorNode,
+		"--set", "inputs.nodeCacheDir="+s.NodeCacheDir(), // TestInputsOnRealNodes' PerNode job
 		// The platform team's worker defaults, beneath every job's own settings (TestWorkerPodOverrides).
 		"--set-json", `workerDefaults={"labels": {"cost-center": "ml-platform", "billing": "gpu"}, "env": [{"name": "TEAM_PROXY", "value": "`+defaultProxy+`"}]}`)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs/hubtest"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
 // withS3Dataset takes the dataset from s3://datasets/squad on the test's S3 server, with its keys.
@@ -229,4 +231,72 @@ func TestInputsCacheReadWriteManyUnsupported(t *testing.T) {
 		}
 		return fmt.Errorf("no Warning event on the TrainingJob names it")
 	})
+}
+
+// TestInputsPerNodeCache: where the StorageClass offers no ReadWriteMany, inputs.cache PerNode keeps the
+// dataset in the operator's node cache: no claim, and the bytes read from the server over the whole run,
+// a gang restart included, are the dataset's once (the stack's nodes share one machine, so one node cache:
+// the first rank fetches, the other ranks and the restarted attempt find it there).
+func TestInputsPerNodeCache(t *testing.T) {
+	ns, name := newNamespace(t), "pernode"
+	gw, store := startS3(t, "datasets")
+	data := map[string]int{"squad/train.json": 2 << 20, "squad/dev.json": 64 << 10}
+	var total int64
+	for k, n := range data {
+		if err := putZeros(store, k, n); err != nil {
+			t.Fatal(err)
+		}
+		total += int64(n)
+	}
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-rwo-only"}, Provisioner: node.Provisioner,
+		Parameters: map[string]string{node.AccessModesParameter: "ReadWriteOnce"}}
+	create(t, class)
+	t.Cleanup(func() { _ = stack.Client.Delete(ctx, class) })
+	create(t, claim(ns), trainerJob(ns, name, 3, 4, "--epoch-delay=300ms", "--fail-at=1:2:137").
+		With(withPVCCheckpoints(3)).With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Inputs.StorageClassName = ptr.To(class.Name)
+		tj.Spec.Inputs.Cache = mlv1.InputsCachePerNode
+	}).Obj())
+	read := map[string]int64{} // each worker pod's fetcher: the bytes it read from the server
+	eventually(t, 5*time.Minute, "Completed after a gang restart", func() error {
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.InitContainerStatuses {
+				if n, ok := stacktest.FetchedBytes(cs); ok {
+					read[p.Name] = n
+				}
+			}
+		}
+		tj := getTJ(t, ns, name)
+		if tj.Status.State == mlv1.StateFailed {
+			t.Fatalf("Failed: %+v", condition(tj, mlv1.ConditionFailed))
+		}
+		if tj.Status.State != mlv1.StateCompleted {
+			return fmt.Errorf("state %s, attempt %d, InputsReady %+v", tj.Status.State, tj.Status.Attempt, condition(tj, mlv1.ConditionInputsReady))
+		}
+		return nil
+	})
+	tj := getTJ(t, ns, name)
+	var sum int64
+	for _, n := range read {
+		sum += n
+	}
+	if tj.Status.RestartCount != 1 || len(read) != 6 || sum != total {
+		t.Errorf("restarts %d; fetchers seen %d, %v; want one restart, 6 fetchers reading %d bytes in all", tj.Status.RestartCount, len(read), read, total)
+	}
+	if c := condition(tj, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || len(tj.Status.Inputs) != 1 || tj.Status.Inputs[0].Bytes != total {
+		t.Errorf("InputsReady %+v, inputs %+v; want True with %d bytes", c, tj.Status.Inputs, total)
+	}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-inputs"}, &corev1.PersistentVolumeClaim{}); err == nil {
+		t.Error("a PerNode cache created the claim " + name + "-inputs")
+	}
+	dir := filepath.Join(stack.NodeCacheDir(), ns+"_"+name+"_"+string(tj.UID), "dataset", "train.json")
+	if info, err := os.Stat(dir); err != nil || info.Size() != int64(data["squad/train.json"]) {
+		t.Errorf("the node cache's copy: %v, %v", info, err)
+	}
 }

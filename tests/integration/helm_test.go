@@ -129,6 +129,7 @@ func TestHelmValues(t *testing.T) {
 		"--set", "leaderElection.enabled=false,watchNamespaces={team-a,team-b},defaultImages.pytorch=registry.local/pytorch:2.5",
 		"--set", "gpuResourceName=amd.com/gpu,checkpoint.defaultStorage=s3://ckpt/runs,checkpoint.defaultClaimSize=50Gi",
 		"--set", "checkpoint.defaultStorageClass=efs,mlflow.trackingUri=http://mlflow:5000,mlflow.credentialsSecret=mlflow",
+		"--set", "inputs.cache=PerNode,inputs.nodeCacheDir=/var/lib/tj-inputs,inputs.nodeCacheTTL=168h",
 		"--set", "extraArgs={--progress-interval=10s},replicaCount=2,nodeSelector.pool=system,command={/manager}",
 		"--set", "crds.install=false,admissionPolicy.enabled=false,metrics.service.enabled=false")
 	var dep appsv1.Deployment
@@ -149,7 +150,8 @@ func TestHelmValues(t *testing.T) {
 	want := []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--watch-namespaces=team-a,team-b",
 		"--default-image-pytorch=registry.local/pytorch:2.5", "--gpu-resource-name=amd.com/gpu", "--default-checkpoint-storage=s3://ckpt/runs",
 		"--default-checkpoint-claim-size=50Gi", "--default-checkpoint-storage-class=efs", "--mlflow-tracking-uri=http://mlflow:5000",
-		"--mlflow-credentials-secret=ml-system/mlflow", "--progress-interval=10s"}
+		"--mlflow-credentials-secret=ml-system/mlflow", "--inputs-cache=PerNode", "--inputs-node-cache-dir=/var/lib/tj-inputs",
+		"--inputs-node-cache-ttl=168h", "--progress-interval=10s"}
 	got := []any{dep.Name, *dep.Spec.Replicas, c.Command, c.Args, dep.Spec.Template.Spec.NodeSelector, dep.Spec.Template.Spec.ServiceAccountName}
 	if diff := cmp.Diff([]any{"ml-trainingjob-operator", int32(2), []string{"/manager"}, want, map[string]string{"pool": "system"}, "ml-trainingjob-operator"}, got); diff != "" {
 		t.Errorf("name, replicas, command, args, nodeSelector, service account (-want +got):\n%s", diff)

@@ -2,11 +2,16 @@ package stacktest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
 )
 
 // MakeRunnerInputs is a Python program (run with PyTorch and the default runner importable) that writes
@@ -50,4 +55,21 @@ func UploadFiles(t *testing.T, store checkpoint.Store, prefix, dir string, files
 		total += int64(len(data))
 	}
 	return total
+}
+
+// FetchedBytes is what a worker's fetch-inputs container that ended well read from the servers (the
+// reports in its termination message); false for any other container or state.
+func FetchedBytes(cs corev1.ContainerStatus) (int64, bool) {
+	if cs.Name != names.InputsContainerName || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+		return 0, false
+	}
+	var reps []inputs.Report
+	if err := json.Unmarshal([]byte(cs.State.Terminated.Message), &reps); err != nil {
+		return 0, false
+	}
+	var n int64
+	for _, r := range reps {
+		n += r.Fetched
+	}
+	return n, true
 }

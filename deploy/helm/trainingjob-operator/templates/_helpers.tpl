@@ -62,6 +62,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .Values.mlflow.credentialsSecret }}
 - --mlflow-credentials-secret={{ $.Release.Namespace }}/{{ . }}
 {{- end }}
+{{- with .Values.inputs.cache }}
+- --inputs-cache={{ . }}
+{{- end }}
+{{- with .Values.inputs.nodeCacheDir }}
+- --inputs-node-cache-dir={{ . }}
+{{- end }}
+{{- with .Values.inputs.nodeCacheTTL }}
+- --inputs-node-cache-ttl={{ . }}
+{{- end }}
 {{- if .Values.workerDefaults }}
 - --worker-defaults={{ include "trainingjob-operator.workerDefaultsDir" . }}/worker-defaults.yaml
 {{- end }}

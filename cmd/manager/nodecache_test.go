@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+)
+
+// TestNodeLockSerializes: a second rank on the node takes the job's directory only once the first let it go.
+func TestNodeLockSerializes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ml_a_uid")
+	unlock, err := nodeLock(context.Background(), dir, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	released := make(chan struct{})
+	go func() {
+		u, err := nodeLock(context.Background(), dir, 10*time.Millisecond)
+		select {
+		case <-released:
+		default:
+			t.Error("the second rank took the lock while the first held it")
+		}
+		if u != nil {
+			u()
+		}
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the second rank wait on the lock
+	close(released)
+	unlock()
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, usedFile)); err != nil {
+		t.Errorf("the directory is not marked used: %v", err)
+	}
+}
+
+// TestNodeLockEndsWithTheContext: a rank waiting on the lock stops when its pod stops.
+func TestNodeLockEndsWithTheContext(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ml_a_uid")
+	unlock, err := nodeLock(context.Background(), dir, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := nodeLock(ctx, dir, 10*time.Millisecond); err == nil {
+		t.Fatal("nodeLock returned without the lock and without an error")
+	}
+}
+
+// TestPruneNodeCache: other jobs' directories unused for the TTL go, unless a fetcher holds them; the
+// fetcher's own, recent ones and everything with TTL 0 stay.
+func TestPruneNodeCache(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration
+		want []string
+	}{
+		{"ttl 0 keeps everything", 0, []string{"locked-old", "mine", "old", "recent"}},
+		{"a day", 24 * time.Hour, []string{"locked-old", "mine", "recent"}},
+		{"a week", 7 * 24 * time.Hour, []string{"locked-old", "mine", "old", "recent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for name, age := range map[string]time.Duration{"mine": 30 * 24 * time.Hour, "old": 48 * time.Hour, "recent": time.Hour, "locked-old": 48 * time.Hour} {
+				dir := filepath.Join(root, name)
+				if err := os.MkdirAll(filepath.Join(dir, "dataset"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, usedFile), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chtimes(filepath.Join(dir, usedFile), now.Add(-age), now.Add(-age)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := openLock(filepath.Join(root, "locked-old"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+			pruneNodeCache(filepath.Join(root, "mine"), tc.ttl, now)
+			var got []string
+			entries, _ := os.ReadDir(root)
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("left on the node (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestInputsFlags: the input cache flags as the manager reads them.
+func TestInputsFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name, cache, dir string
+		want             builders.Options
+		wantErr          bool
+	}{
+		{"defaults", "Shared", "", builders.Options{InputsCache: mlv1.InputsCacheShared}, false},
+		{"a node cache", "Shared", "/var/lib/tj/", builders.Options{InputsCache: mlv1.InputsCacheShared, InputsNodeCacheDir: "/var/lib/tj"}, false},
+		{"PerNode by default", "PerNode", "/var/lib/tj", builders.Options{InputsCache: mlv1.InputsCachePerNode, InputsNodeCacheDir: "/var/lib/tj"}, false},
+		{"PerNode without a directory", "PerNode", "", builders.Options{}, true},
+		{"a relative directory", "Shared", "var/lib/tj", builders.Options{}, true},
+		{"an unknown cache", "Local", "", builders.Options{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got builders.Options
+			err := inputsFlags(config{inputsCache: tc.cache, inputsNodeCacheDir: tc.dir}, &got)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want one: %v", err, tc.wantErr)
+			}
+			if err == nil {
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("options (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
