@@ -112,8 +112,9 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, err
 	}
 	obs, err := r.ensureChildren(ctx, tj)
-	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending) {
-		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
+	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending || old.State == mlv1.StateInitializing) {
+		// Say why nothing starts (the first attempt or a restart's), and keep retrying with backoff: the
+		// cause (a quota, a policy) may go.
 		_, werr := r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{CreateRejected: apiMessage(err)}, now), now.Time)
 		return reconcile.Result{}, errors.Join(err, werr)
 	}

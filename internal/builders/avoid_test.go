@@ -18,7 +18,9 @@ import (
 func TestAvoidedNodesAndPreemptionGrace(t *testing.T) {
 	gpuA := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}}}}
 	gpuH := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"h100"}}}}
-	notIn := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1", "n2"}}
+	notIn := []corev1.NodeSelectorRequirement{ // one value each: the API server refuses more in a node field selector
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n2"}}}
 	tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{gpuA, gpuH}}}}}
@@ -28,7 +30,7 @@ func TestAvoidedNodesAndPreemptionGrace(t *testing.T) {
 	}).Obj()
 	spec := builders.Job(tj, builders.Options{}).Spec.Template.Spec
 	withNotIn := func(term corev1.NodeSelectorTerm) corev1.NodeSelectorTerm {
-		term.MatchFields = []corev1.NodeSelectorRequirement{notIn}
+		term.MatchFields = notIn
 		return term
 	}
 	want := []corev1.NodeSelectorTerm{withNotIn(gpuA), withNotIn(gpuH)}

@@ -165,9 +165,11 @@ func avoidNodes(spec *corev1.PodSpec, avoided []mlv1.AvoidedNode) {
 	if len(avoided) == 0 {
 		return
 	}
-	notIn := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn}
-	for _, a := range avoided {
-		notIn.Values = append(notIn.Values, a.Name)
+	// One requirement per node: a node field selector takes one value (the API server refuses more), and
+	// a term's requirements all hold together.
+	notIn := make([]corev1.NodeSelectorRequirement, len(avoided))
+	for i, a := range avoided {
+		notIn[i] = corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{a.Name}}
 	}
 	if spec.Affinity == nil {
 		spec.Affinity = &corev1.Affinity{}
@@ -185,7 +187,7 @@ func avoidNodes(spec *corev1.PodSpec, avoided []mlv1.AvoidedNode) {
 	}
 	for i := range req.NodeSelectorTerms {
 		t := &req.NodeSelectorTerms[i]
-		t.MatchFields = append(t.MatchFields, notIn)
+		t.MatchFields = append(t.MatchFields, notIn...)
 	}
 }
 

@@ -128,6 +128,8 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	switch {
 	case obs.Job == nil && builders.Suspended(tj):
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
+	case obs.Job == nil && obs.CreateRejected != "" && tj.Status.Attempt > 0:
+		return phase{mlv1.StateInitializing, ReasonCreateRejected, fmt.Sprintf("attempt %d: the API server rejected the workers' objects: %s", tj.Status.Attempt, obs.CreateRejected)}
 	case obs.Job == nil && obs.CreateRejected != "":
 		return phase{mlv1.StatePending, ReasonCreateRejected, "the API server rejected the workers' objects: " + obs.CreateRejected}
 	case obs.Job == nil && waitsForQueue(obs):

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -249,4 +250,51 @@ func bindPod(t *testing.T, pod *corev1.Pod, node string) {
 	if err := env.Client.SubResource("binding").Create(context.Background(), pod, binding); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRestartRejectedIsReported: when the API server refuses a restart's new Job (here an admission
+// policy that refuses attempt 1), the TrainingJob says so (Created=False/CreateRejected with the API
+// server's message, a Warning event) instead of waiting silently at "starting attempt 1". (A goodput
+// run found it: Jobs avoiding two nodes were invalid and the run waited forever.)
+func TestRestartRejectedIsReported(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-retry"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: `object.metadata.labels[?"` + names.AttemptLabel + `"].orValue("0") == "0"`,
+				Message: "no second attempts in this namespace"}}}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-retry"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}}}
+	for _, o := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	startControllerManager(t)
+	startOperator(t, ns)
+	tj := tjtest.NewTJ(ns, "refused").Workers(2).GPUs(0).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	pods := workerPods(t, tj, 2)
+	setPodStatus(t, &pods[0], corev1.PodRunning, running(), 0)
+	setPodStatus(t, &pods[1], corev1.PodFailed, terminated(137, "OOMKilled"), 0)
+	eventually(t, "Created=False CreateRejected naming the policy", func(ctx context.Context) error {
+		got := &mlv1.TrainingJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, mlv1.ConditionCreated)
+		if got.Status.Attempt != 1 || c == nil || c.Reason != derive.ReasonCreateRejected || !strings.Contains(c.Message, "no second attempts in this namespace") {
+			return fmt.Errorf("state %s, attempt %d, Created %+v", got.Status.State, got.Status.Attempt, c)
+		}
+		return nil
+	})
 }
