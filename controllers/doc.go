@@ -46,7 +46,7 @@ var statusOwners = []statusOwner{
 		Conditions: []string{mlv1.ConditionCreated, mlv1.ConditionRunning, mlv1.ConditionCompleted, mlv1.ConditionFailed,
 			mlv1.ConditionSuspended, mlv1.ConditionRestarting, mlv1.ConditionCheckpointClaimBound, mlv1.ConditionInputsReady}},
 	{Manager: statusController,
-		Fields:     []string{"progress", "currentEpoch", "totalEpochs", "eta", "metrics", "lastProgressTime", "currentStep", "best"},
+		Fields:     []string{"progress", "currentEpoch", "totalEpochs", "eta", "metrics", "lastProgressTime", "currentStep", "best", "goodput"},
 		Conditions: []string{mlv1.ConditionProgressReported, mlv1.ConditionSuccessPolicyMet, mlv1.ConditionStalled}},
 	{Manager: checkpointController,
 		Fields:     []string{"checkpoint"},

@@ -139,6 +139,8 @@ type Config struct {
 	// first workers wait for the first attempt to create its run at most that long); MLflowRetry is the
 	// wait after a failure (default 30 s).
 	MLflowTimeout, MLflowRetry time.Duration
+	// GoodputInterval is how often a job's goodput is written when nothing else changes (default 30 s).
+	GoodputInterval time.Duration
 }
 
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr.
@@ -175,7 +177,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	// One connection per rank 0 and endpoint, kept between reads.
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true}}
 	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient,
-		Logs: ClientsetLogs{Clientset: cs}, Recorder: recorder}
+		Logs: ClientsetLogs{Clientset: cs}, Recorder: recorder, GoodputInterval: cfg.GoodputInterval}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}

@@ -49,6 +49,8 @@ type StatusReconciler struct {
 	// Logs reads the ranks' last log lines for a hang's message; nil leaves them out.
 	Logs     LogReader
 	Recorder events.EventRecorder
+	// GoodputInterval is how often a job's goodput is written when nothing else changes (default 30 s).
+	GoodputInterval time.Duration
 
 	// jobs paces the scrapes and remembers, per job, the last sample and where progress was first seen.
 	jobs poller[progressState]
@@ -64,6 +66,10 @@ type progressState struct {
 	// pace follows the epochs of the current attempt, for the default stall timeout.
 	pace epochPace
 }
+
+// startupInterval is the time between scrapes of a running attempt whose rank 0 has not advanced yet:
+// its first progress ends its startup (or restart) in the goodput accounting.
+const startupInterval = 500 * time.Millisecond
 
 // maxBody bounds how much of rank 0's answer is read.
 const maxBody = 4 << 20
@@ -92,6 +98,10 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
 	hung := r.watchHang(ctx, tj, now)
+	r.accountGoodput(tj, old, now)
+	if !finished(tj) {
+		res = minResult(res, reconcile.Result{RequeueAfter: r.goodputInterval()})
+	}
 	written, wres, err := applyStatus(ctx, r.Client, tj, old, statusController)
 	if hung && written && r.Recorder != nil {
 		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
@@ -105,6 +115,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // reconcile, not an interval later) and says when to come back.
 func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) reconcile.Result {
 	every := interval(tj, r.Interval)
+	if !derive.ProgressedInAttempt(&tj.Status) {
+		every = min(every, startupInterval) // the end of startup (goodput) is seen to within it
+	}
 	wait, state := r.jobs.due(tj, now, every)
 	if wait == 0 {
 		sample, err := r.scrape(ctx, tj)

@@ -52,11 +52,34 @@ func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, 
 	l := []string{tj.Namespace, tj.Name}
 	metrics.SinceProgress.WithLabelValues(l...).Set(h.Since.Seconds())
 	metrics.HangTimeout.WithLabelValues(l...).Set(h.Timeout.Seconds())
-	logs := ""
-	if derive.TurnsHung(tj.Status, h) {
-		logs = r.lastLogLines(ctx, tj, now) // read once, when the run turns hung
+	details := ""
+	if derive.TurnsHung(tj.Status, h) { // read once, when the run turns hung
+		details = r.stallDetails(ctx, tj, now)
 	}
-	return derive.ApplyHang(&tj.Status, h, logs, metav1.NewTime(now))
+	return derive.ApplyHang(&tj.Status, h, details, metav1.NewTime(now))
+}
+
+// stallDetails names the ranks that hold the run back (every rank's progress endpoint, read once) and
+// each rank's last log lines.
+func (r *StatusReconciler) stallDetails(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) string {
+	pods := &corev1.PodList{}
+	labels := client.MatchingLabels{names.NameLabel: tj.Name, names.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}
+	if err := r.List(ctx, pods, client.InNamespace(tj.Namespace), labels); err != nil {
+		return ""
+	}
+	var running []corev1.Pod
+	for _, p := range derive.ByRank(pods.Items) {
+		if p.Status.Phase == corev1.PodRunning {
+			running = append(running, *p)
+		}
+	}
+	var parts []string
+	for _, part := range []string{derive.Stragglers(r.ranksProgress(ctx, tj, running)), r.lastLogLines(ctx, running, now)} {
+		if part != "" {
+			parts = append(parts, part)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // slowestEpoch is the slowest epoch this process has seen the job's current attempt take.
@@ -93,20 +116,13 @@ func (p *epochPace) observe(attempt int32, s derive.Sample, at time.Time) {
 
 // lastLogLines describes each rank's last log lines and how long ago it last printed, for a hang's
 // message: a rank that printed nothing for as long as the run stood still is the one to look at.
-func (r *StatusReconciler) lastLogLines(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) string {
+func (r *StatusReconciler) lastLogLines(ctx context.Context, pods []corev1.Pod, now time.Time) string {
 	if r.Logs == nil {
 		return ""
 	}
-	pods := &corev1.PodList{}
-	labels := client.MatchingLabels{names.NameLabel: tj.Name, names.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}
-	if err := r.List(ctx, pods, client.InNamespace(tj.Namespace), labels); err != nil {
-		return ""
-	}
 	var parts []string
-	for _, p := range derive.ByRank(pods.Items) {
-		if p.Status.Phase != corev1.PodRunning {
-			continue
-		}
+	for i := range pods {
+		p := &pods[i]
 		out, err := r.Logs.TailLog(ctx, p.Namespace, p.Name, names.ContainerName, logLinesPerRank)
 		if err != nil {
 			parts = append(parts, fmt.Sprintf("rank %s: log not read (%v)", p.Labels[names.RankLabel], err))

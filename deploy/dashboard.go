@@ -11,6 +11,8 @@ import (
 type Dashboard struct {
 	UID    string `json:"uid"`
 	Panels []struct {
+		// Type is the panel's kind; a "row" only groups the panels below it.
+		Type    string `json:"type"`
 		Title   string `json:"title"`
 		Targets []struct {
 			Expr string `json:"expr"`

@@ -105,7 +105,7 @@ func Names() []string {
 	}
 	var names []string
 	for _, c := range collectors {
-		ch := make(chan *prometheus.Desc, 4)
+		ch := make(chan *prometheus.Desc, 16)
 		c.Describe(ch)
 		close(ch)
 		for d := range ch {

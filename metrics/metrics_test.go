@@ -2,13 +2,16 @@ package metrics
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -16,9 +19,10 @@ import (
 // The names the issue fixes; dashboards and alerts are built on them.
 func TestNames(t *testing.T) {
 	want := []string{
-		"trainingjob_accuracy", "trainingjob_allocated_gpus", "trainingjob_allocated_workers",
+		"trainingjob_accuracy", "trainingjob_allocated_gpus", "trainingjob_allocated_workers", "trainingjob_badput_seconds_total",
 		"trainingjob_checkpoint_created_total", "trainingjob_checkpoint_deleted_total", "trainingjob_checkpoint_size_bytes", "trainingjob_completed_total",
 		"trainingjob_created_total", "trainingjob_current_epoch", "trainingjob_duration_seconds", "trainingjob_failed_total",
+		"trainingjob_goodput_ratio", "trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total",
 		"trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",
 		"trainingjob_reconciliation_duration_seconds_sum", "trainingjob_reconciliation_errors_total", "trainingjob_reconciliation_total",
@@ -72,5 +76,41 @@ func TestErrorType(t *testing.T) {
 		if got := ErrorType(err); got != want {
 			t.Errorf("ErrorType(%v) = %s, want %s", err, got, want)
 		}
+	}
+}
+
+// TestGoodputSeries: the goodput series are the status's figures, for the jobs that have them.
+func TestGoodputSeries(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = mlv1.AddToScheme(s)
+	accounted := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a"}, Status: mlv1.TrainingJobStatus{
+		State: mlv1.StateRunning, Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 300, SinceCheckpointSeconds: 40, GPUSeconds: 3200,
+			BadputSeconds: mlv1.BadputSeconds{Queued: 60, Restart: 30, LostWork: 10}}}}
+	fresh := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "b"}}
+	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(accounted, fresh).Build())
+	defer SetStateReader(nil)
+	want := `
+# HELP trainingjob_badput_seconds_total Seconds of the job's wall time that did not train the model, by category: queued, scheduling, startup, restart, lost_work, hang, checkpoint.
+# TYPE trainingjob_badput_seconds_total counter
+trainingjob_badput_seconds_total{category="checkpoint",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="hang",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="lost_work",namespace="ml",training_job="a"} 10
+trainingjob_badput_seconds_total{category="queued",namespace="ml",training_job="a"} 60
+trainingjob_badput_seconds_total{category="restart",namespace="ml",training_job="a"} 30
+trainingjob_badput_seconds_total{category="scheduling",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="startup",namespace="ml",training_job="a"} 0
+# HELP trainingjob_goodput_ratio Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).
+# TYPE trainingjob_goodput_ratio gauge
+trainingjob_goodput_ratio{namespace="ml",training_job="a"} 0.75
+# HELP trainingjob_goodput_seconds_total Productive training seconds of the job that no restart can take back any more (status.goodput.productiveSeconds less the training since the newest checkpoint).
+# TYPE trainingjob_goodput_seconds_total counter
+trainingjob_goodput_seconds_total{namespace="ml",training_job="a"} 260
+# HELP trainingjob_gpu_seconds_total GPU-seconds held by the job's running workers.
+# TYPE trainingjob_gpu_seconds_total counter
+trainingjob_gpu_seconds_total{namespace="ml",training_job="a"} 3200
+`
+	if err := testutil.CollectAndCompare(states, strings.NewReader(want), "trainingjob_badput_seconds_total", "trainingjob_goodput_ratio",
+		"trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total"); err != nil {
+		t.Error(err)
 	}
 }

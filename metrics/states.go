@@ -14,6 +14,19 @@ import (
 
 var totalDesc = prometheus.NewDesc("trainingjob_total", "TrainingJobs by namespace and state.", []string{LabelNamespace, "state"}, nil)
 
+// The goodput series, read from each job's status.goodput at every scrape (docs/goodput.md): they are
+// what the status says, for as long as the job exists.
+var (
+	goodputDesc = prometheus.NewDesc("trainingjob_goodput_seconds_total",
+		"Productive training seconds of the job that no restart can take back any more (status.goodput.productiveSeconds less the training since the newest checkpoint).", jobLabels, nil)
+	badputDesc = prometheus.NewDesc("trainingjob_badput_seconds_total",
+		"Seconds of the job's wall time that did not train the model, by category: queued, scheduling, startup, restart, lost_work, hang, checkpoint.",
+		append(append([]string{}, jobLabels...), "category"), nil)
+	gpuSecondsDesc = prometheus.NewDesc("trainingjob_gpu_seconds_total", "GPU-seconds held by the job's running workers.", jobLabels, nil)
+	goodputRatioDesc = prometheus.NewDesc("trainingjob_goodput_ratio",
+		"Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).", jobLabels, nil)
+)
+
 // stateCollector counts TrainingJobs by namespace and state from the manager's cache when Prometheus
 // scrapes, so the counts are exact without bookkeeping on every transition.
 type stateCollector struct {
@@ -32,7 +45,11 @@ func SetStateReader(r client.Reader) {
 	states.reader = r
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- totalDesc }
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, badputDesc, gpuSecondsDesc, goodputRatioDesc} {
+		ch <- d
+	}
+}
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
@@ -51,6 +68,46 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for key, n := range CountByState(list.Items) {
 		ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
+	for i := range list.Items {
+		collectGoodput(ch, &list.Items[i])
+	}
+}
+
+// collectGoodput sends a job's goodput series.
+func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob) {
+	g := tj.Status.Goodput
+	if g == nil {
+		return
+	}
+	ns, name := tj.Namespace, tj.Name
+	ch <- prometheus.MustNewConstMetric(goodputDesc, prometheus.CounterValue, SecuredGoodput(g), ns, name)
+	for category, v := range BadputByLabel(g.BadputSeconds) {
+		ch <- prometheus.MustNewConstMetric(badputDesc, prometheus.CounterValue, v, ns, name, category)
+	}
+	ch <- prometheus.MustNewConstMetric(gpuSecondsDesc, prometheus.CounterValue, g.GPUSeconds, ns, name)
+	if total := g.ProductiveSeconds + sum(BadputByLabel(g.BadputSeconds)); total > 0 {
+		ch <- prometheus.MustNewConstMetric(goodputRatioDesc, prometheus.GaugeValue, g.ProductiveSeconds/total, ns, name)
+	}
+}
+
+// SecuredGoodput is trainingjob_goodput_seconds_total: productive seconds less those a restart would
+// still turn into lost work, so that the counter never goes back.
+func SecuredGoodput(g *mlv1.GoodputStatus) float64 {
+	return max(0, g.ProductiveSeconds-g.SinceCheckpointSeconds)
+}
+
+// BadputByLabel is each badput category's seconds by its label value.
+func BadputByLabel(b mlv1.BadputSeconds) map[string]float64 {
+	return map[string]float64{"queued": b.Queued, "scheduling": b.Scheduling, "startup": b.Startup, "restart": b.Restart,
+		"lost_work": b.LostWork, "hang": b.Hang, "checkpoint": b.Checkpoint}
+}
+
+func sum(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
 }
 
 // CountByState counts jobs by [namespace, state]; every state appears for every namespace seen, so a

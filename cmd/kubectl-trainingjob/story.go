@@ -48,6 +48,9 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 	if st.LastFailure != "" {
 		fmt.Fprintf(w, "Last restart\t%s\n", st.LastFailure)
 	}
+	if l := goodputLine(tj); l != "" {
+		fmt.Fprintf(w, "Goodput\t%s\n", l)
+	}
 	if c := st.Checkpoint; c != nil {
 		fmt.Fprintf(w, "Checkpoint\tepoch %d, %d kept, written %s ago: %s\n", c.LatestEpoch, c.Count, ago(c.LastTime, now), c.Latest)
 	} else if builders.CheckpointEnabled(tj) {
@@ -246,4 +249,47 @@ func inputsLine(tj *mlv1.TrainingJob) string {
 		return ""
 	}
 	return fmt.Sprintf("%s: %s", c.Reason, firstLine(c.Message))
+}
+
+// goodputLine tells where the job's time went, largest badput first: "82% goodput: 6m queued, 3m
+// restarting (3 restarts), 4m of training done again after restarts; 1.5 of 2.0 GPU-hours productive".
+func goodputLine(tj *mlv1.TrainingJob) string {
+	g := tj.Status.Goodput
+	if g == nil || g.Percent == "" {
+		return ""
+	}
+	b := g.BadputSeconds
+	parts := []struct {
+		secs float64
+		what string
+	}{
+		{b.Queued, "queued"}, {b.Scheduling, "scheduling and pulling images"}, {b.Startup, "starting up"},
+		{b.Restart, restartWords(tj.Status.RestartCount)}, {b.LostWork, "of training done again after restarts"},
+		{b.Hang, "hung"}, {b.Checkpoint, "saving checkpoints"},
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return parts[i].secs > parts[j].secs })
+	line := g.Percent + " goodput"
+	var said []string
+	for _, p := range parts {
+		if p.secs >= 1 {
+			said = append(said, duration.HumanDuration(time.Duration(p.secs*float64(time.Second)))+" "+p.what)
+		}
+	}
+	if len(said) > 0 {
+		line += ": " + strings.Join(said, ", ")
+	}
+	if g.GPUSeconds > 0 {
+		line += fmt.Sprintf("; %.1f of %.1f GPU-hours productive", g.ProductiveGPUSeconds/3600, g.GPUSeconds/3600)
+	}
+	if g.Category != "" && g.Category != mlv1.GoodputProductive {
+		line += " (now: " + strings.ToLower(g.Category) + ")"
+	}
+	return line
+}
+
+func restartWords(n int32) string {
+	if n == 1 {
+		return "restarting (1 restart)"
+	}
+	return fmt.Sprintf("restarting (%d restarts)", n)
 }

@@ -22,7 +22,9 @@ func TestStory(t *testing.T) {
 	tj.Status = mlv1.TrainingJobStatus{
 		State: mlv1.StateRunning, Progress: "45%", CurrentEpoch: 9, TotalEpochs: 20, ETA: "12m30s", LastProgressTime: at(5 * time.Second),
 		Metrics:    &mlv1.TrainingMetrics{Loss: ptr.To(0.2313), Accuracy: ptr.To(0.9121), Custom: map[string]string{"f1": "0.88"}},
-		Workers:    mlv1.WorkerCounts{Active: 2, Ready: 2},
+		Workers:    mlv1.WorkerCounts{Active: 2, Ready: 2}, RestartCount: 2, Attempt: 2,
+		Goodput: &mlv1.GoodputStatus{Percent: "82%", ProductiveSeconds: 3690, GPUSeconds: 8280, ProductiveGPUSeconds: 7380, Category: mlv1.GoodputProductive,
+			BadputSeconds: mlv1.BadputSeconds{Queued: 360, Restart: 180, LostWork: 240, Scheduling: 20, Startup: 10}},
 		Checkpoint: &mlv1.CheckpointStatus{Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3, LastTime: at(2 * time.Minute)},
 		MLflow:     &mlv1.MLflowStatus{URL: "http://mlflow/#/experiments/1/runs/r1", RunID: "r1", RunStatus: "RUNNING", LoggedEpoch: 9},
 		Conditions: []metav1.Condition{{Type: "Running", Status: "True", Reason: "AllWorkersRunning", Message: "2 of 2 workers running\nmore", LastTransitionTime: *at(time.Hour)}},
@@ -35,7 +37,8 @@ State        Running (AllWorkersRunning: 2 of 2 workers running)
 Trains       cnn on mnist, pytorch, 2 workers, 1 GPUs each
 Progress     45%, epoch 9/20, ETA 12m30s, read 5s ago
 Metrics      loss 0.2313, accuracy 0.9121, f1 0.88
-Workers      2 active, 2 ready, 0 pending, 0 succeeded, 0 failed (attempt 0, 0 restarts)
+Workers      2 active, 2 ready, 0 pending, 0 succeeded, 0 failed (attempt 2, 2 restarts)
+Goodput      82% goodput: 6m queued, 4m of training done again after restarts, 3m restarting (2 restarts), 20s scheduling and pulling images, 10s starting up; 2.0 of 2.3 GPU-hours productive
 Checkpoint   epoch 8, 3 kept, written 2m ago: /checkpoints/vision/resnet/checkpoint-epoch-8
 MLflow       http://mlflow/#/experiments/1/runs/r1 (run r1, RUNNING, epoch 9 logged)
 
@@ -47,7 +50,7 @@ Events:
   AGE  TYPE    REASON   MESSAGE
   60m  Normal  Running  Initializing -> Running: 2 of 2 workers running
 
-Workers of attempt 0:
+Workers of attempt 2:
   RANK  POD                  PHASE    NODE   RESTARTS
   0     resnet-worker-0-abc  Running  gpu-1  1
 `

@@ -14,10 +14,11 @@ import (
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.currentEpoch`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.status.workers.active`,priority=1
-// +kubebuilder:printcolumn:name="Loss",type=number,JSONPath=`.status.metrics.loss`,priority=1
-// +kubebuilder:printcolumn:name="Accuracy",type=number,JSONPath=`.status.metrics.accuracy`,priority=1
+// +kubebuilder:printcolumn:name="Loss",type=string,JSONPath=`.status.metrics.display.loss`,priority=1
+// +kubebuilder:printcolumn:name="Accuracy",type=string,JSONPath=`.status.metrics.display.accuracy`,priority=1
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.eta`,priority=1
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`,priority=1
+// +kubebuilder:printcolumn:name="Goodput",type=string,JSONPath=`.status.goodput.percent`,priority=1
 // +kubebuilder:printcolumn:name="MLflow",type=string,JSONPath=`.status.mlflow.url`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 52",message="metadata.name must be a DNS-1035 label of at most 52 characters (it names the workers' host names)"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (self.spec.model == oldSelf.spec.model)",message="spec.model is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.model"

@@ -183,6 +183,88 @@ type TrainingJobStatus struct {
 	// best is the best value of the metric successPolicy.earlyStoppingPatience tracks, and its epoch.
 	// +optional
 	Best *BestMetric `json:"best,omitempty"`
+
+	// goodput is where the job's wall time went since its creation: productive training and each kind of
+	// badput, kept up to date while the job lives (docs/goodput.md).
+	// +optional
+	Goodput *GoodputStatus `json:"goodput,omitempty"`
+}
+
+// Goodput categories: what the job's wall time was spent on (docs/goodput.md maps them to Google's
+// ml-goodput-measurement categories).
+const (
+	GoodputProductive = "Productive"
+	BadputQueued      = "Queued"
+	BadputScheduling  = "Scheduling"
+	BadputStartup     = "Startup"
+	BadputRestart     = "Restart"
+	BadputLostWork    = "LostWork"
+	BadputHang        = "Hang"
+	BadputCheckpoint  = "Checkpoint"
+)
+
+// GoodputStatus accounts the job's wall time. Seconds are kept to the millisecond.
+type GoodputStatus struct {
+	// percent is productive time over all accounted time, for example "82%".
+	// +optional
+	Percent string `json:"percent,omitempty"`
+	// productiveSeconds is time rank 0 advanced the run, less work a restart threw away.
+	// +optional
+	ProductiveSeconds float64 `json:"productiveSeconds,omitempty"`
+	// badputSeconds is the rest, by category.
+	// +optional
+	BadputSeconds BadputSeconds `json:"badputSeconds,omitempty"`
+	// gpuSeconds is GPU time held by the job's running workers; productiveGPUSeconds the productive part.
+	// +optional
+	GPUSeconds float64 `json:"gpuSeconds,omitempty"`
+	// +optional
+	ProductiveGPUSeconds float64 `json:"productiveGPUSeconds,omitempty"`
+	// category is what the job spends its time on now (Productive or a badput category); empty once the
+	// job is over.
+	// +optional
+	// +kubebuilder:validation:Enum=Productive;Queued;Scheduling;Startup;Restart;LostWork;Hang;Checkpoint
+	Category string `json:"category,omitempty"`
+	// accountedTime is the time up to which the seconds are accounted (to the microsecond: it is where
+	// the next accounting starts).
+	// +optional
+	AccountedTime *metav1.MicroTime `json:"accountedTime,omitempty"`
+	// attempt is the attempt the accounting last saw: a new one turns the work since the checkpoint it
+	// resumed from into lost work.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// sinceCheckpointSeconds is productive time of this attempt after its newest checkpoint: what a
+	// restart now would lose.
+	// +optional
+	SinceCheckpointSeconds float64 `json:"sinceCheckpointSeconds,omitempty"`
+	// checkpointReportedSeconds is the trainer's own count of seconds spent saving checkpoints in this
+	// attempt (training_checkpoint_seconds_total), as last read.
+	// +optional
+	CheckpointReportedSeconds float64 `json:"checkpointReportedSeconds,omitempty"`
+}
+
+// BadputSeconds is non-productive time by category.
+type BadputSeconds struct {
+	// queued: waiting for a queue's admission, or suspended.
+	// +optional
+	Queued float64 `json:"queued,omitempty"`
+	// scheduling: the first attempt's workers being created, scheduled, their images pulled.
+	// +optional
+	Scheduling float64 `json:"scheduling,omitempty"`
+	// startup: the first attempt's workers run, and rank 0 has not advanced yet.
+	// +optional
+	Startup float64 `json:"startup,omitempty"`
+	// restart: from a failure (or the action on a hang) to the next attempt's first progress.
+	// +optional
+	Restart float64 `json:"restart,omitempty"`
+	// lostWork: training after the checkpoint a restart resumed from, done again.
+	// +optional
+	LostWork float64 `json:"lostWork,omitempty"`
+	// hang: from rank 0's last progress to the action on a hang.
+	// +optional
+	Hang float64 `json:"hang,omitempty"`
+	// checkpoint: the trainer saving checkpoints, when it reports that time.
+	// +optional
+	Checkpoint float64 `json:"checkpoint,omitempty"`
 }
 
 // BestMetric is the best value seen of a tracked metric.
@@ -222,6 +304,19 @@ type TrainingMetrics struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Epoch int32 `json:"epoch,omitempty"`
+	// display is loss and accuracy as a person reads them, for kubectl get's columns: "0.1569", "93.7%".
+	// +optional
+	Display *MetricsDisplay `json:"display,omitempty"`
+}
+
+// MetricsDisplay holds rounded figures.
+type MetricsDisplay struct {
+	// loss to 4 significant digits.
+	// +optional
+	Loss string `json:"loss,omitempty"`
+	// accuracy in percent, to 0.1.
+	// +optional
+	Accuracy string `json:"accuracy,omitempty"`
 }
 
 // WorkerCounts counts worker pods.

@@ -19,7 +19,7 @@ type trainer struct {
 	g        *group
 	shard    dataset
 	w        []float64
-	progress *progress    // rank 0 only
+	progress *progress    // every rank's; rank 0's reports the run
 	ckpts    *checkpoints // rank 0 only; nil without checkpoints
 	runLog   *runLog      // rank 0 only; nil when the job is not tracked in MLflow
 	ctx      context.Context
@@ -35,12 +35,15 @@ func train(c config) error {
 		return fmt.Errorf("%d samples are too few for %d ranks", c.samples, c.world)
 	}
 	t.ctx = context.Background()
+	// Every rank serves its progress: the operator reads rank 0's, and every rank's once when the run
+	// stalls, to name the one behind.
+	p, err := serveProgress(c.bindAddr(c.metricsPort))
+	if err != nil {
+		return err
+	}
+	t.progress = p
 	if c.rank == 0 {
-		p, err := serveProgress(c.bindAddr(c.metricsPort))
-		if err != nil {
-			return err
-		}
-		t.progress, t.runLog = p, openRunLog()
+		t.runLog = openRunLog()
 		if t.ckpts, err = openCheckpoints(t.ctx, c.checkpointAt); err != nil {
 			return err
 		}
@@ -147,6 +150,9 @@ func (t *trainer) epoch(epoch int) error {
 	for s := first; s < steps; s++ {
 		clear(vec)
 		vec[d] = t.shard.gradient(t.w, s*t.c.batch, min((s+1)*t.c.batch, len(t.shard.x)), vec[:d])
+		// The step counts once this rank's part is done: a rank stuck before it stays a step behind the
+		// others, which wait in the all-reduce.
+		t.progress.set("training_step", float64((epoch-1)*steps+s+1))
 		if err := t.g.allReduce(vec); err != nil {
 			return err
 		}
@@ -155,7 +161,6 @@ func (t *trainer) epoch(epoch int) error {
 		}
 		if t.c.rank == 0 {
 			t.snap.take(epoch-1, int64((epoch-1)*steps+s+1), t.w)
-			t.progress.set("training_step", float64((epoch-1)*steps+s+1))
 		}
 	}
 	loss, correct, n := t.shard.evaluate(t.w)
@@ -164,6 +169,7 @@ func (t *trainer) epoch(epoch int) error {
 		return err
 	}
 	if t.c.rank != 0 {
+		t.progress.set("training_epoch", float64(epoch))
 		return nil
 	}
 	t.runLog.epoch(epoch, time.Since(begin))

@@ -30,6 +30,9 @@ const (
 	SeriesLearningRate = "training_learning_rate"
 	SeriesThroughput   = "training_samples_per_second"
 	SeriesGPUUtil      = "training_gpu_utilization_percent"
+	// SeriesCheckpointSeconds is the seconds the trainer spent saving checkpoints in this attempt (a
+	// counter): goodput's Checkpoint category.
+	SeriesCheckpointSeconds = "training_checkpoint_seconds_total"
 	// SeriesDCGMGPUUtil is the NVIDIA DCGM exporter's GPU utilisation (percent, one series per GPU).
 	SeriesDCGMGPUUtil = "DCGM_FI_DEV_GPU_UTIL"
 	// MaxCustomMetrics bounds status.metrics.custom (the CRD allows 32 entries).
@@ -41,6 +44,7 @@ type Sample struct {
 	Epoch, TotalEpochs, Step, TotalSteps     *float64
 	Loss, Accuracy, LearningRate, Throughput *float64
 	GPUUtilization                           *float64
+	CheckpointSeconds                        *float64
 	// Custom are other single-valued gauges and counters, by name.
 	Custom map[string]float64
 }
@@ -56,7 +60,7 @@ func ParseSample(r io.Reader) (Sample, error) {
 	known := map[string]**float64{
 		SeriesEpoch: &s.Epoch, SeriesEpochsTotal: &s.TotalEpochs, SeriesStep: &s.Step, SeriesStepsTotal: &s.TotalSteps,
 		SeriesLoss: &s.Loss, SeriesAccuracy: &s.Accuracy, SeriesLearningRate: &s.LearningRate,
-		SeriesThroughput: &s.Throughput, SeriesGPUUtil: &s.GPUUtilization,
+		SeriesThroughput: &s.Throughput, SeriesGPUUtil: &s.GPUUtilization, SeriesCheckpointSeconds: &s.CheckpointSeconds,
 	}
 	for name, f := range families {
 		v, ok := familyValue(f)
@@ -189,7 +193,8 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 		next.TotalEpochs = int32(*s.TotalEpochs)
 	}
 	next.Metrics = &mlv1.TrainingMetrics{Loss: s.Loss, Accuracy: s.Accuracy, LearningRate: s.LearningRate,
-		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom), Epoch: next.CurrentEpoch}
+		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom), Epoch: next.CurrentEpoch,
+		Display: display(s.Loss, s.Accuracy)}
 	if !apiequality.Semantic.DeepEqual(progressOf(st), progressOf(next)) {
 		moved := Advanced(st, next, s)
 		*st = *next
@@ -213,6 +218,7 @@ func Advanced(old, next *mlv1.TrainingJobStatus, s Sample) bool {
 	}
 	a, b := metricsOf(old), metricsOf(next)
 	a.GPUUtilization, b.GPUUtilization = nil, nil
+	a.Display, b.Display = nil, nil // loss and accuracy, rounded
 	return !apiequality.Semantic.DeepEqual(a, b) && !apiequality.Semantic.DeepEqual(b, mlv1.TrainingMetrics{})
 }
 
@@ -312,4 +318,24 @@ func SpecEpochs(tj *mlv1.TrainingJob) int32 {
 		return *hp.Epochs
 	}
 	return 0
+}
+
+// display rounds loss (4 significant digits) and accuracy (a percentage to 0.1; a figure over 1 is taken
+// as a percentage already) for kubectl get's columns; nil when rank 0 reports neither.
+func display(loss, accuracy *float64) *mlv1.MetricsDisplay {
+	if loss == nil && accuracy == nil {
+		return nil
+	}
+	d := &mlv1.MetricsDisplay{}
+	if loss != nil && !math.IsNaN(*loss) && !math.IsInf(*loss, 0) {
+		d.Loss = strconv.FormatFloat(*loss, 'g', 4, 64)
+	}
+	if a := accuracy; a != nil && !math.IsNaN(*a) && !math.IsInf(*a, 0) {
+		pct := *a
+		if pct <= 1 {
+			pct *= 100
+		}
+		d.Accuracy = strconv.FormatFloat(pct, 'f', 1, 64) + "%"
+	}
+	return d
 }

@@ -3,6 +3,7 @@ package derive
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,8 @@ func TestApplySample(t *testing.T) {
 	s := Sample{Epoch: ptr.To(2.0), Loss: ptr.To(0.5), Custom: map[string]float64{"training_b": 2, "training_a": 1.5}}
 	ApplySample(&st, tj, s, RateWindow{t0.Time, 0.1}, t0)
 	want := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "20%", CurrentEpoch: 2, ETA: "",
-		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}, Epoch: 2}, LastProgressTime: &t0}
+		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}, Epoch: 2,
+			Display: &mlv1.MetricsDisplay{Loss: "0.5"}}, LastProgressTime: &t0}
 	got := st.DeepCopy()
 	got.Conditions = nil
 	if diff := cmp.Diff(&want, got); diff != "" {
@@ -305,5 +307,25 @@ func TestCrashingSidecarIsNamed(t *testing.T) {
 	c := condition(st, mlv1.ConditionRunning)
 	if c.Reason != "CrashLoopBackOff" || !strings.Contains(c.Message, "rank 0 (pod w-0, container checkpoint-agent) exited with code 1") {
 		t.Errorf("Running condition %+v", c)
+	}
+}
+
+// TestDisplay: loss and accuracy as kubectl get -o wide shows them.
+func TestDisplay(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		loss, accuracy *float64
+		want           *mlv1.MetricsDisplay
+	}{
+		{"neither", nil, nil, nil},
+		{"the issue's figures", ptr.To(0.15692955421071692), ptr.To(0.93701171875), &mlv1.MetricsDisplay{Loss: "0.1569", Accuracy: "93.7%"}},
+		{"a large loss", ptr.To(1234.5678), nil, &mlv1.MetricsDisplay{Loss: "1235"}},
+		{"a tiny loss", ptr.To(0.000012345), nil, &mlv1.MetricsDisplay{Loss: "1.234e-05"}},
+		{"accuracy in percent already", nil, ptr.To(87.25), &mlv1.MetricsDisplay{Accuracy: "87.2%"}},
+		{"NaN loss", ptr.To(math.NaN()), ptr.To(1.0), &mlv1.MetricsDisplay{Accuracy: "100.0%"}},
+	} {
+		if diff := cmp.Diff(tc.want, display(tc.loss, tc.accuracy)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
 	}
 }

@@ -1,8 +1,8 @@
 """Expose a training run's progress to the trainingjob-operator, standard library only.
 
-Rank 0 serves the Prometheus text format on METRICS_PORT (default 8080), bound to POD_IP when set; the
-operator scrapes it into the TrainingJob's status and its own metrics. Other ranks do nothing, so every
-rank can call the same code:
+Every rank serves the Prometheus text format on METRICS_PORT (default 8080), bound to POD_IP when set;
+the operator scrapes rank 0's into the TrainingJob's status and its own metrics, and reads every rank's
+once when the run stalls, to name the rank that is behind. Every rank calls the same code:
 
     from trainingjob_progress import Progress   # or, in the runner package: from trainingjob_runner.progress import Progress
 
@@ -39,7 +39,7 @@ _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class Progress:
-    """Progress of a run; serves /metrics from rank 0 only."""
+    """Progress of a run; serves /metrics on every rank."""
 
     def __init__(self, total_epochs=None, total_steps=None, port=None, host=None, rank=None):
         self.rank = int(os.environ.get("RANK", "0") if rank is None else rank)
@@ -50,8 +50,6 @@ class Progress:
             self._set("total_epochs", total_epochs)
         if total_steps is not None:
             self._set("total_steps", total_steps)
-        if self.rank != 0:
-            return
         port = int(os.environ.get("METRICS_PORT", "8080") if port is None else port)
         host = os.environ.get("POD_IP", "") if host is None else host
         self._server = http.server.ThreadingHTTPServer((host, port), self._handler())
@@ -60,7 +58,7 @@ class Progress:
 
     @property
     def address(self):
-        """(host, port) the endpoint listens on, or None on ranks other than 0."""
+        """(host, port) the endpoint listens on."""
         return self._server.server_address if self._server else None
 
     def report(self, **values):

@@ -25,6 +25,7 @@ func TestHangNamesTheRank(t *testing.T) {
 		name, hangAt string
 		policy       mlv1.FailurePolicy
 		want         []string
+		behind       bool // the stall names rank 1, its pod and its node as behind
 	}{{
 		name: "rendezvous", hangAt: "1:0",
 		policy: mlv1.FailurePolicy{StartupTimeoutSeconds: ptr.To[int32](6), OnHang: mlv1.HangFail},
@@ -33,7 +34,9 @@ func TestHangNamesTheRank(t *testing.T) {
 	}, {
 		name: "mid-run", hangAt: "1:3",
 		policy: mlv1.FailurePolicy{StallTimeoutSeconds: ptr.To[int32](6), OnHang: mlv1.HangFail},
-		want:   []string{"Hung: failurePolicy.onHang Fail: Hang: no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3"},
+		want: []string{"Hung: failurePolicy.onHang Fail: Hang: no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3",
+			"ranks holding the run back: behind the others (rank 0 at step"},
+		behind: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := stacktest.NewNamespace(t, stack.Client, "hang")
@@ -43,7 +46,11 @@ func TestHangNamesTheRank(t *testing.T) {
 			spread(tj)
 			stacktest.Create(t, stack.Client, tj)
 			done := waitForEnd(t, ns, tj.Name, 3*time.Minute)
-			for _, want := range tc.want {
+			want := tc.want
+			if p, ok := workerPods(t, ns, tj.Name, 0)["1"]; tc.behind && ok {
+				want = append(want, fmt.Sprintf("rank 1 (pod %s on node %s) at step", p.Name, p.Spec.NodeName))
+			}
+			for _, want := range want {
 				if done.Status.State != mlv1.StateFailed || !strings.Contains(done.Status.FailureReason, want) {
 					t.Errorf("state %s, failureReason %q: want Failed saying %q", done.Status.State, done.Status.FailureReason, want)
 				}

@@ -101,7 +101,8 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
-			assertEvent(t, tj.Namespace, "ProgressStalled", "no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3")
+			assertEvent(t, tj.Namespace, "ProgressStalled", "no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3",
+				"ranks holding the run back: behind the others (rank 0 at step", "): rank 1 (pod stall-worker-1-")
 			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: Hang: no progress for", "since epoch 2", "starting attempt 1")
 			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
 			assertGone(t, pids)

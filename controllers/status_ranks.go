@@ -1,0 +1,70 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+)
+
+// rankReads bounds how many ranks' endpoints one stall reads at once.
+const rankReads = 8
+
+// ranksProgress reads every running rank's progress endpoint once (a stall is the only time the operator
+// reads ranks other than 0), at most rankReads at a time, each within the scrape timeout.
+func (r *StatusReconciler) ranksProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) []derive.RankProgress {
+	out := make([]derive.RankProgress, len(pods))
+	port := strconv.Itoa(int(builders.MetricsPort(tj)))
+	sem := make(chan struct{}, rankReads)
+	var wg sync.WaitGroup
+	for i := range pods {
+		p := &pods[i]
+		out[i] = derive.RankProgress{Rank: p.Labels[names.RankLabel], Pod: p.Name, Node: p.Spec.NodeName}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s, err := r.readRank(ctx, p.Status.PodIP, port)
+			if err != nil {
+				out[i].Err = err.Error()
+				return
+			}
+			out[i].Step, out[i].Epoch = s.Step, s.Epoch
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// readRank reads one rank's progress endpoint.
+func (r *StatusReconciler) readRank(ctx context.Context, ip, port string) (derive.Sample, error) {
+	if ip == "" {
+		return derive.Sample{}, fmt.Errorf("no pod IP")
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, port)+"/metrics", nil)
+	if err != nil {
+		return derive.Sample{}, err
+	}
+	resp, err := r.HTTP.Do(req)
+	if err != nil {
+		return derive.Sample{}, unwrapURLError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return derive.Sample{}, fmt.Errorf("%s", resp.Status)
+	}
+	return derive.ParseSample(io.LimitReader(resp.Body, maxBody))
+}

@@ -1,0 +1,32 @@
+package derive
+
+import (
+	"testing"
+
+	"k8s.io/utils/ptr"
+)
+
+// TestStragglers: which ranks a stall names.
+func TestStragglers(t *testing.T) {
+	at := func(rank string, step float64) RankProgress {
+		return RankProgress{Rank: rank, Pod: "j-worker-" + rank, Node: "n" + rank, Step: ptr.To(step), Epoch: ptr.To(3.0)}
+	}
+	for _, tc := range []struct {
+		name  string
+		ranks []RankProgress
+		want  string
+	}{
+		{"one behind", []RankProgress{at("0", 180), at("2", 120), at("1", 180)},
+			"ranks holding the run back: behind the others (rank 0, rank 1 at step 180): rank 2 (pod j-worker-2 on node n2) at step 120"},
+		{"one silent", []RankProgress{at("0", 180), {Rank: "1", Pod: "j-worker-1", Node: "n1", Err: "connection refused"}},
+			"ranks holding the run back: not answering: rank 1 (pod j-worker-1 on node n1): connection refused"},
+		{"all equal", []RankProgress{at("0", 50), at("1", 50)}, "every rank reports step 50: none is behind"},
+		{"epochs only", []RankProgress{{Rank: "0", Pod: "p0", Node: "n0", Epoch: ptr.To(4.0)}, {Rank: "1", Pod: "p1", Epoch: ptr.To(3.0)}},
+			"ranks holding the run back: behind the others (rank 0 at epoch 4): rank 1 (pod p1 on node <none>) at epoch 3"},
+		{"nothing reported", []RankProgress{{Rank: "0", Pod: "p0", Err: "timeout"}}, ""},
+	} {
+		if got := Stragglers(tc.ranks); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
