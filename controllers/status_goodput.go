@@ -50,4 +50,6 @@ func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus, now t
 	return !apiequality.Semantic.DeepEqual(old, cur)
 }
 
-func (r *StatusReconciler) goodputInterval() time.Duration { return orDefault(r.GoodputInterval, defaultGoodputInterval) }
+func (r *StatusReconciler) goodputInterval() time.Duration {
+	return orDefault(r.GoodputInterval, defaultGoodputInterval)
+}

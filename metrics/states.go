@@ -22,7 +22,7 @@ var (
 	badputDesc = prometheus.NewDesc("trainingjob_badput_seconds_total",
 		"Seconds of the job's wall time that did not train the model, by category: queued, scheduling, startup, restart, lost_work, hang, checkpoint.",
 		append(append([]string{}, jobLabels...), "category"), nil)
-	gpuSecondsDesc = prometheus.NewDesc("trainingjob_gpu_seconds_total", "GPU-seconds held by the job's running workers.", jobLabels, nil)
+	gpuSecondsDesc   = prometheus.NewDesc("trainingjob_gpu_seconds_total", "GPU-seconds held by the job's running workers.", jobLabels, nil)
 	goodputRatioDesc = prometheus.NewDesc("trainingjob_goodput_ratio",
 		"Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).", jobLabels, nil)
 )

@@ -21,8 +21,8 @@ func TestStory(t *testing.T) {
 	tj := tjtest.NewTJ("vision", "resnet").Workers(2).GPUs(1).Epochs(20).Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}).Obj()
 	tj.Status = mlv1.TrainingJobStatus{
 		State: mlv1.StateRunning, Progress: "45%", CurrentEpoch: 9, TotalEpochs: 20, ETA: "12m30s", LastProgressTime: at(5 * time.Second),
-		Metrics:    &mlv1.TrainingMetrics{Loss: ptr.To(0.2313), Accuracy: ptr.To(0.9121), Custom: map[string]string{"f1": "0.88"}},
-		Workers:    mlv1.WorkerCounts{Active: 2, Ready: 2}, RestartCount: 2, Attempt: 2,
+		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.2313), Accuracy: ptr.To(0.9121), Custom: map[string]string{"f1": "0.88"}},
+		Workers: mlv1.WorkerCounts{Active: 2, Ready: 2}, RestartCount: 2, Attempt: 2,
 		Goodput: &mlv1.GoodputStatus{Percent: "82%", ProductiveSeconds: 3690, GPUSeconds: 8280, ProductiveGPUSeconds: 7380, Category: mlv1.GoodputProductive,
 			BadputSeconds: mlv1.BadputSeconds{Queued: 360, Restart: 180, LostWork: 240, Scheduling: 20, Startup: 10}},
 		Checkpoint: &mlv1.CheckpointStatus{Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3, LastTime: at(2 * time.Minute)},

@@ -143,7 +143,10 @@ func TestGoodputTimelines(t *testing.T) {
 		{at: 50, change: checkpointed},
 		{at: 80, change: progress},
 		{at: 110, change: stalled},
-		{at: 115, change: func(st *mlv1.TrainingJobStatus, at metav1.Time) { state(mlv1.StateInitializing, 1)(st, at); unstalled(st, at) }},
+		{at: 115, change: func(st *mlv1.TrainingJobStatus, at metav1.Time) {
+			state(mlv1.StateInitializing, 1)(st, at)
+			unstalled(st, at)
+		}},
 		{at: 125, change: state(mlv1.StateRunning, 1)},
 		{at: 130, change: progress},
 		{at: 200, change: state(mlv1.StateCompleted, 1)},
