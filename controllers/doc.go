@@ -42,7 +42,7 @@ import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 var statusOwners = []statusOwner{
 	{Manager: jobController,
 		Fields: []string{"state", "observedGeneration", "workers", "checkpointStorage", "startTime", "completionTime",
-			"duration", "failureReason", "restartCount", "attempt", "lastFailure", "avoidedNodes", "lastFailureNode", "inputs"},
+			"duration", "failureReason", "restartCount", "attempt", "lastFailure", "avoidedNodes", "lastFailureNode", "lastFailureTime", "inputs"},
 		Conditions: []string{mlv1.ConditionCreated, mlv1.ConditionRunning, mlv1.ConditionCompleted, mlv1.ConditionFailed,
 			mlv1.ConditionSuspended, mlv1.ConditionRestarting, mlv1.ConditionCheckpointClaimBound, mlv1.ConditionInputsReady}},
 	{Manager: statusController,

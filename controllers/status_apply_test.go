@@ -74,7 +74,7 @@ func fullStatus(v int32, types []string) mlv1.TrainingJobStatus {
 		ETA: s + "m", Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(float64(v))}, Workers: mlv1.WorkerCounts{Active: v},
 		Checkpoint: &mlv1.CheckpointStatus{Latest: "c-" + s, Count: v}, CheckpointStorage: &mlv1.CheckpointStorage{Type: mlv1.StorageType("T" + s)},
 		StartTime: &at, CompletionTime: &at, Duration: s + "s", FailureReason: "f" + s, RestartCount: v, Attempt: v, LastFailure: "l" + s,
-		LastProgressTime: &at, CurrentStep: int64(v), AvoidedNodes: []mlv1.AvoidedNode{{Name: "n" + s}}, LastFailureNode: "n" + s, Inputs: []mlv1.InputStatus{{Name: "model", Source: "s3://b/" + s, Bytes: int64(v)}}, MLflow: &mlv1.MLflowStatus{TrackingURI: "http://m" + s, RunID: "r" + s}, Best: &mlv1.BestMetric{Metric: "loss", Value: float64(v), Epoch: v},
+		LastProgressTime: &at, CurrentStep: int64(v), AvoidedNodes: []mlv1.AvoidedNode{{Name: "n" + s}}, LastFailureNode: "n" + s, LastFailureTime: &at, Inputs: []mlv1.InputStatus{{Name: "model", Source: "s3://b/" + s, Bytes: int64(v)}}, MLflow: &mlv1.MLflowStatus{TrackingURI: "http://m" + s, RunID: "r" + s}, Best: &mlv1.BestMetric{Metric: "loss", Value: float64(v), Epoch: v},
 		Goodput: &mlv1.GoodputStatus{ProductiveSeconds: float64(v), Category: mlv1.GoodputProductive}}
 	for _, c := range types {
 		st.Conditions = append(st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R" + s, Message: "m" + s, LastTransitionTime: at})

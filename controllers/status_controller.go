@@ -100,7 +100,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	hung := r.watchHang(ctx, tj, now)
 	r.accountGoodput(tj, old, now)
 	if !finished(tj) {
-		res = minResult(res, reconcile.Result{RequeueAfter: r.goodputInterval()})
+		res = minResult(res, reconcile.Result{RequeueAfter: r.goodputInterval(tj)})
 	}
 	written, wres, err := applyStatus(ctx, r.Client, tj, old, statusController)
 	if hung && written && r.Recorder != nil {

@@ -19,10 +19,14 @@ const defaultGoodputInterval = 30 * time.Second
 // accounted again by the next reconcile.
 func (r *StatusReconciler) accountGoodput(tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus, now time.Time) {
 	next := derive.AccountGoodput(tj, r.checkpointSeconds(tj), now)
-	if goodputDue(old, tj.Status, next, now, r.goodputInterval()) {
+	if goodputDue(old, tj.Status, next, now, r.goodputInterval(tj)) {
 		tj.Status.Goodput = next
 	}
 }
+
+// waitingGoodputFactor: a job that waits (queued, suspended) has its goodput written this many times less
+// often: it changes category only on an event, which is accounted at once, and thousands may wait.
+const waitingGoodputFactor = 10
 
 // checkpointSeconds is what the current attempt's rank 0 last reported having spent saving checkpoints,
 // nil when it reports none or the last sample is older than the attempt's workers.
@@ -50,6 +54,11 @@ func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus, now t
 	return !apiequality.Semantic.DeepEqual(old, cur)
 }
 
-func (r *StatusReconciler) goodputInterval() time.Duration {
-	return orDefault(r.GoodputInterval, defaultGoodputInterval)
+// goodputInterval is how often the job's goodput is written when nothing else changes.
+func (r *StatusReconciler) goodputInterval(tj *mlv1.TrainingJob) time.Duration {
+	every := orDefault(r.GoodputInterval, defaultGoodputInterval)
+	if c, _ := derive.GoodputCategory(tj); c == mlv1.BadputQueued {
+		every *= waitingGoodputFactor
+	}
+	return every
 }

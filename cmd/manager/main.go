@@ -91,7 +91,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.inputsCache, "inputs-cache", string(mlv1.InputsCacheShared), "input cache of jobs whose inputs.cache is unset: Shared (a claim per job, ReadWriteMany with more than one worker) or PerNode (--inputs-node-cache-dir on each node)")
 	fs.StringVar(&c.inputsNodeCacheDir, "inputs-node-cache-dir", "", "absolute directory on every node for PerNode input caches (a hostPath written as root, a directory per job); empty: PerNode jobs are refused")
 	fs.DurationVar(&c.inputsNodeCacheTTL, "inputs-node-cache-ttl", 0, "remove a job's directory from a node's input cache once no rank has started with it for this long; 0 keeps them")
-	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second, "how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once)")
+	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second, "how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once); 10 times less often for queued and suspended jobs")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")

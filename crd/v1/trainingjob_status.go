@@ -168,6 +168,11 @@ type TrainingJobStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	LastFailureNode string `json:"lastFailureNode,omitempty"`
 
+	// lastFailureTime is when the rank whose exit caused the latest gang restart ended, as its kubelet
+	// reported it (to the second); unset when the restart had no such exit (a hang, a lost node).
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
+
 	// inputs are the model and dataset sources fetched into the input cache, as rank 0's init container
 	// last reported them.
 	// +optional

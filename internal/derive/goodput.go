@@ -100,6 +100,10 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 		a.move(g.Category, category, seconds(now.Sub(since))) // known only now: the hang began at the last progress
 	}
 	if tj.Status.Attempt != g.Attempt {
+		if t := tj.Status.LastFailureTime; t != nil && g.Category != "" {
+			// From the failing rank's exit to this step the run did not train: restart overhead.
+			a.move(g.Category, mlv1.BadputRestart, seconds(now.Sub(midSecond(t.Time))))
+		}
 		a.move(mlv1.GoodputProductive, mlv1.BadputLostWork, g.SinceCheckpointSeconds) // the next attempt does it again
 		g.SinceCheckpointSeconds, g.CheckpointReportedSeconds, g.Attempt = 0, 0, tj.Status.Attempt
 	}
@@ -163,8 +167,17 @@ func boundSinceCheckpoint(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, now time.
 		return
 	}
 	if c := tj.Status.Checkpoint; c != nil && c.LastTime != nil {
-		g.SinceCheckpointSeconds = math.Max(0, math.Min(g.SinceCheckpointSeconds, seconds(now.Sub(c.LastTime.Time))))
+		g.SinceCheckpointSeconds = math.Max(0, math.Min(g.SinceCheckpointSeconds, seconds(now.Sub(midSecond(c.LastTime.Time)))))
 	}
+}
+
+// midSecond is a time the status keeps to the second (cut down to it) taken at the middle of that second:
+// the estimate without bias, where the goodput adds up many such times.
+func midSecond(t time.Time) time.Time {
+	if t.Truncate(time.Second).Equal(t) {
+		return t.Add(500 * time.Millisecond)
+	}
+	return t
 }
 
 // accounting adds and moves seconds between categories, GPU-seconds with them.

@@ -123,24 +123,28 @@ func TestGoodputTimelines(t *testing.T) {
 		{at: 60, change: progress},
 		{at: 115, change: state(mlv1.StateCompleted, 0)},
 	}
-	// A rank fails at 80 s (last checkpoint at 50 s); attempt 1 runs at 95 s, advances at 98 s.
+	// A rank exits at 79.5 s (the kubelet says 79 s: the middle of that second is taken), the restart is
+	// decided at 80 s (last checkpoint at 50.5 s, kept as 50 s); attempt 1 runs at 95 s, advances at 98 s.
 	restart := timeline{
 		{at: 0, change: state(mlv1.StateInitializing, 0)},
 		{at: 10, change: state(mlv1.StateRunning, 0)},
 		{at: 12, change: progress},
-		{at: 50, change: checkpointed},
+		{at: 50.5, change: checkpointed},
 		{at: 70, change: progress},
-		{at: 80, change: state(mlv1.StateInitializing, 1)},
+		{at: 80, change: func(st *mlv1.TrainingJobStatus, at metav1.Time) {
+			state(mlv1.StateInitializing, 1)(st, at)
+			st.LastFailureTime = &metav1.Time{Time: at.Add(-700 * time.Millisecond).Truncate(time.Second)} // as stored
+		}},
 		{at: 95, change: state(mlv1.StateRunning, 1)},
 		{at: 98, change: progress},
 		{at: 200, change: state(mlv1.StateCompleted, 1)},
 	}
-	// Rank 0 last advances at 80 s; the hang is seen at 110 s and acted on at 115 s (checkpoint at 50 s).
+	// Rank 0 last advances at 80 s; the hang is seen at 110 s and acted on at 115 s (checkpoint at 50.5 s).
 	hang := timeline{
 		{at: 0, change: state(mlv1.StateInitializing, 0)},
 		{at: 10, change: state(mlv1.StateRunning, 0)},
 		{at: 12, change: progress},
-		{at: 50, change: checkpointed},
+		{at: 50.5, change: checkpointed},
 		{at: 80, change: progress},
 		{at: 110, change: stalled},
 		{at: 115, change: func(st *mlv1.TrainingJobStatus, at metav1.Time) {
@@ -190,9 +194,9 @@ func TestGoodputTimelines(t *testing.T) {
 		{"scheduling, startup, productive", plain, "", 1, want{"Scheduling": 10, "Startup": 5, "Productive": 100}, "86%"},
 		{"the same, accounted only at the changes", plain, "", 0, want{"Scheduling": 10, "Startup": 5, "Productive": 100}, "86%"},
 		{"a restart: lost work since the checkpoint, restart overhead", restart, "", 1,
-			want{"Scheduling": 10, "Startup": 2, "Productive": 38 + 102, "LostWork": 30, "Restart": 18}, "70%"},
+			want{"Scheduling": 10, "Startup": 2, "Productive": 38.5 + 102, "LostWork": 29, "Restart": 18.5}, "70%"},
 		{"a hang, acted on: the hang from the last progress, lost work before it", hang, "", 1,
-			want{"Scheduling": 10, "Startup": 2, "Productive": 38 + 70, "LostWork": 30, "Hang": 35, "Restart": 15}, "54%"},
+			want{"Scheduling": 10, "Startup": 2, "Productive": 38.5 + 70, "LostWork": 29.5, "Hang": 35, "Restart": 15}, "54%"},
 		{"queued by Kueue, then suspended", queued, "team-a", 1,
 			want{"Queued": 60 + 30, "Scheduling": 2, "Startup": 1, "Productive": 18, "LostWork": 17, "Restart": 2}, "13%"},
 		{"an operator down while the workers started: split where the Running condition changed (their startup counts as productive)", operatorDown, "", 1,

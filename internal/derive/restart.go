@@ -73,6 +73,8 @@ type failure struct {
 	avoidNode bool
 	// inputs: the exit is the fetch-inputs init container's (a model or dataset source failed).
 	inputs bool
+	// at is when the failing rank's container ended; zero when the failure is no exit.
+	at time.Time
 }
 
 // failedAttempt decides what the failed Job of the current attempt means. With restartPolicy Gang a
@@ -120,6 +122,10 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	avoidNodes(tj, st, f)
 	st.Attempt++
 	st.LastFailure = truncate(f.what, 2048)
+	st.LastFailureTime = nil
+	if !f.at.IsZero() {
+		st.LastFailureTime = &metav1.Time{Time: f.at}
+	}
 	st.Workers = mlv1.WorkerCounts{}
 	if f.kind == retryable {
 		st.RestartCount++
@@ -202,7 +208,7 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 // exitFailure is what rules match of a rank's exit.
 func exitFailure(tj *mlv1.TrainingJob, e *rankExit, logs map[string]string) failure {
 	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName,
-		inputs: e.container == names.InputsContainerName}
+		inputs: e.container == names.InputsContainerName, at: e.t.FinishedAt.Time}
 	if e.t.Reason == "OOMKilled" {
 		f.class = mlv1.FailureOOM
 	}

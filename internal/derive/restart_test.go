@@ -1,6 +1,7 @@
 package derive
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +108,11 @@ func TestFailedAttempt(t *testing.T) {
 			want := []any{tc.wantState, tc.wantReason, tc.wantAttempt, tc.wantRestarts, tc.wantMessage}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("state, reason, attempt, restartCount, message (-want +got):\n%s", diff)
+			}
+			// A restart after a rank's exit records when it ended (goodput's restart begins there).
+			if first := firstExit(tc.obs.ended()); st.Attempt > 0 && first != nil && !first.t.FinishedAt.IsZero() && strings.Contains(st.LastFailure, "exited with code") &&
+				(st.LastFailureTime == nil || !st.LastFailureTime.Equal(&first.t.FinishedAt)) {
+				t.Errorf("lastFailureTime %v, want the first exit's %v", st.LastFailureTime, first.t.FinishedAt)
 			}
 			// Derived again from the same observation (a stale cache), a restart is not counted twice: the
 			// old attempt's Job is no longer the current one's.

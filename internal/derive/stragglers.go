@@ -31,14 +31,14 @@ func Stragglers(ranks []RankProgress) string {
 			best = v
 		}
 	}
-	var behind, silent, ahead []string
+	var behind, silent, none, ahead []string
 	for _, r := range ranks {
 		where := fmt.Sprintf("rank %s (pod %s on node %s)", r.Rank, r.Pod, orNone(r.Node))
 		switch v := value(r); {
 		case r.Err != "":
 			silent = append(silent, where+": "+r.Err)
 		case v == nil:
-			silent = append(silent, where+": reports no "+unit)
+			none = append(none, where)
 		case *v < *best:
 			behind = append(behind, fmt.Sprintf("%s at %s %s", where, unit, num(*v)))
 		default:
@@ -51,6 +51,9 @@ func Stragglers(ranks []RankProgress) string {
 	var parts []string
 	if len(behind) > 0 {
 		parts = append(parts, fmt.Sprintf("behind the others (%s at %s %s): %s", strings.Join(ahead, ", "), unit, num(*best), strings.Join(behind, ", ")))
+	}
+	if len(none) > 0 {
+		parts = append(parts, fmt.Sprintf("reporting no %s yet: %s", unit, strings.Join(none, ", ")))
 	}
 	if len(silent) > 0 {
 		parts = append(parts, "not answering: "+strings.Join(silent, ", "))

@@ -71,6 +71,14 @@ func TestGoodputUnderFaults(t *testing.T) {
 		}
 	}
 	assertGoodputSeries(t, got)
+	plugins := buildPlugin(t)
+	for _, args := range [][]string{{"get", "tj", name, "-n", ns, "-o", "wide"}, {"trainingjob", "status", name, "-n", ns}} {
+		out, err := kubectlCmd(t, plugins, args...)
+		if err != nil || !strings.Contains(strings.ToLower(out), got.Status.Goodput.Percent+" goodput") && args[0] == "trainingjob" {
+			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+	}
 }
 
 var categories = []string{mlv1.GoodputProductive, mlv1.BadputScheduling, mlv1.BadputStartup, mlv1.BadputRestart, mlv1.BadputLostWork, mlv1.BadputHang, mlv1.BadputCheckpoint, mlv1.BadputQueued}
