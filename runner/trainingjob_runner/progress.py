@@ -1,8 +1,10 @@
 """Expose a training run's progress to the trainingjob-operator, standard library only.
 
-Every rank serves the Prometheus text format on METRICS_PORT (default 8080), bound to POD_IP when set;
-the operator scrapes rank 0's into the TrainingJob's status and its own metrics, and reads every rank's
-once when the run stalls, to name the rank that is behind. Every rank calls the same code:
+The first process of every worker pod (LOCAL_RANK 0, or no LOCAL_RANK) serves the Prometheus text format
+on METRICS_PORT (default 8080), bound to POD_IP when set (Open MPI's and MPICH's local ranks count too); the operator scrapes rank 0's into the
+TrainingJob's status and its own metrics, and reads every pod's once when the run stalls, to name the one
+that is behind. The other processes of a pod (torchrun's local ranks) do nothing, so every process calls
+the same code:
 
     from trainingjob_progress import Progress   # or, in the runner package: from trainingjob_runner.progress import Progress
 
@@ -21,6 +23,7 @@ import http.server
 import math
 import os
 import re
+import sys
 import threading
 
 __all__ = ["Progress"]
@@ -37,9 +40,12 @@ _KNOWN = {
 }
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
+# A process's rank within its pod, as torchrun, Open MPI and MPICH set it: only the pod's first serves.
+_LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+
 
 class Progress:
-    """Progress of a run; serves /metrics on every rank."""
+    """Progress of a run; serves /metrics from each pod's first process."""
 
     def __init__(self, total_epochs=None, total_steps=None, port=None, host=None, rank=None):
         self.rank = int(os.environ.get("RANK", "0") if rank is None else rank)
@@ -50,15 +56,21 @@ class Progress:
             self._set("total_epochs", total_epochs)
         if total_steps is not None:
             self._set("total_steps", total_steps)
+        if any(os.environ.get(v, "0") != "0" for v in _LOCAL_RANK_VARS):
+            return  # the pod's first process serves its endpoint
         port = int(os.environ.get("METRICS_PORT", "8080") if port is None else port)
         host = os.environ.get("POD_IP", "") if host is None else host
-        self._server = http.server.ThreadingHTTPServer((host, port), self._handler())
+        try:
+            self._server = http.server.ThreadingHTTPServer((host, port), self._handler())
+        except OSError as e:  # another process of the pod serves it (a launcher this helper does not know)
+            print("trainingjob_progress: not serving progress on %s:%d: %s" % (host, port, e), file=sys.stderr)
+            return
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     @property
     def address(self):
-        """(host, port) the endpoint listens on."""
+        """(host, port) the endpoint listens on, or None in a pod's other processes."""
         return self._server.server_address if self._server else None
 
     def report(self, **values):

@@ -50,6 +50,7 @@ func TestHangNamesTheRank(t *testing.T) {
 			if p, ok := workerPods(t, ns, tj.Name, 0)["1"]; tc.behind && ok {
 				want = append(want, fmt.Sprintf("rank 1 (pod %s on node %s) at step", p.Name, p.Spec.NodeName))
 			}
+			t.Logf("failureReason: %s", done.Status.FailureReason)
 			for _, want := range want {
 				if done.Status.State != mlv1.StateFailed || !strings.Contains(done.Status.FailureReason, want) {
 					t.Errorf("state %s, failureReason %q: want Failed saying %q", done.Status.State, done.Status.FailureReason, want)
