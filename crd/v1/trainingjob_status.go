@@ -233,6 +233,10 @@ type GoodputStatus struct {
 	// the next accounting starts).
 	// +optional
 	AccountedTime *metav1.MicroTime `json:"accountedTime,omitempty"`
+	// gpus is the GPUs the job's running workers held at accountedTime: what the time after it is counted
+	// with in gpuSeconds.
+	// +optional
+	GPUs int32 `json:"gpus,omitempty"`
 	// attempt is the attempt the accounting last saw: a new one turns the work since the checkpoint it
 	// resumed from into lost work.
 	// +optional

@@ -84,7 +84,7 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 			now = *end
 		}
 	}
-	a := accounting{g: g, gpus: float64(activeWorkers(tj) * builders.GPUsPerWorker(tj))}
+	a := accounting{g: g, gpus: float64(g.GPUs)} // held since the last step
 	from := g.AccountedTime.Time
 	switch {
 	case since.After(from) && since.Before(now): // the change is older than this step: split at it
@@ -116,7 +116,7 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 		g.CheckpointReportedSeconds = *checkpointSeconds
 	}
 	boundSinceCheckpoint(tj, g, now, category)
-	g.Category = category
+	g.Category, g.GPUs = category, activeWorkers(tj)*builders.GPUsPerWorker(tj)
 	g.Percent = goodputPercent(g)
 	return g
 }
@@ -127,7 +127,8 @@ func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1
 	if g := tj.Status.Goodput; g != nil && g.AccountedTime != nil {
 		return g.DeepCopy()
 	}
-	g := &mlv1.GoodputStatus{AccountedTime: &metav1.MicroTime{Time: tj.CreationTimestamp.Time}, Category: category, Attempt: tj.Status.Attempt}
+	g := &mlv1.GoodputStatus{AccountedTime: &metav1.MicroTime{Time: tj.CreationTimestamp.Time}, Category: category, Attempt: tj.Status.Attempt,
+		GPUs: activeWorkers(tj) * builders.GPUsPerWorker(tj)}
 	switch {
 	case category == "":
 		return nil

@@ -216,3 +216,19 @@ func TestGoodputTimelines(t *testing.T) {
 		})
 	}
 }
+
+// TestGoodputGPUSeconds: GPU-seconds held by the active workers, and the productive part.
+func TestGoodputGPUSeconds(t *testing.T) {
+	tl := timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)}, // 4 workers active from the start
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 15, change: progress},
+		{at: 115, change: state(mlv1.StateCompleted, 0)},
+	}
+	tj := tjtest.NewTJ("ml", "a").GPUs(2).Obj()
+	tj.CreationTimestamp = metav1.NewTime(time.Unix(1_000_000, 0))
+	g := tl.play(tj, 1)
+	if got, want := []float64{g.GPUSeconds, g.ProductiveGPUSeconds}, []float64{4 * 2 * 115, 4 * 2 * 100}; !cmp.Equal(got, want) {
+		t.Errorf("GPU-seconds held, productive = %v, want %v", got, want)
+	}
+}
