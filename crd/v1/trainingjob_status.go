@@ -219,9 +219,10 @@ type GoodputStatus struct {
 	// badputSeconds is the rest, by category.
 	// +optional
 	BadputSeconds BadputSeconds `json:"badputSeconds,omitempty"`
-	// gpuSeconds is GPU time held by the job's running workers; productiveGPUSeconds the productive part.
+	// gpuSeconds is GPU time held by the job's running workers.
 	// +optional
 	GPUSeconds float64 `json:"gpuSeconds,omitempty"`
+	// productiveGPUSeconds is the productive part of gpuSeconds.
 	// +optional
 	ProductiveGPUSeconds float64 `json:"productiveGPUSeconds,omitempty"`
 	// category is what the job spends its time on now (Productive or a badput category); empty once the
@@ -253,25 +254,26 @@ type GoodputStatus struct {
 
 // BadputSeconds is non-productive time by category.
 type BadputSeconds struct {
-	// queued: waiting for a queue's admission, or suspended.
+	// queued is time waiting for a queue's admission, or suspended.
 	// +optional
 	Queued float64 `json:"queued,omitempty"`
-	// scheduling: the first attempt's workers being created, scheduled, their images pulled.
+	// scheduling is time the first attempt's workers were created, scheduled, their images pulled.
 	// +optional
 	Scheduling float64 `json:"scheduling,omitempty"`
-	// startup: the first attempt's workers run, and rank 0 has not advanced yet.
+	// startup is time the first attempt's workers ran before rank 0 first advanced.
 	// +optional
 	Startup float64 `json:"startup,omitempty"`
-	// restart: from a failure (or the action on a hang) to the next attempt's first progress.
+	// restart is time from a failing rank's exit (or the action on a hang) to the next attempt's first
+	// progress.
 	// +optional
 	Restart float64 `json:"restart,omitempty"`
-	// lostWork: training after the checkpoint a restart resumed from, done again.
+	// lostWork is training after the checkpoint a restart resumed from, done again.
 	// +optional
 	LostWork float64 `json:"lostWork,omitempty"`
-	// hang: from rank 0's last progress to the action on a hang.
+	// hang is time from rank 0's last progress to the action on a hang.
 	// +optional
 	Hang float64 `json:"hang,omitempty"`
-	// checkpoint: the trainer saving checkpoints, when it reports that time.
+	// checkpoint is time the trainer spent saving checkpoints, when it reports it.
 	// +optional
 	Checkpoint float64 `json:"checkpoint,omitempty"`
 }

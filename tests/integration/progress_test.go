@@ -163,7 +163,8 @@ func TestProgressInStatusAndMetrics(t *testing.T) {
 			return err
 		}
 		want := mlv1.TrainingMetrics{Loss: ptr.To(0.5), Accuracy: ptr.To(0.8), LearningRate: ptr.To(0.01), Throughput: ptr.To(1200.0),
-			GPUUtilization: ptr.To(75.0), Custom: map[string]string{"training_perplexity": "12.5"}, Epoch: 3}
+			GPUUtilization: ptr.To(75.0), Custom: map[string]string{"training_perplexity": "12.5"}, Epoch: 3,
+			Display: &mlv1.MetricsDisplay{Loss: "0.5", Accuracy: "80.0%"}}
 		if got.Status.Progress != "30%" || got.Status.CurrentEpoch != 3 || got.Status.Metrics == nil || got.Status.LastProgressTime == nil {
 			return fmt.Errorf("status progress %q epoch %d metrics %+v", got.Status.Progress, got.Status.CurrentEpoch, got.Status.Metrics)
 		}
@@ -179,7 +180,7 @@ func TestProgressInStatusAndMetrics(t *testing.T) {
 	if diff := cmp.Diff([]any{"progress", "Running", "30%", float64(3)}, row[:4]); diff != "" {
 		t.Errorf("kubectl get tj columns (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]any{0.5, 0.8}, row[6:8]); diff != "" {
+	if diff := cmp.Diff([]any{"0.5", "80.0%"}, row[6:8]); diff != "" { // as a person reads them
 		t.Errorf("kubectl get tj -o wide LOSS, ACCURACY (-want +got):\n%s", diff)
 	}
 	wantGauges := map[string]float64{
