@@ -63,7 +63,7 @@ func pick(cond bool, a, b string) string {
 	return b
 }
 
-// progressedInAttempt: rank 0 has advanced since the current attempt's workers all ran.
+// ProgressedInAttempt: rank 0 has advanced since the current attempt's workers all ran.
 func ProgressedInAttempt(st *mlv1.TrainingJobStatus) bool {
 	running := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
 	return st.LastProgressTime != nil && (running == nil || !st.LastProgressTime.Before(&running.LastTransitionTime))
@@ -100,25 +100,38 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 		a.move(g.Category, category, seconds(now.Sub(since))) // known only now: the hang began at the last progress
 	}
 	if tj.Status.Attempt != g.Attempt {
-		if t := tj.Status.LastFailureTime; t != nil && g.Category != "" {
-			// From the failing rank's exit to this step the run did not train: restart overhead.
-			a.move(g.Category, mlv1.BadputRestart, seconds(now.Sub(midSecond(t.Time))))
-		}
-		a.move(mlv1.GoodputProductive, mlv1.BadputLostWork, g.SinceCheckpointSeconds) // the next attempt does it again
-		g.SinceCheckpointSeconds, g.CheckpointReportedSeconds, g.Attempt = 0, 0, tj.Status.Attempt
+		a.endAttempt(tj, now)
 	}
 	if checkpointSeconds != nil {
-		d := *checkpointSeconds - g.CheckpointReportedSeconds
-		if *checkpointSeconds < g.CheckpointReportedSeconds {
-			d = *checkpointSeconds // the trainer restarted its count
-		}
-		a.move(mlv1.GoodputProductive, mlv1.BadputCheckpoint, d)
-		g.CheckpointReportedSeconds = *checkpointSeconds
+		a.checkpointSaves(*checkpointSeconds)
 	}
 	boundSinceCheckpoint(tj, g, now, category)
 	g.Category, g.GPUs = category, activeWorkers(tj)*builders.GPUsPerWorker(tj)
 	g.Percent = goodputPercent(g)
 	return g
+}
+
+// endAttempt accounts the end of the attempt the accounting last saw: from the failing rank's exit to now
+// the run did not train (restart overhead), and its training since the newest checkpoint is lost: the
+// next attempt does it again.
+func (a accounting) endAttempt(tj *mlv1.TrainingJob, now time.Time) {
+	g := a.g
+	if t := tj.Status.LastFailureTime; t != nil && g.Category != "" {
+		a.move(g.Category, mlv1.BadputRestart, seconds(now.Sub(midSecond(t.Time))))
+	}
+	a.move(mlv1.GoodputProductive, mlv1.BadputLostWork, g.SinceCheckpointSeconds)
+	g.SinceCheckpointSeconds, g.CheckpointReportedSeconds, g.Attempt = 0, 0, tj.Status.Attempt
+}
+
+// checkpointSaves moves what the trainer newly reports having spent saving checkpoints (reported: its
+// count for this attempt) from productive to checkpoint.
+func (a accounting) checkpointSaves(reported float64) {
+	d := reported - a.g.CheckpointReportedSeconds
+	if reported < a.g.CheckpointReportedSeconds {
+		d = reported // the trainer restarted its count
+	}
+	a.move(mlv1.GoodputProductive, mlv1.BadputCheckpoint, d)
+	a.g.CheckpointReportedSeconds = reported
 }
 
 // startAccounting is a copy of the status's accounting, or a new one: from the job's creation when it
