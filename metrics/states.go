@@ -85,7 +85,7 @@ func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob) {
 		ch <- prometheus.MustNewConstMetric(badputDesc, prometheus.CounterValue, v, ns, name, category)
 	}
 	ch <- prometheus.MustNewConstMetric(gpuSecondsDesc, prometheus.CounterValue, g.GPUSeconds, ns, name)
-	if total := g.ProductiveSeconds + sum(BadputByLabel(g.BadputSeconds)); total > 0 {
+	if total := g.AccountedSeconds(); total > 0 {
 		ch <- prometheus.MustNewConstMetric(goodputRatioDesc, prometheus.GaugeValue, g.ProductiveSeconds/total, ns, name)
 	}
 }
@@ -100,14 +100,6 @@ func SecuredGoodput(g *mlv1.GoodputStatus) float64 {
 func BadputByLabel(b mlv1.BadputSeconds) map[string]float64 {
 	return map[string]float64{"queued": b.Queued, "scheduling": b.Scheduling, "startup": b.Startup, "restart": b.Restart,
 		"lost_work": b.LostWork, "hang": b.Hang, "checkpoint": b.Checkpoint}
-}
-
-func sum(m map[string]float64) float64 {
-	var s float64
-	for _, v := range m {
-		s += v
-	}
-	return s
 }
 
 // CountByState counts jobs by [namespace, state]; every state appears for every namespace seen, so a

@@ -252,6 +252,12 @@ type GoodputStatus struct {
 	CheckpointReportedSeconds float64 `json:"checkpointReportedSeconds,omitempty"`
 }
 
+// AccountedSeconds is all the time the goodput accounts: productive and every badput category.
+func (g *GoodputStatus) AccountedSeconds() float64 {
+	b := g.BadputSeconds
+	return g.ProductiveSeconds + b.Queued + b.Scheduling + b.Startup + b.Restart + b.LostWork + b.Hang + b.Checkpoint
+}
+
 // BadputSeconds is non-productive time by category.
 type BadputSeconds struct {
 	// queued is time waiting for a queue's admission, or suspended.

@@ -248,14 +248,9 @@ func (a accounting) slot(category string) *float64 {
 	return &a.g.ProductiveSeconds
 }
 
-// BadputTotal is the seconds of every badput category together.
-func BadputTotal(b mlv1.BadputSeconds) float64 {
-	return b.Queued + b.Scheduling + b.Startup + b.Restart + b.LostWork + b.Hang + b.Checkpoint
-}
-
 // goodputPercent is productive time over all accounted time, rounded down: "82%"; "" before any time.
 func goodputPercent(g *mlv1.GoodputStatus) string {
-	total := g.ProductiveSeconds + BadputTotal(g.BadputSeconds)
+	total := g.AccountedSeconds()
 	if total <= 0 {
 		return ""
 	}
