@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -163,22 +165,32 @@ func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob) (de
 	if err != nil {
 		return derive.Sample{}, err
 	}
+	url := "http://" + addr + "/metrics"
+	body, err := r.readEndpoint(ctx, url)
+	if err != nil {
+		return derive.Sample{}, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return derive.ParseSample(bytes.NewReader(body))
+}
+
+// readEndpoint GETs a rank's progress endpoint within the scrape timeout and returns at most maxBody of
+// its answer; an answer other than 200 is an error saying its status.
+func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	url := "http://" + addr + "/metrics"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return derive.Sample{}, err
+		return nil, err
 	}
 	resp, err := r.HTTP.Do(req)
 	if err != nil {
-		return derive.Sample{}, fmt.Errorf("GET %s: %w", url, unwrapURLError(err))
+		return nil, unwrapURLError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return derive.Sample{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, errors.New(resp.Status)
 	}
-	return derive.ParseSample(io.LimitReader(resp.Body, maxBody))
+	return io.ReadAll(io.LimitReader(resp.Body, maxBody))
 }
 
 // setProgressGauges sets the per-job gauges rank 0's figures feed.

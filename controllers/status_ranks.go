@@ -1,11 +1,10 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 
@@ -52,19 +51,9 @@ func (r *StatusReconciler) readRank(ctx context.Context, ip, port string) (deriv
 	if ip == "" {
 		return derive.Sample{}, fmt.Errorf("no pod IP")
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, port)+"/metrics", nil)
+	body, err := r.readEndpoint(ctx, "http://"+net.JoinHostPort(ip, port)+"/metrics")
 	if err != nil {
 		return derive.Sample{}, err
 	}
-	resp, err := r.HTTP.Do(req)
-	if err != nil {
-		return derive.Sample{}, unwrapURLError(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return derive.Sample{}, fmt.Errorf("%s", resp.Status)
-	}
-	return derive.ParseSample(io.LimitReader(resp.Body, maxBody))
+	return derive.ParseSample(bytes.NewReader(body))
 }
