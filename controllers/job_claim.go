@@ -101,17 +101,14 @@ func claimWaiting(obs derive.Observed) bool {
 // model or dataset source is fetched, and observes it: the claim and, while it is not bound, its newest
 // event. A PerNode cache needs no claim, but the operator's node cache directory.
 func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
-	if len(builders.FetchedInputs(tj)) == 0 {
-		return nil
+	switch {
+	case builders.SharedInputsCache(tj, r.Options):
+		var err error
+		obs.InputsClaim, obs.InputsClaimEvent, err = r.observeClaim(ctx, tj, builders.InputsCacheClaim(tj), true)
+		return err
+	case len(builders.FetchedInputs(tj)) > 0 && r.Options.InputsNodeCacheDir == "": // PerNode
+		return &missingAPIError{errors.New("inputs.cache is PerNode, but this operator keeps no input cache on the nodes: " +
+			"the platform turns it on with --inputs-node-cache-dir (the chart's inputs.nodeCacheDir); or set inputs.cache: Shared with a StorageClass that offers ReadWriteMany")}
 	}
-	if builders.InputsCacheMode(tj, r.Options) == mlv1.InputsCachePerNode {
-		if r.Options.InputsNodeCacheDir == "" {
-			return &missingAPIError{errors.New("inputs.cache is PerNode, but this operator keeps no input cache on the nodes: " +
-				"the platform turns it on with --inputs-node-cache-dir (the chart's inputs.nodeCacheDir); or set inputs.cache: Shared with a StorageClass that offers ReadWriteMany")}
-		}
-		return nil
-	}
-	var err error
-	obs.InputsClaim, obs.InputsClaimEvent, err = r.observeClaim(ctx, tj, builders.InputsCacheClaim(tj), true)
-	return err
+	return nil
 }

@@ -145,9 +145,9 @@ func inputsFlags(c config, opts *builders.Options) error {
 	if opts.InputsCache == mlv1.InputsCachePerNode && c.inputsNodeCacheDir == "" {
 		return errors.New("--inputs-cache=PerNode needs --inputs-node-cache-dir")
 	}
-	opts.InputsNodeCacheDir, opts.InputsNodeCacheTTL = filepath.Clean(c.inputsNodeCacheDir), c.inputsNodeCacheTTL
-	if c.inputsNodeCacheDir == "" {
-		opts.InputsNodeCacheDir = ""
+	if c.inputsNodeCacheDir != "" {
+		opts.InputsNodeCacheDir = filepath.Clean(c.inputsNodeCacheDir)
 	}
+	opts.InputsNodeCacheTTL = c.inputsNodeCacheTTL
 	return nil
 }
