@@ -63,13 +63,7 @@ func TestCheckpointsWithoutStorage(t *testing.T) {
 // CheckpointClaimBound is False with the driver's ProvisioningFailed text, and a Warning event says so.
 func TestCheckpointClaimReadWriteManyUnsupported(t *testing.T) {
 	ns, name := newNamespace(t), "rwx"
-	class := &storagev1.StorageClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: ns + "-rwo-only"},
-		Provisioner: node.Provisioner,
-		Parameters:  map[string]string{node.AccessModesParameter: "ReadWriteOnce"},
-	}
-	create(t, class)
-	t.Cleanup(func() { _ = stack.Client.Delete(ctx, class) })
+	class := rwoOnlyClass(t, ns)
 	create(t, trainerJob(ns, name, 2, 3).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true),
 			Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, StorageClassName: ptr.To(class.Name), ClaimRetentionPolicy: mlv1.ClaimDelete}}
@@ -98,4 +92,18 @@ func TestCheckpointClaimReadWriteManyUnsupported(t *testing.T) {
 	if err := stack.Client.Delete(ctx, getTJ(t, ns, name)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rwoOnlyClass creates a StorageClass (deleted after the test) whose driver provisions ReadWriteOnce
+// volumes only: a claim asking for ReadWriteMany fails to provision.
+func rwoOnlyClass(t *testing.T, ns string) *storagev1.StorageClass {
+	t.Helper()
+	class := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: ns + "-rwo-only"},
+		Provisioner: node.Provisioner,
+		Parameters:  map[string]string{node.AccessModesParameter: "ReadWriteOnce"},
+	}
+	create(t, class)
+	t.Cleanup(func() { _ = stack.Client.Delete(ctx, class) })
+	return class
 }

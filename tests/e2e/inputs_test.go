@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +22,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs/hubtest"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
@@ -46,16 +44,8 @@ func TestInputsFetchedOnce(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("INPUTS_BYTES")); err == nil && v > 0 {
 		size = v
 	}
-	data := map[string]int{"squad/train.json": size, "squad/dev.json": 1 << 20, "squad/vocab/words.txt": 4096}
-	var total int64
-	for k, n := range data {
-		if err := putZeros(store, k, n); err != nil {
-			t.Fatal(err)
-		}
-		total += int64(n)
-	}
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
-		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
+	total := putDataset(t, store, map[string]int{"squad/train.json": size, "squad/dev.json": 1 << 20, "squad/vocab/words.txt": 4096})
+	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
 	start := time.Now()
 	var seen []string // each InputsReady reason, with when it was first seen after the job's creation
 	var firstRead int64
@@ -102,10 +92,7 @@ func TestInputsFetchedOnce(t *testing.T) {
 func TestInputsFailure(t *testing.T) {
 	ns := newNamespace(t)
 	gw, _ := startS3(t, "datasets")
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
-		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bad-keys", Namespace: ns},
-			StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "wrong"}})
+	create(t, s3Keys(ns, "s3-keys", e2eSecretKey), s3Keys(ns, "bad-keys", "wrong"))
 	create(t, trainerJob(ns, "nobucket", 2, 3).With(withS3Dataset(gw.Endpoint, "s3://no-such-bucket/squad")).Obj(),
 		trainerJob(ns, "badkeys", 2, 3).With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
 			tj.Spec.Inputs.SecretRef.Name = "bad-keys"
@@ -152,6 +139,19 @@ func containsInOrder(got []string, want ...string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// putDataset uploads objects of zeros (key -> bytes) to the datasets bucket and returns their bytes together.
+func putDataset(t *testing.T, store *checkpoint.S3Store, objects map[string]int) int64 {
+	t.Helper()
+	var total int64
+	for k, n := range objects {
+		if err := putZeros(store, k, n); err != nil {
+			t.Fatal(err)
+		}
+		total += int64(n)
+	}
+	return total
 }
 
 // putZeros uploads n zero bytes as one object, read from a sparse file (a 1 GiB object is not held in
@@ -206,10 +206,7 @@ func TestInputsFromTheHub(t *testing.T) {
 // the driver's ProvisioningFailed text and what to change, and a Warning event says so.
 func TestInputsCacheReadWriteManyUnsupported(t *testing.T) {
 	ns, name := newNamespace(t), "rwx-inputs"
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-rwo-only"}, Provisioner: node.Provisioner,
-		Parameters: map[string]string{node.AccessModesParameter: "ReadWriteOnce"}}
-	create(t, class)
-	t.Cleanup(func() { _ = stack.Client.Delete(ctx, class) })
+	class := rwoOnlyClass(t, ns)
 	create(t, trainerJob(ns, name, 2, 3).With(withS3Dataset("http://127.0.0.1:1", "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Inputs.StorageClassName = ptr.To(class.Name)
 	}).Obj())
@@ -241,19 +238,9 @@ func TestInputsPerNodeCache(t *testing.T) {
 	ns, name := newNamespace(t), "pernode"
 	gw, store := startS3(t, "datasets")
 	data := map[string]int{"squad/train.json": 2 << 20, "squad/dev.json": 64 << 10}
-	var total int64
-	for k, n := range data {
-		if err := putZeros(store, k, n); err != nil {
-			t.Fatal(err)
-		}
-		total += int64(n)
-	}
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
-		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-rwo-only"}, Provisioner: node.Provisioner,
-		Parameters: map[string]string{node.AccessModesParameter: "ReadWriteOnce"}}
-	create(t, class)
-	t.Cleanup(func() { _ = stack.Client.Delete(ctx, class) })
+	total := putDataset(t, store, data)
+	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
+	class := rwoOnlyClass(t, ns)
 	create(t, claim(ns), trainerJob(ns, name, 3, 4, "--epoch-delay=300ms", "--fail-at=1:2:137").
 		With(withPVCCheckpoints(3)).With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Inputs.StorageClassName = ptr.To(class.Name)

@@ -44,14 +44,22 @@ func startS3(t *testing.T, bucket string) (*storetest.VersityGW, *checkpoint.S3S
 	return gw, store
 }
 
+// s3Keys is a Secret named name holding the test server's access key and secretKey (e2eSecretKey: the
+// right one).
+func s3Keys(ns, name, secretKey string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: secretKey}}
+}
+
+const e2eSecretKey = "e2e-secret-key"
+
 // TestCheckpointsOnS3: the example trainer writes its checkpoints to an S3 bucket (a real S3-compatible
 // server, reached with the storage Secret's keys), rank 0's agent rotates them, and a killed rank 0
 // resumes from the newest one (see objectStorageScenario).
 func TestCheckpointsOnS3(t *testing.T) {
 	ns := newNamespace(t)
 	gw, store := startS3(t, "ckpt")
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
-		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
+	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
 	objectStorageScenario(t, ns, store, "s3://ckpt/", &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Prefix: "runs",
 		Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}})
 	assertNoSecretLeak(t, ns, "e2e-secret-key")
@@ -108,8 +116,7 @@ func TestWrongS3CredentialsAreReported(t *testing.T) {
 	ns, name := newNamespace(t), "badkeys"
 	gw, _ := startS3(t, "ckpt")
 	endpoint := gw.Endpoint
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
-		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "not-the-secret"}})
+	create(t, s3Keys(ns, "s3-keys", "not-the-secret"))
 	create(t, trainerJob(ns, name, 1, 20, "--epoch-delay=1s").BackoffLimit(100, mlv1.RestartOnFailure).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](10), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
@@ -143,8 +150,7 @@ func TestWrongS3CredentialsAreReported(t *testing.T) {
 func TestObjectStorageDown(t *testing.T) {
 	ns, name := newNamespace(t), "outage"
 	gw, _ := startS3(t, "ckpt")
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
-		StringData: map[string]string{checkpoint.SecretS3AccessKey: "e2e-access", checkpoint.SecretS3SecretKey: "e2e-secret-key"}})
+	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
 	tj := trainerJob(ns, name, 2, 60, "--epoch-delay=300ms").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2), Storage: &mlv1.CheckpointStorage{
 			Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
