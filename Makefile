@@ -48,7 +48,7 @@ unit: ## Run the unit tests only: no control plane, object store or framework (s
 
 .PHONY: build
 build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmarks and the example trainer into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./cmd/progress-bench ./cmd/scale-bench ./examples/trainer
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./cmd/progress-bench ./cmd/scale-bench ./cmd/peer-bench ./examples/trainer
 
 # NODES_RUNTIME=containerd runs the demo and make up on real nodes (kubelet, containerd, runc, cluster DNS;
 # hack/node.sh installs and builds them once; root only) instead of process nodes.
@@ -87,6 +87,14 @@ bench: build ## Scale benchmark, quick (a few minutes): 1, 100 and 1,000 Trainin
 .PHONY: bench-full
 bench-full: build ## Scale benchmark, long: up to 10,000 TrainingJobs, twice each.
 	bin/scale-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 1,100,1000,5000,10000 -repeats 2 -out bin/scale-report
+
+.PHONY: bench-peers
+bench-peers: build ## Beside the peers (Kubeflow Trainer v2.3 on JobSet v0.12, Training Operator v1.9.3, built by hack/peers.sh): 100 and 1,000 jobs of 2 workers each, at each one's published client rate and a tuned one; report in bin/peer-report/.
+	bin/peer-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -peers "$$(hack/peers.sh)" -jobs 100,1000 -out bin/peer-report
+
+.PHONY: bench-restart
+bench-restart: build ## Gang restart at 8, 64 and 256 ranks split into its phases, beside a fresh start of the same size, with kube-controller-manager at its default client rate and at 200 QPS; report in bin/restart-report/.
+	bin/peer-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -ranks 8,64,256 -kcm-qps 20,200 -repeats 2 -out bin/restart-report
 
 .PHONY: bench-checkpoints
 bench-checkpoints: ## Measure rotation of 10,000 checkpoints: plan alone, and a whole sync on a directory and on a real S3 server.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -120,7 +121,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
 	case found && names.JobAttempt(job) != tj.Status.Attempt:
 		obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
-		return r.deleteJob(ctx, job, "of an older attempt")
+		return r.deleteAttempt(ctx, tj, job)
 	case found && finished(tj):
 		obs.Job = job
 		return r.stopJob(ctx, tj, job)
@@ -193,6 +194,35 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting job %s %s: %w", job.Name, why, err)
+	}
+	return nil
+}
+
+// deleteAttempt replaces an older attempt: first its pods, in one request (their graceful stop starts at
+// once, not when the garbage collector reaches each of them), then, once none is left, its Job. While the
+// pods stop, their Job is left alone, failed or failing: the Job controller then releases the pods'
+// tracking finalizers as they end, all at once. Deleting the Job first makes the pods orphans, whose
+// finalizers its single orphan worker releases one by one, and deleting it in the foreground makes its
+// status writes conflict and back off: 64 ranks were gone 4-6 s after their kubelet's last word instead of
+// at once (cmd/peer-bench -ranks). The next attempt's Job needs the name, so it waits for both.
+func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	attempt := names.JobAttempt(job)
+	old, err := r.listPods(ctx, tj, false)
+	if err == nil {
+		old, err = withoutStranded(ctx, r.APIReader, old, r.Clock.Now())
+	}
+	switch {
+	case err != nil:
+		return err
+	case len(old) == 0:
+		return r.deleteJob(ctx, job, "of an older attempt")
+	case !slices.ContainsFunc(old, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }):
+		return nil // stopping
+	}
+	sel := names.SelectorLabels(tj)
+	sel[names.AttemptLabel] = strconv.Itoa(int(attempt))
+	if err := r.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(tj.Namespace), client.MatchingLabels(sel)); err != nil {
+		return fmt.Errorf("deleting the workers of attempt %d of %s: %w", attempt, klog.KObj(tj), err)
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.releaseQuota(ctx, tj, &obs); err != nil {
 		return obs, err
 	}
-	if err := r.syncPodsReady(ctx, tj, &obs); err != nil || !attemptFailing(obs) {
+	if err := r.syncPodsReady(ctx, tj, &obs); err != nil || !attemptFailing(tj, obs) {
 		return obs, err
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)

@@ -9,15 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 
-// attemptFailing: the current attempt's Job has failed, or the Job controller has decided it fails
-// (FailureTarget) and waits for its pods to end.
-func attemptFailing(obs derive.Observed) bool {
-	return obs.Job != nil && (derive.JobCondition(obs.Job, batchv1.JobFailed) != nil || derive.JobCondition(obs.Job, batchv1.JobFailureTarget) != nil)
+// attemptFailing: the current attempt has failed, or is known to fail (derive.AttemptFailure).
+func attemptFailing(tj *mlv1.TrainingJob, obs derive.Observed) bool {
+	return derive.AttemptFailure(tj, obs) != nil
 }
 
 // nodeTrouble reads the nodes of pods from the API server (the operator holds no node informer: nodes

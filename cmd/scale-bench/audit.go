@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,64 +12,9 @@ import (
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
-// auditEvent is the part of a kube-apiserver audit event (JSON lines, Metadata level) the bench reads.
-type auditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-}
-
-// writes are the operator's writes in a time window, from the audit log.
-type writes struct {
-	total, events, status, conflicts int
-	byKind                           map[string]int
-}
-
-var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
-
-// operatorWrites reads the audit log for the writes the operator's user made between from and to: by
-// kind ("update trainingjobs/status"), with events and 409 conflicts apart.
-func (b *bench) operatorWrites(from, to time.Time) (writes, error) {
-	f, err := os.Open(filepath.Join(b.dir, "audit.log"))
-	if err != nil {
-		return writes{}, err
-	}
-	defer f.Close()
-	w := writes{byKind: map[string]int{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != operatorUser || !writeVerbs[ev.Verb] || ev.ObjectRef == nil {
-			continue
-		}
-		if ev.StageTimestamp.Before(from) || ev.StageTimestamp.After(to) {
-			continue
-		}
-		kind := strings.TrimSuffix(ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource, "/")
-		switch {
-		case ev.ResponseStatus != nil && ev.ResponseStatus.Code == 409:
-			w.conflicts++
-		case ev.ObjectRef.Resource == "events":
-			w.events++
-		default:
-			w.total++
-			w.byKind[kind]++
-			if ev.ObjectRef.Subresource == "status" {
-				w.status++
-			}
-		}
-	}
-	return w, sc.Err()
+// operatorWrites reads the audit log for the writes the operator's user made between from and to.
+func (b *bench) operatorWrites(from, to time.Time) (benchkit.Writes, error) {
+	return benchkit.AuditWrites(filepath.Join(b.dir, "audit.log"), from, to, func(u string) bool { return u == operatorUser })
 }
 
 // countWrites puts the lifecycle's writes per job into res: from the audit log, and from the manager's
@@ -83,9 +26,9 @@ func (b *bench) countWrites(res *result) error {
 		return err
 	}
 	n := float64(b.n)
-	res.Writes, res.StatusWrites, res.Events, res.Conflicts = float64(w.total)/n, float64(w.status)/n, float64(w.events)/n, w.conflicts
+	res.Writes, res.StatusWrites, res.Events, res.Conflicts = float64(w.Total)/n, float64(w.Status)/n, float64(w.Events)/n, w.Conflicts
 	res.WritesByKind = map[string]float64{}
-	for k, v := range w.byKind {
+	for k, v := range w.ByKind {
 		res.WritesByKind[k] = float64(v) / n
 	}
 	m, err := benchkit.Metrics(b.metrics, "")

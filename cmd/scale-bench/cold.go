@@ -28,7 +28,7 @@ func (b *bench) coldStart(ctx context.Context, res *result) error {
 	res.ColdStartS = time.Since(from).Seconds()
 	time.Sleep(10 * time.Second)
 	w, err := b.operatorWrites(from, time.Now())
-	res.ColdStartWrites = w.total
+	res.ColdStartWrites = w.Total
 	return err
 }
 

@@ -220,7 +220,7 @@ func (b *bench) afterwards(ctx context.Context, res *result) error {
 	if err != nil {
 		return err
 	}
-	res.IdleWrites = w.total
+	res.IdleWrites = w.Total
 	if err := b.coldStart(ctx, res); err != nil {
 		return err
 	}

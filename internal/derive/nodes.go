@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // NodeUntaintedGrace is how long a node whose Ready condition is not True may go without the NoSchedule
@@ -64,31 +66,50 @@ func Stranded(p *corev1.Pod, trouble map[string]string) bool {
 	return !Ended(p) && p.Spec.NodeName != "" && trouble[p.Spec.NodeName] != ""
 }
 
-// attemptFailure is the Job condition that says the current attempt failed: Failed, or FailureTarget
-// (the Job controller has decided the Job fails and waits for its pods to end before it adds Failed)
-// when every pod that has not ended is stranded on a lost node. Pods that still stop on a healthy node
-// are waited for: a new gang never starts beside workers of the old one.
-func attemptFailure(obs Observed) *batchv1.JobCondition {
+// AttemptFailure is the Job condition that says the current attempt failed, as soon as that is known:
+//   - Failed;
+//   - FailureTarget: the Job controller has decided that the Job fails; it stops the pods still running
+//     and adds Failed once they have ended;
+//   - before the Job controller says so (it batches pod updates for about a second), a worker that failed
+//     where the Job allows no failure (restartPolicy Gang or Never: backoffLimit 0), as the FailureTarget
+//     the Job controller will add (failedWorker).
+//
+// Deciding at once overlaps the old gang's graceful stop with the decision and the deletion of its Job;
+// the next attempt's Job is still created only once every pod of this one is gone (the JobController's
+// startBlocked), so a new gang never starts beside workers of the old one.
+func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
+	if obs.Job == nil {
+		return nil
+	}
 	if c := JobCondition(obs.Job, batchv1.JobFailed); c != nil {
 		return c
 	}
-	c := JobCondition(obs.Job, batchv1.JobFailureTarget)
-	if c == nil {
+	if c := JobCondition(obs.Job, batchv1.JobFailureTarget); c != nil {
+		return c
+	}
+	return failedWorker(tj, obs)
+}
+
+// failedWorker is the FailureTarget condition the Job controller will add for a failed worker of a Job with
+// backoffLimit 0 (nil when none failed, or when the Job restarts containers in place: OnFailure), dated
+// at the worker's end.
+func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
+	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
 		return nil
 	}
-	stranded := 0
 	for i := range obs.Pods {
-		switch p := &obs.Pods[i]; {
-		case Stranded(p, obs.NodeTrouble):
-			stranded++
-		case !Ended(p):
-			return nil
+		p := &obs.Pods[i]
+		if p.Status.Phase != corev1.PodFailed {
+			continue
 		}
+		at := p.CreationTimestamp
+		if e := firstExit([]corev1.Pod{*p}); e != nil {
+			at = e.t.FinishedAt
+		}
+		return &batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
+			Message: "Job has reached the specified backoff limit", LastTransitionTime: at}
 	}
-	if stranded == 0 {
-		return nil // every pod has ended: Failed follows at once
-	}
-	return c
+	return nil
 }
 
 // lostNodeNames maps the nodes of the attempt's workers that are in trouble to why.

@@ -226,8 +226,8 @@ func TestLostNode(t *testing.T) {
 			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
 		{"failure target, a worker not scheduled yet", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodPending)), NodeTrouble: unreachable},
 			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
-		{"failure target, every pod ended: Failed follows", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
+		{"failure target, every pod ended: decided before Failed", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
+			[]any{mlv1.StateFailed, int32(0), int32(0)}, ""},
 		{"failed Job, healthy nodes: the survivor's exit code decides", Observed{Job: failed, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
 			[]any{mlv1.StateFailed, int32(0), int32(0)}, ""},
 	} {
@@ -276,6 +276,37 @@ func TestNodeTrouble(t *testing.T) {
 			why, wait := NodeTrouble(tc.node, now)
 			if diff := cmp.Diff([]any{tc.want, tc.wantWait}, []any{why, wait}); diff != "" {
 				t.Errorf("NodeTrouble (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFailureBeforeTheJobSaysSo: a failed worker of a Job that allows none (backoffLimit 0) decides the
+// attempt at once, before the Job controller's FailureTarget; the other ranks still stop meanwhile (the
+// next Job waits for them). With OnFailure the Job restarts the container in place: nothing is decided.
+func TestFailureBeforeTheJobSaysSo(t *testing.T) {
+	killed := func() *podB { return pod("1", corev1.PodFailed).exited(137, "Error", false) }
+	for _, tc := range []struct {
+		name   string
+		policy mlv1.RestartPolicy
+		obs    Observed
+		want   []any
+	}{
+		{"gang: a rank killed, the other still running", mlv1.RestartGang, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			[]any{mlv1.StateInitializing, int32(1), int32(1)}},
+		{"gang: every rank running", mlv1.RestartGang, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}},
+		{"never: a rank killed fails the run", mlv1.RestartNever, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			[]any{mlv1.StateFailed, int32(0), int32(0)}},
+		{"onFailure: the Job restarts the container itself", mlv1.RestartOnFailure, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "n").BackoffLimit(3, tc.policy).Obj()
+			tj.Status.State = mlv1.StateRunning
+			st := DeriveStatus(tj, tc.obs, t0)
+			if diff := cmp.Diff(tc.want, []any{st.State, st.Attempt, st.RestartCount}); diff != "" {
+				t.Errorf("state, attempt, restartCount (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -147,7 +147,7 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 		}
 		return phase{mlv1.StateCompleted, "Succeeded", fmt.Sprintf("all %d workers succeeded", tj.Spec.NumWorkers)}
 	}
-	if c := attemptFailure(obs); c != nil {
+	if c := AttemptFailure(tj, obs); c != nil {
 		return failedAttempt(tj, st, obs, c, now)
 	}
 	if builders.Suspended(tj) {

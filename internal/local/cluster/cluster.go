@@ -313,8 +313,8 @@ func (c *Cluster) componentKubeconfig(name string) (string, error) {
 	return path, c.writeKubeconfig(path, name)
 }
 
-// StartControllerManager runs the real kube-controller-manager with the given controllers.
-func (c *Cluster) StartControllerManager(controllers []string) (*Process, error) {
+// StartControllerManager runs the real kube-controller-manager with the given controllers and extra flags.
+func (c *Cluster) StartControllerManager(controllers []string, extra ...string) (*Process, error) {
 	kc, err := c.componentKubeconfig("kube-controller-manager")
 	if err != nil {
 		return nil, err
@@ -325,7 +325,7 @@ func (c *Cluster) StartControllerManager(controllers []string) (*Process, error)
 		controllers = append(append([]string{}, controllers...), inClusterControllers...)
 		args = append(args, "--root-ca-file="+c.rootCA)
 	}
-	return c.startComponent("kube-controller-manager", append(args, "--controllers="+strings.Join(controllers, ","))...)
+	return c.startComponent("kube-controller-manager", append(append(args, extra...), "--controllers="+strings.Join(controllers, ","))...)
 }
 
 // StartScheduler runs the real kube-scheduler.
