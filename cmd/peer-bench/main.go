@@ -18,11 +18,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -137,19 +135,7 @@ func run1(ctx context.Context, c config) error {
 			rep.Restarts = append(rep.Restarts, res...)
 		}
 	}
-	md := rep.markdown()
-	fmt.Print(md)
-	if c.out == "" {
-		return nil
-	}
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(c.out, "report.json"), data, 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(c.out, "report.md"), []byte(md), 0o644)
+	return benchkit.WriteReport(c.out, rep, rep.markdown())
 }
 
 // key names the operator in -operators.

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
@@ -100,35 +99,23 @@ func hasCondition(u *unstructured.Unstructured, typ string) bool {
 	return false
 }
 
-// applyFiles creates the objects of the YAML files (CRDs, a runtime), one document each or several.
-func applyFiles(ctx context.Context, r *run, files ...string) error {
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			if err := r.k.Create(ctx, u); err != nil {
-				return fmt.Errorf("%s: creating %s %s: %w", f, u.GetKind(), u.GetName(), err)
-			}
+// createYAML creates the object of a YAML document.
+func createYAML(ctx context.Context, r *run, doc string) error {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		return err
+	}
+	return r.k.Create(ctx, u)
+}
+
+// installCRDs creates the CRDs hack/peers.sh copied for the peers and waits until they are served.
+func installCRDs(ctx context.Context, r *run, peers ...string) error {
+	for _, p := range peers {
+		if err := local.ApplyCRDs(ctx, r.cl.Config, filepath.Join(r.c.peers, "crds", p)); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	return nil
-}
-
-// crdFiles are the YAML files of a peer's CRDs that hack/peers.sh copied.
-func crdFiles(r *run, peer string) ([]string, error) {
-	return filepath.Glob(filepath.Join(r.c.peers, "crds", peer, "*.yaml"))
 }
 
 // namespace creates a namespace the peer needs (its own, for its secrets).

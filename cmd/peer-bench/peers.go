@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
 )
@@ -61,25 +62,10 @@ func trainer() *operator {
 		users: []string{"bench-trainer", "bench-jobset"}, gvr: schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"},
 		jobLabel: "jobset.sigs.k8s.io/jobset-name",
 		install: func(ctx context.Context, r *run) error {
-			var files []string
-			for _, peer := range []string{"jobset", "trainer"} {
-				f, err := crdFiles(r, peer)
-				if err != nil {
-					return err
-				}
-				files = append(files, f...)
-			}
-			if err := applyFiles(ctx, r, files...); err != nil {
+			if err := installCRDs(ctx, r, "jobset", "trainer"); err != nil {
 				return err
 			}
-			if err := r.waitEstablished(ctx, files); err != nil {
-				return err
-			}
-			rt := filepath.Join(r.dir, "runtime.yaml")
-			if err := os.WriteFile(rt, []byte(trainerRuntime), 0o644); err != nil {
-				return err
-			}
-			return applyFiles(ctx, r, rt)
+			return createYAML(ctx, r, trainerRuntime)
 		},
 		start: startTrainer,
 		object: func(name string, workers int) *unstructured.Unstructured {
@@ -96,12 +82,12 @@ func trainer() *operator {
 // certificate management off, ports of their own, a self-signed serving certificate, the client rate.
 func startTrainer(r *run, rt rate) ([]*cluster.Process, error) {
 	certDir := filepath.Join(r.dir, "certs")
-	if err := selfSignedCert(certDir); err != nil {
+	if err := local.WriteSelfSigned(certDir); err != nil {
 		return nil, err
 	}
 	// Trainer has no setting for its certificates' directory: it reads controller-runtime's default.
 	trainerCerts := filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
-	if err := selfSignedCert(trainerCerts); err != nil {
+	if err := local.WriteSelfSigned(trainerCerts); err != nil {
 		return nil, err
 	}
 	jobset := map[string]any{"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
@@ -159,14 +145,7 @@ func trainingOperator() *operator {
 		users: []string{"bench-training-operator"}, gvr: schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"},
 		jobLabel: "training.kubeflow.org/job-name",
 		install: func(ctx context.Context, r *run) error {
-			files, err := crdFiles(r, "training-operator")
-			if err != nil {
-				return err
-			}
-			if err := applyFiles(ctx, r, files...); err != nil {
-				return err
-			}
-			if err := r.waitEstablished(ctx, files); err != nil {
+			if err := installCRDs(ctx, r, "training-operator"); err != nil {
 				return err
 			}
 			if err := namespace(ctx, r, "kubeflow"); err != nil {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -163,25 +162,6 @@ func (r *run) finishedAt(job string) (time.Time, bool) {
 func (r *run) submit(ctx context.Context, op *operator, name string, workers int) error {
 	_, err := r.dyn.Resource(op.gvr).Namespace(ns).Create(ctx, op.object(name, workers), metav1.CreateOptions{})
 	return err
-}
-
-// waitEstablished waits until the CRDs of the files are served.
-func (r *run) waitEstablished(ctx context.Context, files []string) error {
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
-		_, rest, _ := strings.Cut(name, "_") // group_plural.yaml
-		group, _, _ := strings.Cut(name, "_")
-		crd := rest + "." + group
-		if err := waitFor(ctx, time.Minute, "CRD "+crd+" established", func() bool {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("apiextensions.k8s.io/v1")
-			u.SetKind("CustomResourceDefinition")
-			return r.k.Get(ctx, client.ObjectKey{Name: crd}, u) == nil && hasCondition(u, "Established")
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // waitFor polls cond every 10 ms until it holds, for at most timeout.

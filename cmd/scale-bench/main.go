@@ -16,11 +16,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,19 +88,7 @@ func run(ctx context.Context, c config) error {
 			results = append(results, res)
 		}
 	}
-	report := table(c, results)
-	fmt.Print(report)
-	if c.out == "" {
-		return nil
-	}
-	data, err := json.MarshalIndent(results, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(c.out, "report.json"), data, 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(c.out, "report.md"), []byte(report), 0o644)
+	return benchkit.WriteReport(c.out, results, table(c, results))
 }
 
 // table is the readable report: one row per run.

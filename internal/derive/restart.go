@@ -188,7 +188,7 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 	ended := obs.ended()
 	for i := range ended {
 		if d := podCondition(&ended[i], corev1.DisruptionTarget); d != nil {
-			disrupted.what = fmt.Sprintf("pod %s was disrupted (%s: %s)", ended[i].Name, d.Reason, d.Message)
+			disrupted.what = fmt.Sprintf("pod %s was disrupted (%s %s: %s)", ended[i].Name, corev1.DisruptionTarget, d.Reason, d.Message)
 			disrupted.text, disrupted.node = disrupted.what, ended[i].Spec.NodeName
 			return disrupted
 		}

@@ -87,7 +87,7 @@ func TestFailedAttempt(t *testing.T) {
 			"Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0"))},
 			mlv1.StateInitializing, ReasonRestarting, 1, 3, "restart after a disruption (not counted against failurePolicy.backoffLimit): Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0; starting attempt 1"},
 		{"a disrupted pod is not counted", gang(1, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).disrupted("PreemptionByScheduler"))},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart after a disruption (not counted against failurePolicy.backoffLimit): pod w-0 was disrupted (PreemptionByScheduler: evicted); starting attempt 1"},
+			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart after a disruption (not counted against failurePolicy.backoffLimit): pod w-0 was disrupted (DisruptionTarget PreemptionByScheduler: evicted); starting attempt 1"},
 		{"a pod failed without an exit code is retried", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed))},
 			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: BackoffLimitExceeded: Job has reached the specified backoff limit; starting attempt 1"},
 		{"Never fails at the first failure", tjtest.NewTJ("ml", "n").BackoffLimit(3, mlv1.RestartNever).Obj(), Observed{Job: failedJob, Pods: oom},

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -75,24 +76,16 @@ integrations:
 // Kueue manager (Options.Kueue/kueue), logging to Dir/kueue.log.
 func (s *Stack) startKueue(ctx context.Context) error {
 	dir := s.opts.Kueue
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return err
+	if err := ApplyCRDs(ctx, s.Cluster.Config, filepath.Join(dir, "crds")); err != nil {
+		return fmt.Errorf("installing Kueue's CRDs (hack/kueue.sh copies them): %w", err)
 	}
-	crds, err := client.New(s.Cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	if err := applyCRDs(ctx, crds, filepath.Join(dir, "crds")); err != nil {
-		return fmt.Errorf("installing Kueue's CRDs: %w", err)
-	}
-	err = s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}})
+	err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", KueueNamespace, err)
 	}
 	certDir := filepath.Join(s.opts.Dir, "kueue-certs")
 	for _, d := range []string{certDir, KueueMetricsCertDir} {
-		if err := writeSelfSigned(d); err != nil {
+		if err := WriteSelfSigned(d); err != nil {
 			return fmt.Errorf("a certificate for Kueue in %s: %w", d, err)
 		}
 	}
@@ -142,11 +135,20 @@ func (s *Stack) runKueue(dir, certDir string) error {
 	return fmt.Errorf("the Kueue manager did not start serving within 2 minutes: see %s", logPath)
 }
 
-// applyCRDs creates the CRDs of the YAML files in dir and waits until the API server serves them.
-func applyCRDs(ctx context.Context, c client.Client, dir string) error {
+// ApplyCRDs creates the CRDs of the YAML files in dir (Kueue's, the peers' of cmd/peer-bench) and waits
+// until the API server serves them.
+func ApplyCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return errors.Join(err, fmt.Errorf("no CRD in %s: run hack/kueue.sh", dir))
+		return errors.Join(err, fmt.Errorf("no CRD in %s", dir))
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -182,8 +184,9 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 	})
 }
 
-// writeSelfSigned writes tls.crt and tls.key for 127.0.0.1 into dir, unless both exist.
-func writeSelfSigned(dir string) error {
+// WriteSelfSigned writes tls.crt and tls.key for 127.0.0.1 into dir, unless both exist: for Kueue's and
+// the benchmarks' peers' webhook and metrics servers, which will not start without one.
+func WriteSelfSigned(dir string) error {
 	crt, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if _, err := os.Stat(crt); err == nil {
 		if _, err := os.Stat(keyFile); err == nil {

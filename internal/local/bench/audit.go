@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -82,4 +84,21 @@ func PeakRSS(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// WriteReport prints the readable report md and, when dir is not empty, writes it there as report.md
+// beside report.json, the figures v as JSON.
+func WriteReport(dir string, v any, md string) error {
+	fmt.Print(md)
+	if dir == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644)
 }
