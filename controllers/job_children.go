@@ -2,16 +2,19 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,7 +170,7 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 		return "", err
 	}
 	if len(old) > 0 {
-		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), nil
+		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), r.stopPods(ctx, tj, old)
 	}
 	checkpoints, tracked := builders.CheckpointEnabled(tj), builders.MLflowTrackingURI(tj, r.Options) != ""
 	if !checkpoints && !tracked {
@@ -198,33 +201,86 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 	return nil
 }
 
-// deleteAttempt replaces an older attempt: first its pods, in one request (their graceful stop starts at
-// once, not when the garbage collector reaches each of them), then, once none is left, its Job. While the
-// pods stop, their Job is left alone, failed or failing: the Job controller then releases the pods'
-// tracking finalizers as they end, all at once. Deleting the Job first makes the pods orphans, whose
-// finalizers its single orphan worker releases one by one, and deleting it in the foreground makes its
-// status writes conflict and back off: 64 ranks were gone 4-6 s after their kubelet's last word instead of
-// at once (cmd/peer-bench -ranks). The next attempt's Job needs the name, so it waits for both.
+// deleteAttempt deletes the Job of an older attempt (background: its pods are left to stopPods) and stops
+// its pods. Deleting the Job first means that the Job controller, which would otherwise release the
+// pods' tracking finalizers one request each at kube-controller-manager's client rate (20 a second by
+// default), neither touches the pods nor replaces any: 256 ranks were gone 23-25 s after a failure, and
+// the next attempt's pod creations waited behind those requests (cmd/peer-bench -ranks).
 func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
-	attempt := names.JobAttempt(job)
-	old, err := r.listPods(ctx, tj, false)
-	if err == nil {
-		old, err = withoutStranded(ctx, r.APIReader, old, r.Clock.Now())
-	}
-	switch {
-	case err != nil:
+	if err := r.deleteJob(ctx, job, "of an older attempt"); err != nil {
 		return err
-	case len(old) == 0:
-		return r.deleteJob(ctx, job, "of an older attempt")
-	case !slices.ContainsFunc(old, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }):
-		return nil // stopping
 	}
-	sel := names.SelectorLabels(tj)
-	sel[names.AttemptLabel] = strconv.Itoa(int(attempt))
-	if err := r.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(tj.Namespace), client.MatchingLabels(sel)); err != nil {
-		return fmt.Errorf("deleting the workers of attempt %d of %s: %w", attempt, klog.KObj(tj), err)
+	old, err := r.listPods(ctx, tj, false)
+	if err != nil {
+		return err
+	}
+	return r.stopPods(ctx, tj, old)
+}
+
+// stopPods deletes the pods of older attempts, several at a time (their graceful stop starts now, not
+// when the garbage collector or the API server's single delete-collection worker reaches each of them),
+// and releases their Job tracking finalizers once their Job is gone: nobody counts them any more, and the
+// Job controller's orphan worker would release them one by one. Called while the next attempt's Job
+// waits for them (startBlocked), so a failed request is tried again.
+func (r *JobReconciler) stopPods(ctx context.Context, tj *mlv1.TrainingJob, old []corev1.Pod) error {
+	var errs []error
+	var mu sync.Mutex
+	parallel(len(old), stopWorkers, func(i int) {
+		if err := r.stopPod(ctx, &old[i]); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping the workers of an older attempt of %s: %w", klog.KObj(tj), err)
 	}
 	return nil
+}
+
+// stopWorkers is how many pods of an older attempt the JobController deletes (or releases) at once.
+const stopWorkers = 16
+
+// trackingFinalizerPatch removes the Job tracking finalizer at index i, only if it is still there.
+const trackingFinalizerPatch = `[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`
+
+// stopPod deletes a pod of an older attempt unless it is being deleted, and releases its Job tracking
+// finalizer.
+func (r *JobReconciler) stopPod(ctx context.Context, p *corev1.Pod) error {
+	if p.DeletionTimestamp == nil {
+		if err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}); ignoreNotFound(err) != nil {
+			return err
+		}
+	}
+	i := slices.Index(p.Finalizers, batchv1.JobTrackingFinalizer)
+	if i < 0 {
+		return nil
+	}
+	patch := client.RawPatch(types.JSONPatchType, fmt.Appendf(nil, trackingFinalizerPatch, i, batchv1.JobTrackingFinalizer, i))
+	if err := r.Patch(ctx, p, patch); ignoreNotFound(err) != nil && !apierrors.IsInvalid(err) {
+		return err // Invalid: the test failed, the finalizer went meanwhile
+	}
+	return nil
+}
+
+// parallel runs f(0..n-1) on at most workers goroutines and waits for them.
+func parallel(n, workers int, f func(int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // isStale: the Job is suspended, runs no pod, and was built from a spec edited since (spec edits are

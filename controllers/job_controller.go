@@ -74,7 +74,7 @@ type JobReconciler struct {
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;deletecollection;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one TrainingJob's children and status in line with its spec: get, place checkpoints

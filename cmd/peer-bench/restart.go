@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 )
 
 // phases are the steps of a start, each the time from its origin (the submission of a fresh job, or the
@@ -48,17 +50,31 @@ type restartResult struct {
 	Repeat    int     `json:"repeat"`
 	StopDelay float64 `json:"stopDelaySeconds"`
 	Phases    phases  `json:"phases"`
+	// Writes are the API writes made from the origin until the status said Running, by writer and kind
+	// (the operator; kube-controller-manager: the Job controller and the garbage collector).
+	Writes map[string]map[string]int `json:"writes"`
 }
 
 func restartTable(rs []restartResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Gang restart (our operator; the played kubelet stops a deleted pod's containers %.1f s after its deletion): seconds from the submission (fresh) or the rank's failure (restart) until each phase was seen\n\n", rs[0].StopDelay)
-	b.WriteString("| ranks | kube-controller-manager QPS | start | run | failure acted on | old pods all stopping | old pods stopped | old pods gone | Job created | pods created | scheduled | all Running | status Running |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| ranks | kube-controller-manager QPS | start | run | failure acted on | old pods all stopping | old pods stopped | old pods gone | Job created | pods created | scheduled | all Running | status Running | operator writes | kube-controller-manager writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		p := r.Phases
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.Ranks, kcmRate(r.KCMQPS), r.Kind, r.Repeat, dash(p.Detect), dash(p.Stopping), dash(p.Stopped), dash(p.OldGone), p.Job, p.Pods, p.Scheduled, p.Running, p.Status)
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", r.Ranks, kcmRate(r.KCMQPS), r.Kind, r.Repeat, dash(p.Detect), dash(p.Stopping), dash(p.Stopped), dash(p.OldGone), p.Job, p.Pods, p.Scheduled, p.Running, p.Status,
+			byKindInt(r.Writes["operator"]), byKindInt(r.Writes["kube-controller-manager"]))
 	}
 	return b.String()
+}
+
+func byKindInt(m map[string]int) string {
+	f := map[string]float64{}
+	for k, v := range m {
+		if v > 0 {
+			f[k] = float64(v)
+		}
+	}
+	return strings.ReplaceAll(byKind(f), ".00", "")
 }
 
 func kcmRate(qps int) string {
@@ -192,8 +208,9 @@ func measureRestart(ctx context.Context, c config, ranks, kcmQPS int) ([]restart
 		for _, p := range []struct {
 			kind string
 			ph   phases
-		}{{"fresh", fresh}, {"restart", restart}} {
-			res := restartResult{Ranks: ranks, KCMQPS: kcmQPS, Kind: p.kind, Repeat: rep, StopDelay: c.stopDelay.Seconds(), Phases: p.ph}
+			w    map[string]map[string]int
+		}{{"fresh", fresh.phases, fresh.writes}, {"restart", restart.phases, restart.writes}} {
+			res := restartResult{Ranks: ranks, KCMQPS: kcmQPS, Kind: p.kind, Repeat: rep, StopDelay: c.stopDelay.Seconds(), Phases: p.ph, Writes: p.w}
 			fmt.Fprintln(os.Stderr, restartTable([]restartResult{res}))
 			out = append(out, res)
 		}
@@ -205,32 +222,54 @@ func measureRestart(ctx context.Context, c config, ranks, kcmQPS int) ([]restart
 }
 
 // freshStart submits a job of ranks ranks and times its phases from the submission.
-func (r *run) freshStart(ctx context.Context, op *operator, seen *seenJobs, name string, ranks int) (phases, error) {
+// timed are a start's phases and the writes made meanwhile.
+type timed struct {
+	phases phases
+	writes map[string]map[string]int
+}
+
+func (r *run) freshStart(ctx context.Context, op *operator, seen *seenJobs, name string, ranks int) (timed, error) {
 	start := time.Now()
 	if err := r.submit(ctx, op, name, ranks); err != nil {
-		return phases{}, err
+		return timed{}, err
 	}
 	if err := waitFor(ctx, 5*time.Minute, name+" Running", func() bool { return !seen.stateAt(name, 0, mlv1.StateRunning).IsZero() }); err != nil {
-		return phases{}, err
+		return timed{}, err
 	}
 	jobAt, _ := seen.jobAdded(names.JobName(&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: name}}), "")
 	p := r.podPhases(name, start, ranks)
 	p.Job, p.Status = jobAt.Sub(start).Seconds(), seen.stateAt(name, 0, mlv1.StateRunning).Sub(start).Seconds()
-	return p, nil
+	w, err := r.writesBetween(start, seen.stateAt(name, 0, mlv1.StateRunning))
+	return timed{p, w}, err
+}
+
+// writesBetween are the operator's and kube-controller-manager's writes in the window, by kind.
+func (r *run) writesBetween(from, to time.Time) (map[string]map[string]int, error) {
+	time.Sleep(2 * time.Second) // the last writes reach the audit log
+	out := map[string]map[string]int{}
+	for who, user := range map[string]string{"operator": ours().users[0], "kube-controller-manager": "kube-controller-manager"} {
+		w, err := benchkit.AuditWrites(filepath.Join(r.dir, "audit.log"), from, to, func(u string) bool { return u == user })
+		if err != nil {
+			return nil, err
+		}
+		w.ByKind["events"] = w.Events
+		out[who] = w.ByKind
+	}
+	return out, nil
 }
 
 // gangRestart fails the highest rank of the running job and times the restart's phases from the failure.
-func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, ranks int) (phases, error) {
+func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, ranks int) (timed, error) {
 	jobName := names.JobName(&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	_, oldUID := seen.jobAdded(jobName, "")
 	recs := r.kl.records(name)
 	slices.SortFunc(recs, func(a, b podRecord) int { return podRank(b.pod) - podRank(a.pod) })
 	failed := time.Now()
 	if err := r.kl.end(ctx, recs[0].pod, 137); err != nil {
-		return phases{}, err
+		return timed{}, err
 	}
 	if err := waitFor(ctx, 5*time.Minute, name+" Running again", func() bool { return !seen.stateAt(name, 1, mlv1.StateRunning).IsZero() }); err != nil {
-		return phases{}, err
+		return timed{}, err
 	}
 	p := r.podPhases(name, failed, ranks)
 	newAt, _ := seen.jobAdded(jobName, oldUID)
@@ -245,7 +284,8 @@ func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, rank
 	p.Stopped = removed.Sub(failed).Seconds()
 	p.Stopping = stopping.Sub(failed).Seconds()
 	p.OldGone = gone.Sub(failed).Seconds()
-	return p, nil
+	w, err := r.writesBetween(failed, seen.stateAt(name, 1, mlv1.StateRunning))
+	return timed{p, w}, err
 }
 
 // podPhases are the times from origin until the last of the ranks pods added after it was created, bound

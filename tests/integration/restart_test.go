@@ -277,6 +277,17 @@ func TestRestartRejectedIsReported(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 	}
+	// The API server enforces a new policy a moment after its creation, and a restart is decided within
+	// milliseconds of the kill: wait until the policy refuses a second attempt's Job.
+	eventually(t, "the policy in force", func(ctx context.Context) error {
+		probe := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{names.AttemptLabel: "1"}},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}}}}}
+		if err := env.Client.Create(ctx, probe, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "no second attempts") {
+			return fmt.Errorf("a Job of attempt 1 is not refused by the policy yet: %v", err)
+		}
+		return nil
+	})
 	startControllerManager(t)
 	startOperator(t, ns)
 	tj := tjtest.NewTJ(ns, "refused").Workers(2).GPUs(0).Image("busybox:1.36", "train").Obj()
@@ -293,7 +304,13 @@ func TestRestartRejectedIsReported(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, mlv1.ConditionCreated)
 		if got.Status.Attempt != 1 || c == nil || c.Reason != derive.ReasonCreateRejected || !strings.Contains(c.Message, "no second attempts in this namespace") {
-			return fmt.Errorf("state %s, attempt %d, Created %+v", got.Status.State, got.Status.Attempt, c)
+			var pods corev1.PodList
+			_ = env.Client.List(ctx, &pods, client.InNamespace(ns))
+			var left []string
+			for _, p := range pods.Items {
+				left = append(left, fmt.Sprintf("%s %s deleting=%t finalizers=%v attempt=%s", p.Name, p.Status.Phase, p.DeletionTimestamp != nil, p.Finalizers, p.Labels[names.AttemptLabel]))
+			}
+			return fmt.Errorf("state %s (%s), attempt %d, Created %+v; pods %v", got.Status.State, derive.ConditionMessage(got.Status, string(got.Status.State)), got.Status.Attempt, c, left)
 		}
 		return nil
 	})
