@@ -38,9 +38,14 @@ type peerResult struct {
 	RestartS       [3]float64         `json:"failureToGangRunningSeconds"`
 	RestartedPods  int                `json:"podsReplacedByRestart"`
 	RestartFailure string             `json:"restartFailure,omitempty"`
+	// Error is why the run stopped, when it did: its figures are those measured before.
+	Error string `json:"error,omitempty"`
 }
 
 func (p peerResult) row() string {
+	if p.Error != "" {
+		return fmt.Sprintf("| %s | %s | %d | %.2f | stopped: %s | | | | | | | | | | | |", p.Operator, p.Rate, p.Jobs, p.CeilingS, p.Error)
+	}
 	return fmt.Sprintf("| %s | %s | %d | %.2f | %.2f | %.2fx | %.3f / %.3f | %.3f / %.3f | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %s |",
 		p.Operator, p.Rate, p.Jobs, p.CeilingS, p.WiredS, p.Ratio, p.BurstToPods[0], p.BurstToPods[1], p.IdleToPods[0], p.IdleToPods[1],
 		p.LifecycleS, p.Writes, p.ControllerMgr, p.Events, p.Conflicts, p.CPUSeconds, p.PeakRSSMiB, p.restart())
@@ -56,7 +61,7 @@ func (p peerResult) restart() string {
 // measurePeer runs the lifecycle of n jobs of 2 workers under op at rt, on a fresh control plane.
 func measurePeer(ctx context.Context, c config, op *operator, rt rate, n int) (res peerResult, err error) {
 	res = peerResult{Operator: op.name, Version: op.version, Rate: rt.name, Jobs: n}
-	r, err := startRun(ctx, c, func(p *corev1.Pod) string { return p.Labels[op.jobLabel] }, 0, op.name == ours().name, 0)
+	r, err := startRun(ctx, c, func(p *corev1.Pod) string { return p.Labels[op.jobLabel] }, 0, op.name == ours().name, rt.kcm)
 	label := fmt.Sprintf("%s-%s-%d", strings.Fields(op.name)[len(strings.Fields(op.name))-1], strings.Fields(rt.name)[0], n)
 	defer func() { r.stop(label) }()
 	if err != nil {
