@@ -21,11 +21,11 @@ var used = map[string][]string{
 	// JobController: the cache (list, watch), createOwned, ensure (update), TTL cleanup (delete).
 	"core/configmaps":                    {"create", "delete", "get", "list", "patch", "update", "watch"}, // patch: the CheckpointController's RESUME_FROM
 	"core/services":                      {"create", "delete", "get", "list", "update", "watch"},
-	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"}, // patch: suspend; delete: a replaced attempt
-	"core/pods":                          {"deletecollection", "get", "list", "watch"},          // deletecollection: cleanPodPolicy All
-	"core/pods/log":                      {"get"},                                               // the StatusController: each rank's last log lines in a hang's message
-	"core/events":                        {"list"},                                              // an unbound claim's events (read, not cached)
-	"core/nodes":                         {"get"},                                               // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
+	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"},           // patch: suspend; delete: a replaced attempt
+	"core/pods":                          {"delete", "deletecollection", "get", "list", "patch", "watch"}, // delete, patch: a gang restart stops the old attempt's pods and releases their Job tracking finalizers once their Job is gone; deletecollection: cleanPodPolicy All
+	"core/pods/log":                      {"get"},                                                         // the StatusController: each rank's last log lines in a hang's message
+	"core/events":                        {"list"},                                                        // an unbound claim's events (read, not cached)
+	"core/nodes":                         {"get"},                                                         // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
 	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},
 	"core/secrets":                       {"create", "get"}, // create: an MPI job's SSH keys; get: MLflow credentials, read uncached (no Secret is cached)
 	"events.k8s.io/events":               {"create", "patch"},
