@@ -93,13 +93,18 @@ func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 // failedWorker is the FailureTarget condition the Job controller will add for a failed worker of a Job with
 // backoffLimit 0 (nil when none failed, or when the Job restarts containers in place: OnFailure), dated
 // at the worker's end.
+//
+// A worker that was stopped (its pod being deleted: the Job controller ends the other ranks once a success
+// policy is met, a user deletes a pod, an eviction) does not count here: the Job controller's own verdict
+// decides then, as does a Job that met its success criteria.
 func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
-	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
+	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure || JobCondition(obs.Job, batchv1.JobSuccessCriteriaMet) != nil ||
+		JobCondition(obs.Job, batchv1.JobComplete) != nil {
 		return nil
 	}
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if p.Status.Phase != corev1.PodFailed {
+		if p.Status.Phase != corev1.PodFailed || p.DeletionTimestamp != nil {
 			continue
 		}
 		at := p.CreationTimestamp

@@ -286,6 +286,11 @@ func TestNodeTrouble(t *testing.T) {
 // next Job waits for them). With OnFailure the Job restarts the container in place: nothing is decided.
 func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 	killed := func() *podB { return pod("1", corev1.PodFailed).exited(137, "Error", false) }
+	stopped := func() *podB {
+		b := pod("1", corev1.PodFailed).exited(143, "Error", false)
+		b.p.DeletionTimestamp = &t0
+		return b
+	}
 	for _, tc := range []struct {
 		name   string
 		policy mlv1.RestartPolicy
@@ -299,6 +304,11 @@ func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 		{"never: a rank killed fails the run", mlv1.RestartNever, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
 			[]any{mlv1.StateFailed, int32(0), int32(0)}},
 		{"onFailure: the Job restarts the container itself", mlv1.RestartOnFailure, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}},
+		{"success criteria met: the stopped rank's 143 decides nothing", mlv1.RestartGang,
+			Observed{Job: job(jobCond(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "")), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodFailed).exited(143, "Error", false))},
+			[]any{mlv1.StateRunning, int32(0), int32(0)}},
+		{"a rank stopped by a deletion waits for the Job controller", mlv1.RestartGang, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), stopped())},
 			[]any{mlv1.StateRunning, int32(0), int32(0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
