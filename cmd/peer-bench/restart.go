@@ -91,23 +91,19 @@ func dash(s float64) string {
 	return fmt.Sprintf("%.2f", s)
 }
 
-// seenJobs records when each Job (by UID) was added and its deletion seen, and when each TrainingJob's
-// status first said a state for an attempt.
+// seenJobs records when each Job (by UID) was first seen, and when each TrainingJob's status first said a
+// state for an attempt.
 type seenJobs struct {
-	mu       sync.Mutex
-	added    map[string]map[types.UID]time.Time
-	deleting map[types.UID]time.Time
-	states   map[string]time.Time // name/attempt/state
+	mu     sync.Mutex
+	added  map[string]map[types.UID]time.Time
+	states map[string]time.Time // name/attempt/state
 }
 
 func (r *run) watchOurs(ctx context.Context) (*seenJobs, error) {
-	s := &seenJobs{added: map[string]map[types.UID]time.Time{}, deleting: map[types.UID]time.Time{}, states: map[string]time.Time{}}
+	s := &seenJobs{added: map[string]map[types.UID]time.Time{}, states: map[string]time.Time{}}
 	jf := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithNamespace(ns))
 	jobs := jf.Batch().V1().Jobs().Informer()
-	seeJob := func(o any, deleted bool) {
-		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-			o = t.Obj
-		}
+	seeJob := func(o any) {
 		j, ok := o.(*batchv1.Job)
 		if !ok {
 			return
@@ -121,12 +117,8 @@ func (r *run) watchOurs(ctx context.Context) (*seenJobs, error) {
 		if _, ok := s.added[j.Name][j.UID]; !ok {
 			s.added[j.Name][j.UID] = now
 		}
-		if _, ok := s.deleting[j.UID]; !ok && (deleted || j.DeletionTimestamp != nil) {
-			s.deleting[j.UID] = now
-		}
 	}
-	if _, err := jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { seeJob(o, false) },
-		UpdateFunc: func(_, o any) { seeJob(o, false) }, DeleteFunc: func(o any) { seeJob(o, true) }}); err != nil {
+	if _, err := jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seeJob, UpdateFunc: func(_, o any) { seeJob(o) }}); err != nil {
 		return nil, err
 	}
 	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.dyn, 0, ns, nil)
