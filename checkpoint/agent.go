@@ -25,6 +25,10 @@ import (
 // ConfigMap), which a restarting worker reads. So the agent never deletes a checkpoint the workers may
 // be told to resume from: ResumeFrom (what the ConfigMap named when this agent started, then what the
 // operator says it names: PUT /resume-from?uri=<uri>) and every newer checkpoint it has served since.
+//
+// Only the operator may say so: with a Token, a PUT /resume-from that does not carry it is refused
+// (agentapi.Server), so another tenant's pod that reaches this one cannot make it rotate away the
+// checkpoint the next attempt resumes from. GET /status stays open (read-only).
 type Agent struct {
 	Store    Store
 	Root     string
@@ -36,29 +40,45 @@ type Agent struct {
 	// TerminationLog, when set, receives the final report as JSON when the agent stops (the container's
 	// termination message), so the operator learns the last checkpoint of a run after its pods stopped.
 	TerminationLog string
+	// Token is the job's token (agentapi.TokenEnv) that PUT /resume-from must carry; empty (a Job built
+	// before tokens) accepts any, as before, and says so once in the log.
+	Token string
 
 	kick   chan struct{}
 	syncMu sync.Mutex // one Sync at a time
 	mu     sync.Mutex
 	last   AgentStatus
 	served []string // newest checkpoints served on /status that ResumeFrom has not caught up with
+
+	refusedMu   sync.Mutex // the log of refused PUTs, at most one line a minute
+	refusedLast time.Time
+	refused     int
 }
 
 // AgentStatus is the agent's report (see package agentapi).
 type AgentStatus = agentapi.Status
 
-// Run syncs until ctx is done, serving /status on l.
-func (a *Agent) Run(ctx context.Context, l net.Listener) error {
+// Handler serves the agent's protocol (agentapi): GET /status, and PUT /resume-from with the Token. Run
+// serves one; a test may serve one without Run (nothing then syncs but SyncOnce).
+func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	a.kick = make(chan struct{}, 1)
-	agentapi.Handle(mux, func() AgentStatus {
+	agentapi.Server{Status: func() AgentStatus {
 		select {
 		case a.kick <- struct{}{}: // the reader comes back in about one interval of its own: be fresh then
 		default:
 		}
 		return a.Serve()
-	}, a.Acknowledge)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}, Acknowledge: a.Acknowledge, Token: a.Token, Refused: a.logRefused}.Register(mux)
+	if a.Token == "" {
+		a.Log.Info("no token (" + agentapi.TokenEnv + "): PUT " + agentapi.ResumeFromPath + " is accepted from anyone who reaches this pod (the Job was built without an agent token: by an operator before tokens, or one without a key)")
+	}
+	return mux
+}
+
+// Run syncs until ctx is done, serving Handler on l.
+func (a *Agent) Run(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -146,6 +166,18 @@ func (a *Agent) Serve() AgentStatus {
 		a.served = append(a.served, l)
 	}
 	return a.last
+}
+
+// logRefused logs refused PUTs /resume-from, at most one line a minute (a flood of them is one line a
+// minute), with how many were refused since the last line and where the last came from.
+func (a *Agent) logRefused(r *http.Request) {
+	a.refusedMu.Lock()
+	defer a.refusedMu.Unlock()
+	a.refused++
+	if now := time.Now(); now.Sub(a.refusedLast) >= time.Minute {
+		a.Log.Info("refused PUT "+agentapi.ResumeFromPath+" without the job's token", "from", r.RemoteAddr, "refused", a.refused)
+		a.refusedLast, a.refused = now, 0
+	}
 }
 
 // Acknowledge records what RESUME_FROM names now. The operator only ever moves it to a checkpoint the

@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 )
 
 func TestAgentRotatesAndServesStatus(t *testing.T) {
@@ -120,6 +125,77 @@ func TestAgentKeepsWhatWorkersMayResumeFrom(t *testing.T) {
 		if diff := cmp.Diff(s.want, left()); diff != "" {
 			t.Errorf("%s: checkpoints left (-want +got):\n%s", s.name, diff)
 		}
+	}
+}
+
+// TestAgentResumeFromNeedsTheToken: against the agent's real handler, PUT /resume-from (here naming a
+// checkpoint beyond all, which would release every protected one) changes nothing without the job's
+// token: not without an Authorization header, not with another token, not with the token in another
+// form; with it, the acknowledgement is taken and rotation keeps only `retention`. An agent without a
+// token (a Job built before tokens) takes any, as before. GET /status needs no token.
+func TestAgentResumeFromNeedsTheToken(t *testing.T) {
+	const token = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	cases := []struct {
+		name           string
+		agentToken     string
+		authorization  string // the request's Authorization header; "" for none
+		wantCode       int
+		wantLeft       []int // epochs left after the next rotation
+		wantResumeFrom int   // the epoch the agent takes RESUME_FROM to name
+	}{
+		{name: "no token", agentToken: token, wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "another job's token", agentToken: token, authorization: "Bearer " + strings.Repeat("0", len(token)), wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "the token and more", agentToken: token, authorization: "Bearer " + token + "0", wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "the token without its scheme", agentToken: token, authorization: token, wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "an empty bearer token", agentToken: token, authorization: "Bearer ", wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "the job's token", agentToken: token, authorization: "Bearer " + token, wantCode: http.StatusNoContent, wantLeft: []int{3}, wantResumeFrom: 999},
+		{name: "an agent without a token takes any", authorization: "", wantCode: http.StatusNoContent, wantLeft: []int{3}, wantResumeFrom: 999},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := DirStore{Root: t.TempDir()}
+			for e := 1; e <= 3; e++ {
+				if err := store.Put(ctx, "ml/job/"+Dir(e)+"/"+Marker, []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			uri := func(e int) string { return store.URI("ml/job/" + Dir(e)) }
+			a := &Agent{Store: store, Root: "ml/job", Policy: Policy{Retention: 1}, Log: logr.Discard(), ResumeFrom: uri(1), Token: tc.agentToken}
+			a.SyncOnce(ctx)
+			srv := httptest.NewServer(a.Handler())
+			defer srv.Close()
+
+			resp, err := http.Get(srv.URL + agentapi.StatusPath) // the operator reads: epoch 3 is protected from now on
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /status without a token: %s", resp.Status)
+			}
+			req, _ := http.NewRequest(http.MethodPut, srv.URL+agentapi.ResumeFromPath+"?"+url.Values{agentapi.ResumeFromParam: {uri(999)}}.Encode(), nil)
+			if tc.authorization != "" {
+				req.Header.Set("Authorization", tc.authorization)
+			}
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if st := a.SyncOnce(ctx); st.Error != "" {
+				t.Fatal(st.Error)
+			}
+			var left []int
+			for _, c := range listAll(t, store).Checkpoints {
+				left = append(left, c.Epoch)
+			}
+			got := []any{resp.StatusCode, left, a.policy().Protect[len(a.policy().Protect)-1]}
+			want := []any{tc.wantCode, tc.wantLeft, uri(tc.wantResumeFrom)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status, checkpoints left, RESUME_FROM (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

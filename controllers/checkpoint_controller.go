@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +46,10 @@ type CheckpointReconciler struct {
 	// Interval is the default time between two reads of a Running job's agent.
 	Interval time.Duration
 	Workers  int
+	// TokenKey is the key the JobController's builders derive each job's agent token from
+	// (builders.Options.AgentTokenKey): the token PUT /resume-from carries when rank 0's pod, as the
+	// cache holds it, does not show its own.
+	TokenKey builders.SecretKey
 
 	// reports is the agent's last report per job, for the increase of its cumulative counts.
 	reports poller[agentapi.Status]
@@ -182,12 +187,36 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 		}
 	}
 	if addr != "" {
-		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[names.ResumeFromKey]); err != nil {
+		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[names.ResumeFromKey], r.agentToken(tj, pods, addr)); err != nil {
 			// Safe to leave: the agent keeps protecting what it reported until a later acknowledgement.
 			ctrl.LoggerFrom(ctx).Info("telling rank 0's checkpoint agent what RESUME_FROM names", "trainingJob", klog.KObj(tj), "error", err.Error())
 		}
 	}
 	return nil
+}
+
+// agentToken is the token of the agent at addr (one of rank 0's pods): the value its container has
+// (agentapi.TokenEnv), so a running pod's token works whatever key the operator holds now; else, when
+// the pod as read shows no agent container (the manager's cache keeps no pod spec, see slimPod), the
+// token the builders gave the job (builders.AgentToken with TokenKey). Never logged.
+func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Pod, addr string) string {
+	for _, p := range pods {
+		if p.Status.PodIP == "" || net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(builders.AgentPort))) != addr {
+			continue
+		}
+		for _, c := range p.Spec.InitContainers {
+			if c.Name != names.AgentContainerName {
+				continue
+			}
+			for _, e := range c.Env {
+				if e.Name == agentapi.TokenEnv {
+					return e.Value
+				}
+			}
+			return "" // a Job built before tokens: its agent has none
+		}
+	}
+	return builders.AgentToken(tj, builders.Options{AgentTokenKey: r.TokenKey})
 }
 
 // olderRank0Running: a rank 0 pod of an older attempt has not ended yet: its agent may still report a

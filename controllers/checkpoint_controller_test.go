@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
@@ -77,6 +81,96 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			}
 			if diff := cmp.Diff([]string{tc.want, tc.wantSettled}, []string{got.Data[names.ResumeFromKey], got.Annotations[names.ResumeAttemptAnnotation]}); diff != "" {
 				t.Errorf("RESUME_FROM, settled for attempt (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// fakeAgent is rank 0's checkpoint agent behind the CheckpointReconciler's HTTP client: the real protocol
+// handler (agentapi.Server) with the agent's token, served in process at any address.
+type fakeAgent struct {
+	handler http.Handler
+	auth    []string // the Authorization header of every PUT /resume-from
+	acked   []string // what the agent took RESUME_FROM to name
+}
+
+func newFakeAgent(token string, report agentapi.Status) *fakeAgent {
+	a := &fakeAgent{}
+	mux := http.NewServeMux()
+	agentapi.Server{Status: func() agentapi.Status { return report }, Acknowledge: func(uri string) { a.acked = append(a.acked, uri) },
+		Token: token}.Register(mux)
+	a.handler = mux
+	return a
+}
+
+func (a *fakeAgent) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut {
+		a.auth = append(a.auth, r.Header.Get("Authorization"))
+	}
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// TestCheckpointControllerSendsTheAgentsToken: after reading rank 0's agent, the CheckpointController
+// tells it what RESUME_FROM names with the token the agent has: the one in rank 0's pod (its agent
+// container's AGENT_TOKEN) when the pod as read shows it, so a running pod's token works whatever key
+// the operator holds now; else (the manager's cache keeps no pod spec) the job's token derived from the
+// operator's key; none to the agent of a Job built before tokens. The agent takes the acknowledgement.
+func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
+	const uri = "s3://b/ml/a/checkpoint-epoch-"
+	oldKey, key := builders.SecretKey(strings.Repeat("o", 32)), builders.SecretKey(strings.Repeat("k", 32))
+	newTJ := func() *mlv1.TrainingJob {
+		tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj()
+		tj.UID = "uid-1"
+		tj.Status.State, tj.Status.Attempt = mlv1.StateRunning, 0
+		tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: uri + "4", LatestEpoch: 4}
+		return tj
+	}
+	tokenOf := func(k builders.SecretKey) string {
+		return builders.AgentToken(newTJ(), builders.Options{AgentTokenKey: k})
+	}
+	// agentEnv: the agent container of rank 0's pod as the API server has it; nil: a pod without spec.
+	agentEnv := func(env ...corev1.EnvVar) []corev1.Container {
+		return []corev1.Container{{Name: names.AgentContainerName, Env: append([]corev1.EnvVar{{Name: "RANK", Value: "0"}}, env...)}}
+	}
+	cases := []struct {
+		name       string
+		podAgent   []corev1.Container // rank 0's init containers as read
+		agentToken string             // the token the agent has
+		wantAuth   string
+		wantAcked  []string // what the agent took
+	}{
+		{name: "the token in rank 0's pod, built with the key the operator held then",
+			podAgent: agentEnv(corev1.EnvVar{Name: agentapi.TokenEnv, Value: tokenOf(oldKey)}), agentToken: tokenOf(oldKey), wantAuth: "Bearer " + tokenOf(oldKey), wantAcked: []string{uri + "7"}},
+		{name: "a pod without its spec (the cache's): the job's token from the key",
+			agentToken: tokenOf(key), wantAuth: "Bearer " + tokenOf(key), wantAcked: []string{uri + "7"}},
+		{name: "a Job built before tokens: none",
+			podAgent: agentEnv(), wantAuth: "", wantAcked: []string{uri + "7"}},
+		// The key changed since the pod was built (a manager outside a cluster restarted with a random
+		// key) and the pod shows no spec: refused, and safe (the agent keeps protecting what it reported).
+		{name: "a pod without its spec built with another key: refused, nothing taken",
+			agentToken: tokenOf(oldKey), wantAuth: "Bearer " + tokenOf(key)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := newTJ()
+			cm, _ := builders.ConfigMap(tj)
+			cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
+			cm.Data[names.ResumeFromKey] = uri + "4"
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-0",
+				Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "0"}},
+				Spec: corev1.PodSpec{InitContainers: tc.podAgent}}
+			pod.Status.Phase, pod.Status.PodIP = corev1.PodRunning, "10.1.2.3"
+			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tj, cm, pod).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
+			agent := newFakeAgent(tc.agentToken, agentapi.Status{Latest: uri + "7", LatestEpoch: 7, Count: 2, Time: t0.Time})
+			r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time),
+				Agent: &agentapi.Client{HTTP: &http.Client{Transport: agent}}, TokenKey: key}
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "a"}}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]any{[]string{tc.wantAuth}, tc.wantAcked}, []any{agent.auth, agent.acked}); diff != "" {
+				t.Errorf("Authorization sent, RESUME_FROM the agent took (-want +got):\n%s", diff)
 			}
 		})
 	}

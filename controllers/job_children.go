@@ -139,6 +139,9 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	case finished(tj) || builders.Suspended(tj) || waits:
 		return nil
 	}
+	if err := builders.CheckWorkerPod(tj); err != nil {
+		return &specError{fmt.Errorf("the operator refuses the workers' pod: %w", err)}
+	}
 	if obs.StartBlocked, err = r.startBlocked(ctx, tj, cm); err != nil || obs.StartBlocked != "" {
 		return err
 	}

@@ -159,7 +159,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil {
 		return obs, err
 	}
-	obs.InputsProgress = inputsProgress(ctx, obs.Pods)
+	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
 	if err := r.releaseQuota(ctx, tj, &obs); err != nil {
 		return obs, err
 	}
@@ -253,14 +253,22 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 // (a policy, a webhook, a quota) forbids it.
 func rejected(err error) bool {
 	var missing *missingAPIError
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.As(err, &missing)
+	var spec *specError
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.As(err, &missing) || errors.As(err, &spec)
 }
+
+// specError is a spec the builder refuses (builders.CheckWorkerPod), what admission should have refused:
+// like an admission rejection, it repeats until the spec changes.
+type specError struct{ error }
+
+func (e *specError) Unwrap() error { return e.error }
 
 // apiMessage is the API server's message of an error, without our wrapping.
 func apiMessage(err error) string {
 	var status apierrors.APIStatus
 	var missing *missingAPIError
-	if !errors.As(err, &missing) && errors.As(err, &status) {
+	var spec *specError
+	if !errors.As(err, &missing) && !errors.As(err, &spec) && errors.As(err, &status) {
 		return status.Status().Message
 	}
 	return err.Error()

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -21,6 +22,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -223,5 +225,35 @@ func TestCleanup(t *testing.T) {
 				t.Errorf("RequeueAfter = %s, want the 30s left", res.RequeueAfter)
 			}
 		})
+	}
+}
+
+// TestReconcileRefusesOperatorNamesInWorkerPod: behind admission, the builder's check refuses a workerPod
+// that takes an operator's container name or mounts its volume (a cluster whose CRD is older than its
+// operator): no Job is created, and Created=False/CreateRejected names the field.
+func TestReconcileRefusesOperatorNamesInWorkerPod(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "sneaky").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Dataset = "s3://datasets/squad"
+		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{Sidecars: []mlv1.WorkerContainer{{Name: "fetch-inputs", Image: "evil",
+			VolumeMounts: []corev1.VolumeMount{{Name: builders.InputsCacheVolume, MountPath: "/all"}}}}}
+	}).Obj()
+	tj.UID = "uid-1"
+	r := newReconciler(tj)
+	key := types.NamespacedName{Namespace: "ml", Name: "sneaky"}
+	for range 3 { // a refused spec is returned as the error too (retried with back-off until the spec changes)
+		_, _ = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+	}
+	var jobs batchv1.JobList
+	if err := r.List(context.Background(), &jobs, client.InNamespace("ml")); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("jobs %d (%v), want none created", len(jobs.Items), err)
+	}
+	got := &mlv1.TrainingJob{}
+	if err := r.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, mlv1.ConditionCreated)
+	if c == nil || c.Reason != derive.ReasonCreateRejected || !strings.Contains(c.Message, "spec.workerPod.sidecars: the container name fetch-inputs is the operator's") ||
+		!strings.Contains(c.Message, "spec.workerPod.sidecars[fetch-inputs].volumeMounts: inputs-cache is not a volume") {
+		t.Errorf("Created condition %+v, want CreateRejected naming the sidecar's name and mount", c)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
@@ -25,9 +27,13 @@ const inputsRecheck = 2 * time.Second
 // reconcile.
 var inputsClient = &http.Client{Timeout: 2 * time.Second}
 
-// inputsProgress is what rank 0's running fetch-inputs container reports (GET /status), nil when it does
-// not run or does not answer: the progress is a nicety, the fetch's end is read from its pod's status.
-func inputsProgress(ctx context.Context, pods []corev1.Pod) []inputs.Status {
+// inputsProgress is what rank 0's running fetch-inputs container reports (GET /status), nil when the job
+// fetches nothing (no pod of it should serve the endpoint: the container name is the operator's), when it
+// does not run or does not answer: the progress is a nicety, the fetch's end is read from its pod's status.
+func inputsProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) []inputs.Status {
+	if len(builders.FetchedInputs(tj)) == 0 {
+		return nil
+	}
 	pod, cs := derive.Rank0Fetcher(pods)
 	if cs == nil || cs.State.Running == nil || pod.Status.PodIP == "" {
 		return nil
@@ -41,6 +47,11 @@ func inputsProgress(ctx context.Context, pods []corev1.Pod) []inputs.Status {
 	return out
 }
 
+// maxInputsAnswer bounds the fetcher's answer: two sources' progress is well under a KiB, and a pod that
+// answers more must not cost the operator its memory.
+const maxInputsAnswer = 64 << 10
+
+// getJSON decodes url's answer, reading at most maxInputsAnswer bytes of it.
 func getJSON(ctx context.Context, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -54,5 +65,5 @@ func getJSON(ctx context.Context, url string, v any) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return json.NewDecoder(io.LimitReader(resp.Body, maxInputsAnswer)).Decode(v)
 }

@@ -98,9 +98,26 @@ func KueueServed(cfg *rest.Config) bool {
 func slimPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		p.ManagedFields = nil
-		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, InitContainers: agentTokenOnly(p.Spec.InitContainers)}
 	}
 	return obj, nil
+}
+
+// agentTokenOnly keeps of a pod's init containers the checkpoint agent's token (agentapi.TokenEnv), which
+// the CheckpointController sends back to it: a running pod's token works whatever key the operator holds
+// now. Nothing else of the containers is kept.
+func agentTokenOnly(cs []corev1.Container) []corev1.Container {
+	for _, c := range cs {
+		if c.Name != names.AgentContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == agentapi.TokenEnv {
+				return []corev1.Container{{Name: c.Name, Env: []corev1.EnvVar{{Name: e.Name, Value: e.Value}}}}
+			}
+		}
+	}
+	return nil
 }
 
 // slimJob keeps of a Job's spec what the controllers read: its size, completion mode and suspend. The pod
@@ -182,7 +199,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}
 	cr := &CheckpointReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: clock.RealClock{},
-		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers}
+		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers, TokenKey: cfg.Builders.AgentTokenKey}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the checkpoint controller: %w", err)
 	}
@@ -206,3 +223,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // Leader election uses a Lease in the operator's namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=trainingjob-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=events,verbs=create;patch
+// The key of the checkpoint agents' tokens is a Secret in the operator's namespace (cmd/manager gets it,
+// or creates it when missing).
+// +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=secrets,resourceNames=trainingjob-agent-token-key,verbs=get
+// +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=secrets,verbs=create

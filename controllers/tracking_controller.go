@@ -197,10 +197,27 @@ func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
 	return e > m.LoggedEpoch || (e == 0 && m.LoggedEpoch == 0 && tracking.FinalStatus(st.State) != "" && !closed(m.RunStatus))
 }
 
-// client is a client of the tracking server with the job's credentials.
+// client is a client of the tracking server at uri with the credentials tracking.CredentialsSecret
+// chooses: the job's own Secret, else the operator-wide one only when uri is the operator-wide server,
+// else none. A uri mlflow.ParseBaseURL refuses gets no client, and no call: the error names its field.
 func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, uri string) (*mlflow.Client, error) {
-	auth, err := r.authorization(ctx, tj)
+	if _, err := mlflow.ParseBaseURL(uri); err != nil {
+		return nil, fmt.Errorf("%s: %w", uriField(tj), err)
+	}
+	var own client.ObjectKey
+	if name := builders.MLflowCredentialsSecret(tj); name != "" {
+		own = client.ObjectKey{Namespace: tj.Namespace, Name: name}
+	}
+	auth, err := r.authorization(ctx, tracking.CredentialsSecret(uri, own, r.Options.MLflowTrackingURI, r.Credentials))
 	return r.newClient(uri, auth), err
+}
+
+// uriField is where the job's tracking URI is set: its spec, else the operator's flag.
+func uriField(tj *mlv1.TrainingJob) string {
+	if m := tj.Spec.Monitoring; m != nil && m.MLflowTrackingURI != "" {
+		return "spec.monitoring.mlflowTrackingUri"
+	}
+	return "--mlflow-tracking-uri"
 }
 
 // newClient is a client of the tracking server at uri sending auth, its retries within Timeout.
@@ -208,13 +225,9 @@ func (r *TrackingReconciler) newClient(uri, auth string) *mlflow.Client {
 	return &mlflow.Client{BaseURL: uri, HTTP: r.HTTP, Authorization: auth, MaxBackoff: r.Timeout / 4}
 }
 
-// authorization is the Authorization header from monitoring.mlflowCredentialsSecret, else the
-// operator-wide Secret: a bearer token, or basic authentication. It never appears in errors.
-func (r *TrackingReconciler) authorization(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
-	key := client.ObjectKey{Namespace: tj.Namespace, Name: builders.MLflowCredentialsSecret(tj)}
-	if key.Name == "" {
-		key = r.Credentials
-	}
+// authorization is the Authorization header from the Secret key ("" for the zero key): a bearer token,
+// or basic authentication. It never appears in errors.
+func (r *TrackingReconciler) authorization(ctx context.Context, key client.ObjectKey) (string, error) {
 	if key.Name == "" {
 		return "", nil
 	}

@@ -18,16 +18,18 @@ import (
 // +kubebuilder:rbac markers) must grant exactly these: no wildcard, no verb nobody calls. The chaos suite
 // runs the manager as the ServiceAccount with this RBAC, so a verb missing here fails there.
 var used = map[string][]string{
-	// JobController: the cache (list, watch), createOwned, ensure (update), TTL cleanup (delete).
-	"core/configmaps":                    {"create", "delete", "get", "list", "patch", "update", "watch"}, // patch: the CheckpointController's RESUME_FROM
+	// JobController: the cache (list, watch; get is served by it, and list reveals no less), createOwned
+	// (create), ensure (update: ensureConfigMap's config.json, ensureService's ports and selector), TTL
+	// cleanup (delete: deleteChildren).
+	"core/configmaps":                    {"create", "delete", "get", "list", "patch", "update", "watch"}, // patch: the CheckpointController's RESUME_FROM, the TrackingController's MLFLOW_RUN_ID
 	"core/services":                      {"create", "delete", "get", "list", "update", "watch"},
 	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"},           // patch: suspend; delete: a replaced attempt
-	"core/pods":                          {"delete", "deletecollection", "get", "list", "patch", "watch"}, // delete, patch: a gang restart stops the old attempt's pods and releases their Job tracking finalizers once their Job is gone; deletecollection: cleanPodPolicy All
+	"core/pods":                          {"delete", "deletecollection", "get", "list", "patch", "watch"}, // delete, patch: a gang restart stops the old attempt's pods and releases their Job tracking finalizers once their Job is gone (stopPod); deletecollection: cleanPodPolicy All (deletePods' DeleteAllOf)
 	"core/pods/log":                      {"get"},                                                         // the StatusController: each rank's last log lines in a hang's message
 	"core/events":                        {"list"},                                                        // an unbound claim's events (read, not cached)
 	"core/nodes":                         {"get"},                                                         // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
 	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},
-	"core/secrets":                       {"create", "get"}, // create: an MPI job's SSH keys; get: MLflow credentials, read uncached (no Secret is cached)
+	"core/secrets":                       {"create", "get"}, // create: an MPI job's SSH keys, in its namespace; get: MLflow credentials, read uncached (no Secret is cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
 	"events.k8s.io/events":               {"create", "patch"},
 	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
 	"ml.example.com/trainingjobs/status": {"patch"},                          // server-side apply, one field manager per controller
@@ -47,6 +49,9 @@ var used = map[string][]string{
 	// Leader election (namespaced Role): the Lease, and its events.
 	"trainingjob-system:coordination.k8s.io/leases": {"create", "get", "update"},
 	"trainingjob-system:core/events":                {"create", "patch"},
+	// The key of the checkpoint agents' tokens, in the operator's own namespace (cmd/manager agentTokenKey):
+	// read by name, created when missing.
+	"trainingjob-system:core/secrets": {"create", "get"},
 }
 
 func TestRBACIsLeastPrivilege(t *testing.T) {

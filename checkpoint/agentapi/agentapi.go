@@ -4,10 +4,18 @@
 //
 //	GET /status              the agent's last report (Status) as JSON; the agent syncs again soon after
 //	PUT /resume-from?uri=URI what the job's RESUME_FROM names now: older checkpoints lose their protection
+//
+// GET /status is read-only and open to whoever reaches the pod. PUT /resume-from changes what the agent
+// protects from rotation, so an agent given a token (TokenEnv) refuses it with 401 Unauthorized, changing
+// nothing, unless the request carries "Authorization: Bearer <token>". The token is per job: the operator
+// derives it from a key only it holds (builders.AgentToken) and puts it in the agent container's
+// environment, so only the operator and the job's own pod know it.
 package agentapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +34,12 @@ const (
 	ResumeFromPath  = "/resume-from"
 	ResumeFromParam = "uri"
 )
+
+// TokenEnv is the agent container's environment variable that holds the job's token, which PUT
+// /resume-from must carry as "Authorization: Bearer <token>".
+const TokenEnv = "AGENT_TOKEN"
+
+const bearer = "Bearer "
 
 var dirName = regexp.MustCompile(`^checkpoint-epoch-([0-9]{1,9})(?:-step-([0-9]{1,15}))?$`)
 
@@ -101,16 +115,58 @@ type Status struct {
 	Time  time.Time `json:"time"`
 }
 
-// Handle serves the protocol on mux: status answers GET /status, acknowledge PUT /resume-from.
+// Handle serves the protocol on mux without a token: status answers GET /status, acknowledge PUT
+// /resume-from, from anyone (see Server for an agent that has a token).
 func Handle(mux *http.ServeMux, status func() Status, acknowledge func(uri string)) {
+	Server{Status: status, Acknowledge: acknowledge}.Register(mux)
+}
+
+// Server is the agent's side of the protocol.
+type Server struct {
+	// Status answers GET /status (always open: it changes nothing the operator relies on).
+	Status func() Status
+	// Acknowledge answers an authorized PUT /resume-from.
+	Acknowledge func(uri string)
+	// Token, when not empty, is what PUT /resume-from must carry ("Authorization: Bearer <Token>"); a
+	// request without it or with another one gets 401 and Acknowledge is not called. Empty: every PUT is
+	// accepted (an agent of a Job built before tokens).
+	Token string
+	// Refused, when set, is told of each refused PUT.
+	Refused func(r *http.Request)
+}
+
+// Register serves the protocol on mux.
+func (s Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT "+ResumeFromPath, func(w http.ResponseWriter, r *http.Request) {
-		acknowledge(r.URL.Query().Get(ResumeFromParam))
+		if !Authorized(r, s.Token) {
+			if s.Refused != nil {
+				s.Refused(r)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="checkpoint-agent"`)
+			http.Error(w, "checkpoint agent: PUT "+ResumeFromPath+" needs the job's token", http.StatusUnauthorized)
+			return
+		}
+		s.Acknowledge(r.URL.Query().Get(ResumeFromParam))
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(status())
+		_ = json.NewEncoder(w).Encode(s.Status())
 	})
+}
+
+// Authorized: token is empty, or r carries "Authorization: Bearer <token>". The comparison takes the
+// same time whatever the request carries (of equal-length digests: not even the length leaks).
+func Authorized(r *http.Request, token string) bool {
+	if token == "" {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	if len(h) < len(bearer) || !strings.EqualFold(h[:len(bearer)], bearer) {
+		return false
+	}
+	got, want := sha256.Sum256([]byte(h[len(bearer):])), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // Client calls agents; addr is host:port.
@@ -122,19 +178,21 @@ type Client struct {
 // Status reads an agent's report.
 func (c *Client) Status(ctx context.Context, addr string) (Status, error) {
 	var st Status
-	err := c.do(ctx, http.MethodGet, "http://"+addr+StatusPath, func(body io.Reader) error {
+	err := c.do(ctx, http.MethodGet, "http://"+addr+StatusPath, "", func(body io.Reader) error {
 		return json.NewDecoder(body).Decode(&st)
 	})
 	return st, err
 }
 
-// AcknowledgeResumeFrom tells an agent what RESUME_FROM names now.
-func (c *Client) AcknowledgeResumeFrom(ctx context.Context, addr, uri string) error {
+// AcknowledgeResumeFrom tells an agent what RESUME_FROM names now, with the job's token (the value of
+// TokenEnv in the agent's container; "" sends none, for an agent that has none).
+func (c *Client) AcknowledgeResumeFrom(ctx context.Context, addr, uri, token string) error {
 	u := "http://" + addr + ResumeFromPath + "?" + url.Values{ResumeFromParam: {uri}}.Encode()
-	return c.do(ctx, http.MethodPut, u, func(io.Reader) error { return nil })
+	return c.do(ctx, http.MethodPut, u, token, func(io.Reader) error { return nil })
 }
 
-func (c *Client) do(ctx context.Context, method, u string, read func(io.Reader) error) error {
+// do sends one request; token, when set, goes in the Authorization header (never in an error).
+func (c *Client) do(ctx context.Context, method, u, token string, read func(io.Reader) error) error {
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
@@ -143,6 +201,9 @@ func (c *Client) do(ctx context.Context, method, u string, read func(io.Reader) 
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", bearer+token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

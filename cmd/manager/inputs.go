@@ -23,14 +23,18 @@ const readyFile = ".ready"
 // lacks: inputs.Fetch), writes its reports as its termination message and DIR/.ready naming its attempt;
 // the other ranks wait for that. A source that fails ends the container with the source named.
 //
-// With --per-node, DIR is the job's directory in the node's cache and every rank fetches, one at a time
-// on the node (nodeLock): the first copies, the others and later attempts on the node find it there.
-// Then the directories of other jobs that no rank has started with for --node-cache-ttl are removed.
+// With --per-node, DIR is the job's directory in the node's cache (the only one the pod sees) and every
+// rank fetches, one at a time on the node (nodeLock): the first copies, the others and later attempts on
+// the node find it there. The node cache pruner (prune-node-cache), not a job's pod, removes old ones.
+//
+// What the fetches write is bounded by --max-bytes (the model and the dataset together; the error names
+// --budget-name) and --max-files per input.
 func runFetchInputs(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fetch-inputs", flag.ContinueOnError)
 	var dir, model, dataset, termLog, listen string
-	var wait, ttl time.Duration
+	var wait time.Duration
 	var perNode bool
+	var budget inputs.Budget
 	fs.StringVar(&dir, "dir", "/inputs/cache", "the input cache")
 	fs.StringVar(&model, "model", "", "the model's source, when it is fetched")
 	fs.StringVar(&dataset, "dataset", "", "the dataset's source, when it is fetched")
@@ -38,7 +42,9 @@ func runFetchInputs(ctx context.Context, args []string) error {
 	fs.DurationVar(&wait, "poll", time.Second, "how often a rank other than 0 looks for rank 0's fetch")
 	fs.StringVar(&listen, "listen", "", "address of rank 0's progress endpoint (GET /status) while it fetches; empty: none")
 	fs.BoolVar(&perNode, "per-node", false, "DIR is the job's directory in a node's cache: every rank fetches, one at a time on the node")
-	fs.DurationVar(&ttl, "node-cache-ttl", 0, "with --per-node: remove other jobs' directories beside DIR that no rank has started with for this long; 0 keeps them")
+	fs.Int64Var(&budget.MaxBytes, "max-bytes", 0, "the most bytes the inputs may take in DIR (0: no limit)")
+	fs.StringVar(&budget.Limit, "budget-name", "", "what --max-bytes is, named in the error past it (for example inputs.cacheSize 50Gi)")
+	fs.IntVar(&budget.MaxFiles, "max-files", inputs.DefaultMaxFiles, "the most files one input may list, or one archive hold")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +55,7 @@ func runFetchInputs(ctx context.Context, args []string) error {
 			writeTerminationLog(termLog, err.Error())
 			return err
 		}
-		defer func() { unlock(); pruneNodeCache(dir, ttl, time.Now()) }()
+		defer unlock()
 	} else if rank := os.Getenv("RANK"); rank != "" && rank != "0" {
 		return waitReady(ctx, dir, attempt, wait)
 	}
@@ -61,7 +67,7 @@ func runFetchInputs(ctx context.Context, args []string) error {
 		}
 		defer stop()
 	}
-	reports, err := fetchAll(ctx, dir, p)
+	reports, err := fetchAll(ctx, dir, p, &budget)
 	if err != nil {
 		writeTerminationLog(termLog, err.Error())
 		return err
@@ -75,7 +81,7 @@ func runFetchInputs(ctx context.Context, args []string) error {
 	return os.WriteFile(filepath.Join(dir, readyFile), []byte(attempt), 0o644)
 }
 
-func fetchAll(ctx context.Context, dir string, p *progress) ([]inputs.Report, error) {
+func fetchAll(ctx context.Context, dir string, p *progress, budget *inputs.Budget) ([]inputs.Report, error) {
 	env := inputs.EnvFromOS()
 	var reports []inputs.Report
 	for _, in := range p.inputs {
@@ -84,7 +90,7 @@ func fetchAll(ctx context.Context, dir string, p *progress) ([]inputs.Report, er
 			return nil, fmt.Errorf("%s: %w", in.name, err)
 		}
 		fmt.Printf("fetching %s %s\n", in.name, src.URI)
-		rep, err := inputs.Fetch(ctx, in.name, src, filepath.Join(dir, in.name), env, &in.Progress)
+		rep, err := inputs.Fetch(ctx, in.name, src, filepath.Join(dir, in.name), env, &in.Progress, budget)
 		if err != nil {
 			return nil, fmt.Errorf("fetching %s %s: %w", in.name, src.URI, err)
 		}

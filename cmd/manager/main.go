@@ -22,6 +22,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
@@ -44,6 +45,7 @@ type config struct {
 	agentImage             string
 	agentCommand           string
 	agentInterval          time.Duration
+	agentTokenKeyFile      string
 	checkpointStorage      string
 	checkpointClaimSize    string
 	checkpointStorageClass string
@@ -55,7 +57,7 @@ type config struct {
 	workerDefaults         string
 	inputsCache            string
 	inputsNodeCacheDir     string
-	inputsNodeCacheTTL     time.Duration
+	inputsNodeCacheMax     string
 	goodputInterval        time.Duration
 }
 
@@ -80,6 +82,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
+	fs.StringVar(&c.agentTokenKeyFile, "agent-token-key-file", "", "file holding the key (at least 32 bytes) from which each job's checkpoint agent token is derived; empty: the Secret "+agentTokenKeySecret+" in the operator's namespace, made when missing")
 	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "", "storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); empty: a claim per job, NAME-checkpoints")
 	fs.StringVar(&c.gpuResource, "gpu-resource-name", string(builders.DefaultGPUResource), "extended resource that gpusPerWorker counts when a job's gpuResourceName is empty (nvidia.com/gpu, amd.com/gpu, a MIG slice such as nvidia.com/mig-1g.10gb)")
 	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
@@ -90,7 +93,7 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.workerDefaults, "worker-defaults", "", "YAML file of the cluster's worker defaults (labels, annotations, nodeSelector, tolerations, priorityClassName, env, imagePullSecrets, volumes, volumeMounts, sharedMemory), applied beneath each job's own settings; the chart's workerDefaults")
 	fs.StringVar(&c.inputsCache, "inputs-cache", string(mlv1.InputsCacheShared), "input cache of jobs whose inputs.cache is unset: Shared (a claim per job, ReadWriteMany with more than one worker) or PerNode (--inputs-node-cache-dir on each node)")
 	fs.StringVar(&c.inputsNodeCacheDir, "inputs-node-cache-dir", "", "absolute directory on every node for PerNode input caches (a hostPath written as root, a directory per job); empty: PerNode jobs are refused")
-	fs.DurationVar(&c.inputsNodeCacheTTL, "inputs-node-cache-ttl", 0, "remove a job's directory from a node's input cache once no rank has started with it for this long; 0 keeps them")
+	fs.StringVar(&c.inputsNodeCacheMax, "inputs-node-cache-max-size", "100Gi", "the most one PerNode job's inputs may take on a node (a quantity); a job's smaller inputs.cacheSize is its limit; empty: inputs.cacheSize alone")
 	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second, "how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once); 10 times less often for queued and suspended jobs")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
@@ -110,6 +113,8 @@ func main() {
 		err = runAgent(ctrl.SetupSignalHandler(), os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "fetch-inputs":
 		err = runFetchInputs(ctrl.SetupSignalHandler(), os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "prune-node-cache":
+		err = runPruneNodeCache(ctrl.SetupSignalHandler(), os.Args[2:])
 	default:
 		err = run(ctrl.SetupSignalHandler(), os.Args[1:], ctrl.GetConfigOrDie)
 	}
@@ -155,6 +160,15 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		GPUResource: corev1.ResourceName(c.gpuResource), MLflowTrackingURI: c.mlflowURI}
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
+	}
+	// Read uncached: the manager's cache would watch every Secret of the cluster.
+	direct, err := client.New(rc, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return fmt.Errorf("a client for the agents' token key: %w", err)
+	}
+	ns, nsKnown := operatorNamespace(serviceAccountNamespace)
+	if opts.AgentTokenKey, err = agentTokenKey(ctx, direct, c.agentTokenKeyFile, ns, nsKnown, ctrl.Log.WithName("agent-token")); err != nil {
+		return err
 	}
 	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
 		return err
@@ -205,8 +219,10 @@ func defaultCheckpointStorage(c config) (*mlv1.CheckpointStorage, error) {
 
 // mlflowFlags checks --mlflow-tracking-uri and returns the Secret --mlflow-credentials-secret names.
 func mlflowFlags(c config) (client.ObjectKey, error) {
-	if c.mlflowURI != "" && !strings.HasPrefix(c.mlflowURI, "http://") && !strings.HasPrefix(c.mlflowURI, "https://") {
-		return client.ObjectKey{}, fmt.Errorf("--mlflow-tracking-uri %q is not an http:// or https:// URL", c.mlflowURI)
+	if c.mlflowURI != "" {
+		if _, err := mlflow.ParseBaseURL(c.mlflowURI); err != nil {
+			return client.ObjectKey{}, fmt.Errorf("--mlflow-tracking-uri: %w", err)
+		}
 	}
 	if c.mlflowCredentials == "" {
 		return client.ObjectKey{}, nil

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
@@ -84,24 +87,48 @@ func sameFile(f *os.File, path string) bool {
 	return err == nil && os.SameFile(a, b)
 }
 
-// pruneNodeCache removes the directories beside dir (other jobs' caches on this node) that no rank has
-// started with for ttl, each only while holding its lock, so one being fetched is left alone. ttl 0 keeps
-// them. Best effort: what cannot be removed is left for a later fetcher.
-func pruneNodeCache(dir string, ttl time.Duration, now time.Time) {
-	if ttl <= 0 {
-		return
+// runPruneNodeCache runs `manager prune-node-cache`, the node cache pruner (a DaemonSet of the chart, the
+// only process that sees a node's whole input cache): every --every it removes the jobs' directories in
+// --dir that no rank has started with for --ttl. The directories' names come from the operator's builder
+// (the kubelet creates each as a job's hostPath); no job's pod or data decides what is removed.
+func runPruneNodeCache(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("prune-node-cache", flag.ContinueOnError)
+	var dir string
+	var ttl, every time.Duration
+	fs.StringVar(&dir, "dir", "/node-cache", "the node's input cache (the operator's --inputs-node-cache-dir, mounted)")
+	fs.DurationVar(&ttl, "ttl", 7*24*time.Hour, "remove a job's directory once no rank has started with it for this long")
+	fs.DurationVar(&every, "every", 10*time.Minute, "time between two passes")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	parent := filepath.Dir(dir)
-	entries, err := os.ReadDir(parent)
+	if ttl <= 0 || every <= 0 {
+		return fmt.Errorf("--ttl %s and --every %s must be positive", ttl, every)
+	}
+	for {
+		pruneNodeCache(dir, ttl, time.Now())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+// pruneNodeCache removes the directories in root (the jobs' caches on this node) that no rank has started
+// with for ttl, each only while holding its lock, so one being fetched is left alone; entries that are not
+// directories (a link, a file) are left alone. Best effort: what cannot be removed is tried again later.
+func pruneNodeCache(root string, ttl time.Duration, now time.Time) {
+	entries, err := os.ReadDir(root)
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "reading the node's input cache: %v\n", err)
 		return
 	}
 	for _, e := range entries {
-		other := filepath.Join(parent, e.Name())
-		if !e.IsDir() || other == filepath.Clean(dir) || !unusedSince(other, now.Add(-ttl)) {
+		dir := filepath.Join(root, e.Name())
+		if !e.IsDir() || !unusedSince(dir, now.Add(-ttl)) {
 			continue
 		}
-		if removeUnlocked(other) {
+		if removeUnlocked(dir) {
 			fmt.Printf("removed %s from the node's input cache: unused for %s\n", e.Name(), ttl)
 		}
 	}
@@ -148,6 +175,12 @@ func inputsFlags(c config, opts *builders.Options) error {
 	if c.inputsNodeCacheDir != "" {
 		opts.InputsNodeCacheDir = filepath.Clean(c.inputsNodeCacheDir)
 	}
-	opts.InputsNodeCacheTTL = c.inputsNodeCacheTTL
+	if c.inputsNodeCacheMax != "" {
+		q, err := resource.ParseQuantity(c.inputsNodeCacheMax)
+		if err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("--inputs-node-cache-max-size %q is not a positive quantity", c.inputsNodeCacheMax)
+		}
+		opts.InputsNodeCacheMaxSize = &q
+	}
 	return nil
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
@@ -61,8 +63,8 @@ func TestNodeLockEndsWithTheContext(t *testing.T) {
 	}
 }
 
-// TestPruneNodeCache: other jobs' directories unused for the TTL go, unless a fetcher holds them; the
-// fetcher's own, recent ones and everything with TTL 0 stay.
+// TestPruneNodeCache: the pruner removes the jobs' directories unused for the TTL, unless a fetcher holds
+// them; recent ones stay, and so do a link and a file in the cache root (the pruner follows no link).
 func TestPruneNodeCache(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
@@ -70,13 +72,12 @@ func TestPruneNodeCache(t *testing.T) {
 		ttl  time.Duration
 		want []string
 	}{
-		{"ttl 0 keeps everything", 0, []string{"locked-old", "mine", "old", "recent"}},
-		{"a day", 24 * time.Hour, []string{"locked-old", "mine", "recent"}},
-		{"a week", 7 * 24 * time.Hour, []string{"locked-old", "mine", "old", "recent"}},
+		{"a day", 24 * time.Hour, []string{"a-file", "a-link", "locked-old", "recent"}},
+		{"a week", 7 * 24 * time.Hour, []string{"a-file", "a-link", "locked-old", "old", "recent"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			for name, age := range map[string]time.Duration{"mine": 30 * 24 * time.Hour, "old": 48 * time.Hour, "recent": time.Hour, "locked-old": 48 * time.Hour} {
+			for name, age := range map[string]time.Duration{"older": 30 * 24 * time.Hour, "old": 48 * time.Hour, "recent": time.Hour, "locked-old": 48 * time.Hour} {
 				dir := filepath.Join(root, name)
 				if err := os.MkdirAll(filepath.Join(dir, "dataset"), 0o755); err != nil {
 					t.Fatal(err)
@@ -88,6 +89,13 @@ func TestPruneNodeCache(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			elsewhere := t.TempDir() // what a link in the root points at: never removed
+			if err := os.Symlink(elsewhere, filepath.Join(root, "a-link")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "a-file"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			f, err := openLock(filepath.Join(root, "locked-old"))
 			if err != nil {
 				t.Fatal(err)
@@ -96,7 +104,7 @@ func TestPruneNodeCache(t *testing.T) {
 			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 				t.Fatal(err)
 			}
-			pruneNodeCache(filepath.Join(root, "mine"), tc.ttl, now)
+			pruneNodeCache(root, tc.ttl, now)
 			var got []string
 			entries, _ := os.ReadDir(root)
 			for _, e := range entries {
@@ -104,6 +112,9 @@ func TestPruneNodeCache(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("left on the node (-want +got):\n%s", diff)
+			}
+			if _, err := os.Stat(elsewhere); err != nil {
+				t.Errorf("the link's target: %v", err)
 			}
 		})
 	}
@@ -122,10 +133,18 @@ func TestInputsFlags(t *testing.T) {
 		{"PerNode without a directory", "PerNode", "", builders.Options{}, true},
 		{"a relative directory", "Shared", "var/lib/tj", builders.Options{}, true},
 		{"an unknown cache", "Local", "", builders.Options{}, true},
+		{"a node cache limit", "PerNode", "/var/lib/tj", builders.Options{InputsCache: mlv1.InputsCachePerNode, InputsNodeCacheDir: "/var/lib/tj", InputsNodeCacheMaxSize: ptrQ("20Gi")}, false},
+		{"a node cache limit of 0", "PerNode", "/var/lib/tj", builders.Options{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got builders.Options
-			err := inputsFlags(config{inputsCache: tc.cache, inputsNodeCacheDir: tc.dir}, &got)
+			c := config{inputsCache: tc.cache, inputsNodeCacheDir: tc.dir}
+			if tc.want.InputsNodeCacheMaxSize != nil {
+				c.inputsNodeCacheMax = tc.want.InputsNodeCacheMaxSize.String()
+			} else if strings.Contains(tc.name, "limit of 0") {
+				c.inputsNodeCacheMax = "0"
+			}
+			err := inputsFlags(c, &got)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want one: %v", err, tc.wantErr)
 			}
@@ -136,4 +155,9 @@ func TestInputsFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ptrQ(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
 }

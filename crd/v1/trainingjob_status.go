@@ -50,7 +50,7 @@ const (
 	// ConditionExperimentTracked is True while the job's MLflow run is kept in step (reason RunActive, or
 	// RunClosed once its end is recorded); False names why the tracking server cannot be reached or
 	// refuses (TrackingServerUnavailable, TrackingCredentialsInvalid, TrackingCredentialsMissing,
-	// TrackingRequestRejected) while the training goes on and the operator retries.
+	// TrackingRequestRejected, TrackingURIInvalid) while the training goes on and the operator retries.
 	ConditionExperimentTracked = "ExperimentTracked"
 	// ConditionStalled is True while the run is hung: its workers all run but rank 0 reported no progress
 	// within failurePolicy.startupTimeoutSeconds (reason NoProgressSinceStart), or its epoch and step stood

@@ -43,7 +43,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="model must not be blank"
-	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..'))",message="model must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..'"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..') && !self.matches('%2[eE]') && !self.matches('/[.](/|$)'))",message="model must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..' or '.' segment, encoded or not"
 	Model string `json:"model"`
 
 	// dataset is the dataset to train on: a plain name (passed to workers as DATASET_NAME and in the config
@@ -52,7 +52,7 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="dataset must not be blank"
-	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..'))",message="dataset must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..'"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..') && !self.matches('%2[eE]') && !self.matches('/[.](/|$)'))",message="dataset must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..' or '.' segment, encoded or not"
 	Dataset string `json:"dataset"`
 
 	// inputs says how a model or dataset source is reached and where fetched sources are kept: the
@@ -605,7 +605,8 @@ type MonitoringSpec struct {
 	// condition).
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:Pattern=`^https?://`
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#@]+`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#') && !self.matches('^https?://[^/]*@')",message="monitoring.mlflowTrackingUri must be http(s)://HOST[:PORT][/PATH] with no query, fragment or user info"
 	MLflowTrackingURI string `json:"mlflowTrackingUri,omitempty"`
 
 	// mlflowExperiment is the MLflow experiment of the job's run; the job's namespace when empty. It is

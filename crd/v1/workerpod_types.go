@@ -53,13 +53,16 @@ type WorkerPodSpec struct {
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
 	// volumeMounts mount volumes of workerPod.volumes in the trainer container, for example a dataset's
-	// claim at /data (readOnly). A mount of another volume, or at, above or below a path of the operator
-	// (/etc/trainingjob, /checkpoints, /dev/shm, /etc/mpi, /var/run/secrets/trainingjob, /inputs), is refused (by the
-	// ValidatingAdmissionPolicy trainingjob-worker-pod: the rule is beyond a CRD rule's cost budget).
+	// claim at /data (readOnly). A mount of one of the operator's volumes is refused here; a mount of a
+	// volume workerPod.volumes lacks, or at, above or below a path of the operator (/etc/trainingjob,
+	// /checkpoints, /dev/shm, /etc/mpi, /var/run/secrets/trainingjob, /inputs), by the
+	// ValidatingAdmissionPolicy trainingjob-worker-pod (beyond a CRD rule's cost budget) and by the operator
+	// (CreateRejected).
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=mountPath
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source']))",message="workerPod.volumeMounts must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source)"
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
 	// envFrom sets the trainer's environment from every key of Secrets and ConfigMaps, for example a W&B
@@ -97,12 +100,13 @@ type WorkerPodSpec struct {
 // WorkerContainer is an init or sidecar container of the workers' pods: what such containers need, run as
 // hardened as the operator's own (the workers' user, no privilege escalation, no capabilities).
 type WorkerContainer struct {
-	// name of the container; the operator's (trainer, checkpoint-agent, resume-check) are refused.
+	// name of the container; the operator's (trainer, checkpoint-agent, resume-check, fetch-inputs) are
+	// refused.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	// +kubebuilder:validation:XValidation:rule="!(self in ['trainer', 'checkpoint-agent', 'resume-check'])",message="the container names trainer, checkpoint-agent and resume-check are the operator's"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['trainer', 'checkpoint-agent', 'resume-check', 'fetch-inputs'])",message="the container names trainer, checkpoint-agent, resume-check and fetch-inputs are the operator's"
 	Name string `json:"name"`
 
 	// image of the container.
@@ -141,11 +145,12 @@ type WorkerContainer struct {
 	// +listType=atomic
 	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
 
-	// volumeMounts mount volumes of workerPod.volumes in the container.
+	// volumeMounts mount volumes of workerPod.volumes in the container; the operator's volumes are refused.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=mountPath
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source']))",message="an init or sidecar container must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source)"
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
 	// resources are the container's requests and limits (a sidecar's add to the pod's; an init container's

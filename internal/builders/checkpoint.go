@@ -1,13 +1,19 @@
 package builders
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -198,10 +204,43 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		ctr.VolumeMounts = []corev1.VolumeMount{{Name: CheckpointVolumeName, MountPath: CheckpointMountPath}}
 		ctr.Args = append(ctr.Args, "--dir="+CheckpointMountPath)
 	}
+	// The job's token, which PUT /resume-from must carry: only the operator (which derives it again from
+	// its key, or reads it from this container) and the pod know it.
+	if token := AgentToken(tj, opts); token != "" {
+		ctr.Env = append(ctr.Env, value(agentapi.TokenEnv, token))
+	}
 	ctr.EnvFrom = storageEnvFrom(tj)
 	ctr.VolumeMounts = append(ctr.VolumeMounts, storageMounts(tj)...)
 	ctr.Env = append(ctr.Env, storageEnv(tj)...)
 	return ctr
+}
+
+// SecretKey is key material: fmt, %#v, JSON and YAML print it as <redacted>, so logging a struct that
+// holds one (builders.Options) never shows it.
+type SecretKey []byte
+
+const redacted = "<redacted>"
+
+func (SecretKey) String() string               { return redacted }
+func (SecretKey) GoString() string             { return redacted }
+func (SecretKey) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func (SecretKey) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+func (k SecretKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(k.String())) }
+
+// agentTokenContext separates the agent tokens from anything else the key may ever derive.
+const agentTokenContext = "trainingjob-operator/checkpoint-agent-token/v1\x00"
+
+// AgentToken is the job's checkpoint agent token: hex(HMAC-SHA256(opts.AgentTokenKey, context || the
+// job's UID)), the same for the job's life (every attempt, every operator replica and restart that
+// holds the same key) and different for every job; "" without a key. The agent container gets it as
+// agentapi.TokenEnv; the Job's template stays a pure function of the TrainingJob and Options.
+func AgentToken(tj *mlv1.TrainingJob, opts Options) string {
+	if len(opts.AgentTokenKey) == 0 {
+		return ""
+	}
+	m := hmac.New(sha256.New, opts.AgentTokenKey)
+	m.Write([]byte(agentTokenContext + string(tj.UID)))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // agentImage is the image and command of the operator's own containers in a worker pod (the checkpoint
@@ -267,6 +306,8 @@ func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	}
 	check := *agent.DeepCopy()
 	check.Name, check.RestartPolicy, check.Ports = ResumeCheckContainerName, nil, nil
+	// The check serves nothing: it does not need the token.
+	check.Env = slices.DeleteFunc(check.Env, func(e corev1.EnvVar) bool { return e.Name == agentapi.TokenEnv })
 	check.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	check.Args = []string{"checkpoint-agent", "--check-resume-from=" + from, "--storage-type=" + string(Storage(tj).Type)}
 	for _, a := range agent.Args {

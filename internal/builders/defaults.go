@@ -2,6 +2,7 @@ package builders
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"time"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -16,6 +17,10 @@ type Options struct {
 	AgentCommand []string
 	// AgentInterval is the agent's time between two rotations (default 30 s).
 	AgentInterval time.Duration
+	// AgentTokenKey is the operator's secret key from which each job's checkpoint agent token is derived
+	// (AgentToken); the manager reads it from a Secret in its own namespace. Empty: agents get no token
+	// and accept PUT /resume-from from anyone (as before tokens). It prints as <redacted>.
+	AgentTokenKey SecretKey
 	// DefaultCheckpointStorage is the storage of jobs that enable checkpoints without naming one; nil
 	// means a claim the operator creates per job with the defaults of CheckpointClaim (see StorageChoice).
 	DefaultCheckpointStorage *mlv1.CheckpointStorage
@@ -32,9 +37,9 @@ type Options struct {
 	// InputsNodeCacheDir is the directory on each node that holds PerNode input caches, one directory per
 	// job (its UID); "" means the cluster offers no node cache.
 	InputsNodeCacheDir string
-	// InputsNodeCacheTTL is how long a node's cache of a job no rank has started with is kept: a fetcher
-	// removes the older ones it finds beside its own. 0 keeps them.
-	InputsNodeCacheTTL time.Duration
+	// InputsNodeCacheMaxSize is the most a PerNode job's inputs may take on a node (its inputs.cacheSize,
+	// default DefaultInputsCacheSize, no more than this); nil: inputs.cacheSize alone.
+	InputsNodeCacheMaxSize *resource.Quantity
 }
 
 // DefaultImages are the images used when spec.image is empty, unless the manager's

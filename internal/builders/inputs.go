@@ -3,6 +3,7 @@ package builders
 import (
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,14 +19,14 @@ import (
 // InputsCachePath, under model/ or dataset/; every rank waits for it there. A pvc or nfs source is
 // mounted read-only at /inputs/model or /inputs/dataset. MODEL_DIR and DATASET_DIR name where they are.
 //
-// With the PerNode cache (InputsCacheMode) the volume InputsCacheVolume is instead the operator's node cache
-// directory, mounted whole at InputsNodeCachePath in the fetcher of every rank and as the job's own
-// directory in it (NodeCacheKey) at InputsCachePath in the trainer.
+// With the PerNode cache (InputsCacheMode) the volume InputsCacheVolume is instead the job's own directory
+// (NodeCacheKey) in the operator's node cache directory, a hostPath: no container of the pod sees
+// another job's directory. Its directories are pruned by the node cache pruner (`manager
+// prune-node-cache`, a DaemonSet of the chart), never from a job's pod.
 const (
-	InputsCacheVolume   = "inputs-cache"
-	InputsCachePath     = "/inputs/cache"
-	InputsNodeCachePath = "/inputs/node-cache"
-	InputsRoot          = "/inputs"
+	InputsCacheVolume = "inputs-cache"
+	InputsCachePath   = "/inputs/cache"
+	InputsRoot        = "/inputs"
 	// inputsCredentialsVolume holds a gs:// source's service-account.json (inputs.secretRef).
 	inputsCredentialsVolume = "inputs-credentials"
 	inputsCredentialsPath   = "/var/run/secrets/trainingjob-inputs"
@@ -138,7 +139,7 @@ func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 		vols = append(vols, inputsCacheVolume(tj, opts))
 		if in := tj.Spec.Inputs; in != nil && in.SecretRef != nil && hasKind(tj, inputs.GCS) {
 			vols = append(vols, corev1.Volume{Name: inputsCredentialsVolume, VolumeSource: corev1.VolumeSource{
-				Secret: &corev1.SecretVolumeSource{SecretName: in.SecretRef.Name}}})
+				Secret: &corev1.SecretVolumeSource{SecretName: in.SecretRef.Name, Items: []corev1.KeyToPath{{Key: gcsCredentialsKey, Path: gcsCredentialsKey}}}}})
 		}
 	}
 	for _, in := range Inputs(tj) {
@@ -156,28 +157,23 @@ func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 	return vols
 }
 
-// inputsCacheVolume is the job's claim (Shared) or the node's cache directory, created by the kubelet
-// when missing (PerNode).
+// inputsCacheVolume is the job's claim (Shared) or the job's own directory in the node's cache, created by
+// the kubelet when missing (PerNode).
 func inputsCacheVolume(tj *mlv1.TrainingJob, opts Options) corev1.Volume {
 	v := corev1.Volume{Name: InputsCacheVolume}
 	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
-		v.HostPath = &corev1.HostPathVolumeSource{Path: opts.InputsNodeCacheDir, Type: ptrTo(corev1.HostPathDirectoryOrCreate)}
+		v.HostPath = &corev1.HostPathVolumeSource{Path: path.Join(opts.InputsNodeCacheDir, NodeCacheKey(tj)), Type: ptrTo(corev1.HostPathDirectoryOrCreate)}
 		return v
 	}
 	v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: InputsCacheName(tj)}
 	return v
 }
 
-// inputsMounts are the trainer's: the cache (the job's own directory of a node cache) and the mounted
-// sources, all read-only.
-func inputsMounts(tj *mlv1.TrainingJob, opts Options) []corev1.VolumeMount {
+// inputsMounts are the trainer's: the cache and the mounted sources, all read-only.
+func inputsMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
 	var mounts []corev1.VolumeMount
 	if len(FetchedInputs(tj)) > 0 {
-		m := corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath, ReadOnly: true}
-		if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
-			m.SubPath = NodeCacheKey(tj)
-		}
-		mounts = append(mounts, m)
+		mounts = append(mounts, corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath, ReadOnly: true})
 	}
 	for _, in := range Inputs(tj) {
 		if !in.Source.Fetched() {
@@ -185,6 +181,42 @@ func inputsMounts(tj *mlv1.TrainingJob, opts Options) []corev1.VolumeMount {
 		}
 	}
 	return mounts
+}
+
+// gcsCredentialsKey is the key of inputs.secretRef that holds a gs:// source's credentials, the only one
+// of that Secret's keys in the fetcher's credentials volume.
+const gcsCredentialsKey = "service-account.json"
+
+// inputsSecretEnv are the keys of inputs.secretRef the fetcher reads for the job's kinds of source, each
+// optional: s3's AWS keys, hf's HF_TOKEN. The Secret's other keys never reach the fetcher.
+func inputsSecretEnv(tj *mlv1.TrainingJob, secret string) []corev1.EnvVar {
+	var keys []string
+	if hasKind(tj, inputs.S3) {
+		keys = append(keys, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+	}
+	if hasKind(tj, inputs.Hub) {
+		keys = append(keys, "HF_TOKEN")
+	}
+	env := make([]corev1.EnvVar, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k, Optional: ptrTo(true)}}})
+	}
+	return env
+}
+
+// InputsBudget is the most the job's fetched inputs may take in its cache, and the limit's name for the
+// fetcher's error: inputs.cacheSize (default DefaultInputsCacheSize), and with a PerNode cache no more than
+// the operator's InputsNodeCacheMaxSize.
+func InputsBudget(tj *mlv1.TrainingJob, opts Options) (resource.Quantity, string) {
+	size, limit := DefaultInputsCacheSize.DeepCopy(), "inputs.cacheSize (default "+DefaultInputsCacheSize.String()+")"
+	if in := tj.Spec.Inputs; in != nil && in.CacheSize != nil {
+		size, limit = in.CacheSize.DeepCopy(), "inputs.cacheSize "+in.CacheSize.String()
+	}
+	if most := opts.InputsNodeCacheMaxSize; most != nil && InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode && most.Cmp(size) < 0 {
+		size, limit = most.DeepCopy(), "the operator's node cache limit per job (--inputs-node-cache-max-size) "+most.String()
+	}
+	return size, limit
 }
 
 func hasKind(tj *mlv1.TrainingJob, k inputs.Kind) bool {
@@ -208,13 +240,12 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	}
 	image, command := agentImage(opts)
 	// The progress endpoint on the pod's own address: pods that share a network (a process node) must not collide.
+	budget, limit := InputsBudget(tj, opts)
 	args := []string{"fetch-inputs", "--dir=" + InputsCachePath, "--termination-log=" + corev1.TerminationMessagePathDefault,
-		"--listen=$(POD_IP):" + itoa(InputsPort)}
+		"--listen=$(POD_IP):" + itoa(InputsPort), "--max-bytes=" + strconv.FormatInt(budget.Value(), 10), "--budget-name=" + limit}
 	mount := corev1.VolumeMount{Name: InputsCacheVolume, MountPath: InputsCachePath}
 	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
-		args[1] = "--dir=" + path.Join(InputsNodeCachePath, NodeCacheKey(tj))
-		args = append(args, "--per-node", "--node-cache-ttl="+opts.InputsNodeCacheTTL.String())
-		mount.MountPath = InputsNodeCachePath
+		args = append(args, "--per-node")
 	}
 	for _, in := range fetched {
 		args = append(args, "--"+in.Name+"="+in.Source.URI)
@@ -235,10 +266,10 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 			}
 		}
 		if in.SecretRef != nil {
-			c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *in.SecretRef}}}
+			c.Env = append(c.Env, inputsSecretEnv(tj, in.SecretRef.Name)...)
 			if hasKind(tj, inputs.GCS) {
 				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: inputsCredentialsVolume, MountPath: inputsCredentialsPath, ReadOnly: true})
-				c.Env = append(c.Env, value("GOOGLE_APPLICATION_CREDENTIALS", inputsCredentialsPath+"/service-account.json"))
+				c.Env = append(c.Env, value("GOOGLE_APPLICATION_CREDENTIALS", inputsCredentialsPath+"/"+gcsCredentialsKey))
 			}
 		}
 	}

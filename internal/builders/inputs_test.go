@@ -4,10 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
@@ -64,8 +64,19 @@ func TestInputsInThePod(t *testing.T) {
 						t.Errorf("fetcher args %v lack %s", f.Args, a)
 					}
 				}
-				if len(f.EnvFrom) != 1 || f.EnvFrom[0].SecretRef.Name != "keys" || len(spec.Containers[0].EnvFrom) != 0 {
-					t.Errorf("the Secret goes to the fetcher only: fetcher %v, trainer %v", f.EnvFrom, spec.Containers[0].EnvFrom)
+				secretKeys := map[string]string{}
+				for _, e := range f.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						secretKeys[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+					}
+				}
+				want := map[string]string{"AWS_ACCESS_KEY_ID": "keys/AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "keys/AWS_SECRET_ACCESS_KEY",
+					"AWS_SESSION_TOKEN": "keys/AWS_SESSION_TOKEN", "HF_TOKEN": "keys/HF_TOKEN"}
+				if diff := cmp.Diff(want, secretKeys); diff != "" || len(f.EnvFrom) != 0 || len(spec.Containers[0].EnvFrom) != 0 {
+					t.Errorf("the fetcher gets the keys it reads, and only it (-want +got):\n%s\nfetcher envFrom %v, trainer envFrom %v", diff, f.EnvFrom, spec.Containers[0].EnvFrom)
+				}
+				if !slices.Contains(f.Args, "--max-bytes=53687091200") || !slices.Contains(f.Args, "--budget-name=inputs.cacheSize (default 50Gi)") {
+					t.Errorf("fetcher args %v lack the budget of the default inputs.cacheSize", f.Args)
 				}
 			}
 			claim := builders.InputsCacheClaim(tj)
@@ -79,20 +90,22 @@ func TestInputsInThePod(t *testing.T) {
 // TestInputsCache: where fetched sources are kept, chosen by inputs.cache or the operator's default, is
 // what the fetcher writes and the trainer reads.
 func TestInputsCache(t *testing.T) {
-	perNode := builders.Options{InputsNodeCacheDir: "/var/lib/tj-inputs", InputsNodeCacheTTL: 72 * time.Hour}
+	perNode := builders.Options{InputsNodeCacheDir: "/var/lib/tj-inputs", InputsNodeCacheMaxSize: ptr.To(resource.MustParse("20Gi"))}
 	type mounts struct {
 		Volume                    corev1.VolumeSource
 		Fetcher, Trainer          corev1.VolumeMount
-		Dir, TTL                  string
+		Dir, Budget               string
 		PerNode, RunAsUserDefault bool
 	}
 	claim := corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "a-inputs"}}
-	node := corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/tj-inputs", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}
+	// PerNode: the pod's volume is the job's own directory on the node, never the whole cache.
+	node := corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/tj-inputs/ml_a_uid-1", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}
 	shared := mounts{Volume: claim, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache"},
-		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true}, Dir: "/inputs/cache", RunAsUserDefault: true}
-	onNode := mounts{Volume: node, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/node-cache"},
-		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true, SubPath: "ml_a_uid-1"},
-		Dir:     "/inputs/node-cache/ml_a_uid-1", TTL: "72h0m0s", PerNode: true}
+		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true}, Dir: "/inputs/cache", RunAsUserDefault: true,
+		Budget: "inputs.cacheSize 30Gi"}
+	onNode := mounts{Volume: node, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache"},
+		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true},
+		Dir:     "/inputs/cache", PerNode: true, Budget: "the operator's node cache limit per job (--inputs-node-cache-max-size) 20Gi"}
 	for _, tc := range []struct {
 		name  string
 		cache mlv1.InputsCache
@@ -109,7 +122,7 @@ func TestInputsCache(t *testing.T) {
 				tj.UID = "uid-1"
 				tj.Spec.Dataset = "s3://datasets/squad"
 				tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsUser: ptr.To(int64(1000))}
-				tj.Spec.Inputs = &mlv1.InputsSpec{Cache: tc.cache}
+				tj.Spec.Inputs = &mlv1.InputsSpec{Cache: tc.cache, CacheSize: ptr.To(resource.MustParse("30Gi"))}
 			}).Obj()
 			spec := builders.Job(tj, tc.opts).Spec.Template.Spec
 			var got mounts
@@ -125,8 +138,8 @@ func TestInputsCache(t *testing.T) {
 				if v, ok := strings.CutPrefix(a, "--dir="); ok {
 					got.Dir = v
 				}
-				if v, ok := strings.CutPrefix(a, "--node-cache-ttl="); ok {
-					got.TTL = v
+				if v, ok := strings.CutPrefix(a, "--budget-name="); ok {
+					got.Budget = v
 				}
 				got.PerNode = got.PerNode || a == "--per-node"
 			}

@@ -200,7 +200,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		envFrom = storageEnvFrom(tj)
 		mounts = append(mounts, storageMounts(tj)...)
 	}
-	mounts = append(mounts, inputsMounts(tj, opts)...)
+	mounts = append(mounts, inputsMounts(tj)...)
 	ports := []corev1.ContainerPort{
 		{Name: names.MasterPortName, ContainerPort: masterPort(tj), Protocol: corev1.ProtocolTCP},
 		{Name: names.MetricsPortName, ContainerPort: metricsPort(tj), Protocol: corev1.ProtocolTCP},

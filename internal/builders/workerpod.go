@@ -287,6 +287,53 @@ func (d WorkerDefaults) Check() error {
 	return nil
 }
 
+// ReservedContainerNames are the operator's containers in a worker pod: workerPod's init and sidecar
+// containers may not take them (the CRD's rule on their name lists them too).
+var ReservedContainerNames = []string{names.ContainerName, names.AgentContainerName, ResumeCheckContainerName, names.InputsContainerName}
+
+// CheckWorkerPod is the builder's own check of a job's workerPod, the last line behind admission (the
+// CRD's rules, and the optional ValidatingAdmissionPolicy for what is beyond their cost): no init or
+// sidecar container takes a name of the operator's, and every mount (the trainer's and theirs) names a
+// volume of workerPod.volumes, at none of the operator's paths in the trainer. So no container a tenant
+// writes mounts the operator's volumes (the input cache, the checkpoint credentials, the SSH keys).
+func CheckWorkerPod(tj *mlv1.TrainingJob) error {
+	wp := tj.Spec.WorkerPod
+	if wp == nil {
+		return nil
+	}
+	vols := volumeNames(wp.Volumes)
+	var errs []string
+	for _, m := range wp.VolumeMounts {
+		errs = append(errs, checkMount("spec.workerPod.volumeMounts", m, vols)...)
+		if ReservedMountPath(m.MountPath) {
+			errs = append(errs, "spec.workerPod.volumeMounts: "+m.MountPath+" is at, above or below a path of the operator")
+		}
+	}
+	for field, cs := range map[string][]mlv1.WorkerContainer{"spec.workerPod.initContainers": wp.InitContainers, "spec.workerPod.sidecars": wp.Sidecars} {
+		for _, c := range cs {
+			if slices.Contains(ReservedContainerNames, c.Name) {
+				errs = append(errs, field+": the container name "+c.Name+" is the operator's")
+			}
+			for _, m := range c.VolumeMounts {
+				errs = append(errs, checkMount(field+"["+c.Name+"].volumeMounts", m, vols)...)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkMount: a mount names a volume of the job's workerPod.volumes (vols), which are never the operator's.
+func checkMount(field string, m corev1.VolumeMount, vols map[string]string) []string {
+	if _, ok := vols[m.Name]; !ok || slices.Contains(ReservedVolumeNames, m.Name) {
+		return []string{field + ": " + m.Name + " is not a volume of spec.workerPod.volumes"}
+	}
+	return nil
+}
+
 // ReservedLabelKey: a pod label key that only the operator, the Job controller or the queue sets.
 func ReservedLabelKey(k string) bool {
 	for _, p := range []string{mlv1.GroupVersion.Group + "/", "batch.kubernetes.io/", "kueue.x-k8s.io/"} {

@@ -295,3 +295,41 @@ func TestWorkerContainers(t *testing.T) {
 		t.Error("the builder changed the TrainingJob")
 	}
 }
+
+// TestCheckWorkerPod: the builder's own check, behind admission, refuses (naming the field) a container
+// that takes the operator's name and a mount of anything but the job's own volumes.
+func TestCheckWorkerPod(t *testing.T) {
+	vol := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	for _, tc := range []struct {
+		name    string
+		wp      *mlv1.WorkerPodSpec
+		wantErr string // "": accepted
+	}{
+		{name: "no workerPod"},
+		{name: "a sidecar mounting the job's volume", wp: &mlv1.WorkerPodSpec{Volumes: []corev1.Volume{vol},
+			Sidecars: []mlv1.WorkerContainer{{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/d"}}}}}},
+		{name: "a sidecar named fetch-inputs", wp: &mlv1.WorkerPodSpec{Sidecars: []mlv1.WorkerContainer{{Name: "fetch-inputs", Image: "x"}}},
+			wantErr: "spec.workerPod.sidecars: the container name fetch-inputs is the operator's"},
+		{name: "an init container named trainer", wp: &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "trainer", Image: "x"}}},
+			wantErr: "spec.workerPod.initContainers: the container name trainer is the operator's"},
+		{name: "an init container mounting the input cache", wp: &mlv1.WorkerPodSpec{
+			InitContainers: []mlv1.WorkerContainer{{Name: "peek", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: builders.InputsCacheVolume, MountPath: "/all"}}}}},
+			wantErr: "spec.workerPod.initContainers[peek].volumeMounts: inputs-cache is not a volume of spec.workerPod.volumes"},
+		{name: "the trainer mounting the checkpoint credentials", wp: &mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "checkpoint-credentials", MountPath: "/c"}}},
+			wantErr: "spec.workerPod.volumeMounts: checkpoint-credentials is not a volume of spec.workerPod.volumes"},
+		{name: "the trainer mounting over /inputs", wp: &mlv1.WorkerPodSpec{Volumes: []corev1.Volume{vol}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/inputs/cache"}}},
+			wantErr: "spec.workerPod.volumeMounts: /inputs/cache is at, above or below a path of the operator"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.WorkerPod = tc.wp }).Obj()
+			err := builders.CheckWorkerPod(tj)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, got); diff != "" {
+				t.Errorf("CheckWorkerPod (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

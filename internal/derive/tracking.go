@@ -20,6 +20,8 @@ const (
 	ReasonTrackingCredentialsInvalid = "TrackingCredentialsInvalid"
 	ReasonTrackingCredentialsMissing = "TrackingCredentialsMissing"
 	ReasonTrackingRequestRejected    = "TrackingRequestRejected"
+	// ReasonTrackingURIInvalid: the tracking URI is refused before any call (a query, a fragment, user info).
+	ReasonTrackingURIInvalid = "TrackingURIInvalid"
 )
 
 // MissingCredentialsError says that the Secret holding a job's tracking credentials, or its keys, are
@@ -34,7 +36,10 @@ func (e *MissingCredentialsError) Error() string { return e.Message }
 func TrackingReason(err error) string {
 	var apiErr *mlflow.Error
 	var missing *MissingCredentialsError
+	var uriErr *mlflow.URIError
 	switch {
+	case errors.As(err, &uriErr):
+		return ReasonTrackingURIInvalid
 	case errors.As(err, &missing):
 		return ReasonTrackingCredentialsMissing
 	case errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden):

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"syscall"
 	"time"
 
@@ -56,10 +58,20 @@ func transientStatus(code int) bool {
 	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
 }
 
-// classifyFS names a full volume.
+// classifyFS names a full volume; a file operation the cache refuses (a path that would leave it
+// through a link, a permission) fails for good too.
 func classifyFS(err error) error {
-	if errors.Is(err, syscall.ENOSPC) {
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOSPC):
 		return &Error{Err: fmt.Errorf("the input cache volume is full: %w", err)}
+	case errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN):
+		return err
+	case errors.As(err, &pathErr) || errors.As(err, &linkErr):
+		return &Error{Err: fmt.Errorf("the input cache: %w", err)}
 	}
 	return err
 }

@@ -90,10 +90,23 @@ func Parse(s string) (Source, error) {
 		if err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" || u.User != nil {
 			return src, fmt.Errorf("%q: want %s://HOST/PATH of one file or archive, with no user or password in it", s, scheme)
 		}
+		if hasDotSegment(u.Path) || strings.Contains(u.Path, "\\") {
+			return src, fmt.Errorf("%q: a source must not contain '..' or '.' segments, encoded or not", s)
+		}
 		src.Host, src.Path = u.Host, strings.Trim(u.Path, "/")
 		return src, nil
 	}
 	return src, fmt.Errorf("%q: unknown scheme %q: use a plain name, pvc://, nfs://, s3://, gs://, hf:// or https://", s, scheme)
+}
+
+// hasDotSegment: a decoded path has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 func checkStore(src Source) error {

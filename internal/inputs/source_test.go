@@ -32,6 +32,9 @@ func TestParse(t *testing.T) {
 		{in: "hf://org/name@", wantErr: "hf://ORG/NAME"},
 		{in: "https://example.com/", wantErr: "one file or archive"},
 		{in: "https://user:pw@example.com/x", wantErr: "no user or password"},
+		{in: "https://example.com/x/%2e%2e", wantErr: "encoded or not"},
+		{in: "https://example.com/%2E%2E/x.tgz", wantErr: "encoded or not"},
+		{in: "https://example.com/a/./b", wantErr: "encoded or not"},
 	} {
 		got, err := Parse(tc.in)
 		if tc.wantErr != "" {

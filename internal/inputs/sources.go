@@ -120,8 +120,8 @@ func (h hubLister) list(ctx context.Context) ([]remote, error) {
 	}
 	var out []remote
 	for _, s := range info.Siblings {
-		if strings.Contains(s.Name, "..") || strings.HasPrefix(s.Name, "/") {
-			return nil, permanentf("the hub names a file %q outside the repository", s.Name)
+		if err := LocalName(s.Name); err != nil {
+			return nil, permanentf("the hub names a file %q: %v", s.Name, err)
 		}
 		size := int64(-1)
 		if s.Size != nil {
@@ -179,13 +179,16 @@ func (e Env) get(ctx context.Context, u, token string) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
+// maxListingBytes bounds a hub's listing of a repository: a longer answer fails to decode.
+const maxListingBytes = 32 << 20
+
 func (e Env) getJSON(ctx context.Context, u, token string, v any) error {
 	body, err := e.get(ctx, u, token)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = body.Close() }()
-	if err := json.NewDecoder(body).Decode(v); err != nil {
+	if err := json.NewDecoder(io.LimitReader(body, maxListingBytes)).Decode(v); err != nil {
 		return transientf("%s: %v", u, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -197,6 +198,10 @@ func (s *Stack) goRun(f func() error) {
 
 // operator is the operator's manager, watching every namespace.
 func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
+	_, key, err := agentTokenKey(opts)
+	if err != nil {
+		return nil, err
+	}
 	addr := opts.MetricsAddr
 	if addr == "" {
 		addr = "0"
@@ -214,7 +219,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
 		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts), AgentInterval: opts.CheckpointInterval,
-			GPUResource: opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts)},
+			GPUResource: opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
 		ProgressInterval: opts.ProgressInterval,
 	})
 }
@@ -251,7 +256,30 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 		args = append(args, "--metrics-insecure-http")
 	}
 	args = append(args, "--inputs-node-cache-dir="+nodeCacheDir(o))
+	keyFile, _, err := agentTokenKey(o)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--agent-token-key-file="+keyFile)
 	return cluster.StartProcess(o.ManagerBinary, append(args, extra...), filepath.Join(o.Dir, name+".log"))
+}
+
+// agentTokenKey is the key the stack's operators derive the checkpoint agents' tokens from, as a cluster's
+// Secret would hold it: made once in the state directory, so every operator of the stack (in process, a
+// restarted process, a second replica) agrees.
+func agentTokenKey(o Options) (file string, key []byte, err error) {
+	file = filepath.Join(o.Dir, "agent-token.key")
+	if key, err = os.ReadFile(file); err == nil && len(key) >= 32 {
+		return file, key, nil
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(file, key, 0o600); err != nil {
+		return "", nil, fmt.Errorf("writing the agents' token key: %w", err)
+	}
+	return file, key, nil
 }
 
 // nodeCacheDir is the nodes' input cache (PerNode inputs.cache): a directory of this machine, which

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -129,32 +130,46 @@ func TestHelmValues(t *testing.T) {
 		"--set", "leaderElection.enabled=false,watchNamespaces={team-a,team-b},defaultImages.pytorch=registry.local/pytorch:2.5",
 		"--set", "gpuResourceName=amd.com/gpu,checkpoint.defaultStorage=s3://ckpt/runs,checkpoint.defaultClaimSize=50Gi",
 		"--set", "checkpoint.defaultStorageClass=efs,mlflow.trackingUri=http://mlflow:5000,mlflow.credentialsSecret=mlflow",
-		"--set", "inputs.cache=PerNode,inputs.nodeCacheDir=/var/lib/tj-inputs,inputs.nodeCacheTTL=168h",
+		"--set", "inputs.cache=PerNode,inputs.nodeCacheDir=/var/lib/tj-inputs,inputs.nodeCacheTTL=72h,inputs.nodeCachePruner.namespace=node-cache",
 		"--set", "extraArgs={--progress-interval=10s},replicaCount=2,nodeSelector.pool=system,command={/manager}",
 		"--set", "crds.install=false,admissionPolicy.enabled=false,metrics.service.enabled=false")
 	var dep appsv1.Deployment
+	var pruner appsv1.DaemonSet
 	var kinds []string
 	for _, o := range decode(t, rendered) {
 		kinds = append(kinds, o.GetKind())
-		if o.GetKind() == "Deployment" {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &dep); err != nil {
+		into := map[string]any{"Deployment": &dep, "DaemonSet": &pruner}[o.GetKind()]
+		if into != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	slices.Sort(kinds)
-	if diff := cmp.Diff([]string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "ServiceAccount"}, kinds); diff != "" { // the operator's role and the metrics reader's
+	// The operator's ClusterRole (cluster-scoped rules only) and the metrics reader's; the operator's Role in
+	// ml-system (leader election) and in team-a and team-b (TestHelmRBACWatchNamespaces).
+	// The node cache pruner, a DaemonSet, with inputs.nodeCacheDir.
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"}
+	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
-	want := []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--watch-namespaces=team-a,team-b",
+	want = []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--watch-namespaces=team-a,team-b",
 		"--default-image-pytorch=registry.local/pytorch:2.5", "--gpu-resource-name=amd.com/gpu", "--default-checkpoint-storage=s3://ckpt/runs",
 		"--default-checkpoint-claim-size=50Gi", "--default-checkpoint-storage-class=efs", "--mlflow-tracking-uri=http://mlflow:5000",
 		"--mlflow-credentials-secret=ml-system/mlflow", "--inputs-cache=PerNode", "--inputs-node-cache-dir=/var/lib/tj-inputs",
-		"--inputs-node-cache-ttl=168h", "--progress-interval=10s"}
+		"--inputs-node-cache-max-size=100Gi", "--progress-interval=10s"}
 	got := []any{dep.Name, *dep.Spec.Replicas, c.Command, c.Args, dep.Spec.Template.Spec.NodeSelector, dep.Spec.Template.Spec.ServiceAccountName}
 	if diff := cmp.Diff([]any{"ml-trainingjob-operator", int32(2), []string{"/manager"}, want, map[string]string{"pool": "system"}, "ml-trainingjob-operator"}, got); diff != "" {
 		t.Errorf("name, replicas, command, args, nodeSelector, service account (-want +got):\n%s", diff)
+	}
+	// The pruner: in its own namespace, the whole node cache mounted, the TTL given, on every node.
+	pc := pruner.Spec.Template.Spec
+	got = []any{pruner.Namespace, pc.Containers[0].Command, pc.Containers[0].Args, pc.Volumes[0].HostPath.Path, pc.Tolerations, ptr.Deref(pc.AutomountServiceAccountToken, true)}
+	wantPruner := []any{"node-cache", []string{"/manager"}, []string{"prune-node-cache", "--dir=/node-cache", "--ttl=72h"}, "/var/lib/tj-inputs",
+		[]corev1.Toleration{{Operator: corev1.TolerationOpExists}}, false}
+	if diff := cmp.Diff(wantPruner, got); diff != "" {
+		t.Errorf("the node cache pruner: namespace, command, args, hostPath, tolerations, token (-want +got):\n%s", diff)
 	}
 }
 

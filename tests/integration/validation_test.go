@@ -71,6 +71,8 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{"model from an unknown scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "ftp://host/bert" }, "spec.model"},
 		{"model source leaving its prefix", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "s3://models/../secrets" }, "spec.model"},
 		{"dataset source with no host", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "s3:///squad" }, "spec.dataset"},
+		{"dataset URL with an encoded ..", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "https://host/x/%2e%2e" }, "spec.dataset"},
+		{"model URL with a . segment", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "https://host/a/./b.tgz" }, "spec.model"},
 		{"input cache of zero", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Inputs = &mlv1.InputsSpec{CacheSize: ptr.To(resource.MustParse("0"))}
 		}, "spec.inputs.cacheSize"},
@@ -148,6 +150,15 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		}, "spec.monitoring.metricsPort"},
 		{"mlflow not http", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "ftp://mlflow"}
+		}, "spec.monitoring.mlflowTrackingUri"},
+		{"an MLflow URI with a query", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow.ml:5000/?"}
+		}, "spec.monitoring.mlflowTrackingUri"},
+		{"an MLflow URI with a fragment", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow.ml:5000/#x"}
+		}, "spec.monitoring.mlflowTrackingUri"},
+		{"an MLflow URI with user info", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://user:pw@mlflow.ml:5000"}
 		}, "spec.monitoring.mlflowTrackingUri"},
 		{"unknown backend", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: "tcp"} }, "spec.networking.backend"},
 		{"nccl without gpus", func(tj *mlv1.TrainingJob) {

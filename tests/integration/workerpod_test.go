@@ -90,14 +90,33 @@ func TestAdmissionRefusesWorkerPodOverrides(t *testing.T) {
 		{"a sidecar on the metrics port", sidecars(mlv1.WorkerContainer{Name: "exporter", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}), "spec.workerPod.sidecars"},
 		{"a sidecar on the checkpoint agent's port", sidecars(mlv1.WorkerContainer{Name: "exporter", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 8082}}}), "spec.workerPod.sidecars"},
 		{"a sidecar without an image", sidecars(mlv1.WorkerContainer{Name: "ship"}), "spec.workerPod.sidecars[0].image"},
-		{"a sidecar mounting no volume of the job", sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "checkpoints", MountPath: "/c"}}}),
+		{"a sidecar mounting no volume of the job", sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/c"}}}),
 			"spec.workerPod.initContainers and spec.workerPod.sidecars may mount only volumes"},
+		// Refused by the CRD itself (schema validation runs before any admission policy: the message is the
+		// CRD rule's), so a cluster without the optional policy refuses them too.
+		{"a sidecar named fetch-inputs", sidecars(mlv1.WorkerContainer{Name: "fetch-inputs", Image: "x"}), "spec.workerPod.sidecars[0].name"},
+		{"an init container named fetch-inputs", func(tj *mlv1.TrainingJob) {
+			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "fetch-inputs", Image: "x"}}}
+		}, "spec.workerPod.initContainers[0].name"},
+		{"a sidecar mounting the checkpoints", sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "checkpoints", MountPath: "/c"}}}),
+			"spec.workerPod.sidecars[0].volumeMounts"},
+		{"an init container mounting the input cache", func(tj *mlv1.TrainingJob) {
+			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "peek", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "inputs-cache", MountPath: "/all"}}}}}
+		}, "spec.workerPod.initContainers[0].volumeMounts"},
+		{"the trainer mounting the inputs' credentials", func(tj *mlv1.TrainingJob) {
+			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "inputs-credentials", MountPath: "/creds"}}}
+		}, "spec.workerPod.volumeMounts"},
 	}
 	for i, tc := range others {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.Client.Create(context.Background(), tjtest.NewTJ(ns, fmt.Sprintf("wp-other-%d", i)).With(tc.tj).Obj())
 			if !apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), tc.field) && !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("Create() = %v (fields %q), want Invalid naming %s", err, causeFields(err), tc.field)
+			}
+			if strings.Contains(tc.name, "fetch-inputs") || strings.Contains(tc.name, "mounting the") {
+				if strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+					t.Errorf("refused by the admission policy, want the CRD itself: %v", err)
+				}
 			}
 		})
 	}

@@ -2,17 +2,15 @@
 // makes to keep one MLflow run per TrainingJob (experiments get-by-name and create, runs create, get,
 // search, update and log-batch). Failed calls that may succeed later (429, 5xx, a server that does not
 // answer) are retried with capped exponential backoff and jitter; MLflow's own errors come back as *Error
-// with their error code. Log batches are split to the API's limits.
+// with their HTTP status and error code, never the answer's text (errors end up in a job's status, and the
+// server may not be MLflow). The base URL is checked (ParseBaseURL) before any call and the API paths are
+// joined to it, never concatenated. Log batches are split to the API's limits.
 package mlflow
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -42,14 +40,24 @@ const (
 	RunKilled   = "KILLED"
 )
 
-// Error is an error answer of the tracking server.
+// Error is an error answer of the tracking server: the call, the HTTP status and, when the answer is
+// MLflow's error JSON, its error_code. It never holds the answer's message or body: a server that is not
+// MLflow (or not the one meant) writes those, and errors reach the job's status.
 type Error struct {
-	Status  int    `json:"-"`
-	Code    string `json:"error_code"`
-	Message string `json:"message"`
+	// Call is the request, as "GET experiments/get-by-name".
+	Call   string
+	Status int
+	// Code is MLflow's error_code when it is one (a short upper-case token), else "".
+	Code string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("mlflow: %d %s: %s", e.Status, e.Code, e.Message) }
+func (e *Error) Error() string {
+	s := fmt.Sprintf("mlflow: %s: HTTP %d %s", e.Call, e.Status, http.StatusText(e.Status))
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	return s
+}
 
 // IsCode is true when err is an MLflow error with that code.
 func IsCode(err error, code string) bool {
@@ -57,8 +65,10 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// Client talks to one tracking server. Authorization, when set, is sent as the Authorization header
-// ("Bearer TOKEN" or "Basic ..."); it never appears in errors.
+// Client talks to one tracking server. BaseURL must pass ParseBaseURL (no call is made otherwise); the
+// API paths are joined to its path. Authorization, when set, is sent as the Authorization header ("Bearer
+// TOKEN" or "Basic ..."); it never appears in errors. Redirects are not followed: a 3xx answer is an
+// *Error.
 type Client struct {
 	BaseURL       string
 	HTTP          *http.Client
@@ -115,7 +125,7 @@ func (c *Client) GetExperimentByName(ctx context.Context, name string) (Experime
 	var out struct {
 		Experiment Experiment `json:"experiment"`
 	}
-	err := c.call(ctx, http.MethodGet, "experiments/get-by-name?"+url.Values{"experiment_name": {name}}.Encode(), nil, &out)
+	err := c.call(ctx, http.MethodGet, "experiments/get-by-name", url.Values{"experiment_name": {name}}, nil, &out)
 	return out.Experiment, err
 }
 
@@ -132,7 +142,7 @@ func (c *Client) EnsureExperiment(ctx context.Context, name string) (string, err
 	var out struct {
 		ID string `json:"experiment_id"`
 	}
-	err = c.call(ctx, http.MethodPost, "experiments/create", map[string]any{"name": name}, &out)
+	err = c.call(ctx, http.MethodPost, "experiments/create", nil, map[string]any{"name": name}, &out)
 	if IsCode(err, ResourceAlreadyExists) {
 		exp, err = c.GetExperimentByName(ctx, name)
 		return exp.ID, err
@@ -145,7 +155,7 @@ func (c *Client) CreateRun(ctx context.Context, experimentID, name string, start
 	var out struct {
 		Run Run `json:"run"`
 	}
-	err := c.call(ctx, http.MethodPost, "runs/create", map[string]any{
+	err := c.call(ctx, http.MethodPost, "runs/create", nil, map[string]any{
 		"experiment_id": experimentID, "run_name": name, "start_time": start.UnixMilli(), "tags": tags}, &out)
 	return out.Run.Info, err
 }
@@ -155,7 +165,7 @@ func (c *Client) GetRun(ctx context.Context, runID string) (Run, error) {
 	var out struct {
 		Run Run `json:"run"`
 	}
-	err := c.call(ctx, http.MethodGet, "runs/get?"+url.Values{"run_id": {runID}}.Encode(), nil, &out)
+	err := c.call(ctx, http.MethodGet, "runs/get", url.Values{"run_id": {runID}}, nil, &out)
 	return out.Run, err
 }
 
@@ -166,7 +176,7 @@ func (c *Client) FindRunByTag(ctx context.Context, experimentID, key, value stri
 		Runs []Run `json:"runs"`
 	}
 	filter := fmt.Sprintf("tags.`%s` = '%s'", key, strings.ReplaceAll(value, "'", "\\'"))
-	err := c.call(ctx, http.MethodPost, "runs/search", map[string]any{
+	err := c.call(ctx, http.MethodPost, "runs/search", nil, map[string]any{
 		"experiment_ids": []string{experimentID}, "filter": filter, "max_results": 1}, &out)
 	if err != nil || len(out.Runs) == 0 {
 		return RunInfo{}, false, err
@@ -180,7 +190,7 @@ func (c *Client) UpdateRun(ctx context.Context, runID, status string, end time.T
 	if !end.IsZero() {
 		body["end_time"] = end.UnixMilli()
 	}
-	return c.call(ctx, http.MethodPost, "runs/update", body, nil)
+	return c.call(ctx, http.MethodPost, "runs/update", nil, body, nil)
 }
 
 // LogBatch logs metrics, params and tags, in as many log-batch calls as the API's limits need.
@@ -190,90 +200,10 @@ func (c *Client) LogBatch(ctx context.Context, runID string, metrics []Metric, p
 		nt := min(len(tags), MaxTagsPerBatch, MaxEntitiesPerBatch-np)
 		nm := min(len(metrics), MaxMetricsPerBatch, MaxEntitiesPerBatch-np-nt)
 		body := map[string]any{"run_id": runID, "metrics": metrics[:nm], "params": params[:np], "tags": tags[:nt]}
-		if err := c.call(ctx, http.MethodPost, "runs/log-batch", body, nil); err != nil {
+		if err := c.call(ctx, http.MethodPost, "runs/log-batch", nil, body, nil); err != nil {
 			return err
 		}
 		metrics, params, tags = metrics[nm:], params[np:], tags[nt:]
 	}
 	return nil
-}
-
-// call sends one request, retrying what may succeed later, and decodes the answer into out.
-func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
-	var payload []byte
-	if body != nil {
-		var err error
-		if payload, err = json.Marshal(body); err != nil {
-			return fmt.Errorf("mlflow: encoding %s: %w", path, err)
-		}
-	}
-	attempts, wait := max(c.Attempts, 1), c.Backoff
-	if c.Attempts == 0 {
-		attempts = 5
-	}
-	if wait == 0 {
-		wait = 200 * time.Millisecond
-	}
-	var err error
-	for i := 0; i < attempts; i++ {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return errors.Join(ctx.Err(), err)
-			case <-time.After(wait/2 + rand.N(wait/2+1)):
-			}
-			wait = min(2*wait, c.maxBackoff())
-		}
-		var retry bool
-		if retry, err = c.once(ctx, method, path, payload, out); !retry {
-			return err
-		}
-	}
-	return err
-}
-
-func (c *Client) maxBackoff() time.Duration {
-	if c.MaxBackoff > 0 {
-		return c.MaxBackoff
-	}
-	return 5 * time.Second
-}
-
-// once sends the request once; retry says whether a failure may pass on its own.
-func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any) (retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+"/api/2.0/mlflow/"+path, bytes.NewReader(payload))
-	if err != nil {
-		return false, fmt.Errorf("mlflow: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.Authorization != "" {
-		req.Header.Set("Authorization", c.Authorization)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return ctx.Err() == nil, fmt.Errorf("mlflow: %s %s: %w", method, strings.SplitN(path, "?", 2)[0], err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return true, fmt.Errorf("mlflow: reading %s: %w", path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(data, e) != nil || e.Code == "" {
-			e.Code, e.Message = http.StatusText(resp.StatusCode), strings.TrimSpace(string(data))
-		}
-		return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500, e
-	}
-	if out == nil {
-		return false, nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return false, fmt.Errorf("mlflow: decoding %s: %w", path, err)
-	}
-	return false, nil
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -197,5 +200,180 @@ func TestAuthorization(t *testing.T) {
 	c.Authorization = "Bearer s3cret"
 	if _, err := c.EnsureExperiment(ctx, "x"); err != nil {
 		t.Error(err)
+	}
+}
+
+// containsAny is true when s contains one of subs.
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// recorder is a server that answers every request with status and body, and records what it got.
+type recorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []string // "METHOD PATH?QUERY"
+}
+
+func newRecorder(t *testing.T, status int, body string) *recorder {
+	r := &recorder{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.requests = append(r.requests, req.Method+" "+req.URL.RequestURI())
+		r.mu.Unlock()
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *recorder) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.requests...)
+}
+
+// TestRefusedBaseURL: a tracking URI with a query (which would take the API path into the query), a
+// fragment, user information, another scheme or no host is refused before any request.
+func TestRefusedBaseURL(t *testing.T) {
+	s := newRecorder(t, http.StatusOK, `{}`)
+	host := strings.TrimPrefix(s.URL, "http://")
+	cases := []struct {
+		name    string
+		baseURL string
+		problem string
+	}{
+		{name: "an empty query", baseURL: s.URL + "/?", problem: "it has a query"},
+		{name: "a query", baseURL: s.URL + "/?next=", problem: "it has a query"},
+		{name: "a fragment", baseURL: s.URL + "/#", problem: "it has a fragment"},
+		{name: "user information", baseURL: "http://user:pw@" + host, problem: "it carries user information"},
+		{name: "another scheme", baseURL: "ftp://" + host, problem: `its scheme "ftp" is not http or https`},
+		{name: "no host", baseURL: "http:///", problem: "it has no host"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &mlflow.Client{BaseURL: tc.baseURL, Attempts: 1}
+			_, err := c.EnsureExperiment(ctx, "x")
+			var uriErr *mlflow.URIError
+			got := ""
+			if errors.As(err, &uriErr) {
+				got = uriErr.Problem
+			}
+			if diff := cmp.Diff(tc.problem, got); diff != "" {
+				t.Errorf("error %v: problem (-want +got):\n%s", err, diff)
+			}
+			if reqs := s.got(); len(reqs) > 0 {
+				t.Errorf("requests %v were made", reqs)
+			}
+		})
+	}
+}
+
+// TestPathsAreJoined: the API path is joined to the base URL's path (a trailing slash or not), and
+// parameters go in the query, escaped.
+func TestPathsAreJoined(t *testing.T) {
+	s := newRecorder(t, http.StatusOK, `{"experiment":{"experiment_id":"1"}}`)
+	for _, base := range []string{s.URL, s.URL + "/", s.URL + "/tracking", s.URL + "/tracking/"} {
+		c := &mlflow.Client{BaseURL: base, Attempts: 1}
+		if _, err := c.GetExperimentByName(ctx, "a b&c=d"); err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+	}
+	const get = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=a+b%26c%3Dd"
+	want := []string{"GET " + get, "GET " + get, "GET /tracking" + get, "GET /tracking" + get}
+	if diff := cmp.Diff(want, s.got()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// TestErrorsLeaveTheAnswerOut: whatever a server answers (MLflow's error JSON, plain text, a 2xx that is
+// not MLflow's JSON, something that is not HTTP), the error carries the call, the HTTP status and at most
+// an error_code that looks like one: never the answer's text, which would reach the job's status.
+func TestErrorsLeaveTheAnswerOut(t *testing.T) {
+	const secret = "AKIA-SECRET-XYZ"
+	cases := []struct {
+		name    string
+		status  int
+		body    string
+		want    string
+		retried bool
+	}{
+		{name: "MLflow's error JSON", status: 500, body: `{"error_code":"INTERNAL_ERROR","message":"` + secret + `"}`,
+			want: "mlflow: GET experiments/get-by-name: HTTP 500 Internal Server Error (INTERNAL_ERROR)", retried: true},
+		{name: "plain text", status: 404, body: "root:x:0:0 secret " + secret,
+			want: "mlflow: GET experiments/get-by-name: HTTP 404 Not Found"},
+		{name: "an error_code that is not one", status: 400, body: `{"error_code":"` + secret + `","message":"x"}`,
+			want: "mlflow: GET experiments/get-by-name: HTTP 400 Bad Request"},
+		{name: "a long error_code", status: 400, body: `{"error_code":"` + strings.Repeat("A", 65) + `"}`,
+			want: "mlflow: GET experiments/get-by-name: HTTP 400 Bad Request"},
+		{name: "a 2xx that is not MLflow's JSON", status: 200, body: "root:x:0:0 secret " + secret,
+			want: "mlflow: GET experiments/get-by-name: HTTP 200: the answer is not MLflow's JSON"},
+		{name: "a redirect, not followed", status: 302, body: secret,
+			want: "mlflow: GET experiments/get-by-name: HTTP 302 Found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRecorder(t, tc.status, tc.body)
+			c := &mlflow.Client{BaseURL: s.URL, Attempts: 2, Backoff: time.Millisecond}
+			_, err := c.GetExperimentByName(ctx, "x")
+			if err == nil || containsAny(err.Error(), secret, "root:x") {
+				t.Fatalf("error %v: want one without the answer", err)
+			}
+			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if n, want := len(s.got()), map[bool]int{false: 1, true: 2}[tc.retried]; n != want {
+				t.Errorf("%d requests, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestRedirectsAreNotFollowed: a server that redirects elsewhere gets its 3xx as an error; the other
+// address gets no request (and so neither the credentials).
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	elsewhere := newRecorder(t, http.StatusOK, `{}`)
+	s := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/internal", http.StatusTemporaryRedirect))
+	defer s.Close()
+	c := &mlflow.Client{BaseURL: s.URL, Attempts: 1, Authorization: "Bearer platform-token"}
+	_, err := c.GetExperimentByName(ctx, "x")
+	var e *mlflow.Error
+	if !errors.As(err, &e) || e.Status != http.StatusTemporaryRedirect {
+		t.Errorf("error %v, want a 307", err)
+	}
+	if reqs := elsewhere.got(); len(reqs) > 0 {
+		t.Errorf("the redirect was followed: %v", reqs)
+	}
+}
+
+// TestNoHTTPAnswer: a server that answers something that is not HTTP (Go's error would quote it) gives
+// ErrNoHTTPAnswer without what it sent.
+func TestNoHTTPAnswer(t *testing.T) {
+	const secret = "root:x:0:0 secret AKIA-SECRET-XYZ"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(conn, secret+"\r\n\r\n")
+			_ = conn.Close()
+		}
+	}()
+	c := &mlflow.Client{BaseURL: "http://" + l.Addr().String(), Attempts: 1}
+	_, err = c.GetExperimentByName(ctx, "x")
+	if !errors.Is(err, mlflow.ErrNoHTTPAnswer) || containsAny(err.Error(), "root:x", "AKIA") {
+		t.Errorf("error %v: want ErrNoHTTPAnswer without the answer", err)
 	}
 }

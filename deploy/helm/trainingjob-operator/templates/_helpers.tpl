@@ -68,8 +68,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .Values.inputs.nodeCacheDir }}
 - --inputs-node-cache-dir={{ . }}
 {{- end }}
-{{- with .Values.inputs.nodeCacheTTL }}
-- --inputs-node-cache-ttl={{ . }}
+{{- if and .Values.inputs.nodeCacheDir .Values.inputs.nodeCacheMaxSize }}
+- --inputs-node-cache-max-size={{ .Values.inputs.nodeCacheMaxSize }}
 {{- end }}
 {{- if .Values.workerDefaults }}
 - --worker-defaults={{ include "trainingjob-operator.workerDefaultsDir" . }}/worker-defaults.yaml
@@ -87,4 +87,85 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* Where the worker defaults' ConfigMap (workerDefaults) is mounted. */}}
 {{- define "trainingjob-operator.workerDefaultsDir" -}}
 /etc/trainingjob-operator/worker-defaults
+{{- end -}}
+
+{{/*
+The cluster-scoped resources among the generated rules (files/role.yaml), as GROUP/RESOURCE ("" is the core
+group). With watchNamespaces set, the ClusterRole keeps only the rules on these; every other rule is on a
+namespaced resource and goes into a Role in each watched namespace instead. The manager's cache holds only
+namespaced objects, limited to the watched namespaces (controllers.CacheOptions), and reads these few
+directly (get, never list or watch). A resource new in the markers is treated as namespaced until it is
+listed here; tests/integration/helm_rbac_test.go fails until it is classified.
+*/}}
+{{- define "trainingjob-operator.clusterScopedResources" -}}
+- /nodes
+- scheduling.k8s.io/priorityclasses
+- kueue.x-k8s.io/resourceflavors
+- kueue.x-k8s.io/workloadpriorityclasses
+- authentication.k8s.io/tokenreviews
+- authorization.k8s.io/subjectaccessreviews
+{{- end -}}
+
+{{/*
+The generated rules of one scope, as YAML: (dict "rules" RULES "cluster" true) those on cluster-scoped
+resources (clusterScopedResources) and on non-resource URLs, (dict "rules" RULES "cluster" false) those on
+namespaced resources. A rule on both keeps its groups and verbs in each, with its resources split.
+*/}}
+{{- define "trainingjob-operator.rulesOfScope" -}}
+{{- $clusterScoped := include "trainingjob-operator.clusterScopedResources" . | fromYamlArray -}}
+{{- $out := list -}}
+{{- range $rule := .rules -}}
+{{- if not $rule.resources -}}
+{{- if $.cluster }}{{ $out = append $out $rule }}{{ end -}}
+{{- else -}}
+{{- $picked := list -}}
+{{- range $res := $rule.resources -}}
+{{- $n := 0 -}}
+{{- range $g := $rule.apiGroups }}{{ if has (printf "%s/%s" $g $res) $clusterScoped }}{{ $n = add1 $n }}{{ end }}{{ end -}}
+{{- if and (gt $n 0) (lt $n (len $rule.apiGroups)) -}}
+{{- fail (printf "rule %v: %s is cluster-scoped in some of its groups only; list it for all of them in clusterScopedResources or none" $rule $res) -}}
+{{- end -}}
+{{- if eq (gt $n 0) $.cluster }}{{ $picked = append $picked $res }}{{ end -}}
+{{- end -}}
+{{- if $picked }}{{ $out = append $out (set (deepCopy $rule) "resources" $picked) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+A Role or ClusterRole of the operator and its binding to the operator's ServiceAccount:
+(dict "root" $ "kind" "Role" "name" NAME "namespace" NAMESPACE "rules" RULES); a ClusterRole has no namespace.
+*/}}
+{{- define "trainingjob-operator.boundRole" -}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ .kind }}
+metadata:
+  name: {{ .name }}
+  {{- with .namespace }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- include "trainingjob-operator.helmLabels" .root | nindent 4 }}
+rules:
+  {{- toYaml .rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ .kind }}Binding
+metadata:
+  name: {{ .name }}
+  {{- with .namespace }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- include "trainingjob-operator.helmLabels" .root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: {{ .kind }}
+  name: {{ .name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "trainingjob-operator.fullname" .root }}
+    namespace: {{ .root.Release.Namespace }}
 {{- end -}}

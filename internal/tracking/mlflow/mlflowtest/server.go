@@ -5,7 +5,8 @@
 // INVALID_PARAMETER_VALUE, unique experiment names, log-batch limits (1,000 metrics, 100 params, 100
 // tags, 1,000 entities), params that may not change value, and runs/search's tag filter (the one form
 // `tags.`KEY` = 'VALUE'`). Faults are injected with FailNext (answer the next calls with a status) and
-// Down (refuse everything); Calls counts requests by endpoint.
+// Down (refuse everything); Calls counts requests by endpoint, Authorizations records the Authorization
+// header of each.
 package mlflowtest
 
 import (
@@ -29,6 +30,7 @@ type Server struct {
 	failNext    []int
 	down        bool
 	calls       map[string]int
+	auths       []string
 	// Authorization, when set, is the Authorization header every request must carry.
 	Authorization string
 }
@@ -90,6 +92,14 @@ func (s *Server) Calls(endpoint string) int {
 	return s.calls[endpoint]
 }
 
+// Authorizations is the Authorization header of every request that reached an endpoint, in order ("" for
+// a request without one).
+func (s *Server) Authorizations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.auths...)
+}
+
 // Runs returns every run of an experiment as the API's Run JSON (info, data.tags, data.params and the
 // latest value of each metric in data.metrics; History has the others).
 func (s *Server) Runs(experimentID string) []map[string]any {
@@ -109,6 +119,7 @@ func (s *Server) handle(path string, h func(map[string]any, *http.Request) (any,
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.calls[path]++
+		s.auths = append(s.auths, r.Header.Get("Authorization"))
 		if s.down || len(s.failNext) > 0 {
 			status := http.StatusServiceUnavailable
 			if !s.down {
