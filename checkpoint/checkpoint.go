@@ -10,6 +10,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path"
 	"sort"
@@ -22,6 +23,13 @@ import (
 
 // Marker is the file that makes a checkpoint complete.
 const Marker = "_COMPLETE"
+
+// ErrEndlessListing: a listing went on for more pages than its limit of objects could fill.
+var ErrEndlessListing = errors.New("the listing goes on for more pages than its objects would fill")
+
+// maxPages is how many pages a listing of at most most objects may take: a store fills a page with up to
+// 1,000 keys; ten per page on average is allowed.
+func maxPages(most int) int { return most/10 + 10 }
 
 // Object is one stored file. Key is relative to the store's root, with "/" separators.
 type Object struct {

@@ -35,6 +35,12 @@ func (g *GCSStore) Close() error { return g.client.Close() }
 
 // List iterates the objects under prefix.
 func (g *GCSStore) List(ctx context.Context, prefix string) ([]Object, error) {
+	return g.ListUpTo(ctx, prefix, 0)
+}
+
+// ListUpTo lists as List does, but stops once it holds more than most objects (0: no limit) and returns
+// them: a listing that never ends costs bounded memory.
+func (g *GCSStore) ListUpTo(ctx context.Context, prefix string, most int) ([]Object, error) {
 	var out []Object
 	q := &storage.Query{Prefix: prefix}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated", "Etag"}); err != nil {
@@ -50,6 +56,9 @@ func (g *GCSStore) List(ctx context.Context, prefix string) ([]Object, error) {
 			return nil, fmt.Errorf("listing gs://%s/%s: %w", g.bucket, prefix, err)
 		}
 		out = append(out, Object{Key: a.Name, Size: a.Size, Modified: a.Updated, ETag: a.Etag})
+		if most > 0 && len(out) > most {
+			return out, nil
+		}
 	}
 }
 

@@ -62,15 +62,28 @@ func (s *S3Store) Client() *s3.Client { return s.client }
 
 // List pages through ListObjectsV2.
 func (s *S3Store) List(ctx context.Context, prefix string) ([]Object, error) {
+	return s.ListUpTo(ctx, prefix, 0)
+}
+
+// ListUpTo lists as List does, but stops once it holds more than most objects (0: no limit) and returns
+// them, or fails after more pages than so many objects fill: a listing that never ends (a server of a
+// tenant's own) costs bounded memory and time.
+func (s *S3Store) ListUpTo(ctx context.Context, prefix string, most int) ([]Object, error) {
 	var out []Object
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
-	for p.HasMorePages() {
+	for pages := 1; p.HasMorePages(); pages++ {
+		if most > 0 && pages > maxPages(most) {
+			return nil, fmt.Errorf("listing s3://%s/%s: %w", s.bucket, prefix, ErrEndlessListing)
+		}
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("listing s3://%s/%s: %w", s.bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
 			out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified), ETag: strings.Trim(aws.ToString(o.ETag), `"`)})
+		}
+		if most > 0 && len(out) > most {
+			return out, nil
 		}
 	}
 	return out, nil

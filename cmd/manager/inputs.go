@@ -123,7 +123,7 @@ func newProgress(uris map[string]string) *progress {
 func (p *progress) status() []inputs.Status {
 	out := make([]inputs.Status, len(p.inputs))
 	for i, in := range p.inputs {
-		out[i] = inputs.Status{Name: in.name, Source: in.source, Done: in.Done.Load(), Total: in.Total.Load()}
+		out[i] = inputs.Status{Name: in.name, Source: inputs.Redacted(in.source), Done: in.Done.Load(), Total: in.Total.Load()}
 	}
 	return out
 }

@@ -32,6 +32,13 @@ const (
 	inputsCredentialsPath   = "/var/run/secrets/trainingjob-inputs"
 )
 
+// inputsResources bound the fetcher's memory (a listing of DefaultMaxFiles objects and the stores'
+// buffers fit): a source that lists without end cannot press the node's memory.
+var inputsResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+}
+
 // InputsPort is where rank 0's fetcher serves its progress (GET /status) while it runs.
 const InputsPort int32 = 8083
 
@@ -258,6 +265,7 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 		VolumeMounts:             []corev1.VolumeMount{mount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          inputsSecurityContext(tj, opts),
+		Resources:                inputsResources,
 	}
 	if in := tj.Spec.Inputs; in != nil {
 		for name, v := range map[string]string{"AWS_ENDPOINT_URL_S3": in.Endpoint, "AWS_REGION": in.Region, "HF_ENDPOINT": in.HubEndpoint} {

@@ -43,7 +43,10 @@ type remote struct {
 	Rel  string
 	Size int64 // -1 when the source does not say
 	ETag string
-	open func(ctx context.Context) (io.ReadCloser, error)
+	// Unpack: an archive of an https source, unpacked into the directory (an object store's or a hub's
+	// .tar is a file like any other).
+	Unpack bool
+	open   func(ctx context.Context) (io.ReadCloser, error)
 }
 
 // lister lists a source's files.
@@ -59,8 +62,11 @@ type manifest struct {
 type fileEntry struct {
 	Size int64  `json:"size"`
 	ETag string `json:"etag,omitempty"`
-	// Unpacked is what an archive's entries took when unpacked, charged to the budget when it is kept.
-	Unpacked int64 `json:"unpacked,omitempty"`
+	// Archive: the file was unpacked; Entries are the files it unpacked to, Unpacked their bytes: what the
+	// budget is charged when it is kept, and what is removed when it changes or goes.
+	Archive  bool     `json:"archive,omitempty"`
+	Entries  []string `json:"entries,omitempty"`
+	Unpacked int64    `json:"unpacked,omitempty"`
 }
 
 // Progress counts the bytes copied so far, for a status endpoint.
@@ -88,7 +94,7 @@ func Fetch(ctx context.Context, name string, src Source, dir string, env Env, p 
 	if b == nil {
 		b = &Budget{}
 	}
-	l, err := newLister(ctx, name, src, env)
+	l, err := newLister(ctx, name, src, env, b.maxFiles())
 	if err != nil {
 		return rep, err
 	}
@@ -126,21 +132,22 @@ func fetchInto(ctx context.Context, root *os.Root, src Source, files []remote, p
 		p.Total.Store(rep.Bytes)
 	}
 	for _, f := range files {
-		entry := fileEntry{Size: f.Size, ETag: f.ETag}
-		if size, ok := have(root, old, f); ok {
-			if err := b.charge(size); err != nil {
+		entry, kept := have(root, old, f)
+		if kept {
+			if err := b.chargeKept(root, f.Rel, entry); err != nil {
 				return rep, fmt.Errorf("%s: %w", joinURI(src, f.Rel), err)
 			}
 			if p != nil {
-				p.Done.Add(size)
+				p.Done.Add(max(f.Size, 0))
 			}
 		} else {
-			n, unpacked, err := download(ctx, root, f, src, p, b)
-			rep.Fetched += n
+			removeEntries(root, old.Files[f.Rel]) // an archive that changed: its old files go first
+			c, err := download(ctx, root, f, src, p, b)
+			rep.Fetched += c.read
 			if err != nil {
 				return rep, err
 			}
-			entry.Size, entry.Unpacked = n, unpacked
+			entry = fileEntry{Size: c.read, ETag: f.ETag, Archive: f.Unpack, Entries: c.entries, Unpacked: c.unpacked}
 		}
 		next.Files[f.Rel] = entry
 	}
@@ -153,48 +160,57 @@ func fetchInto(ctx context.Context, root *os.Root, src Source, files []remote, p
 }
 
 // have: the cache holds f as the source has it (the manifest's size and fingerprint, and the file's
-// size), and the bytes it occupies (an unpacked archive's as the manifest recorded them).
-func have(root *os.Root, m manifest, f remote) (int64, bool) {
+// size; an unpacked archive as a whole, by the manifest), and what the manifest says of it.
+func have(root *os.Root, m manifest, f remote) (fileEntry, bool) {
 	e, ok := m.Files[f.Rel]
-	if !ok || e.ETag != f.ETag || f.Size >= 0 && e.Size != f.Size {
-		return 0, false
+	if !ok || e.ETag != f.ETag || f.Size >= 0 && e.Size != f.Size || e.Archive != f.Unpack {
+		return fileEntry{}, false
 	}
-	if isArchive(f.Rel) {
-		return max(e.Unpacked, 0), true // unpacked: its files are checked as a whole by the manifest
+	if e.Archive {
+		return e, true
 	}
 	info, err := root.Lstat(f.Rel)
-	return e.Size, err == nil && info.Mode().IsRegular() && info.Size() == e.Size
+	return e, err == nil && info.Mode().IsRegular() && info.Size() == e.Size
 }
 
-// download copies one file (or unpacks one archive) into root and returns the bytes read from the source
-// and, for an archive, the bytes its entries took.
-func download(ctx context.Context, root *os.Root, f remote, src Source, p *Progress, b *Budget) (read, unpacked int64, err error) {
-	_, err = retry(ctx, func() (struct{}, error) {
-		var err error
-		read, unpacked, err = copyOnce(ctx, root, f, p, b)
-		return struct{}{}, err
-	})
-	if err != nil {
-		return read, unpacked, fmt.Errorf("%s: %w", joinURI(src, f.Rel), err)
-	}
-	return read, unpacked, nil
+// copied is what one try of a file read and wrote.
+type copied struct {
+	read, unpacked int64
+	entries        []string // an archive's files
 }
+
+// download copies one file (or unpacks one archive) into root, tried again on a transient error.
+func download(ctx context.Context, root *os.Root, f remote, src Source, p *Progress, b *Budget) (copied, error) {
+	c, err := retry(ctx, func() (copied, error) { return copyOnce(ctx, root, f, p, b) })
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", joinURI(src, f.Rel), err)
+	}
+	return c, nil
+}
+
+// IdleTimeout is how long a source may send nothing before the read is given up (and tried again).
+var IdleTimeout = 2 * time.Minute
+
+var errIdle = errors.New("no byte arrived")
 
 // copyOnce reads f once: a file at most its listed size (one byte more tells a lying source), an archive
-// unpacked entry by entry; what it writes is charged to b, and given back when the try fails.
-func copyOnce(ctx context.Context, root *os.Root, f remote, p *Progress, b *Budget) (read, unpacked int64, err error) {
+// unpacked entry by entry; what it writes is charged to b. A read that stalls for IdleTimeout is given up.
+// A failed try leaves nothing behind and gives its charges back.
+func copyOnce(ctx context.Context, root *os.Root, f remote, p *Progress, b *Budget) (copied, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(IdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
 	r, err := f.open(ctx)
 	if err != nil {
-		return 0, 0, err
+		return copied{}, idleError(ctx, err)
 	}
 	defer func() { _ = r.Close() }()
-	counted := &countingReader{r: r, p: p}
-	if isArchive(f.Rel) {
-		written, err := unpack(counted, root, strings.HasSuffix(f.Rel, ".gz") || strings.HasSuffix(f.Rel, ".tgz"), b)
-		if err != nil {
-			b.refund(written)
-		}
-		return counted.n, written, err
+	counted := &countingReader{r: r, p: p, idle: idle}
+	if f.Unpack {
+		c, err := unpack(counted, root, strings.HasSuffix(f.Rel, ".gz") || strings.HasSuffix(f.Rel, ".tgz"), b)
+		c.read = counted.n
+		return c, idleError(ctx, err)
 	}
 	var body io.Reader = counted
 	if f.Size >= 0 {
@@ -203,26 +219,35 @@ func copyOnce(ctx context.Context, root *os.Root, f remote, p *Progress, b *Budg
 	n, err := writeFile(root, f.Rel, body, b)
 	if err == nil && f.Size >= 0 && n != f.Size {
 		_ = root.Remove(f.Rel)
+		b.refundFile(n)
 		err = transientf("read %d bytes of %d", n, f.Size)
 	}
-	if err != nil {
-		b.refund(n)
+	return copied{read: counted.n}, idleError(ctx, err)
+}
+
+// idleError names a read given up for IdleTimeout (transient: tried again).
+func idleError(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errIdle) {
+		return transientf("the source sent nothing for %s", IdleTimeout)
 	}
-	return counted.n, 0, err
+	return err
 }
 
 // writeFile writes r to name in root through a temporary file beside it, readable by every user (the
-// fetcher may run as root or as another user than the trainers that read the cache), charging b for
-// every byte; it returns the bytes written.
+// fetcher may run as root or as another user than the trainers that read the cache), charging b for its
+// directories, itself and every byte; it returns the bytes written. A failure removes the temporary file
+// and gives its charges back.
 func writeFile(root *os.Root, name string, r io.Reader, b *Budget) (int64, error) {
-	if dir := path.Dir(name); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return 0, classifyFS(err)
-		}
+	if err := b.ensureDir(root, path.Dir(name)); err != nil {
+		return 0, err
+	}
+	if err := b.chargeInode(); err != nil {
+		return 0, err
 	}
 	tmp := path.Join(path.Dir(name), ".fetch-"+randomSuffix())
 	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
+		b.refundFile(0)
 		return 0, classifyFS(err)
 	}
 	err = f.Chmod(0o644)
@@ -238,7 +263,8 @@ func writeFile(root *os.Root, name string, r io.Reader, b *Budget) (int64, error
 	}
 	if err != nil {
 		_ = root.Remove(tmp)
-		return n, classifyFS(err)
+		b.refundFile(n)
+		return 0, classifyFS(err)
 	}
 	return n, nil
 }
@@ -249,68 +275,86 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
+// isArchive: a name an https source's file is unpacked by.
 func isArchive(rel string) bool {
 	return strings.HasSuffix(rel, ".tar") || strings.HasSuffix(rel, ".tar.gz") || strings.HasSuffix(rel, ".tgz")
 }
 
 // unpack writes a tar stream's regular files and directories into root, each entry's name checked by
-// LocalName (and by root itself); other entries (links, devices) are refused, as are more entries than b
-// allows. It returns the bytes written.
-func unpack(r io.Reader, root *os.Root, gz bool, b *Budget) (int64, error) {
+// LocalName (and by root itself), each file and directory charged to b; other entries (links, devices)
+// are refused. It returns what it wrote; when it fails, what it wrote is removed and given back.
+func unpack(r io.Reader, root *os.Root, gz bool, b *Budget) (c copied, err error) {
+	defer func() {
+		if err != nil {
+			for _, e := range c.entries {
+				_ = root.Remove(e)
+			}
+			b.refundFiles(len(c.entries), c.unpacked)
+			c.entries, c.unpacked = nil, 0
+		}
+	}()
 	if gz {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return 0, permanentf("not a gzip archive: %v", err)
+			return c, permanentf("not a gzip archive: %v", err)
 		}
 		r = zr
 	}
 	tr := tar.NewReader(r)
-	var written int64
-	for entries := 0; ; entries++ {
+	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return written, nil
+			return c, nil
 		}
 		if err != nil {
-			return written, transientf("reading the archive: %v", err)
+			return c, transientf("reading the archive: %v", err)
 		}
-		if entries >= b.maxFiles() {
-			return written, permanentf("the archive has more than %d entries: the limit of files an input may have", b.maxFiles())
+		name, n, err := unpackEntry(root, h, tr, b)
+		if name != "" {
+			c.entries, c.unpacked = append(c.entries, name), c.unpacked+n
 		}
-		n, err := unpackEntry(root, h, tr, b)
-		written += n
 		if err != nil {
-			return written, err
+			return c, err
 		}
 	}
 }
 
-func unpackEntry(root *os.Root, h *tar.Header, r io.Reader, b *Budget) (int64, error) {
+// unpackEntry writes one entry; it returns the name of the file it wrote ("" for none) and its bytes.
+func unpackEntry(root *os.Root, h *tar.Header, r io.Reader, b *Budget) (string, int64, error) {
 	name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
 	if name == "." || name == "" && h.Typeflag == tar.TypeDir || h.Typeflag == tar.TypeXGlobalHeader {
-		return 0, nil // the archive's root, or a pax header for the whole archive (git archive writes one)
+		return "", 0, nil // the archive's root, or a pax header for the whole archive (git archive writes one)
 	}
 	if err := LocalName(name); err != nil {
-		return 0, permanentf("archive entry %q: %v", h.Name, err)
+		return "", 0, permanentf("archive entry %q: %v", h.Name, err)
 	}
 	switch h.Typeflag {
 	case tar.TypeDir:
-		return 0, classifyFS(root.MkdirAll(name, 0o755))
+		return "", 0, b.ensureDir(root, name)
 	case tar.TypeReg:
-		return writeFile(root, name, r, b)
+		n, err := writeFile(root, name, r, b)
+		if err != nil {
+			return "", 0, err
+		}
+		return name, n, nil
 	}
-	return 0, permanentf("archive entry %q is not a file or a directory", h.Name)
+	return "", 0, permanentf("archive entry %q is not a file or a directory", h.Name)
 }
 
+// countingReader counts what it reads, into the progress too, and puts off the idle timer with each byte.
 type countingReader struct {
-	r io.Reader
-	n int64
-	p *Progress
+	r    io.Reader
+	n    int64
+	p    *Progress
+	idle *time.Timer
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n += int64(n)
+	if n > 0 {
+		c.idle.Reset(IdleTimeout)
+	}
 	if c.p != nil {
 		c.p.Done.Add(int64(n))
 	}
@@ -329,16 +373,19 @@ func readManifest(root *os.Root, uri string) manifest {
 	if json.NewDecoder(io.LimitReader(f, maxManifestBytes)).Decode(&m) != nil || m.Source != uri {
 		return manifest{}
 	}
-	for rel := range m.Files {
+	for rel, e := range m.Files {
 		if LocalName(rel) != nil {
 			delete(m.Files, rel)
+			continue
 		}
+		e.Entries = slices.DeleteFunc(e.Entries, func(name string) bool { return LocalName(name) != nil })
+		m.Files[rel] = e
 	}
 	return m
 }
 
 // maxManifestBytes bounds the manifest read back: DefaultMaxFiles entries of long names.
-const maxManifestBytes = 64 << 20
+const maxManifestBytes = 256 << 20
 
 func writeManifest(root *os.Root, m manifest) error {
 	data, err := json.Marshal(m)
@@ -349,12 +396,24 @@ func writeManifest(root *os.Root, m manifest) error {
 	return err
 }
 
-// removeStale removes the files an earlier fetch of the same source wrote that the source no longer has.
+// removeStale removes the files an earlier fetch of the same source wrote that the source no longer has
+// (an archive's: the files it unpacked to).
 func removeStale(root *os.Root, old, next manifest) {
-	for rel := range old.Files {
-		if _, ok := next.Files[rel]; !ok && !isArchive(rel) {
-			_ = root.Remove(rel)
+	for rel, e := range old.Files {
+		if _, ok := next.Files[rel]; !ok {
+			if e.Archive {
+				removeEntries(root, e)
+			} else {
+				_ = root.Remove(rel)
+			}
 		}
+	}
+}
+
+// removeEntries removes the files an archive unpacked to.
+func removeEntries(root *os.Root, e fileEntry) {
+	for _, name := range e.Entries {
+		_ = root.Remove(name)
 	}
 }
 

@@ -12,13 +12,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -253,7 +256,7 @@ func TestFetchHostileSources(t *testing.T) {
 		{name: "archive hard link", src: webSrc("hard.tar.gz"), env: Env{Client: web.Client()}, wantErr: "not a file or a directory"},
 		{name: "archive entry naming the manifest", src: webSrc("manifest.tar.gz"), env: Env{Client: web.Client()}, wantErr: ManifestFile},
 		{name: "decompression bomb", src: webSrc("bomb.tar.gz"), env: Env{Client: web.Client()}, budget: mib, wantErr: "inputs.cacheSize 1Mi"},
-		{name: "archive over the entry limit", src: webSrc("many.tar.gz"), env: Env{Client: web.Client()}, budget: &Budget{MaxFiles: 10}, wantErr: "more than 10 entries"},
+		{name: "archive over the entry limit", src: webSrc("many.tar.gz"), env: Env{Client: web.Client()}, budget: &Budget{MaxFiles: 10}, wantErr: "more than 10 files and directories"},
 		{name: "endless body", src: webSrc("endless.bin"), env: Env{Client: web.Client()}, budget: mib, wantErr: "inputs.cacheSize 1Mi"},
 		{name: "listed size over the budget", src: mustParse(t, "hf://evil/large"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()}, budget: &Budget{MaxBytes: 4, Limit: "inputs.cacheSize 4"}, wantErr: "lists 5"},
 		{name: "a symlink planted in the cache", src: mustParse(t, "s3://bkt"), env: Env{S3Endpoint: okS3.URL},
@@ -362,5 +365,166 @@ func mustSymlink(t *testing.T, target, p string) {
 	t.Helper()
 	if err := os.Symlink(target, p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFetchChargesEveryFileAndDirectory: directories and empty files take space and inodes too: an archive
+// of thousands of deep directories and empty files stops at the budget (each counted as a block).
+func TestFetchChargesEveryFileAndDirectory(t *testing.T) {
+	var entries []tarEntry
+	for i := range 3000 {
+		entries = append(entries, tarEntry{name: strings.Repeat(fmt.Sprintf("d%d/", i%7), 40) + fmt.Sprint(i), kind: tar.TypeDir})
+	}
+	for i := range 2000 {
+		entries = append(entries, tarEntry{name: fmt.Sprintf("e/%d", i), content: ""})
+	}
+	archive := tarGz(t, entries...)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(srv.Close)
+	src, _ := Parse(srv.URL + "/x.tar.gz")
+	src.Kind = HTTP
+	dir := t.TempDir()
+	b := &Budget{MaxBytes: 1 << 20, Limit: "inputs.cacheSize 1Mi"}
+	_, err := Fetch(context.Background(), "dataset", src, dir, Env{Client: srv.Client()}, nil, b)
+	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "inputs.cacheSize 1Mi") {
+		t.Errorf("Fetch: %v, want ErrBudget naming inputs.cacheSize", err)
+	}
+	n := 0
+	_ = filepath.WalkDir(dir, func(string, fs.DirEntry, error) error { n++; return nil })
+	if n > (1<<20)/inodeBytes+1 {
+		t.Errorf("%d files and directories left under a 1 MiB budget, want at most %d", n, (1<<20)/inodeBytes+1)
+	}
+}
+
+// TestFetchArchiveChangesReplaceItsFiles: an archive that changes (a new ETag each attempt, new names in
+// it) replaces the files the last one unpacked: the cache does not grow past the budget over restarts.
+func TestFetchArchiveChangesReplaceItsFiles(t *testing.T) {
+	var version atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := version.Load()
+		w.Header().Set("ETag", fmt.Sprintf(`"v%d"`, v))
+		if r.Method == http.MethodGet {
+			_, _ = w.Write(tarGz(t, tarEntry{name: fmt.Sprintf("part-%d.bin", v), content: strings.Repeat("x", 700<<10)}))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	src, _ := Parse(srv.URL + "/x.tar.gz")
+	src.Kind = HTTP
+	dir := t.TempDir()
+	for v := range 4 {
+		version.Store(int32(v))
+		if _, err := Fetch(context.Background(), "dataset", src, dir, Env{Client: srv.Client()}, nil, &Budget{MaxBytes: 1 << 20}); err != nil {
+			t.Fatalf("attempt %d: %v", v, err)
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"part-3.bin": strings.Repeat("x", 700<<10)}, files(t, dir)); diff != "" {
+		t.Errorf("after 4 versions (-want +got):\n%s", diff)
+	}
+}
+
+// TestFetchFailedArchiveLeavesNothing: an archive cut short (after a whole entry, each try a new name) is
+// tried again; when it fails for good, what the tries unpacked is gone.
+func TestFetchFailedArchiveLeavesNothing(t *testing.T) {
+	var tries atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			return
+		}
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		_ = tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f%d", tries.Add(1)), Mode: 0o644, Size: 1000, Typeflag: tar.TypeReg})
+		_, _ = tw.Write(make([]byte, 1000))
+		_ = tw.Flush()
+		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write([]byte("cut in a header")) // no second header, no end
+	}))
+	t.Cleanup(srv.Close)
+	src, _ := Parse(srv.URL + "/x.tar")
+	src.Kind = HTTP
+	dir := t.TempDir()
+	b := &Budget{MaxBytes: 1 << 20}
+	_, err := Fetch(context.Background(), "dataset", src, dir, Env{Client: srv.Client()}, nil, b)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("tried %d times", Tries)) {
+		t.Errorf("Fetch: %v, want the cut archive tried %d times", err, Tries)
+	}
+	if got := files(t, dir); len(got) != 0 {
+		t.Errorf("the failed tries left %v", slices.Collect(maps.Keys(got)))
+	}
+	if b.used.Load() > int64(inodeBytes) {
+		t.Errorf("the budget still holds %d bytes of the failed tries", b.used.Load())
+	}
+}
+
+// TestFetchObjectStoreTarsAreFiles: an object store's .tar objects (WebDataset shards) are copied as they
+// are: only an https source's archive is unpacked.
+func TestFetchObjectStoreTarsAreFiles(t *testing.T) {
+	shard := func(s string) string { return string(tarGz(t, tarEntry{name: "000000.jpg", content: s})) }
+	srv := httptest.NewServer(fakeS3{"shards/shard-000.tar.gz": shard("0"), "shards/shard-001.tar.gz": shard("1")})
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "tenant")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "tenant-secret")
+	dir := t.TempDir()
+	if _, err := Fetch(context.Background(), "dataset", mustParse(t, "s3://bkt/shards"), dir, Env{S3Endpoint: srv.URL}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"shard-000.tar.gz": shard("0"), "shard-001.tar.gz": shard("1")}
+	if diff := cmp.Diff(want, files(t, dir)); diff != "" {
+		t.Errorf("the shards (-want +got):\n%s", diff)
+	}
+}
+
+// TestFetchEndlessListing: an S3 endpoint whose listing never ends (always truncated, new keys or none)
+// is given up past the budget's files, in bounded memory and requests.
+func TestFetchEndlessListing(t *testing.T) {
+	for _, keys := range []int{1000, 0} {
+		var pages atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := pages.Add(1)
+			var b strings.Builder
+			fmt.Fprintf(&b, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><IsTruncated>true</IsTruncated><NextContinuationToken>t%d</NextContinuationToken>`, n)
+			for i := range keys {
+				fmt.Fprintf(&b, "<Contents><Key>m/%d-%d</Key><Size>1</Size></Contents>", n, i)
+			}
+			b.WriteString("</ListBucketResult>")
+			_, _ = io.WriteString(w, b.String())
+		}))
+		t.Setenv("AWS_ACCESS_KEY_ID", "tenant")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "tenant-secret")
+		_, err := Fetch(context.Background(), "dataset", mustParse(t, "s3://bkt/m"), t.TempDir(), Env{S3Endpoint: srv.URL}, nil, &Budget{MaxFiles: 5000})
+		srv.Close()
+		if !errors.Is(err, ErrBudget) && !errors.Is(err, checkpoint.ErrEndlessListing) || IsTransient(err) {
+			t.Errorf("%d keys a page: %v, want a permanent error naming the limit", keys, err)
+		}
+		if n := pages.Load(); n > 5000/10+10 {
+			t.Errorf("%d keys a page: %d pages read, want at most %d", keys, n, 5000/10+10)
+		}
+	}
+}
+
+// TestFetchStalledSource: a server that stops sending is given up after IdleTimeout (and tried again), not
+// waited for forever.
+func TestFetchStalledSource(t *testing.T) {
+	defer func(d time.Duration) { IdleTimeout = d }(IdleTimeout)
+	IdleTimeout = 100 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			return
+		}
+		_, _ = w.Write([]byte("x"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	}))
+	t.Cleanup(srv.Close)
+	src, _ := Parse(srv.URL + "/slow.bin")
+	start := time.Now()
+	_, err := Fetch(context.Background(), "model", src, t.TempDir(), Env{Client: srv.Client()}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "sent nothing for 100ms") {
+		t.Errorf("Fetch: %v, want the stalled source named", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("gave up after %s", d)
 	}
 }

@@ -121,5 +121,17 @@ func checkStore(src Source) error {
 	return nil
 }
 
+// Redacted is uri without what may be a credential: an https URL's query (a presigned URL's signature),
+// fragment and user info. The fetcher's progress endpoint, which any pod that reaches it may read, shows
+// it so.
+func Redacted(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != string(HTTPS) && u.Scheme != string(HTTP) {
+		return uri
+	}
+	u.RawQuery, u.Fragment, u.RawFragment, u.User = "", "", "", nil
+	return u.String()
+}
+
 // ExportPath is an nfs source's exported path (absolute).
 func (s Source) ExportPath() string { return "/" + s.Path }

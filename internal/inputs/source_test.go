@@ -73,3 +73,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRedacted(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://bucket.s3.amazonaws.com/d.tgz?X-Amz-Signature=abc&X-Amz-Credential=k": "https://bucket.s3.amazonaws.com/d.tgz",
+		"https://h/x.bin#frag": "https://h/x.bin",
+		"s3://datasets/squad":  "s3://datasets/squad",
+		"hf://org/name@v1":     "hf://org/name@v1",
+		"http://h:8080/m.tar":  "http://h:8080/m.tar",
+	} {
+		if got := Redacted(in); got != want {
+			t.Errorf("Redacted(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

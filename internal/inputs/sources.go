@@ -3,6 +3,7 @@ package inputs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 )
@@ -28,7 +30,7 @@ type Env struct {
 // EnvFromOS reads Env from the process's environment.
 func EnvFromOS() Env {
 	e := Env{S3Endpoint: os.Getenv("AWS_ENDPOINT_URL_S3"), S3Region: os.Getenv("AWS_REGION"),
-		HubEndpoint: os.Getenv("HF_ENDPOINT"), HubToken: os.Getenv("HF_TOKEN"), Client: http.DefaultClient}
+		HubEndpoint: os.Getenv("HF_ENDPOINT"), HubToken: os.Getenv("HF_TOKEN"), Client: sourceClient()}
 	if e.S3Endpoint == "" {
 		e.S3Endpoint = os.Getenv("AWS_ENDPOINT_URL")
 	}
@@ -38,15 +40,25 @@ func EnvFromOS() Env {
 	return e
 }
 
-// newLister lists src; a hub source is a dataset repository for the dataset, a model's for the model.
-func newLister(ctx context.Context, name string, src Source, env Env) (lister, error) {
+// sourceClient makes the hub's and https sources' requests: a server that does not connect or answer in
+// time is given up (a stalled body is, by the fetch's IdleTimeout).
+func sourceClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = time.Minute
+	t.TLSHandshakeTimeout = 30 * time.Second
+	return &http.Client{Transport: t}
+}
+
+// newLister lists src; a hub source is a dataset repository for the dataset, a model's for the model. An
+// object store's listing stops past most objects.
+func newLister(ctx context.Context, name string, src Source, env Env, most int) (lister, error) {
 	switch src.Kind {
 	case S3:
 		s, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: src.Host, Region: env.S3Region, Endpoint: env.S3Endpoint})
-		return storeLister{s, src.Path}, err
+		return storeLister{s, src.Path, most}, err
 	case GCS:
 		s, err := checkpoint.NewGCSStore(ctx, src.Host)
-		return storeLister{s, src.Path}, err
+		return storeLister{s, src.Path, most}, err
 	case Hub:
 		return hubLister{src, env, name == "dataset"}, nil
 	case HTTP, HTTPS:
@@ -55,13 +67,15 @@ func newLister(ctx context.Context, name string, src Source, env Env) (lister, e
 	return nil, permanentf("%s is not fetched", src.URI)
 }
 
-// storeLister lists an S3 or GCS prefix: every object under it, by its path below the prefix.
+// storeLister lists an S3 or GCS prefix: every object under it, by its path below the prefix, at most
+// most+1 of them (the budget refuses more).
 type storeLister struct {
 	store interface {
-		checkpoint.Store
 		checkpoint.Opener
+		ListUpTo(ctx context.Context, prefix string, most int) ([]checkpoint.Object, error)
 	}
 	prefix string
+	most   int
 }
 
 func (s storeLister) list(ctx context.Context) ([]remote, error) {
@@ -69,7 +83,10 @@ func (s storeLister) list(ctx context.Context) ([]remote, error) {
 	if prefix != "" {
 		prefix += "/"
 	}
-	objs, err := s.store.List(ctx, prefix)
+	objs, err := s.store.ListUpTo(ctx, prefix, s.most)
+	if errors.Is(err, checkpoint.ErrEndlessListing) {
+		return nil, &Error{Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +173,8 @@ func (h httpLister) list(ctx context.Context) ([]remote, error) {
 	if size < 0 {
 		size = -1
 	}
-	return []remote{{Rel: path.Base(h.src.Path), Size: size, ETag: strings.Trim(resp.Header.Get("ETag"), `"`),
+	rel := path.Base(h.src.Path)
+	return []remote{{Rel: rel, Size: size, ETag: strings.Trim(resp.Header.Get("ETag"), `"`), Unpack: isArchive(rel),
 		open: func(ctx context.Context) (io.ReadCloser, error) { return h.env.get(ctx, h.src.URI, "") }}}, nil
 }
 

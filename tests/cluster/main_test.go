@@ -35,6 +35,9 @@ const (
 	operatorNamespace = "trainingjob-system"
 	// operatorNode is the node the chart's operator runs on.
 	operatorNode = "real-node-2"
+	// prunerNamespace runs the chart's node cache pruner: its hostPath needs Pod Security "privileged",
+	// which the operator's namespace does not allow.
+	prunerNamespace = "trainingjob-node-cache"
 	// defaultProxy is the value of TEAM_PROXY, an environment variable of the cluster's worker defaults.
 	defaultProxy = "http://proxy.example:3128"
 )
@@ -71,11 +74,21 @@ func installOperator(s *local.Stack, helm string) error {
 	if err := s.Client.Create(context.Background(), ns); err != nil {
 		return err
 	}
+	prunerNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prunerNamespace, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "privileged"}}}
+	if err := s.Client.Create(context.Background(), prunerNS); err != nil {
+		return err
+	}
+	if err := seedNodeCache(s.NodeCacheDir()); err != nil { // TestNodeCachePrunerOnRealNodes
+		return err
+	}
 	cmd := exec.Command(helm, "install", "trainingjob-operator", testenv.RepoRoot()+"/deploy/helm/trainingjob-operator",
 		"--kubeconfig", s.Cluster.Kubeconfig, "--namespace", operatorNamespace, "--wait", "--timeout", "3m",
 		"--set", "extraArgs={--progress-interval=1s,--checkpoint-sync-interval=2s}",
 		"--set", `nodeSelector.kubernetes\.io/hostname=`+operatorNode,
 		"--set", "inputs.nodeCacheDir="+s.NodeCacheDir(), // TestInputsOnRealNodes' PerNode job
+		// The pruner on the real nodes (a process node cannot run an image's entrypoint), in its namespace.
+		"--set", "inputs.nodeCachePruner.namespace="+prunerNamespace, "--set-string", `inputs.nodeCachePruner.nodeSelector.ml\.example\.com/real-node=true`,
 		// The platform team's worker defaults, beneath every job's own settings (TestWorkerPodOverrides).
 		"--set-json", `workerDefaults={"labels": {"cost-center": "ml-platform", "billing": "gpu"}, "env": [{"name": "TEAM_PROXY", "value": "`+defaultProxy+`"}]}`)
 	if out, err := cmd.CombinedOutput(); err != nil {
