@@ -309,15 +309,15 @@ func TestFetchBudgetShared(t *testing.T) {
 	if _, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("data")}); err != nil {
 		t.Fatal(err)
 	}
-	_ = store.Put(ctx, "model/w.bin", make([]byte, 600))
-	_ = store.Put(ctx, "set/d.bin", make([]byte, 600))
-	b := &Budget{MaxBytes: 1000, Limit: "inputs.cacheSize 1000"}
+	_ = store.Put(ctx, "model/w.bin", make([]byte, 600<<10))
+	_ = store.Put(ctx, "set/d.bin", make([]byte, 600<<10))
+	b := &Budget{MaxBytes: 1 << 20, Limit: "inputs.cacheSize 1Mi"}
 	env, dir := Env{S3Endpoint: endpoint}, t.TempDir()
 	if _, err := Fetch(ctx, "model", mustParse(t, "s3://data/model"), filepath.Join(dir, "model"), env, nil, b); err != nil {
 		t.Fatalf("the model alone fits: %v", err)
 	}
 	rep, err := Fetch(ctx, "dataset", mustParse(t, "s3://data/set"), filepath.Join(dir, "dataset"), env, nil, b)
-	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "inputs.cacheSize 1000") || rep.Fetched != 0 {
+	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "inputs.cacheSize 1Mi") || rep.Fetched != 0 {
 		t.Errorf("the dataset after the model: %+v, %v; want ErrBudget naming inputs.cacheSize before anything is read", rep, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "dataset", "d.bin")); !errors.Is(err, fs.ErrNotExist) {
