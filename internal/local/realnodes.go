@@ -17,8 +17,9 @@ import (
 
 // realNodeControllers are what real nodes need of kube-controller-manager besides LocalControllers:
 // EndpointSlices, from which the cluster DNS answers for a headless Service's pods and kube-proxy routes a
-// Service's address, and Deployments (the operator's own, installed in-cluster).
-var realNodeControllers = []string{"endpointslice", "deployment", "replicaset"}
+// Service's address, Deployments (the operator's own, installed in-cluster) and DaemonSets (the chart's
+// node cache pruner).
+var realNodeControllers = []string{"endpointslice", "deployment", "replicaset", "daemonset"}
 
 // controllers are the kube-controller-manager controllers of this stack.
 func (s *Stack) controllers() []string {
