@@ -135,7 +135,7 @@ func fetchInto(ctx context.Context, root *os.Root, src Source, files []remote, p
 		entry, kept := have(root, old, f)
 		if kept {
 			if err := b.chargeKept(root, f.Rel, entry); err != nil {
-				return rep, fmt.Errorf("%s: %w", joinURI(src, f.Rel), err)
+				return rep, fileError(src, f.Rel, err)
 			}
 			if p != nil {
 				p.Done.Add(max(f.Size, 0))
@@ -183,7 +183,7 @@ type copied struct {
 func download(ctx context.Context, root *os.Root, f remote, src Source, p *Progress, b *Budget) (copied, error) {
 	c, err := retry(ctx, func() (copied, error) { return copyOnce(ctx, root, f, p, b) })
 	if err != nil {
-		return c, fmt.Errorf("%s: %w", joinURI(src, f.Rel), err)
+		return c, fileError(src, f.Rel, err)
 	}
 	return c, nil
 }
@@ -429,11 +429,13 @@ func countFiles(root *os.Root) int {
 	return n
 }
 
-func joinURI(src Source, rel string) string {
+// fileError names the file of src that err is about; an http(s) source is one file, which the caller's
+// message already names.
+func fileError(src Source, rel string, err error) error {
 	if src.Kind == HTTP || src.Kind == HTTPS {
-		return src.URI
+		return err
 	}
-	return strings.TrimSuffix(src.URI, "/") + "/" + rel
+	return fmt.Errorf("%s/%s: %w", strings.TrimSuffix(src.URI, "/"), rel, err)
 }
 
 // sortRemotes orders files by path, so that fetches and their reports are the same each time.
