@@ -47,9 +47,19 @@ func StartDNS(ctx context.Context, assets, dir, kubeconfig string) (*DNS, error)
 		return err
 	})
 	if err != nil {
-		return nil, errors.Join(err, d.Stop())
+		return nil, errors.Join(fmt.Errorf("%w; coredns.log ends: %s", err, logEnd(filepath.Join(dir, "coredns.log"))), d.Stop())
 	}
 	return d, nil
+}
+
+// logEnd is the last line of a component's log (why it stopped: a port taken, a bad Corefile).
+func logEnd(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return lines[len(lines)-1]
 }
 
 // Stop stops CoreDNS and removes its address.
