@@ -71,7 +71,8 @@ func (a *Agent) Handler() http.Handler {
 		return a.Serve()
 	}, Acknowledge: a.Acknowledge, Token: a.Token, Refused: a.logRefused}.Register(mux)
 	if a.Token == "" {
-		a.Log.Info("no token (" + agentapi.TokenEnv + "): PUT " + agentapi.ResumeFromPath + " is accepted from anyone who reaches this pod (the Job was built without an agent token: by an operator before tokens, or one without a key)")
+		a.Log.Info("no token (" + agentapi.TokenEnv + "): PUT " + agentapi.ResumeFromPath + " is accepted from anyone who reaches this pod " +
+			"(the Job was built without an agent token: by an operator before tokens, or one without a key)")
 	}
 	return mux
 }

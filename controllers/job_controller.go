@@ -254,7 +254,8 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 func rejected(err error) bool {
 	var missing *missingAPIError
 	var spec *specError
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.As(err, &missing) || errors.As(err, &spec)
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		errors.As(err, &missing) || errors.As(err, &spec)
 }
 
 // specError is a spec the builder refuses (builders.CheckWorkerPod), what admission should have refused:

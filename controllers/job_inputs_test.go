@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,10 +34,7 @@ func fetcherPod(ip string) corev1.Pod {
 func TestInputsProgressIsBounded(t *testing.T) {
 	var requests atomic.Int32
 	chunk := []byte(`{"name":"dataset","source":"s3://b/x","done":1,"total":2},`)
-	l, err := net.Listen("tcp", "127.0.0.2:"+strconv.Itoa(int(builders.InputsPort)))
-	if err != nil {
-		t.Skipf("port %d on 127.0.0.2 is taken: %v", builders.InputsPort, err)
-	}
+	l, ip := listenOnLoopback(t, builders.InputsPort)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		_, _ = w.Write([]byte("["))
@@ -49,7 +47,7 @@ func TestInputsProgressIsBounded(t *testing.T) {
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	pods := []corev1.Pod{fetcherPod("127.0.0.2")}
+	pods := []corev1.Pod{fetcherPod(ip)}
 
 	none := tjtest.NewTJ("ml", "a").Obj() // a plain dataset name: nothing is fetched
 	if got := inputsProgress(context.Background(), none, pods); got != nil || requests.Load() != 0 {
@@ -67,4 +65,21 @@ func TestInputsProgressIsBounded(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
 		t.Errorf("reading the answer allocated %d MiB, want it bounded by the %d KiB read", alloc>>20, maxInputsAnswer>>10)
 	}
+}
+
+// listenOnLoopback listens on port at the first free loopback address from 127.0.0.2 (the fetcher's port
+// is fixed, as it is in a pod), so that a program holding the port on one address does not stop the test.
+func listenOnLoopback(t *testing.T, port int32) (net.Listener, string) {
+	t.Helper()
+	var errs []error
+	for i := 2; i < 255; i++ {
+		ip := "127.0.0." + strconv.Itoa(i)
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(int(port))))
+		if err == nil {
+			return l, ip
+		}
+		errs = append(errs, err)
+	}
+	t.Fatalf("no loopback address has port %d free: %v", port, errors.Join(errs...))
+	return nil, ""
 }

@@ -157,7 +157,8 @@ func agentTokenKey(ctx context.Context, c client.Client, keyFile, ns string, nsK
 	var key builders.SecretKey
 	obj := client.ObjectKey{Namespace: ns, Name: agentTokenKeySecret}
 	transient := func(err error) bool {
-		return !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) && !apierrors.IsInvalid(err) && !errors.Is(err, errShortKey)
+		return !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) &&
+			!apierrors.IsInvalid(err) && !errors.Is(err, errShortKey)
 	}
 	err := retry.OnError(retry.DefaultBackoff, transient, func() (err error) {
 		key, err = getOrCreateKey(ctx, c, obj)
@@ -171,7 +172,8 @@ func agentTokenKey(ctx context.Context, c client.Client, keyFile, ns string, nsK
 		// control plane seen from a pod), where it would have found the Secret or made it.
 		return nil, fmt.Errorf("the key of the checkpoint agents' tokens (Secret %s): %w", obj, err)
 	}
-	log.Info("no Secret "+obj.String()+" for the key of the checkpoint agents' tokens (outside a cluster?): using a random key for this process; agent tokens change when the manager restarts (--agent-token-key-file gives one)", "error", err.Error())
+	log.Info("no Secret "+obj.String()+" for the key of the checkpoint agents' tokens (outside a cluster?): using a random key for "+
+		"this process; agent tokens change when the manager restarts (--agent-token-key-file gives one)", "error", err.Error())
 	key = make(builders.SecretKey, agentTokenKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
@@ -190,7 +192,8 @@ func getOrCreateKey(ctx context.Context, c client.Client, obj client.ObjectKey) 
 		if _, err := rand.Read(key); err != nil {
 			return nil, err
 		}
-		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name, Labels: map[string]string{"app.kubernetes.io/name": "trainingjob-operator"}},
+		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name,
+			Labels: map[string]string{"app.kubernetes.io/name": "trainingjob-operator"}},
 			Type: corev1.SecretTypeOpaque, Immutable: ptr.To(true), Data: map[string][]byte{agentTokenKeyField: key}}
 		if err = c.Create(ctx, s); apierrors.IsAlreadyExists(err) { // another replica made it first: use its key
 			s = &corev1.Secret{}

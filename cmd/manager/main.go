@@ -82,7 +82,8 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
-	fs.StringVar(&c.agentTokenKeyFile, "agent-token-key-file", "", "file holding the key (at least 32 bytes) from which each job's checkpoint agent token is derived; empty: the Secret "+agentTokenKeySecret+" in the operator's namespace, made when missing")
+	fs.StringVar(&c.agentTokenKeyFile, "agent-token-key-file", "", "file holding the key (at least 32 bytes) from which each job's "+
+		"checkpoint agent token is derived; empty: the Secret "+agentTokenKeySecret+" in the operator's namespace, made when missing")
 	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "", "storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); empty: a claim per job, NAME-checkpoints")
 	fs.StringVar(&c.gpuResource, "gpu-resource-name", string(builders.DefaultGPUResource), "extended resource that gpusPerWorker counts when a job's gpuResourceName is empty (nvidia.com/gpu, amd.com/gpu, a MIG slice such as nvidia.com/mig-1g.10gb)")
 	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
@@ -93,7 +94,8 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.StringVar(&c.workerDefaults, "worker-defaults", "", "YAML file of the cluster's worker defaults (labels, annotations, nodeSelector, tolerations, priorityClassName, env, imagePullSecrets, volumes, volumeMounts, sharedMemory), applied beneath each job's own settings; the chart's workerDefaults")
 	fs.StringVar(&c.inputsCache, "inputs-cache", string(mlv1.InputsCacheShared), "input cache of jobs whose inputs.cache is unset: Shared (a claim per job, ReadWriteMany with more than one worker) or PerNode (--inputs-node-cache-dir on each node)")
 	fs.StringVar(&c.inputsNodeCacheDir, "inputs-node-cache-dir", "", "absolute directory on every node for PerNode input caches (a hostPath written as root, a directory per job); empty: PerNode jobs are refused")
-	fs.StringVar(&c.inputsNodeCacheMax, "inputs-node-cache-max-size", "100Gi", "the most one PerNode job's inputs may take on a node (a quantity); a job's smaller inputs.cacheSize is its limit; empty: inputs.cacheSize alone")
+	fs.StringVar(&c.inputsNodeCacheMax, "inputs-node-cache-max-size", "100Gi", "the most one PerNode job's inputs may take on a node "+
+		"(a quantity); a job's smaller inputs.cacheSize is its limit; empty: inputs.cacheSize alone")
 	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second, "how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once); 10 times less often for queued and suspended jobs")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {

@@ -146,7 +146,8 @@ func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 		vols = append(vols, inputsCacheVolume(tj, opts))
 		if in := tj.Spec.Inputs; in != nil && in.SecretRef != nil && hasKind(tj, inputs.GCS) {
 			vols = append(vols, corev1.Volume{Name: inputsCredentialsVolume, VolumeSource: corev1.VolumeSource{
-				Secret: &corev1.SecretVolumeSource{SecretName: in.SecretRef.Name, Items: []corev1.KeyToPath{{Key: gcsCredentialsKey, Path: gcsCredentialsKey}}}}})
+				Secret: &corev1.SecretVolumeSource{SecretName: in.SecretRef.Name,
+					Items: []corev1.KeyToPath{{Key: gcsCredentialsKey, Path: gcsCredentialsKey}}}}})
 		}
 	}
 	for _, in := range Inputs(tj) {
@@ -169,7 +170,8 @@ func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 func inputsCacheVolume(tj *mlv1.TrainingJob, opts Options) corev1.Volume {
 	v := corev1.Volume{Name: InputsCacheVolume}
 	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
-		v.HostPath = &corev1.HostPathVolumeSource{Path: path.Join(opts.InputsNodeCacheDir, NodeCacheKey(tj)), Type: ptrTo(corev1.HostPathDirectoryOrCreate)}
+		v.HostPath = &corev1.HostPathVolumeSource{Path: path.Join(opts.InputsNodeCacheDir, NodeCacheKey(tj)),
+			Type: ptrTo(corev1.HostPathDirectoryOrCreate)}
 		return v
 	}
 	v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: InputsCacheName(tj)}

@@ -309,7 +309,8 @@ func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 			errs = append(errs, "spec.workerPod.volumeMounts: "+m.MountPath+" is at, above or below a path of the operator")
 		}
 	}
-	for field, cs := range map[string][]mlv1.WorkerContainer{"spec.workerPod.initContainers": wp.InitContainers, "spec.workerPod.sidecars": wp.Sidecars} {
+	containers := map[string][]mlv1.WorkerContainer{"spec.workerPod.initContainers": wp.InitContainers, "spec.workerPod.sidecars": wp.Sidecars}
+	for field, cs := range containers {
 		for _, c := range cs {
 			if slices.Contains(ReservedContainerNames, c.Name) {
 				errs = append(errs, field+": the container name "+c.Name+" is the operator's")

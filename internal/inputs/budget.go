@@ -125,7 +125,8 @@ func (b *Budget) chargeKept(root *os.Root, rel string, e fileEntry) error {
 // than are left, or whose listed sizes alone are over the bytes left.
 func (b *Budget) checkListing(src Source, files []remote) error {
 	if left := b.maxFiles() - b.inodes; len(files) > left {
-		return &Error{Err: fmt.Errorf("%s lists more than %d files: %w: the inputs may have at most %d files and directories", src.URI, left, ErrBudget, b.maxFiles())}
+		return &Error{Err: fmt.Errorf("%s lists more than %d files: %w: the inputs may have at most %d files and directories",
+			src.URI, left, ErrBudget, b.maxFiles())}
 	}
 	var listed int64
 	for _, f := range files {

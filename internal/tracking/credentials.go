@@ -11,7 +11,8 @@ import (
 // operator-wide Secret (operatorSecret, of --mlflow-credentials-secret), but only when uri is the
 // operator-wide server operatorURI (mlflow.SameServer: same scheme, host and port); else none (the zero
 // key). The operator-wide credentials are the platform's: a server a job names is never sent them.
-func CredentialsSecret(uri string, jobSecret types.NamespacedName, operatorURI string, operatorSecret types.NamespacedName) types.NamespacedName {
+func CredentialsSecret(uri string, jobSecret types.NamespacedName,
+	operatorURI string, operatorSecret types.NamespacedName) types.NamespacedName {
 	switch {
 	case jobSecret.Name != "":
 		return jobSecret
