@@ -1,11 +1,10 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -67,6 +66,12 @@ type progressState struct {
 	at     time.Time
 	// pace follows the epochs of the current attempt, for the default stall timeout.
 	pace epochPace
+	// endpointErr is why rank 0's own endpoint gave nothing at the last read (nil: it answered).
+	endpointErr error
+	// noSource: the last read found no progress source (derive.ApplyNoSource).
+	noSource bool
+	// noticed is the attempt (plus one) whose lack of a progress source an event has told.
+	noticed int32
 }
 
 // startupInterval is the time between scrapes of a running attempt whose rank 0 has not advanced yet:
@@ -117,33 +122,47 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // reconcile, not an interval later) and says when to come back.
 func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) reconcile.Result {
 	every := interval(tj, r.Interval)
-	if !derive.ProgressedInAttempt(&tj.Status) {
+	if !derive.ProgressedInAttempt(&tj.Status) && !derive.ProgressUnknown(&tj.Status) {
 		every = min(every, startupInterval) // the end of startup (goodput) is seen to within it
 	}
 	wait, state := r.jobs.due(tj, now, every)
 	if wait == 0 {
-		sample, err := r.scrape(ctx, tj)
-		r.jobs.with(state, func(s *progressState) { s.sample, s.at = nil, now })
-		if err != nil {
-			derive.ApplyScrapeError(&tj.Status, err, metav1.NewTime(now))
-			return reconcile.Result{RequeueAfter: r.jobs.next(tj, r.Clock.Now(), every)}
-		}
-		setProgressGauges(tj, sample)
-		r.jobs.with(state, func(s *progressState) {
-			s.sample = &sample
-			s.pace.observe(tj.Status.Attempt, sample, now)
-			if f, ok := sample.Fraction(derive.SpecEpochs(tj)); s.window == nil && ok {
-				s.window = &derive.RateWindow{At: now, Fraction: f}
-			}
-		})
+		r.scrapeInto(ctx, tj, state, now)
 		wait = r.jobs.next(tj, r.Clock.Now(), every)
 	}
 	var last progressState
 	r.jobs.with(state, func(s *progressState) { last = *s })
-	if last.sample != nil {
+	switch {
+	case last.noSource:
+		derive.ApplyNoSource(&tj.Status, tj, last.endpointErr, metav1.NewTime(last.at))
+	case last.sample != nil:
 		r.observe(ctx, tj, *last.sample, last.window, last.at)
 	}
+	r.noSourceEvent(tj, state, now)
 	return reconcile.Result{RequeueAfter: wait}
+}
+
+// scrapeInto reads rank 0's progress into the job's remembered state.
+func (r *StatusReconciler) scrapeInto(ctx context.Context, tj *mlv1.TrainingJob, state *progressState, now time.Time) {
+	sample, endpointErr, err := r.scrape(ctx, tj)
+	// A program that never reported, with no supervisor to read its output instead, has no source: its
+	// endpoint's error says why.
+	noSource := err != nil && tj.Status.LastProgressTime == nil && !builders.Supervised(tj) || err == nil && !sample.Reports()
+	r.jobs.with(state, func(s *progressState) { s.sample, s.at, s.endpointErr, s.noSource = nil, now, endpointErr, noSource })
+	if err != nil {
+		if !noSource {
+			derive.ApplyScrapeError(&tj.Status, err, metav1.NewTime(now))
+		}
+		return
+	}
+	setProgressGauges(tj, sample)
+	r.jobs.with(state, func(s *progressState) {
+		s.sample = &sample
+		s.pace.observe(tj.Status.Attempt, sample, now)
+		if f, ok := sample.Fraction(derive.SpecEpochs(tj)); s.window == nil && ok {
+			s.window = &derive.RateWindow{At: now, Fraction: f}
+		}
+	})
 }
 
 // observe puts a sample taken at at into the status (when rank 0's figures changed) and applies the
@@ -159,18 +178,14 @@ func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sa
 	}
 }
 
-// scrape reads rank 0's progress endpoint.
-func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob) (derive.Sample, error) {
+// scrape reads rank 0's progress (readProgress).
+func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob) (sample derive.Sample, endpointErr, err error) {
 	addr, err := rank0Addr(ctx, r.Client, tj, builders.MetricsPort(tj))
 	if err != nil {
-		return derive.Sample{}, err
+		return derive.Sample{}, nil, err
 	}
-	url := "http://" + addr + "/metrics"
-	body, err := r.readEndpoint(ctx, url)
-	if err != nil {
-		return derive.Sample{}, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return derive.ParseSample(bytes.NewReader(body))
+	ip, _, _ := net.SplitHostPort(addr)
+	return r.readProgress(ctx, tj, ip)
 }
 
 // readEndpoint GETs a rank's progress endpoint within the scrape timeout and returns at most maxBody of

@@ -47,7 +47,8 @@ const logLinesPerRank = 2
 func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) bool {
 	var h derive.Hang
 	if builders.MonitoringEnabled(tj) {
-		h = derive.DetectHang(tj, tj.Status, r.slowestEpoch(tj), now)
+		s, _ := r.jobs.peek(tj)
+		h = derive.DetectHang(tj, tj.Status, r.slowestEpoch(tj), lastOutput(s), now)
 	}
 	l := []string{tj.Namespace, tj.Name}
 	metrics.SinceProgress.WithLabelValues(l...).Set(h.Since.Seconds())

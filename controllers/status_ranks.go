@@ -1,18 +1,13 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
@@ -23,7 +18,6 @@ const rankReads = 8
 // reads ranks other than 0), at most rankReads at a time, each within the scrape timeout.
 func (r *StatusReconciler) ranksProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) []derive.RankProgress {
 	out := make([]derive.RankProgress, len(pods))
-	port := strconv.Itoa(int(builders.MetricsPort(tj)))
 	sem := make(chan struct{}, rankReads)
 	var wg sync.WaitGroup
 	for i := range pods {
@@ -34,7 +28,7 @@ func (r *StatusReconciler) ranksProgress(ctx context.Context, tj *mlv1.TrainingJ
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s, err := r.readRank(ctx, p.Status.PodIP, port)
+			s, _, err := r.readProgress(ctx, tj, p.Status.PodIP)
 			if err != nil {
 				out[i].Err = err.Error()
 				return
@@ -44,16 +38,4 @@ func (r *StatusReconciler) ranksProgress(ctx context.Context, tj *mlv1.TrainingJ
 	}
 	wg.Wait()
 	return out
-}
-
-// readRank reads one rank's progress endpoint.
-func (r *StatusReconciler) readRank(ctx context.Context, ip, port string) (derive.Sample, error) {
-	if ip == "" {
-		return derive.Sample{}, fmt.Errorf("no pod IP")
-	}
-	body, err := r.readEndpoint(ctx, "http://"+net.JoinHostPort(ip, port)+"/metrics")
-	if err != nil {
-		return derive.Sample{}, err
-	}
-	return derive.ParseSample(bytes.NewReader(body))
 }

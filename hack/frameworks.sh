@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the real frameworks that `make test-frameworks` runs (Debian 12 packages, pinned: CPU builds of
-# PyTorch, torchvision and XGBoost; Open MPI and mpi4py; OpenSSH, which gets security updates within
-# Debian 12, at whatever 9.2p1 revision the mirror has) when they are not installed yet, and prints the
+# PyTorch, torchvision and XGBoost; Open MPI and mpi4py; tqdm, whose bars the supervisor reads; OpenSSH,
+# which gets security updates within Debian 12, at whatever 9.2p1 revision the mirror has) when they are not installed yet, and prints the
 # python3 that has them.
 # Needs root (or sudo) for apt-get; the packages stay installed, so a second run is instant.
 set -euo pipefail
 
 packages=(python3-torch=1.13.1+dfsg-4 python3-torchvision=0.14.1-2 python3-xgboost=1.7.4-1
-	openmpi-bin=4.1.4-3+b1 python3-mpi4py=3.1.4-2+b2)
+	openmpi-bin=4.1.4-3+b1 python3-mpi4py=3.1.4-2+b2 python3-tqdm=4.64.1-1)
 unpinned=(openssh-server openssh-client)
 
 missing=()
@@ -28,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$sudo apt-get update -qq >&2
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-/usr/bin/python3 -c 'import torch, torchvision, xgboost, mpi4py' >&2
+/usr/bin/python3 -c 'import torch, torchvision, xgboost, mpi4py, tqdm' >&2
 command -v torchrun mpirun /usr/sbin/sshd ssh >/dev/null
 ssh -V 2>&1 | grep -q "OpenSSH_9" >&2
 echo /usr/bin/python3

@@ -85,7 +85,8 @@ func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob) {
 		ch <- prometheus.MustNewConstMetric(badputDesc, prometheus.CounterValue, v, ns, name, category)
 	}
 	ch <- prometheus.MustNewConstMetric(gpuSecondsDesc, prometheus.CounterValue, g.GPUSeconds, ns, name)
-	if total := g.AccountedSeconds(); total > 0 {
+	// The ratio only when all the time is known: a run with no progress source is not low on goodput.
+	if total := g.AccountedSeconds(); total > 0 && g.UnknownSeconds == 0 {
 		ch <- prometheus.MustNewConstMetric(goodputRatioDesc, prometheus.GaugeValue, g.ProductiveSeconds/total, ns, name)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // story renders a TrainingJob for people, in the order they ask: what state and why, how far, how well,
@@ -134,7 +135,28 @@ func progressLine(st mlv1.TrainingJobStatus, now time.Time) string {
 	if st.Duration != "" {
 		parts = append(parts, "ran "+st.Duration)
 	}
+	if src := sourceWords(st); src != "" {
+		parts = append(parts, src)
+	}
 	return strings.Join(parts, ", ")
+}
+
+// sourceWords says where progress comes from when it is not rank 0's endpoint: its output, or nowhere.
+func sourceWords(st mlv1.TrainingJobStatus) string {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionProgressReported)
+	switch {
+	case c == nil:
+		return ""
+	case c.Reason == derive.ReasonFromOutput:
+		format := ""
+		if i := strings.LastIndex(c.Message, " ("); i >= 0 {
+			format = " " + c.Message[i+1:]
+		}
+		return "from rank 0's output" + format
+	case c.Reason == derive.ReasonNoProgressSource:
+		return "no progress source: rank 0 serves no figures and prints no line recognised as progress (see the ProgressReported condition)"
+	}
+	return ""
 }
 
 // metricsLine lists rank 0's metrics, saying of which epoch when the status's epoch is past it (a run that
@@ -253,6 +275,7 @@ func inputsLine(tj *mlv1.TrainingJob) string {
 
 // goodputLine tells where the job's time went, largest badput first: "82% goodput: 6m queued, 3m
 // restarting (3 restarts), 4m of training done again after restarts; 1.5 of 2.0 GPU-hours productive".
+// Time the workers ran with no progress source comes first, saying why its productivity is unknown.
 func goodputLine(tj *mlv1.TrainingJob) string {
 	g := tj.Status.Goodput
 	if g == nil || g.Percent == "" {
@@ -268,23 +291,61 @@ func goodputLine(tj *mlv1.TrainingJob) string {
 		{b.Hang, "hung"}, {b.Checkpoint, "saving checkpoints"},
 	}
 	sort.SliceStable(parts, func(i, j int) bool { return parts[i].secs > parts[j].secs })
-	line := g.Percent + " goodput"
 	var said []string
 	for _, p := range parts {
 		if p.secs >= 1 {
-			said = append(said, duration.HumanDuration(time.Duration(p.secs*float64(time.Second)))+" "+p.what)
+			said = append(said, seconds(p.secs)+" "+p.what)
 		}
 	}
+	if u := unknownWords(tj); u != "" && len(said) > 0 {
+		said = []string{u + "; " + strings.Join(said, ", ")}
+	} else if u != "" {
+		said = []string{u}
+	}
+	line := g.Percent + " goodput"
 	if len(said) > 0 {
 		line += ": " + strings.Join(said, ", ")
 	}
-	if g.GPUSeconds > 0 {
-		line += fmt.Sprintf("; %.1f of %.1f GPU-hours productive", g.ProductiveGPUSeconds/3600, g.GPUSeconds/3600)
-	}
-	if g.Category != "" && g.Category != mlv1.GoodputProductive {
+	line += gpuHoursWords(g)
+	if g.Category != "" && g.Category != mlv1.GoodputProductive && g.Category != mlv1.GoodputUnknown {
 		line += " (now: " + strings.ToLower(g.Category) + ")"
 	}
 	return line
+}
+
+// unknownWords says that productive time is unknown, for how long the workers ran with no progress
+// source and why; "" when they did not (for a second or more).
+func unknownWords(tj *mlv1.TrainingJob) string {
+	g := tj.Status.Goodput
+	if g.UnknownSeconds < 1 {
+		return ""
+	}
+	why := "the program serves no progress endpoint and prints nothing recognised as progress"
+	if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported); c != nil && c.Reason == derive.ReasonScrapeFailed {
+		why = "rank 0's progress could never be read"
+	}
+	ran := "ran"
+	if g.Category == mlv1.GoodputUnknown {
+		ran = "have run"
+	}
+	return fmt.Sprintf("productive time unknown for the %s the workers %s with no progress source (%s)", seconds(g.UnknownSeconds), ran, why)
+}
+
+// gpuHoursWords is the GPU-hours held and how many were productive (at least, when some time is unknown).
+func gpuHoursWords(g *mlv1.GoodputStatus) string {
+	switch {
+	case g.GPUSeconds <= 0:
+		return ""
+	case g.UnknownSeconds >= 1 && g.ProductiveGPUSeconds <= 0:
+		return fmt.Sprintf("; %.1f GPU-hours held", g.GPUSeconds/3600)
+	case g.UnknownSeconds >= 1:
+		return fmt.Sprintf("; at least %.1f of %.1f GPU-hours productive", g.ProductiveGPUSeconds/3600, g.GPUSeconds/3600)
+	}
+	return fmt.Sprintf("; %.1f of %.1f GPU-hours productive", g.ProductiveGPUSeconds/3600, g.GPUSeconds/3600)
+}
+
+func seconds(s float64) string {
+	return duration.HumanDuration(time.Duration(s * float64(time.Second)))
 }
 
 func restartWords(n int32) string {

@@ -107,3 +107,61 @@ func TestMetricsLineSaysWhichEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestGoodputLineUnknown: time the workers ran with no progress source is told as such, and why.
+func TestGoodputLineUnknown(t *testing.T) {
+	noSource := metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "NoProgressSource"}
+	cases := []struct {
+		name string
+		g    mlv1.GoodputStatus
+		cond []metav1.Condition
+		want string
+	}{{
+		name: "no source at all, still running",
+		g: mlv1.GoodputStatus{Percent: "unknown", UnknownSeconds: 241, GPUSeconds: 2520, Category: mlv1.GoodputUnknown,
+			BadputSeconds: mlv1.BadputSeconds{Scheduling: 11}},
+		cond: []metav1.Condition{noSource},
+		want: "unknown goodput: productive time unknown for the 4m1s the workers have run with no progress source (the program serves no " +
+			"progress endpoint and prints nothing recognised as progress); 11s scheduling and pulling images; 0.7 GPU-hours held",
+	}, {
+		name: "part unknown, over",
+		g: mlv1.GoodputStatus{Percent: "68%-93%", UnknownSeconds: 100, ProductiveSeconds: 275, GPUSeconds: 3600, ProductiveGPUSeconds: 2480,
+			BadputSeconds: mlv1.BadputSeconds{Scheduling: 10, Restart: 15}},
+		want: "68%-93% goodput: productive time unknown for the 100s the workers ran with no progress source (the program serves no " +
+			"progress endpoint and prints nothing recognised as progress); 15s restarting (1 restart), 10s scheduling and pulling images; " +
+			"at least 0.7 of 1.0 GPU-hours productive",
+	}, {
+		name: "never read",
+		g:    mlv1.GoodputStatus{Percent: "unknown", UnknownSeconds: 30, Category: mlv1.GoodputUnknown},
+		cond: []metav1.Condition{{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "ScrapeFailed"}},
+		want: "unknown goodput: productive time unknown for the 30s the workers have run with no progress source (rank 0's progress could never be read)",
+	}}
+	for _, tc := range cases {
+		tj := tjtest.NewTJ("ml", "a").Obj()
+		tj.Status = mlv1.TrainingJobStatus{Goodput: &tc.g, Conditions: tc.cond, RestartCount: 1}
+		if diff := cmp.Diff(tc.want, goodputLine(tj)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// TestProgressLineSaysTheSource: progress read from rank 0's output, or from nowhere, says so.
+func TestProgressLineSaysTheSource(t *testing.T) {
+	cases := []struct {
+		name string
+		cond metav1.Condition
+		want string
+	}{
+		{name: "the endpoint", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "True", Reason: "Scraped"}, want: "40%, epoch 4/10"},
+		{name: "the output", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "True", Reason: "FromOutput",
+			Message: "rank 0 serves no progress endpoint; its output shows progress (tqdm)"}, want: "40%, epoch 4/10, from rank 0's output (tqdm)"},
+		{name: "nowhere", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "NoProgressSource"},
+			want: "40%, epoch 4/10, no progress source: rank 0 serves no figures and prints no line recognised as progress (see the ProgressReported condition)"},
+	}
+	for _, tc := range cases {
+		st := mlv1.TrainingJobStatus{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10, Conditions: []metav1.Condition{tc.cond}}
+		if got := progressLine(st, time.Now()); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

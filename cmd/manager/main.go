@@ -44,6 +44,7 @@ type config struct {
 	burst                  int
 	agentImage             string
 	agentCommand           string
+	supervisorCommand      string
 	agentInterval          time.Duration
 	agentTokenKeyFile      string
 	checkpointStorage      string
@@ -81,6 +82,8 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.IntVar(&c.burst, "kube-api-burst", 0, "requests above --kube-api-qps allowed in a burst (with a positive --kube-api-qps)")
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
+	fs.StringVar(&c.supervisorCommand, "supervisor-command", builders.DefaultSupervisorCommand, "command, in the checkpoint agent's image, of the supervisor "+
+		"copied into worker pods (it reads progress from the trainer's output); empty: "+builders.DefaultSupervisorCommand)
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
 	fs.StringVar(&c.agentTokenKeyFile, "agent-token-key-file", "", "file holding the key (at least 32 bytes) from which each job's "+
 		"checkpoint agent token is derived; empty: the Secret "+agentTokenKeySecret+" in the operator's namespace, made when missing")
@@ -160,6 +163,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	}
 	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval,
 		GPUResource: corev1.ResourceName(c.gpuResource), MLflowTrackingURI: c.mlflowURI}
+	if c.supervisorCommand != "" {
+		opts.SupervisorCommand = []string{c.supervisorCommand}
+	}
 	for fw, img := range c.images {
 		opts.DefaultImages[fw] = *img
 	}

@@ -54,7 +54,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "./examples/trainer")
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/supervisor")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the trainer: %v\n%s", err, out)

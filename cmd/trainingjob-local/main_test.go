@@ -27,7 +27,7 @@ func TestDemo(t *testing.T) {
 	}
 	root := testenv.RepoRoot()
 	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager") // manager: the checkpoint agent
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager", "./cmd/supervisor") // manager: the checkpoint agent
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the trainer: %v\n%s", err, out)
@@ -91,7 +91,7 @@ func TestUpWithKueue(t *testing.T) {
 	}
 	root := testenv.RepoRoot()
 	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager", "./cmd/supervisor")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the trainer: %v\n%s", err, out)

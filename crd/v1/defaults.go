@@ -15,7 +15,7 @@ const (
 	DefaultRestartPolicy                = RestartGang
 	DefaultBackoffLimit           int32 = 3
 	DefaultCleanPodPolicy               = CleanPodsRunning
-	DefaultStartupTimeoutSeconds  int32 = 600
+	DefaultProgressFromOutput           = true
 	DefaultOnHang                       = HangRestart
 	DefaultMaxAvoidedNodes        int32 = 3
 	DefaultPreemptionGraceSeconds int32 = 120
@@ -47,6 +47,7 @@ func (tj *TrainingJob) Default() {
 	}
 	s.Monitoring = orEmpty(s.Monitoring)
 	setDefault(&s.Monitoring.Enabled, DefaultMonitoringEnabled)
+	setDefault(&s.Monitoring.ProgressFromOutput, DefaultProgressFromOutput)
 	if s.Monitoring.MetricsPort == 0 {
 		s.Monitoring.MetricsPort = DefaultMetricsPort
 	}
@@ -59,7 +60,6 @@ func (tj *TrainingJob) Default() {
 		s.FailurePolicy.RestartPolicy = DefaultRestartPolicy
 	}
 	setDefault(&s.FailurePolicy.BackoffLimit, DefaultBackoffLimit)
-	setDefault(&s.FailurePolicy.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)
 	if s.FailurePolicy.OnHang == "" {
 		s.FailurePolicy.OnHang = DefaultOnHang
 	}

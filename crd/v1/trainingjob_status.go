@@ -206,11 +206,16 @@ const (
 	BadputLostWork    = "LostWork"
 	BadputHang        = "Hang"
 	BadputCheckpoint  = "Checkpoint"
+	// GoodputUnknown is time the workers ran with no progress source: whether it was productive cannot be
+	// told. It is neither goodput nor badput.
+	GoodputUnknown = "Unknown"
 )
 
 // GoodputStatus accounts the job's wall time. Seconds are kept to the millisecond.
 type GoodputStatus struct {
-	// percent is productive time over all accounted time, for example "82%".
+	// percent is productive time over all accounted time, for example "82%"; "unknown" when the workers
+	// ran with no progress source and nothing is known productive; "80%-95%" when part of the time is
+	// unknown (the low figure counts it as badput, the high one as productive).
 	// +optional
 	Percent string `json:"percent,omitempty"`
 	// productiveSeconds is time rank 0 advanced the run, less work a restart threw away.
@@ -219,6 +224,10 @@ type GoodputStatus struct {
 	// badputSeconds is the rest, by category.
 	// +optional
 	BadputSeconds BadputSeconds `json:"badputSeconds,omitempty"`
+	// unknownSeconds is time the workers ran with no progress source: whether it was productive cannot be
+	// told.
+	// +optional
+	UnknownSeconds float64 `json:"unknownSeconds,omitempty"`
 	// gpuSeconds is GPU time held by the job's running workers.
 	// +optional
 	GPUSeconds float64 `json:"gpuSeconds,omitempty"`
@@ -228,7 +237,7 @@ type GoodputStatus struct {
 	// category is what the job spends its time on now (Productive or a badput category); empty once the
 	// job is over.
 	// +optional
-	// +kubebuilder:validation:Enum=Productive;Queued;Scheduling;Startup;Restart;LostWork;Hang;Checkpoint
+	// +kubebuilder:validation:Enum=Productive;Queued;Scheduling;Startup;Restart;LostWork;Hang;Checkpoint;Unknown
 	Category string `json:"category,omitempty"`
 	// accountedTime is the time up to which the seconds are accounted (to the microsecond: it is where
 	// the next accounting starts).
@@ -250,12 +259,30 @@ type GoodputStatus struct {
 	// attempt (training_checkpoint_seconds_total), as last read.
 	// +optional
 	CheckpointReportedSeconds float64 `json:"checkpointReportedSeconds,omitempty"`
+	// attemptProductiveSeconds is productive time of this attempt: the most a restart now could lose.
+	// +optional
+	AttemptProductiveSeconds float64 `json:"attemptProductiveSeconds,omitempty"`
+	// lostWorkEstimate is the lost work of the last restart as estimated when its attempt ended, until the
+	// checkpoint the next attempt resumed from tells the real one.
+	// +optional
+	LostWorkEstimate *LostWorkEstimate `json:"lostWorkEstimate,omitempty"`
 }
 
-// AccountedSeconds is all the time the goodput accounts: productive and every badput category.
+// LostWorkEstimate is lost work counted from the newest checkpoint the operator knew of when an attempt
+// ended, to be corrected from the checkpoint the next attempt resumed from.
+type LostWorkEstimate struct {
+	// attempt is the attempt that resumed after the loss.
+	Attempt int32 `json:"attempt"`
+	// seconds is what was moved from productive to lostWork.
+	Seconds float64 `json:"seconds"`
+	// maxSeconds is the ended attempt's productive time: the most it can have lost.
+	MaxSeconds float64 `json:"maxSeconds"`
+}
+
+// AccountedSeconds is all the time the goodput accounts: productive, unknown and every badput category.
 func (g *GoodputStatus) AccountedSeconds() float64 {
 	b := g.BadputSeconds
-	return g.ProductiveSeconds + b.Queued + b.Scheduling + b.Startup + b.Restart + b.LostWork + b.Hang + b.Checkpoint
+	return g.ProductiveSeconds + g.UnknownSeconds + b.Queued + b.Scheduling + b.Startup + b.Restart + b.LostWork + b.Hang + b.Checkpoint
 }
 
 // BadputSeconds is non-productive time by category.
@@ -378,6 +405,12 @@ type CheckpointStatus struct {
 	// resumedFromMessage says what resumedFrom is, for example that it was written at preemption.
 	// +optional
 	ResumedFromMessage string `json:"resumedFromMessage,omitempty"`
+	// resumedFromTime is when the checkpoint named by resumedFrom was written; unset when unknown.
+	// +optional
+	ResumedFromTime *metav1.Time `json:"resumedFromTime,omitempty"`
+	// resumedAttempt is the attempt whose workers resumed from resumedFrom.
+	// +optional
+	ResumedAttempt int32 `json:"resumedAttempt,omitempty"`
 }
 
 // AvoidedNode is a node later attempts are kept off, and why.

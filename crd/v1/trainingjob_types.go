@@ -25,7 +25,7 @@ var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !((has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu') in self.resources.limits) || self.resources.limits[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == self.gpusPerWorker || self.resources.limits[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == string(self.gpusPerWorker)",message="resources.limits[gpuResourceName] (nvidia.com/gpu unless gpuResourceName says otherwise) must be a whole number equal to gpusPerWorker",fieldPath=".resources.limits"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !((has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu') in self.resources.requests) || self.resources.requests[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == self.gpusPerWorker || self.resources.requests[(has(self.gpuResourceName) ? self.gpuResourceName : 'nvidia.com/gpu')] == string(self.gpusPerWorker)",message="resources.requests[gpuResourceName] (nvidia.com/gpu unless gpuResourceName says otherwise) must be a whole number equal to gpusPerWorker",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="monitoring.metricsPort must differ from networking.masterPort",fieldPath=".monitoring.metricsPort"
-// +kubebuilder:validation:XValidation:rule="!has(self.workerPod) || !has(self.workerPod.sidecars) || self.workerPod.sidecars.all(c, !has(c.ports) || c.ports.all(p, !(p.containerPort in [has(self.networking) && has(self.networking.masterPort) ? self.networking.masterPort : 29500, has(self.monitoring) && has(self.monitoring.metricsPort) ? self.monitoring.metricsPort : 8080, 2222, 8082])))",message="workerPod.sidecars must not serve the trainer's or the checkpoint agent's ports (networking.masterPort, monitoring.metricsPort, 2222 for MPI's SSH, 8082): the containers of a pod share its network",fieldPath=".workerPod.sidecars"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerPod) || !has(self.workerPod.sidecars) || self.workerPod.sidecars.all(c, !has(c.ports) || c.ports.all(p, !(p.containerPort in [has(self.networking) && has(self.networking.masterPort) ? self.networking.masterPort : 29500, has(self.monitoring) && has(self.monitoring.metricsPort) ? self.monitoring.metricsPort : 8080, 2222, 8082, 8084])))",message="workerPod.sidecars must not serve the trainer's, the checkpoint agent's or the supervisor's ports (networking.masterPort, monitoring.metricsPort, 2222 for MPI's SSH, 8082, 8084): the containers of a pod share its network",fieldPath=".workerPod.sidecars"
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'mpi' || has(self.command)",message="networking.backend mpi needs command: rank 0 runs it (typically mpirun) once every rank's SSH server answers",fieldPath=".command"
 // +kubebuilder:validation:XValidation:rule="!has(self.elastic) || (self.numWorkers >= self.elastic.minWorkers && self.numWorkers <= self.elastic.maxWorkers)",message="numWorkers must lie within elastic.minWorkers and elastic.maxWorkers",fieldPath=".numWorkers"
 // +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.framework) || self.framework == 'pytorch'",message="elastic needs framework pytorch (torchrun's c10d rendezvous)",fieldPath=".elastic"
@@ -569,6 +569,7 @@ type GangScheduling struct {
 }
 
 // MonitoringSpec configures progress reporting.
+// +kubebuilder:validation:XValidation:rule="!has(self.metricsPort) || self.metricsPort != 8084 || (has(self.progressFromOutput) && !self.progressFromOutput)",message="monitoring.metricsPort 8084 is the supervisor's port (set progressFromOutput false to use it)"
 type MonitoringSpec struct {
 	// enabled turns on progress scraping from rank 0.
 	// +optional
@@ -581,6 +582,22 @@ type MonitoringSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	MetricsPort int32 `json:"metricsPort,omitempty"`
+
+	// progressFromOutput runs the trainer under the operator's supervisor (copied in by an init container),
+	// which passes its output through unchanged and recognises progress in it: tqdm bars, Hugging Face
+	// Trainer's logs, Lightning's and Keras's epoch lines, "epoch N/M" and "step N/M" lines, and
+	// progressPattern. Rank 0's own endpoint on metricsPort wins when it serves one. A job with no command
+	// keeps its image's entrypoint and runs without it.
+	// +optional
+	// +kubebuilder:default=true
+	ProgressFromOutput *bool `json:"progressFromOutput,omitempty"`
+
+	// progressPattern is an RE2 expression tried on every line of rank 0's output before the built-in
+	// formats, with named groups among epoch, epochs, step, steps, loss, accuracy, lr and throughput, for
+	// example `it (?P<step>\d+) of (?P<steps>\d+), cost (?P<loss>[0-9.]+)`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ProgressPattern string `json:"progressPattern,omitempty"`
 
 	// scrapeIntervalSeconds is how often the operator reads rank 0's progress; the operator's
 	// --progress-interval when unset.
@@ -751,17 +768,19 @@ type FailurePolicy struct {
 
 	// startupTimeoutSeconds is how long every worker may run without rank 0 reporting any progress before the
 	// run counts as hung (condition Stalled, reason NoProgressSinceStart; onHang says what follows), counted
-	// from when the last worker of the attempt started running. 0 turns the check off. It needs
-	// monitoring (rank 0's progress endpoint).
+	// from when the last worker of the attempt started running. 0 turns the check off. Unset: 600 once rank 0
+	// has a progress source (its endpoint, or lines its output shows); a run with none is never called hung
+	// unless this is set (then its output's silence is what is watched).
 	// +optional
-	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=604800
 	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
 
 	// stallTimeoutSeconds is how long rank 0's epoch and step may stand still, once it has reported progress,
 	// before the run counts as hung (condition Stalled, reason ProgressStalled). Unset, it follows the run's
-	// own pace: the longer of 10 minutes and 5 times the slowest epoch seen. 0 turns the check off.
+	// own pace: the longer of 10 minutes and 5 times the slowest epoch seen, and a run with no progress
+	// source is not watched. Set, a run with no progress source counts as hung when its rank 0 prints nothing
+	// for this long (reason OutputSilent). 0 turns the check off.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=604800

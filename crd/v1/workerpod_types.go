@@ -43,12 +43,12 @@ type WorkerPodSpec struct {
 	// volumes are added to every worker pod: a dataset's claim, a Secret, a ConfigMap, an emptyDir. Mount
 	// them in the trainer with volumeMounts. The operator's volume names are refused (trainingjob-config,
 	// checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials,
-	// model-source, dataset-source).
+	// model-source, dataset-source, trainingjob-bin).
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source']))",message="workerPod.volumes must not use a volume name of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source)"
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source', 'trainingjob-bin']))",message="workerPod.volumes must not use a volume name of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source, trainingjob-bin)"
 	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="workerPod.volumes must not be hostPath volumes: a worker would read and write its node's files"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
@@ -62,7 +62,7 @@ type WorkerPodSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=mountPath
-	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source']))",message="workerPod.volumeMounts must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source)"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source', 'trainingjob-bin']))",message="workerPod.volumeMounts must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source, trainingjob-bin)"
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
 	// envFrom sets the trainer's environment from every key of Secrets and ConfigMaps, for example a W&B
@@ -100,13 +100,13 @@ type WorkerPodSpec struct {
 // WorkerContainer is an init or sidecar container of the workers' pods: what such containers need, run as
 // hardened as the operator's own (the workers' user, no privilege escalation, no capabilities).
 type WorkerContainer struct {
-	// name of the container; the operator's (trainer, checkpoint-agent, resume-check, fetch-inputs) are
+	// name of the container; the operator's (trainer, checkpoint-agent, resume-check, fetch-inputs, supervisor) are
 	// refused.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	// +kubebuilder:validation:XValidation:rule="!(self in ['trainer', 'checkpoint-agent', 'resume-check', 'fetch-inputs'])",message="the container names trainer, checkpoint-agent, resume-check and fetch-inputs are the operator's"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['trainer', 'checkpoint-agent', 'resume-check', 'fetch-inputs', 'supervisor'])",message="the container names trainer, checkpoint-agent, resume-check, fetch-inputs and supervisor are the operator's"
 	Name string `json:"name"`
 
 	// image of the container.
@@ -150,7 +150,7 @@ type WorkerContainer struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=mountPath
-	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source']))",message="an init or sidecar container must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source)"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source', 'trainingjob-bin']))",message="an init or sidecar container must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source, trainingjob-bin)"
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
 	// resources are the container's requests and limits (a sidecar's add to the pod's; an init container's

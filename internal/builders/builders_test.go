@@ -188,7 +188,8 @@ func TestJob(t *testing.T) {
 		}},
 		{"the minimal pytorch job runs the default runner", tjtest.NewTJ("ml", "a").NoCommand().Obj(), func(t *testing.T, job *batchv1.Job) {
 			c := job.Spec.Template.Spec.Containers[0]
-			if diff := cmp.Diff([]any{"torch:1", builders.RunnerCommand}, []any{c.Image, c.Command}); diff != "" {
+			want := append([]string{builders.SupervisorPath, "--listen=$(POD_IP):8084", "--"}, builders.RunnerCommand...)
+			if diff := cmp.Diff([]any{"torch:1", want}, []any{c.Image, c.Command}); diff != "" {
 				t.Errorf("image, command (-want +got):\n%s", diff)
 			}
 		}},
@@ -208,7 +209,7 @@ func TestJob(t *testing.T) {
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
 			c := p.Containers[0]
-			got := []any{c.Command[:2], c.Command[3], c.Args, *job.Spec.SuccessPolicy.Rules[0].SucceededIndexes,
+			got := []any{c.Command[3:5], c.Command[6], c.Args, *job.Spec.SuccessPolicy.Rules[0].SucceededIndexes,
 				c.Ports[2].ContainerPort, p.Volumes[1].Secret.SecretName, *p.Volumes[1].Secret.DefaultMode, c.VolumeMounts[1].MountPath,
 				c.SecurityContext.Capabilities.Add}
 			want := []any{[]string{"/bin/sh", "-c"}, "mpi", []string{"mpirun", "-np", "4", "python3", "t.py"}, "0",
@@ -301,7 +302,7 @@ func TestJob(t *testing.T) {
 		}).Obj(), func(t *testing.T, job *batchv1.Job) {
 			p := job.Spec.Template.Spec
 			a := p.InitContainers[0]
-			if len(p.Volumes) != 2 || p.Volumes[1].Name != builders.SharedMemoryVolumeName || a.EnvFrom[0].SecretRef.Name != "s3-keys" || !slices.Contains(a.Args, "--s3-bucket=ckpt") || !slices.Contains(a.Args, "--endpoint=http://minio:9000") {
+			if len(p.Volumes) != 3 || p.Volumes[2].Name != builders.SharedMemoryVolumeName || a.EnvFrom[0].SecretRef.Name != "s3-keys" || !slices.Contains(a.Args, "--s3-bucket=ckpt") || !slices.Contains(a.Args, "--endpoint=http://minio:9000") {
 				t.Errorf("agent %+v, volumes %d", a, len(p.Volumes))
 			}
 			c := p.Containers[0]
@@ -440,7 +441,8 @@ func TestResumeFrom(t *testing.T) {
 				return
 			}
 			p := builders.Job(tc.tj, opts).Spec.Template.Spec
-			for _, c := range []corev1.Container{p.Containers[0], p.InitContainers[len(p.InitContainers)-1]} {
+			agent := slices.IndexFunc(p.InitContainers, func(c corev1.Container) bool { return c.Name == names.AgentContainerName })
+			for _, c := range []corev1.Container{p.Containers[0], p.InitContainers[agent]} {
 				i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "RESUME_FROM" })
 				if i < 0 || !cmp.Equal(ref, c.Env[i].ValueFrom) || c.Env[i].Value != "" {
 					t.Errorf("%s: RESUME_FROM is not the ConfigMap's key: %+v", c.Name, c.Env)

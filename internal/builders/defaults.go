@@ -15,6 +15,8 @@ type Options struct {
 	// AgentImage and AgentCommand run the checkpoint agent (default: the operator's image, /manager).
 	AgentImage   string
 	AgentCommand []string
+	// SupervisorCommand is the supervisor in AgentImage (default DefaultSupervisorCommand).
+	SupervisorCommand []string
 	// AgentInterval is the agent's time between two rotations (default 30 s).
 	AgentInterval time.Duration
 	// AgentTokenKey is the operator's secret key from which each job's checkpoint agent token is derived

@@ -146,6 +146,8 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	}
 	spec.InitContainers = append(spec.InitContainers, inputsInitContainer(tj, opts)...)
 	spec.Volumes = append(spec.Volumes, inputsVolumes(tj, opts)...)
+	spec.InitContainers = append(spec.InitContainers, supervisorInitContainer(tj, opts)...)
+	spec.Volumes = append(spec.Volumes, supervisorVolumes(tj)...)
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
 		// Copies: the overlay adds to them, and builders never change the TrainingJob.
@@ -211,7 +213,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		mounts = append(mounts, mpiMounts()...)
 		ports = append(ports, corev1.ContainerPort{Name: MPIPortName, ContainerPort: MPISSHPort, Protocol: corev1.ProtocolTCP})
 	}
-	return corev1.Container{
+	c := corev1.Container{
 		Name:         names.ContainerName,
 		Image:        Image(tj, opts),
 		Command:      cmd,
@@ -225,6 +227,8 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          workerSecurityContext(tj),
 	}
+	supervise(tj, &c)
+	return c
 }
 
 // Resources are spec.resources with the GPU resource (GPUResourceName) set to gpusPerWorker in the limits

@@ -2,6 +2,7 @@ package builders
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -31,8 +32,8 @@ var DefaultSharedMemory = resource.MustParse("8Gi")
 // equal).
 var (
 	ReservedVolumeNames = []string{names.ConfigVolumeName, CheckpointVolumeName, credentialsVol, mpiSSHVolume, mpiRunVolume, SharedMemoryVolumeName,
-		InputsCacheVolume, inputsCredentialsVolume, "model-source", "dataset-source"}
-	ReservedMountPaths = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi", "/var/run/secrets/trainingjob", InputsRoot}
+		InputsCacheVolume, inputsCredentialsVolume, "model-source", "dataset-source", SupervisorVolume}
+	ReservedMountPaths = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi", "/var/run/secrets/trainingjob", InputsRoot, SupervisorDir}
 )
 
 // SharedMemory is the size of the worker's /dev/shm volume, nil when it has none: resources.sharedMemory
@@ -282,24 +283,26 @@ func (d WorkerDefaults) Check() error {
 	}
 	if len(errs) > 0 {
 		sort.Strings(errs)
-		return fmt.Errorf("worker defaults: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
 }
 
 // ReservedContainerNames are the operator's containers in a worker pod: workerPod's init and sidecar
 // containers may not take them (the CRD's rule on their name lists them too).
-var ReservedContainerNames = []string{names.ContainerName, names.AgentContainerName, ResumeCheckContainerName, names.InputsContainerName}
+var ReservedContainerNames = []string{names.ContainerName, names.AgentContainerName, ResumeCheckContainerName, names.InputsContainerName,
+	SupervisorContainerName}
 
 // CheckWorkerPod is the builder's own check of a job's workerPod, the last line behind admission (the
 // CRD's rules, and the optional ValidatingAdmissionPolicy for what is beyond their cost): no init or
 // sidecar container takes a name of the operator's, and every mount (the trainer's and theirs) names a
 // volume of workerPod.volumes, at none of the operator's paths in the trainer. So no container a tenant
-// writes mounts the operator's volumes (the input cache, the checkpoint credentials, the SSH keys).
+// writes mounts the operator's volumes (the input cache, the checkpoint credentials, the SSH keys). It also
+// checks monitoring.progressPattern, which the CRD's schema cannot compile.
 func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 	wp := tj.Spec.WorkerPod
 	if wp == nil {
-		return nil
+		return checkProgressPattern(tj)
 	}
 	vols := volumeNames(wp.Volumes)
 	var errs []string
@@ -324,8 +327,29 @@ func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 		sort.Strings(errs)
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	return nil
+	return checkProgressPattern(tj)
 }
+
+// checkProgressPattern: monitoring.progressPattern compiles (RE2) and names a figure the supervisor reads.
+func checkProgressPattern(tj *mlv1.TrainingJob) error {
+	m := tj.Spec.Monitoring
+	if m == nil || m.ProgressPattern == "" {
+		return nil
+	}
+	re, err := regexp.Compile(m.ProgressPattern)
+	if err != nil {
+		return fmt.Errorf("spec.monitoring.progressPattern: %w", err)
+	}
+	for _, n := range re.SubexpNames() {
+		if slices.Contains(ProgressPatternGroups, n) {
+			return nil
+		}
+	}
+	return fmt.Errorf("spec.monitoring.progressPattern names none of the groups %s", strings.Join(ProgressPatternGroups, ", "))
+}
+
+// ProgressPatternGroups are the named groups of monitoring.progressPattern the supervisor reads.
+var ProgressPatternGroups = []string{"epoch", "epochs", "step", "steps", "loss", "accuracy", "lr", "throughput"}
 
 // checkMount: a mount names a volume of the job's workerPod.volumes (vols), which are never the operator's.
 func checkMount(field string, m corev1.VolumeMount, vols map[string]string) []string {

@@ -135,7 +135,7 @@ func TestWorkerPodOverlay(t *testing.T) {
 		}
 		return l
 	}
-	base := []string{"trainingjob-config:/etc/trainingjob", "dshm:/dev/shm"}
+	base := []string{"trainingjob-config:/etc/trainingjob", "trainingjob-bin:/var/run/trainingjob", "dshm:/dev/shm"}
 	cases := []struct {
 		name     string
 		tj       func(*mlv1.TrainingJob)
@@ -146,7 +146,7 @@ func TestWorkerPodOverlay(t *testing.T) {
 		tj:   datasetJob,
 		want: pod{Labels: opLabels(map[string]string{"team": "vision", "cost-center": "cv-42"}), Annotations: map[string]string{"sidecar.istio.io/inject": "false"},
 			NodeSelector: map[string]string{"pool": "a100"}, SA: "trainer", Priority: "team-high", RuntimeClass: ptr.To("nvidia"), Tolerations: 1,
-			PullSecrets: []string{"registry"}, Volumes: []string{"trainingjob-config", "dshm", "coco"}, Mounts: append(base, "coco:/data"),
+			PullSecrets: []string{"registry"}, Volumes: []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco"}, Mounts: append(base, "coco:/data"),
 			Env: []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=WARN"}, EnvFrom: 1},
 	}, {
 		name:     "the cluster's defaults beneath the job's",
@@ -155,7 +155,7 @@ func TestWorkerPodOverlay(t *testing.T) {
 		want: pod{Labels: opLabels(map[string]string{"team": "vision", "cost-center": "cv-42", "billing": "gpu"}),
 			Annotations:  map[string]string{"sidecar.istio.io/inject": "false", "prometheus.io/scrape": "false"},
 			NodeSelector: map[string]string{"pool": "a100", "gpu": "true"}, SA: "trainer", Priority: "team-high", RuntimeClass: ptr.To("nvidia"), Tolerations: 2,
-			PullSecrets: []string{"registry", "mirror"}, Volumes: []string{"trainingjob-config", "dshm", "coco", "certs"},
+			PullSecrets: []string{"registry", "mirror"}, Volumes: []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco", "certs"},
 			Mounts: append(base, "coco:/data", "certs:/etc/ssl/team"), Env: []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0"}, EnvFrom: 1},
 	}, {
 		name:     "the cluster's defaults on the simple YAML",
@@ -164,7 +164,7 @@ func TestWorkerPodOverlay(t *testing.T) {
 		want: pod{Labels: opLabels(map[string]string{"cost-center": "ml-platform", "billing": "gpu"}),
 			Annotations:  map[string]string{"sidecar.istio.io/inject": "true", "prometheus.io/scrape": "false"},
 			NodeSelector: map[string]string{"pool": "shared", "gpu": "true"}, Priority: "batch-low", Tolerations: 2,
-			PullSecrets: []string{"registry", "mirror"}, Volumes: []string{"trainingjob-config", "dshm", "coco", "certs"},
+			PullSecrets: []string{"registry", "mirror"}, Volumes: []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco", "certs"},
 			Mounts: append(base, "coco:/data", "certs:/etc/ssl/team"), Env: []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME=eth0"}},
 	}}
 	for _, tc := range cases {
@@ -287,7 +287,7 @@ func TestWorkerContainers(t *testing.T) {
 			t.Errorf("container %s: security context %+v, want no privilege escalation and every capability dropped", c.Name, sc)
 		}
 	}
-	want := []ctr{{names.AgentContainerName, true, "0"}, {"warm-cache", false, "0"}, {"log-shipper", true, "128Mi"}}
+	want := []ctr{{names.AgentContainerName, true, "0"}, {builders.SupervisorContainerName, false, "64Mi"}, {"warm-cache", false, "0"}, {"log-shipper", true, "128Mi"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("init containers (-want +got):\n%s", diff)
 	}

@@ -46,8 +46,9 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 		return
 	}
 	c := &mlv1.CheckpointStatus{Latest: a.Latest, LatestEpoch: int32(a.LatestEpoch), Count: int32(a.Count), SizeBytes: a.SizeBytes}
-	if st.Checkpoint != nil {
-		c.ResumedFrom, c.ResumedFromMessage = st.Checkpoint.ResumedFrom, st.Checkpoint.ResumedFromMessage
+	if o := st.Checkpoint; o != nil {
+		c.ResumedFrom, c.ResumedFromMessage = o.ResumedFrom, o.ResumedFromMessage
+		c.ResumedFromTime, c.ResumedAttempt = o.ResumedFromTime, o.ResumedAttempt
 	}
 	if !a.LastTime.IsZero() {
 		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
@@ -118,13 +119,21 @@ func Increase(prev, now int) int {
 }
 
 // ApplyResumed records what the current attempt's workers resumed from (RESUME_FROM as settled for the
-// attempt) and says what it is: a checkpoint written mid-epoch is one written at preemption.
+// attempt), for which attempt, and says what it is: a checkpoint written mid-epoch is one written at
+// preemption. When it is the newest checkpoint the status knows, its writing time is kept
+// (resumedFromTime: the goodput's lost work is measured from it), also once newer ones are written.
 func ApplyResumed(st *mlv1.TrainingJobStatus, from string) {
-	if from == "" && (st.Checkpoint == nil || st.Checkpoint.ResumedFrom == "") {
+	if from == "" && st.Checkpoint == nil {
 		return
 	}
 	c := checkpointCopy(st)
-	c.ResumedFrom, c.ResumedFromMessage = from, ResumedMessage(from)
+	if c.ResumedFrom != from || c.ResumedAttempt != st.Attempt {
+		c.ResumedFromTime = nil
+	}
+	c.ResumedFrom, c.ResumedFromMessage, c.ResumedAttempt = from, ResumedMessage(from), st.Attempt
+	if c.ResumedFromTime == nil && from != "" && from == c.Latest && c.LastTime != nil {
+		c.ResumedFromTime = c.LastTime.DeepCopy()
+	}
 	st.Checkpoint = c
 }
 

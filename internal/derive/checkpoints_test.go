@@ -91,3 +91,45 @@ func TestApplyResumeFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyResumed: what the attempt resumed from, for which attempt, and when that checkpoint was
+// written when it is the newest the status knows; kept once newer ones come, dropped for a new attempt.
+func TestApplyResumed(t *testing.T) {
+	const own = "s3://b/ml/a/checkpoint-epoch-"
+	written := func(sec int64) *metav1.Time { return &metav1.Time{Time: time.Unix(1_000_000+sec, 0)} }
+	newest := func(e int, at *metav1.Time) *mlv1.CheckpointStatus {
+		return &mlv1.CheckpointStatus{Latest: own + itoa(e), LatestEpoch: int32(e), LastTime: at}
+	}
+	resumed := func(c *mlv1.CheckpointStatus, from string, at *metav1.Time, attempt int32) *mlv1.CheckpointStatus {
+		c.ResumedFrom, c.ResumedFromMessage, c.ResumedFromTime, c.ResumedAttempt = from, ResumedMessage(from), at, attempt
+		return c
+	}
+	cases := []struct {
+		name    string
+		status  *mlv1.CheckpointStatus
+		attempt int32
+		from    string
+		want    *mlv1.CheckpointStatus
+	}{
+		{name: "the newest: its time", status: newest(3, written(30)), attempt: 1, from: own + "3",
+			want: resumed(newest(3, written(30)), own+"3", written(30), 1)},
+		{name: "a newer one written since: the time kept", status: resumed(newest(4, written(60)), own+"3", written(30), 1),
+			attempt: 1, from: own + "3", want: resumed(newest(4, written(60)), own+"3", written(30), 1)},
+		{name: "an older one: its time unknown", status: newest(4, written(60)), attempt: 2, from: own + "3",
+			want: resumed(newest(4, written(60)), own+"3", nil, 2)},
+		{name: "a new attempt from the same checkpoint of unknown time: still unknown",
+			status: resumed(newest(4, written(60)), own+"3", written(30), 1), attempt: 2, from: own + "3", want: resumed(newest(4, written(60)), own+"3", nil, 2)},
+		{name: "nothing, with checkpoints known: the attempt recorded", status: newest(3, written(30)), attempt: 1,
+			want: resumed(newest(3, written(30)), "", nil, 1)},
+		{name: "nothing, and no checkpoint: no status", attempt: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := mlv1.TrainingJobStatus{Attempt: tc.attempt, Checkpoint: tc.status}
+			ApplyResumed(&st, tc.from)
+			if diff := cmp.Diff(tc.want, st.Checkpoint); diff != "" {
+				t.Errorf("status.checkpoint (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -20,12 +20,15 @@ import (
 // only afterwards and moved out of Productive when they are: the time since rank 0's last progress when
 // the run turns out to hang (Hang); the training since the newest checkpoint when an attempt ends and the
 // next resumes from that checkpoint (LostWork); the seconds the trainer reports it spent saving
-// checkpoints (Checkpoint). What is accumulated lives in the status, so an operator restart loses nothing:
-// the time it was down goes to the category the job is in when it is back.
+// checkpoints (Checkpoint). Time the workers run with no progress source is Unknown until the attempt
+// first progresses, when it is known to have been startup. Lost work is corrected once the checkpoint the
+// next attempt resumed from is known. What is accumulated lives in the status, so an operator restart
+// loses nothing: the time it was down goes to the category the job is in when it is back.
 
 // GoodputCategory is what a job's time goes to now, "" once it is over, and since when where the status
 // tells: the Running condition's last change for the phases it starts or ends (a new attempt, all
-// workers running), rank 0's last progress for a hang; else the zero time.
+// workers running), rank 0's last progress for a hang; else the zero time. Workers that run with no
+// progress source (ProgressUnknown) and have not progressed in the attempt are Unknown.
 func GoodputCategory(tj *mlv1.TrainingJob) (category string, since time.Time) {
 	st := &tj.Status
 	retry := st.Attempt > 0
@@ -51,6 +54,9 @@ func GoodputCategory(tj *mlv1.TrainingJob) (category string, since time.Time) {
 		return mlv1.BadputHang, st.LastProgressTime.Time
 	}
 	if !ProgressedInAttempt(st) {
+		if ProgressUnknown(st) {
+			return mlv1.GoodputUnknown, runningSince
+		}
 		return pick(retry, mlv1.BadputRestart, mlv1.BadputStartup), runningSince
 	}
 	return mlv1.GoodputProductive, runningSince
@@ -71,7 +77,8 @@ func ProgressedInAttempt(st *mlv1.TrainingJobStatus) bool {
 
 // AccountGoodput is the job's goodput accounted up to now (or up to its end, once it is over), from the
 // status's accounting. checkpointSeconds is the trainer's own count of seconds spent saving checkpoints in
-// this attempt when it reports one (training_checkpoint_seconds_total), else nil. It is pure.
+// this attempt when it reports one (training_checkpoint_seconds_total), else nil. It is pure, and
+// accounting its own result again at the same now changes nothing.
 // A job that finished before the operator accounted it has none: nil.
 func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.Time) *mlv1.GoodputStatus {
 	category, since := GoodputCategory(tj)
@@ -86,6 +93,29 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 	}
 	a := accounting{g: g, gpus: float64(g.GPUs)} // held since the last step
 	from := g.AccountedTime.Time
+	a.elapse(category, since, now)
+	if category == mlv1.BadputHang && g.Category != category && since.Before(from) {
+		a.move(g.Category, category, seconds(now.Sub(since))) // known only now: the hang began at the last progress
+	}
+	a.settleUnknown(tj, category, from, now)
+	if tj.Status.Attempt != g.Attempt {
+		a.endAttempt(tj, now)
+	}
+	a.correctLostWork(tj)
+	if checkpointSeconds != nil {
+		a.checkpointSaves(*checkpointSeconds)
+	}
+	boundSinceCheckpoint(tj, g, now, category)
+	g.Category, g.GPUs = category, activeWorkers(tj)*builders.GPUsPerWorker(tj)
+	g.Percent = goodputPercent(g)
+	return g
+}
+
+// elapse gives the time since the last step to the category it was in, split at since when the change to
+// category is older than this step, and moves the accounted time to now.
+func (a accounting) elapse(category string, since, now time.Time) {
+	g := a.g
+	from := g.AccountedTime.Time
 	switch {
 	case since.After(from) && since.Before(now): // the change is older than this step: split at it
 		a.add(g.Category, seconds(since.Sub(from)))
@@ -96,31 +126,81 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 	if now.After(from) {
 		g.AccountedTime = &metav1.MicroTime{Time: now}
 	}
-	if category == mlv1.BadputHang && g.Category != category && since.Before(from) {
-		a.move(g.Category, category, seconds(now.Sub(since))) // known only now: the hang began at the last progress
+}
+
+// settleUnknown: once an attempt whose workers ran with no progress source has one (its category leaves
+// Unknown for startup or productive), its time without one is known: it was starting up (restarting, for a
+// retry) until rank 0's first progress, and productive after it. from is the last step's time: workers
+// that (re)started running since have no Unknown time of their own.
+func (a accounting) settleUnknown(tj *mlv1.TrainingJob, category string, from, now time.Time) {
+	st := &tj.Status
+	running := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
+	startup := pick(st.Attempt > 0, mlv1.BadputRestart, mlv1.BadputStartup)
+	if a.g.Category != mlv1.GoodputUnknown || st.Attempt != a.g.Attempt || running == nil || running.LastTransitionTime.After(from) ||
+		category != startup && category != mlv1.GoodputProductive {
+		return
 	}
-	if tj.Status.Attempt != g.Attempt {
-		a.endAttempt(tj, now)
+	ran := seconds(now.Sub(running.LastTransitionTime.Time))
+	before := ran // the workers' time before the first progress
+	if category == mlv1.GoodputProductive && st.LastProgressTime != nil {
+		before = math.Min(ran, math.Max(0, seconds(st.LastProgressTime.Sub(running.LastTransitionTime.Time))))
 	}
-	if checkpointSeconds != nil {
-		a.checkpointSaves(*checkpointSeconds)
-	}
-	boundSinceCheckpoint(tj, g, now, category)
-	g.Category, g.GPUs = category, activeWorkers(tj)*builders.GPUsPerWorker(tj)
-	g.Percent = goodputPercent(g)
-	return g
+	a.move(mlv1.GoodputUnknown, startup, before)
+	a.move(mlv1.GoodputUnknown, mlv1.GoodputProductive, ran-before)
 }
 
 // endAttempt accounts the end of the attempt the accounting last saw: from the failing rank's exit to now
 // the run did not train (restart overhead), and its training since the newest checkpoint is lost: the
-// next attempt does it again.
+// next attempt does it again. That estimate is kept (lostWorkEstimate) to be corrected from the
+// checkpoint the next attempt resumed from, when the failure's time is known.
 func (a accounting) endAttempt(tj *mlv1.TrainingJob, now time.Time) {
 	g := a.g
-	if t := tj.Status.LastFailureTime; t != nil && g.Category != "" {
-		a.move(g.Category, mlv1.BadputRestart, seconds(now.Sub(midSecond(t.Time))))
+	failure := tj.Status.LastFailureTime
+	if failure != nil && g.Category != "" {
+		a.move(g.Category, mlv1.BadputRestart, seconds(now.Sub(midSecond(failure.Time))))
 	}
-	a.move(mlv1.GoodputProductive, mlv1.BadputLostWork, g.SinceCheckpointSeconds)
-	g.SinceCheckpointSeconds, g.CheckpointReportedSeconds, g.Attempt = 0, 0, tj.Status.Attempt
+	trained := g.AttemptProductiveSeconds
+	lost := math.Min(g.SinceCheckpointSeconds, g.ProductiveSeconds)
+	a.move(mlv1.GoodputProductive, mlv1.BadputLostWork, lost)
+	g.LostWorkEstimate = nil
+	if failure != nil && builders.CheckpointEnabled(tj) && trained+lost > 0 {
+		g.LostWorkEstimate = &mlv1.LostWorkEstimate{Attempt: tj.Status.Attempt, Seconds: millis(lost),
+			MaxSeconds: millis(math.Max(trained, lost))}
+	}
+	g.SinceCheckpointSeconds, g.CheckpointReportedSeconds, g.AttemptProductiveSeconds, g.Attempt = 0, 0, 0, tj.Status.Attempt
+}
+
+// correctLostWork corrects the last restart's estimated lost work once the attempt after it has resumed
+// from a checkpoint whose writing time is known (status.checkpoint.resumedFromTime): the training from
+// then to the failure was lost, no more than the ended attempt trained. The estimate stays when the
+// attempt resumed from nothing or from a checkpoint of unknown time.
+func (a accounting) correctLostWork(tj *mlv1.TrainingJob) {
+	st, e := &tj.Status, a.g.LostWorkEstimate
+	c := st.Checkpoint
+	if e == nil || c == nil || c.ResumedAttempt != e.Attempt || st.Attempt != e.Attempt {
+		return
+	}
+	if c.ResumedFrom != "" && c.ResumedFromTime != nil && st.LastFailureTime != nil {
+		lost := math.Max(0, seconds(midSecond(st.LastFailureTime.Time).Sub(midSecond(c.ResumedFromTime.Time))))
+		a.relose(math.Min(lost, e.MaxSeconds) - e.Seconds)
+	}
+	a.g.LostWorkEstimate = nil
+}
+
+// relose moves d seconds of an ended attempt's training from productive to lost work (d < 0: back), no
+// more than the category it comes from holds, its GPU-seconds at the productive time's average.
+func (a accounting) relose(d float64) {
+	g := a.g
+	d = millis(math.Max(-g.BadputSeconds.LostWork, math.Min(d, g.ProductiveSeconds)))
+	if d == 0 {
+		return
+	}
+	perSecond := a.gpus
+	if g.ProductiveSeconds > 0 {
+		perSecond = g.ProductiveGPUSeconds / g.ProductiveSeconds
+	}
+	g.ProductiveSeconds, g.BadputSeconds.LostWork = millis(g.ProductiveSeconds-d), millis(g.BadputSeconds.LostWork+d)
+	g.ProductiveGPUSeconds = millis(math.Max(0, g.ProductiveGPUSeconds-d*perSecond))
 }
 
 // checkpointSaves moves what the trainer newly reports having spent saving checkpoints (reported: its
@@ -207,9 +287,17 @@ func (a accounting) add(category string, d float64) {
 	*a.slot(category) = millis(*a.slot(category) + d)
 	a.g.GPUSeconds = millis(a.g.GPUSeconds + d*a.gpus)
 	if category == mlv1.GoodputProductive {
-		a.g.ProductiveGPUSeconds = millis(a.g.ProductiveGPUSeconds + d*a.gpus)
-		a.g.SinceCheckpointSeconds = millis(a.g.SinceCheckpointSeconds + d)
+		a.attemptTrained(d)
 	}
+}
+
+// attemptTrained counts d seconds of the current attempt's training (d < 0: taken back) in its
+// GPU-seconds, what a restart now would lose, and the attempt's training.
+func (a accounting) attemptTrained(d float64) {
+	g := a.g
+	g.ProductiveGPUSeconds = millis(math.Max(0, g.ProductiveGPUSeconds+d*a.gpus))
+	g.SinceCheckpointSeconds = millis(math.Max(0, g.SinceCheckpointSeconds+d))
+	g.AttemptProductiveSeconds = millis(math.Max(0, g.AttemptProductiveSeconds+d))
 }
 
 // move takes up to d seconds from one category to another (no more than it holds).
@@ -221,9 +309,11 @@ func (a accounting) move(from, to string, d float64) {
 	d = math.Min(d, *src)
 	*src = millis(*src - d)
 	*a.slot(to) = millis(*a.slot(to) + d)
-	if from == mlv1.GoodputProductive {
-		a.g.ProductiveGPUSeconds = millis(math.Max(0, a.g.ProductiveGPUSeconds-d*a.gpus))
-		a.g.SinceCheckpointSeconds = millis(math.Max(0, a.g.SinceCheckpointSeconds-d))
+	switch {
+	case from == mlv1.GoodputProductive:
+		a.attemptTrained(-d)
+	case to == mlv1.GoodputProductive:
+		a.attemptTrained(d)
 	}
 }
 
@@ -244,18 +334,34 @@ func (a accounting) slot(category string) *float64 {
 		return &b.Hang
 	case mlv1.BadputCheckpoint:
 		return &b.Checkpoint
+	case mlv1.GoodputUnknown:
+		return &a.g.UnknownSeconds
 	}
 	return &a.g.ProductiveSeconds
 }
 
 // goodputPercent is productive time over all accounted time, rounded down: "82%"; "" before any time.
+// With time of unknown productivity: "unknown" when none is known productive, else the range from
+// counting it as badput to counting it as productive, "80%-95%" (one figure when both round alike).
 func goodputPercent(g *mlv1.GoodputStatus) string {
 	total := g.AccountedSeconds()
 	if total <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d%%", int(math.Floor(g.ProductiveSeconds/total*100+1e-9)))
+	low := floorPercent(g.ProductiveSeconds, total)
+	switch {
+	case g.UnknownSeconds <= 0:
+		return fmt.Sprintf("%d%%", low)
+	case g.ProductiveSeconds <= 0:
+		return "unknown"
+	}
+	if high := floorPercent(g.ProductiveSeconds+g.UnknownSeconds, total); high != low {
+		return fmt.Sprintf("%d%%-%d%%", low, high)
+	}
+	return fmt.Sprintf("%d%%", low)
 }
+
+func floorPercent(part, total float64) int { return int(math.Floor(part/total*100 + 1e-9)) }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 

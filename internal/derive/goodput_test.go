@@ -67,14 +67,31 @@ func setCondition(cs []metav1.Condition, t string, v bool, at metav1.Time) []met
 // play runs the timeline, accounting at each step and every tick seconds between them (0: only at the
 // steps, as after an operator that was down), and returns the job's goodput at its end.
 func (tl timeline) play(tj *mlv1.TrainingJob, tick float64) *mlv1.GoodputStatus {
+	return tl.playWith(tj, tick, nil, false)
+}
+
+// playWith plays the timeline; after each accounting is stored, again (when not nil) is given the
+// accounting of the stored status at the same time. sometimes: as the StatusController, every other
+// accounting in the same category and attempt is not written (the status keeps the one before).
+func (tl timeline) playWith(tj *mlv1.TrainingJob, tick float64, again func(stored, next *mlv1.GoodputStatus),
+	sometimes bool) *mlv1.GoodputStatus {
 	t0 := tj.CreationTimestamp.Time
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	var ckpt *float64
+	n := 0
 	account := func(now float64) {
-		tj.Status.Goodput = AccountGoodput(tj, ckpt, at(now))
+		next, prev := AccountGoodput(tj, ckpt, at(now)), tj.Status.Goodput
+		written := !sometimes || n%2 == 0 || now == tl[len(tl)-1].at
+		if written || prev == nil || next.Category != prev.Category || next.Attempt != prev.Attempt {
+			tj.Status.Goodput = next
+		}
+		n++
 		data, _ := json.Marshal(tj.Status) // as stored: times to the second, accountedTime to the microsecond
 		tj.Status = mlv1.TrainingJobStatus{}
 		_ = json.Unmarshal(data, &tj.Status)
+		if again != nil {
+			again(tj.Status.Goodput, AccountGoodput(tj, ckpt, at(now)))
+		}
 	}
 	last := 0.0
 	down := false
@@ -104,7 +121,7 @@ func seconds_(g *mlv1.GoodputStatus) want {
 	b := g.BadputSeconds
 	out := want{mlv1.GoodputProductive: g.ProductiveSeconds, mlv1.BadputQueued: b.Queued, mlv1.BadputScheduling: b.Scheduling,
 		mlv1.BadputStartup: b.Startup, mlv1.BadputRestart: b.Restart, mlv1.BadputLostWork: b.LostWork, mlv1.BadputHang: b.Hang,
-		mlv1.BadputCheckpoint: b.Checkpoint}
+		mlv1.BadputCheckpoint: b.Checkpoint, mlv1.GoodputUnknown: g.UnknownSeconds}
 	for k, v := range out {
 		if v == 0 {
 			delete(out, k)
@@ -230,5 +247,218 @@ func TestGoodputGPUSeconds(t *testing.T) {
 	g := tl.play(tj, 1)
 	if got, want := []float64{g.GPUSeconds, g.ProductiveGPUSeconds}, []float64{4 * 2 * 115, 4 * 2 * 100}; !cmp.Equal(got, want) {
 		t.Errorf("GPU-seconds held, productive = %v, want %v", got, want)
+	}
+}
+
+// then makes one change of several.
+func then(changes ...func(*mlv1.TrainingJobStatus, metav1.Time)) func(*mlv1.TrainingJobStatus, metav1.Time) {
+	return func(st *mlv1.TrainingJobStatus, at metav1.Time) {
+		for _, c := range changes {
+			c(st, at)
+		}
+	}
+}
+
+// sourceless: the last read of rank 0 found no progress endpoint and no recognised line.
+func sourceless(st *mlv1.TrainingJobStatus, at metav1.Time) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: mlv1.ConditionProgressReported, Status: metav1.ConditionFalse,
+		Reason: ReasonNoProgressSource, LastTransitionTime: at})
+}
+
+// fromOutput: the supervisor recognises progress in rank 0's output.
+func fromOutput(st *mlv1.TrainingJobStatus, at metav1.Time) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: mlv1.ConditionProgressReported, Status: metav1.ConditionTrue,
+		Reason: ReasonFromOutput, LastTransitionTime: at})
+}
+
+// failedAt: the restart to attempt decided now, after a rank exited at second exit (kept to the second).
+func failedAt(attempt int32, exit float64) func(*mlv1.TrainingJobStatus, metav1.Time) {
+	return func(st *mlv1.TrainingJobStatus, at metav1.Time) {
+		state(mlv1.StateInitializing, attempt)(st, at)
+		st.LastFailureTime = &metav1.Time{Time: goodputT0.Add(time.Duration(exit * float64(time.Second)))}
+	}
+}
+
+// learned: the operator learns of checkpoint name, written at second written (the status keeps the
+// newest one, what the next attempt resumed from is kept).
+func learned(name string, written float64) func(*mlv1.TrainingJobStatus, metav1.Time) {
+	return func(st *mlv1.TrainingJobStatus, _ metav1.Time) {
+		c := checkpointCopy(st)
+		c.Latest, c.LastTime = name, &metav1.Time{Time: goodputT0.Add(time.Duration(written * float64(time.Second)))}
+		st.Checkpoint = c
+	}
+}
+
+// resumed: RESUME_FROM is settled for the current attempt (the CheckpointController's ApplyResumed).
+func resumed(from string) func(*mlv1.TrainingJobStatus, metav1.Time) {
+	return func(st *mlv1.TrainingJobStatus, _ metav1.Time) { ApplyResumed(st, from) }
+}
+
+var goodputT0 = time.Unix(1_000_000, 0)
+
+// unknownAndResumedTimelines: runs without a progress source, and restarts whose lost work is corrected
+// from the checkpoint the next attempt resumed from.
+var unknownAndResumedTimelines = []struct {
+	name    string
+	tl      timeline
+	want    want
+	percent string
+}{{
+	name: "no progress source at all: unknown, also once completed",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: then(state(mlv1.StateRunning, 0), sourceless)},
+		{at: 610, change: state(mlv1.StateCompleted, 0)},
+	},
+	want: want{"Scheduling": 10, "Unknown": 600}, percent: "unknown",
+}, {
+	name: "no source for 30 s, then the first progress: that was startup",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: then(state(mlv1.StateRunning, 0), sourceless)},
+		{at: 40, change: then(fromOutput, progress)},
+		{at: 640, change: state(mlv1.StateCompleted, 0)},
+	},
+	want: want{"Scheduling": 10, "Startup": 30, "Productive": 600}, percent: "93%",
+}, {
+	name: "a retry: no source for 20 s, a source found, progress 5 s later: restarting",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 12, change: progress},
+		{at: 50, change: state(mlv1.StateInitializing, 1)},
+		{at: 60, change: then(state(mlv1.StateRunning, 1), sourceless)},
+		{at: 80, change: fromOutput},
+		{at: 85, change: progress},
+		{at: 185, change: state(mlv1.StateCompleted, 1)},
+	},
+	want: want{"Scheduling": 10, "Startup": 2, "LostWork": 38, "Restart": 35, "Productive": 100}, percent: "54%",
+}, {
+	name: "part of the run unknown: a range",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: then(state(mlv1.StateRunning, 0), sourceless)},
+		{at: 110, change: state(mlv1.StateInitializing, 1)},
+		{at: 120, change: then(state(mlv1.StateRunning, 1), fromOutput)},
+		{at: 125, change: progress},
+		{at: 400, change: state(mlv1.StateCompleted, 1)},
+	},
+	want: want{"Scheduling": 10, "Unknown": 100, "Restart": 15, "Productive": 275}, percent: "68%-93%",
+}, {
+	// Each kill comes 2 s after a checkpoint the operator learns of only after the failure: at the failure
+	// it knows an older one, and the next attempt resumes from the new one.
+	name: "kills just after checkpoints learned late: lost work from the checkpoint resumed from",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 12, change: progress},
+		{at: 30, change: learned("ck-30", 30)},
+		{at: 71, change: failedAt(1, 70.5)}, // written at 68.5, exit at 70.5
+		{at: 72, change: learned("ck-68", 68.5)},
+		{at: 73, change: resumed("ck-68")},
+		{at: 85, change: state(mlv1.StateRunning, 1)},
+		{at: 87, change: progress},
+		{at: 131, change: failedAt(2, 130.5)}, // written at 128.5, exit at 130.5
+		{at: 132, change: learned("ck-128", 128.5)},
+		{at: 133, change: resumed("ck-128")},
+		{at: 145, change: state(mlv1.StateRunning, 2)},
+		{at: 147, change: progress},
+		{at: 200, change: state(mlv1.StateCompleted, 2)},
+	},
+	want:    want{"Scheduling": 10, "Startup": 2, "Productive": 56.5 + 41.5 + 53, "LostWork": 2 + 2, "Restart": 16.5 + 16.5},
+	percent: "75%",
+}, {
+	// The newest checkpoint known at the failure turns out unusable: the agent reports the older one
+	// again, and the next attempt resumes from it.
+	name: "resumed from an older checkpoint than the one known at the failure: more lost work",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 12, change: progress},
+		{at: 40, change: learned("ck-40", 40)},
+		{at: 60, change: learned("ck-60", 60)},
+		{at: 71, change: failedAt(1, 70.5)},
+		{at: 72, change: learned("ck-40", 40)},
+		{at: 73, change: resumed("ck-40")},
+		{at: 85, change: state(mlv1.StateRunning, 1)},
+		{at: 87, change: progress},
+		{at: 150, change: state(mlv1.StateCompleted, 1)},
+	},
+	want:    want{"Scheduling": 10, "Startup": 2, "Productive": 28.5 + 63, "LostWork": 30, "Restart": 16.5},
+	percent: "61%",
+}, {
+	name: "resumed from an earlier attempt's checkpoint: no more lost than the attempt trained",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 12, change: progress},
+		{at: 30, change: learned("ck-30", 30)},
+		{at: 51, change: failedAt(1, 50.5)},
+		{at: 52, change: resumed("ck-30")},
+		{at: 60, change: state(mlv1.StateRunning, 1)},
+		{at: 62, change: progress},
+		{at: 81, change: failedAt(2, 80.5)},
+		{at: 82, change: resumed("ck-30")},
+		{at: 90, change: state(mlv1.StateRunning, 2)},
+		{at: 92, change: progress},
+		{at: 150, change: state(mlv1.StateCompleted, 2)},
+	},
+	want:    want{"Scheduling": 10, "Startup": 2, "Productive": 18.5 + 58, "LostWork": 20 + 18.5, "Restart": 11.5 + 11.5},
+	percent: "51%",
+}, {
+	name: "resumed from nothing: the estimate stays",
+	tl: timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 12, change: progress},
+		{at: 30, change: learned("ck-30", 30)},
+		{at: 71, change: failedAt(1, 70.5)},
+		{at: 73, change: resumed("")},
+		{at: 85, change: state(mlv1.StateRunning, 1)},
+		{at: 87, change: progress},
+		{at: 150, change: state(mlv1.StateCompleted, 1)},
+	},
+	want:    want{"Scheduling": 10, "Startup": 2, "Productive": 18.5 + 63, "LostWork": 40, "Restart": 16.5},
+	percent: "54%",
+}}
+
+// TestGoodputUnknownAndResumedLostWork: time with no progress source, settled once the attempt
+// progresses; lost work corrected from the checkpoint the next attempt resumed from.
+func TestGoodputUnknownAndResumedLostWork(t *testing.T) {
+	for _, tc := range unknownAndResumedTimelines {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
+			tj.CreationTimestamp = metav1.NewTime(goodputT0)
+			g := tc.tl.play(tj, 1)
+			if diff := cmp.Diff(tc.want, seconds_(g)); diff != "" {
+				t.Errorf("seconds by category (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.percent, g.Percent); diff != "" || g.LostWorkEstimate != nil || g.Category != "" {
+				t.Errorf("percent (-want +got):\n%s\nlost work estimate %+v, category %q; want none, over", diff, g.LostWorkEstimate, g.Category)
+			}
+		})
+	}
+}
+
+// TestGoodputAccountedAgain: the accounting of its own stored result at the same time changes nothing,
+// at every step of every timeline; written only every other time, it comes to the same: a correction is
+// made once, whether its result is written or not.
+func TestGoodputAccountedAgain(t *testing.T) {
+	for _, tc := range unknownAndResumedTimelines {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
+			tj.CreationTimestamp = metav1.NewTime(goodputT0)
+			tc.tl.playWith(tj, 1, func(stored, next *mlv1.GoodputStatus) {
+				if diff := cmp.Diff(stored, next); diff != "" {
+					t.Errorf("accounted again at %v (-stored +again):\n%s", stored.AccountedTime, diff)
+				}
+			}, false)
+			tj = tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
+			tj.CreationTimestamp = metav1.NewTime(goodputT0)
+			g := tc.tl.playWith(tj, 1, nil, true)
+			if diff := cmp.Diff(tc.want, seconds_(g)); diff != "" {
+				t.Errorf("written every other time: seconds by category (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -20,6 +20,12 @@ const (
 	ReasonProgressStalled = "ProgressStalled"
 	// ReasonProgressing: the run advances within its timeouts (or is not running).
 	ReasonProgressing = "Progressing"
+	// ReasonNotWatched: the run has no progress source and the job set no hang timeout: nothing is
+	// watched, and nothing is restarted for not reporting.
+	ReasonNotWatched = "NotWatched"
+	// ReasonOutputSilent: the run has no progress source and rank 0 printed nothing for the stall timeout
+	// the job set: silence, a weaker sign than a counter that stopped.
+	ReasonOutputSilent = "OutputSilent"
 	// ReasonHung is the Failed reason of a hung run with onHang Fail.
 	ReasonHung = "Hung"
 )
@@ -31,22 +37,34 @@ const (
 	StallPaceFactor = 5
 )
 
-// StartupTimeout is failurePolicy.startupTimeoutSeconds; ok is false when the check is off.
-func StartupTimeout(tj *mlv1.TrainingJob) (time.Duration, bool) {
-	s := mlv1.DefaultStartupTimeoutSeconds
+// DefaultStartupTimeout is failurePolicy.startupTimeoutSeconds when unset, for a run with a progress source.
+const DefaultStartupTimeout = 10 * time.Minute
+
+// StartupTimeout is failurePolicy.startupTimeoutSeconds, DefaultStartupTimeout when unset; ok is false when
+// the check is off, set says the job set it.
+func StartupTimeout(tj *mlv1.TrainingJob) (d time.Duration, ok, set bool) {
 	if f := tj.Spec.FailurePolicy; f != nil && f.StartupTimeoutSeconds != nil {
-		s = *f.StartupTimeoutSeconds
+		s := *f.StartupTimeoutSeconds
+		return time.Duration(s) * time.Second, s > 0, true
 	}
-	return time.Duration(s) * time.Second, s > 0
+	return DefaultStartupTimeout, true, false
 }
 
 // StallTimeout is failurePolicy.stallTimeoutSeconds, or (unset) the longer of StallFloor and
 // StallPaceFactor times slowest, the slowest epoch seen; ok is false when the check is off.
 func StallTimeout(tj *mlv1.TrainingJob, slowest time.Duration) (time.Duration, bool) {
-	if f := tj.Spec.FailurePolicy; f != nil && f.StallTimeoutSeconds != nil {
-		return time.Duration(*f.StallTimeoutSeconds) * time.Second, *f.StallTimeoutSeconds > 0
+	if d, set := explicitStall(tj); set {
+		return d, d > 0
 	}
 	return max(StallFloor, StallPaceFactor*slowest), true
+}
+
+// explicitStall is failurePolicy.stallTimeoutSeconds when the job set it.
+func explicitStall(tj *mlv1.TrainingJob) (time.Duration, bool) {
+	if f := tj.Spec.FailurePolicy; f != nil && f.StallTimeoutSeconds != nil {
+		return time.Duration(*f.StallTimeoutSeconds) * time.Second, true
+	}
+	return 0, false
 }
 
 // RunningSince is when every worker of the current attempt ran (the Running condition turned True), and
@@ -75,32 +93,35 @@ func SinceProgress(st mlv1.TrainingJobStatus, now time.Time) (d time.Duration, s
 
 // Hang is the StatusController's verdict on a run's progress.
 type Hang struct {
-	// Hung: the run is hung; Reason is NoProgressSinceStart or ProgressStalled, Message says for how long
-	// and since what.
+	// Hung: the run is hung; Reason is NoProgressSinceStart, ProgressStalled or OutputSilent, Message says
+	// for how long and since what.
 	Hung            bool
 	Reason, Message string
 	// Timeout is the timeout that applies now (0 when none does); Since how long the run has not advanced.
 	Timeout, Since time.Duration
+	// Unknown: the run has no progress source (ProgressUnknown).
+	Unknown bool
 }
 
 // DetectHang decides whether a Running run is hung: its workers all run and rank 0 has not advanced
 // within startupTimeoutSeconds of their start, or has advanced and then stood still for the stall timeout
-// (slowest is the slowest epoch seen, for the default). It is pure.
-func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Duration, now time.Time) Hang {
+// (slowest is the slowest epoch seen, for the default). A run with no progress source is judged only by
+// the timeouts the job set (lastOutput, when rank 0's supervisor told it, is when rank 0 last printed). It
+// is pure.
+func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Duration, lastOutput, now time.Time) Hang {
 	since, started, ok := SinceProgress(st, now)
 	if !ok {
 		return Hang{}
 	}
+	if ProgressUnknown(&st) && !started {
+		return unknownHang(tj, st, since, lastOutput, now)
+	}
 	if !started {
-		timeout, on := StartupTimeout(tj)
+		timeout, on, _ := StartupTimeout(tj)
 		if !on {
 			return Hang{Since: since}
 		}
-		h := Hang{Timeout: timeout, Since: since, Reason: ReasonNoProgressSinceStart}
-		h.Hung = since >= timeout
-		h.Message = fmt.Sprintf("no progress for %s since all %d workers of attempt %d started running (failurePolicy.startupTimeoutSeconds %s)",
-			round(since), tj.Spec.NumWorkers, st.Attempt, round(timeout))
-		return h
+		return startupHang(tj, st, since, timeout, "")
 	}
 	timeout, on := StallTimeout(tj, slowest)
 	if !on {
@@ -109,6 +130,35 @@ func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Du
 	h := Hang{Timeout: timeout, Since: since, Reason: ReasonProgressStalled, Hung: since >= timeout}
 	h.Message = fmt.Sprintf("no progress for %s since epoch %d%s (last advanced at %s; stall timeout %s)", round(since), st.CurrentEpoch,
 		stepSuffix(st.CurrentStep), st.LastProgressTime.UTC().Format(time.RFC3339), round(timeout))
+	return h
+}
+
+// startupHang is the verdict of the startup timeout on an attempt whose rank 0 has not advanced.
+func startupHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, since, timeout time.Duration, note string) Hang {
+	h := Hang{Timeout: timeout, Since: since, Reason: ReasonNoProgressSinceStart, Hung: since >= timeout}
+	h.Message = fmt.Sprintf("no progress for %s since all %d workers of attempt %d started running (failurePolicy.startupTimeoutSeconds %s)%s",
+		round(since), tj.Spec.NumWorkers, st.Attempt, round(timeout), note)
+	return h
+}
+
+// unknownHang judges a run with no progress source by what the job set: startupTimeoutSeconds as for any
+// run, stallTimeoutSeconds against the silence of rank 0's output when its supervisor reports it. With
+// neither set nothing acts: no healthy run is restarted for not reporting.
+func unknownHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, since time.Duration, lastOutput, now time.Time) Hang {
+	const note = "; rank 0 has no progress source (no endpoint, no recognised output line)"
+	if timeout, on, set := StartupTimeout(tj); set && on {
+		h := startupHang(tj, st, since, timeout, note)
+		h.Unknown = true
+		return h
+	}
+	stall, set := explicitStall(tj)
+	if !set || stall <= 0 || lastOutput.IsZero() {
+		return Hang{Since: since, Unknown: true}
+	}
+	silent := now.Sub(lastOutput)
+	h := Hang{Timeout: stall, Since: silent, Reason: ReasonOutputSilent, Hung: silent >= stall, Unknown: true}
+	h.Message = fmt.Sprintf("rank 0 printed nothing for %s (failurePolicy.stallTimeoutSeconds %s): it has no progress source, so "+
+		"the silence of its output is what is watched", round(silent), round(stall))
 	return h
 }
 
@@ -126,8 +176,12 @@ func round(d time.Duration) time.Duration { return d.Round(time.Second) }
 // written at every scrape. It reports whether the run turned hung now.
 func ApplyHang(st *mlv1.TrainingJobStatus, h Hang, logs string, now metav1.Time) bool {
 	if !h.Hung {
-		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled) != nil || h.Timeout > 0 {
-			set(st, mlv1.ConditionStalled, false, ReasonProgressing, progressingMessage(h), now)
+		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled) != nil || h.Timeout > 0 || h.Unknown {
+			reason := ReasonProgressing
+			if h.Unknown && h.Timeout == 0 {
+				reason = ReasonNotWatched
+			}
+			set(st, mlv1.ConditionStalled, false, reason, progressingMessage(h), now)
 		}
 		return false
 	}
@@ -149,7 +203,12 @@ func TurnsHung(st mlv1.TrainingJobStatus, h Hang) bool {
 }
 
 func progressingMessage(h Hang) string {
-	if h.Timeout == 0 {
+	switch {
+	case h.Unknown && h.Timeout == 0:
+		return "progress is unknown (no progress source): the hang checks act only when failurePolicy sets startupTimeoutSeconds or stallTimeoutSeconds"
+	case h.Reason == ReasonOutputSilent:
+		return fmt.Sprintf("rank 0 prints within the %s timeout (no progress source: its output is watched)", round(h.Timeout))
+	case h.Timeout == 0:
 		return "the run is not running, or its hang checks are off"
 	}
 	return fmt.Sprintf("rank 0 advances within the %s timeout", round(h.Timeout))

@@ -73,7 +73,64 @@ func TestDetectHang(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DetectHang(tc.tj, tc.st, tc.slowest, t0.Add(tc.now))
+			got := DetectHang(tc.tj, tc.st, tc.slowest, time.Time{}, t0.Add(tc.now))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// noSource is a running status whose rank 0 has no progress source (nothing ever reported).
+func noSource() mlv1.TrainingJobStatus {
+	st := runningSinceT0(nil, 0, 0)
+	set(&st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, "progress is unknown", t0)
+	return st
+}
+
+// TestDetectHangWithoutProgressSource: a run with no progress source is never hung by the defaults; the
+// timeouts a job sets still act, the stall timeout on its output's silence when the supervisor tells it.
+func TestDetectHangWithoutProgressSource(t *testing.T) {
+	policy := func(startup, stall *int32) *mlv1.TrainingJob {
+		return tjtest.NewTJ("ml", "h").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StartupTimeoutSeconds: startup, StallTimeoutSeconds: stall}
+		}).Obj()
+	}
+	neverRead := runningSinceT0(nil, 0, 0)
+	set(&neverRead, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, "connection refused", t0)
+	silent := "rank 0 printed nothing for 20m0s (failurePolicy.stallTimeoutSeconds 15m0s): it has no progress source, so the silence of its output is what is watched"
+	cases := []struct {
+		name       string
+		tj         *mlv1.TrainingJob
+		st         mlv1.TrainingJobStatus
+		lastOutput time.Duration // after t0; 0: unknown
+		now        time.Duration
+		want       Hang
+	}{
+		{name: "defaults: nothing acts, however long", tj: policy(nil, nil), st: noSource(), lastOutput: time.Minute, now: 10 * time.Hour,
+			want: Hang{Since: 10 * time.Hour, Unknown: true}},
+		{name: "never read counts as no source", tj: policy(nil, nil), st: neverRead, now: time.Hour, want: Hang{Since: time.Hour, Unknown: true}},
+		{name: "an explicit startup timeout acts", tj: policy(ptr.To[int32](600), nil), st: noSource(), now: 11 * time.Minute,
+			want: Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 11 * time.Minute, Unknown: true,
+				Message: "no progress for 11m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s); " +
+					"rank 0 has no progress source (no endpoint, no recognised output line)"}},
+		{name: "an explicit stall timeout watches the output: printing", tj: policy(nil, ptr.To[int32](900)), st: noSource(),
+			lastOutput: 2 * time.Hour, now: 2*time.Hour + time.Minute,
+			want: Hang{Reason: ReasonOutputSilent, Timeout: 15 * time.Minute, Since: time.Minute, Unknown: true,
+				Message: "rank 0 printed nothing for 1m0s (failurePolicy.stallTimeoutSeconds 15m0s): it has no progress source, so the silence of its output is what is watched"}},
+		{name: "an explicit stall timeout watches the output: silent", tj: policy(nil, ptr.To[int32](900)), st: noSource(),
+			lastOutput: time.Hour, now: time.Hour + 20*time.Minute,
+			want: Hang{Hung: true, Reason: ReasonOutputSilent, Timeout: 15 * time.Minute, Since: 20 * time.Minute, Unknown: true, Message: silent}},
+		{name: "an explicit stall timeout without the output's time acts on nothing", tj: policy(nil, ptr.To[int32](900)), st: noSource(),
+			now: 5 * time.Hour, want: Hang{Since: 5 * time.Hour, Unknown: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var last time.Time
+			if tc.lastOutput > 0 {
+				last = t0.Add(tc.lastOutput)
+			}
+			got := DetectHang(tc.tj, tc.st, 0, last, t0.Add(tc.now))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

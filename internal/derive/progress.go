@@ -33,6 +33,13 @@ const (
 	// SeriesCheckpointSeconds is the seconds the trainer spent saving checkpoints in this attempt (a
 	// counter): goodput's Checkpoint category.
 	SeriesCheckpointSeconds = "training_checkpoint_seconds_total"
+	// SeriesProgressRatio is how much of the run is done, 0 to 1, when rank 0 knows better than epoch over
+	// epochs (the supervisor serves it from a library's own convention, such as Keras's "Epoch 3/10").
+	SeriesProgressRatio = "training_progress_ratio"
+	// SeriesOutputIdle is the supervisor's seconds since rank 0 last printed anything.
+	SeriesOutputIdle = "trainingjob_output_idle_seconds"
+	// SeriesOutputFormat is the supervisor's format of the last line it recognised (label format).
+	SeriesOutputFormat = "trainingjob_output_format"
 	// SeriesDCGMGPUUtil is the NVIDIA DCGM exporter's GPU utilisation (percent, one series per GPU).
 	SeriesDCGMGPUUtil = "DCGM_FI_DEV_GPU_UTIL"
 	// MaxCustomMetrics bounds status.metrics.custom (the CRD allows 32 entries).
@@ -45,8 +52,25 @@ type Sample struct {
 	Loss, Accuracy, LearningRate, Throughput *float64
 	GPUUtilization                           *float64
 	CheckpointSeconds                        *float64
+	// Ratio is rank 0's own fraction done (training_progress_ratio), 0 to 1.
+	Ratio *float64
 	// Custom are other single-valued gauges and counters, by name.
 	Custom map[string]float64
+	// FromOutput: the sample is the supervisor's, read from rank 0's output; Format is the format of the
+	// line it recognised last ("" when none), OutputIdle the seconds since rank 0 last printed.
+	FromOutput bool
+	Format     string
+	OutputIdle *float64
+}
+
+// Reports: the sample carries a training figure (rank 0 is a progress source).
+func (s Sample) Reports() bool {
+	for _, v := range []*float64{s.Epoch, s.TotalEpochs, s.Step, s.TotalSteps, s.Loss, s.Accuracy, s.LearningRate, s.Throughput, s.Ratio} {
+		if v != nil {
+			return true
+		}
+	}
+	return len(s.Custom) > 0
 }
 
 // ParseSample reads the Prometheus text format with the Prometheus parser and maps the well-known
@@ -61,6 +85,7 @@ func ParseSample(r io.Reader) (Sample, error) {
 		SeriesEpoch: &s.Epoch, SeriesEpochsTotal: &s.TotalEpochs, SeriesStep: &s.Step, SeriesStepsTotal: &s.TotalSteps,
 		SeriesLoss: &s.Loss, SeriesAccuracy: &s.Accuracy, SeriesLearningRate: &s.LearningRate,
 		SeriesThroughput: &s.Throughput, SeriesGPUUtil: &s.GPUUtilization, SeriesCheckpointSeconds: &s.CheckpointSeconds,
+		SeriesProgressRatio: &s.Ratio, SeriesOutputIdle: &s.OutputIdle,
 	}
 	for name, f := range families {
 		v, ok := familyValue(f)
@@ -78,6 +103,7 @@ func ParseSample(r io.Reader) (Sample, error) {
 			s.Custom[name] = v
 		}
 	}
+	s.Format = outputFormat(families[SeriesOutputFormat])
 	if u, ok := families[SeriesGPUUtil]; ok {
 		if v, ok := familyValue(u); ok {
 			s.GPUUtilization = &v // rank 0's own figure wins over DCGM's
@@ -98,10 +124,22 @@ func parseText(r io.Reader) (families map[string]*dto.MetricFamily, err error) {
 	return parser.TextToMetricFamilies(r)
 }
 
+// outputFormat is the format label of the supervisor's trainingjob_output_format series, "" without one.
+func outputFormat(f *dto.MetricFamily) string {
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "format" && len(l.GetValue()) <= 32 {
+				return l.GetValue()
+			}
+		}
+	}
+	return ""
+}
+
 // runtimeSeries are the series client libraries add on their own (Go and Python runtime, process,
-// promhttp, other DCGM fields); they are not training metrics.
+// promhttp, other DCGM fields) and the supervisor's own (trainingjob_); they are not training metrics.
 func runtimeSeries(name string) bool {
-	for _, p := range []string{"go_", "process_", "python_", "promhttp_", "DCGM_"} {
+	for _, p := range []string{"go_", "process_", "python_", "promhttp_", "DCGM_", "trainingjob_"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -135,9 +173,12 @@ func familyValue(f *dto.MetricFamily) (float64, bool) {
 	return sum / float64(n), true
 }
 
-// Fraction is how much of the run is done, 0 to 1: epochs over planned epochs (from rank 0, else from
+// Fraction is how much of the run is done, 0 to 1: rank 0's own ratio, else epochs over planned epochs (from rank 0, else from
 // spec.hyperparameters.epochs), else steps over planned steps. ok is false when it cannot be known.
 func (s Sample) Fraction(specEpochs int32) (float64, bool) {
+	if s.Ratio != nil {
+		return clamp01(*s.Ratio), true
+	}
 	total := float64(specEpochs)
 	if s.TotalEpochs != nil && *s.TotalEpochs > 0 {
 		total = *s.TotalEpochs
@@ -205,7 +246,20 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 			}
 		}
 	}
-	set(st, mlv1.ConditionProgressReported, true, "Scraped", "rank 0 reports progress", now)
+	setReported(st, s, now)
+}
+
+// setReported says where the run's progress comes from: rank 0's endpoint, or its output.
+func setReported(st *mlv1.TrainingJobStatus, s Sample, now metav1.Time) {
+	if !s.FromOutput {
+		set(st, mlv1.ConditionProgressReported, true, ReasonScraped, "rank 0 reports progress", now)
+		return
+	}
+	msg := "rank 0 serves no progress endpoint; its output shows progress"
+	if s.Format != "" {
+		msg += " (" + s.Format + ")"
+	}
+	set(st, mlv1.ConditionProgressReported, true, ReasonFromOutput, msg, now)
 }
 
 // Advanced: the run moved from old to next (a sample s applied): a new epoch, step or percentage; when
@@ -240,7 +294,7 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	if st.LastProgressTime != nil {
 		since = "last reported at " + st.LastProgressTime.UTC().Format(time.RFC3339)
 	}
-	set(st, mlv1.ConditionProgressReported, false, "ScrapeFailed", fmt.Sprintf("progress is stale (%s): %v", since, err), now)
+	set(st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, fmt.Sprintf("progress is stale (%s): %v", since, err), now)
 }
 
 // ReasonRunEnded is ProgressReported's reason once the run has ended: nothing is read any more, and the

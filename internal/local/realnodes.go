@@ -38,6 +38,15 @@ func agentCommand(o Options) []string {
 	return []string{"manager"}
 }
 
+// supervisorCommand is the supervisor's command: the one found on a process node's PATH (bin/), or the
+// image's /supervisor on a real node (the operator's default).
+func supervisorCommand(o Options) []string {
+	if o.RealNodes > 0 {
+		return nil
+	}
+	return []string{"supervisor"}
+}
+
 // RealNodeName is the name of the real node i.
 func RealNodeName(i int) string { return fmt.Sprintf("real-node-%d", i) }
 

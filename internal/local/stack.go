@@ -218,8 +218,9 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
-		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts), AgentInterval: opts.CheckpointInterval,
-			GPUResource: opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
+		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts), SupervisorCommand: supervisorCommand(opts),
+			AgentInterval: opts.CheckpointInterval,
+			GPUResource:   opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
 		ProgressInterval: opts.ProgressInterval,
 	})
 }
@@ -245,7 +246,8 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 		metricsAddr = "0"
 	}
 	args := []string{"--kubeconfig=" + s.managerKubeconfig, "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0",
-		"--checkpoint-agent-command=" + strings.Join(agentCommand(o), " "), "--zap-log-level=info"}
+		"--checkpoint-agent-command=" + strings.Join(agentCommand(o), " "), "--supervisor-command=" + strings.Join(supervisorCommand(o), " "),
+		"--zap-log-level=info"}
 	if o.ProgressInterval > 0 {
 		args = append(args, "--progress-interval="+o.ProgressInterval.String())
 	}

@@ -81,6 +81,44 @@ func TestGoodputUnderFaults(t *testing.T) {
 	}
 }
 
+// TestGoodputLostWorkFromTheCheckpointResumedFrom: the test kills rank 1 two seconds after rank 0 wrote a
+// checkpoint (a checkpoint every 10 epochs), while the operator reads rank 0's checkpoint agent only
+// every 30 s (monitoring.scrapeIntervalSeconds): at the failure it mostly knows an older checkpoint, the
+// next attempt resumes from the new one (the stopped agent's final report). The lost work must be the
+// test's own: the time from the checkpoint to the kill, within a second per kill.
+func TestGoodputLostWorkFromTheCheckpointResumedFrom(t *testing.T) {
+	const kills = 2
+	ns, name := newNamespace(t), "goodput-resumed"
+	tj := trainerJob(ns, name, 2, 40, "--epoch-delay=1s").BackoffLimit(kills+2, mlv1.RestartGang).With(withPVCCheckpoints(3))
+	tj = tj.With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint.Frequency = ptr.To[int32](10)
+		tj.Spec.FailurePolicy.MaxAvoidedNodes = ptr.To[int32](0)
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{ScrapeIntervalSeconds: ptr.To[int32](30)}
+	})
+	create(t, claim(ns), tj.Obj())
+	o := &observer{t: t, ns: ns, name: name}
+	o.follow(func(time.Duration) { // kill 2 s after a checkpoint of the current attempt, once the last kill's restart ran
+		c := lastBefore(o.checkpoints, time.Now())
+		if len(o.faults) < kills && o.att == int32(len(o.faults)) && c.After(o.first[o.att]) && time.Since(c) >= 2*time.Second {
+			o.strike(false)
+		}
+	})
+	got := getTJ(t, ns, name)
+	g, c := got.Status.Goodput, got.Status.Checkpoint
+	if got.Status.State != mlv1.StateCompleted || g == nil || c == nil || len(o.faults) != kills {
+		t.Fatalf("state %s (%s), %d kills, goodput %+v, checkpoint %+v", got.Status.State, got.Status.FailureReason, len(o.faults), g, c)
+	}
+	truth := o.truth(got)[mlv1.BadputLostWork]
+	t.Logf("lost work: the test's clock %.2f s, the status %.2f s (%s goodput); the last attempt resumed from %s (written %v)",
+		truth, g.BadputSeconds.LostWork, g.Percent, c.ResumedFrom, c.ResumedFromTime)
+	if math.Abs(g.BadputSeconds.LostWork-truth) > kills || g.LostWorkEstimate != nil || c.ResumedAttempt != got.Status.Attempt ||
+		c.ResumedFromTime == nil {
+		t.Errorf("lost work %.2f s, the test's clock says %.2f s (1 s per kill allowed); estimate left %+v; "+
+			"resumed attempt %d of %d, from %q written %v", g.BadputSeconds.LostWork, truth, g.LostWorkEstimate, c.ResumedAttempt,
+			got.Status.Attempt, c.ResumedFrom, c.ResumedFromTime)
+	}
+}
+
 var categories = []string{mlv1.GoodputProductive, mlv1.BadputScheduling, mlv1.BadputStartup, mlv1.BadputRestart, mlv1.BadputLostWork, mlv1.BadputHang, mlv1.BadputCheckpoint, mlv1.BadputQueued}
 
 func statusShares(g *mlv1.GoodputStatus) map[string]float64 {

@@ -36,7 +36,7 @@ func RepoRoot() string {
 // agent sidecar) into dir/bin, for the process nodes' PATH, and returns that directory.
 func BuildWorkerTools(dir string) (string, error) {
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager")
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager", "./cmd/supervisor")
 	build.Dir, build.Stdout, build.Stderr = RepoRoot(), os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("building the example trainer and the manager: %w", err)

@@ -46,9 +46,9 @@ func base() []File {
 	return files
 }
 
-// Binaries builds the static programs the images hold (manager, trainer, pause) into dir.
+// Binaries builds the static programs the images hold (manager, supervisor, trainer, pause) into dir.
 func Binaries(repoRoot, dir string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/manager", "./examples/trainer", "./internal/local/images/pause")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/manager", "./cmd/supervisor", "./examples/trainer", "./internal/local/images/pause")
 	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the images' programs: %w\n%s", err, out)
@@ -59,7 +59,8 @@ func Binaries(repoRoot, dir string) error {
 // All are the images of the local stack, made of the programs Binaries built into bin.
 func All(bin string) []Image {
 	return []Image{
-		{Name: Operator, Files: append(base(), File{Path: "/manager", Source: filepath.Join(bin, "manager"), Mode: 0o755}),
+		{Name: Operator, Files: append(base(), File{Path: "/manager", Source: filepath.Join(bin, "manager"), Mode: 0o755},
+			File{Path: "/supervisor", Source: filepath.Join(bin, "supervisor"), Mode: 0o755}),
 			Config: Config{Entrypoint: []string{"/manager"}, User: nonroot, Env: []string{pathEnv}}},
 		{Name: Trainer, Files: append(base(), File{Path: "/usr/local/bin/trainer", Source: filepath.Join(bin, "trainer"), Mode: 0o755}),
 			Config: Config{Entrypoint: []string{"/usr/local/bin/trainer"}, User: nonroot, Env: []string{pathEnv}}},

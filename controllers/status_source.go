@@ -1,0 +1,84 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+)
+
+// Where a rank's progress comes from: its program's own endpoint on METRICS_PORT when it serves training
+// figures there, else the supervisor's endpoint, which serves what it recognised in the program's output.
+
+// readProgress reads the progress of the rank at ip: the program's endpoint, else (the trainer runs under
+// the supervisor) the supervisor's. A program's endpoint that answers without a training figure, or does
+// not answer, gives way to the supervisor's answer; the program's error is kept for the status when the
+// supervisor has recognised nothing either.
+func (r *StatusReconciler) readProgress(ctx context.Context, tj *mlv1.TrainingJob, ip string) (sample derive.Sample, endpointErr, err error) {
+	if ip == "" {
+		return derive.Sample{}, nil, fmt.Errorf("no pod IP")
+	}
+	sample, err = r.readSample(ctx, ip, builders.MetricsPort(tj))
+	if err == nil && sample.Reports() || !builders.Supervised(tj) {
+		return sample, err, err
+	}
+	endpointErr = err
+	out, serr := r.readSample(ctx, ip, builders.SupervisorPort)
+	if serr != nil {
+		if err != nil {
+			return derive.Sample{}, endpointErr, fmt.Errorf("%w; the supervisor: %w", err, serr)
+		}
+		return sample, nil, nil
+	}
+	out.FromOutput = true
+	return out, endpointErr, nil
+}
+
+// readSample reads one endpoint's /metrics.
+func (r *StatusReconciler) readSample(ctx context.Context, ip string, port int32) (derive.Sample, error) {
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/metrics"
+	body, err := r.readEndpoint(ctx, url)
+	if err != nil {
+		return derive.Sample{}, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return derive.ParseSample(bytes.NewReader(body))
+}
+
+// lastOutput is when rank 0 last printed, as its supervisor said at the last read; zero when unknown.
+func lastOutput(s progressState) time.Time {
+	if s.sample == nil || s.sample.OutputIdle == nil || *s.sample.OutputIdle < 0 {
+		return time.Time{}
+	}
+	return s.at.Add(-time.Duration(*s.sample.OutputIdle * float64(time.Second)))
+}
+
+// noSourceNotice is how long a run goes with no progress source before the event says so: a program
+// takes a while to import its framework and open its endpoint.
+const noSourceNotice = time.Minute
+
+// noSourceEvent records, once per attempt, that the current attempt has had no progress source for
+// noSourceNotice (the condition says so from the first read; the event is for kubectl describe and
+// alerting). state is the job's remembered state.
+func (r *StatusReconciler) noSourceEvent(tj *mlv1.TrainingJob, state *progressState, now time.Time) {
+	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported)
+	if r.Recorder == nil || c == nil || c.Reason != derive.ReasonNoProgressSource || now.Sub(c.LastTransitionTime.Time) < noSourceNotice {
+		return
+	}
+	noticed := false
+	r.jobs.with(state, func(s *progressState) {
+		noticed = s.noticed == tj.Status.Attempt+1
+		s.noticed = tj.Status.Attempt + 1
+	})
+	if !noticed {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonNoProgressSource, "ProgressUnknown", "%s", c.Message)
+	}
+}

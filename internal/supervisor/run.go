@@ -1,0 +1,142 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// setSubreaper makes the supervisor the reaper of its orphaned descendants even when it is not PID 1 (a
+// container sharing its pod's process namespace); as PID 1 it is anyway.
+func setSubreaper() {
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+}
+
+// lookPath finds the program as exec does; a program found through a relative PATH entry is run, as a
+// shell would.
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if errors.Is(err, exec.ErrDot) {
+		return path, nil
+	}
+	var e *exec.Error
+	if errors.As(err, &e) {
+		return "", e.Err // "executable file not found in $PATH": the caller names the program
+	}
+	return path, err
+}
+
+// start starts the program with our environment and stdin, its stdout and stderr on p's pipes (on our own
+// files when p is nil, in the terminal's foreground when they are a terminal), and returns its pid.
+func start(argv []string, p *pipes) (int, error) {
+	path, err := lookPath(argv[0])
+	if err != nil {
+		return 0, err
+	}
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: p.files(), Sys: &syscall.SysProcAttr{}}
+	if p == nil && inForeground(1) {
+		// Like tini: a terminal's ^C then reaches the program once, from the terminal, not twice.
+		attr.Sys = &syscall.SysProcAttr{Foreground: true, Ctty: 1}
+	}
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil && attr.Sys.Foreground {
+		attr.Sys = &syscall.SysProcAttr{}
+		pid, err = syscall.ForkExec(path, argv, attr)
+	}
+	return pid, err
+}
+
+// cannotRun reports why the program could not be started and returns a shell's exit code for it: 127
+// when it does not exist, 126 otherwise (not executable, a directory, not a program).
+func cannotRun(name string, err error) int {
+	fmt.Fprintf(os.Stderr, "supervisor: cannot run %s: %v\n", name, err)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// wait forwards the signals that arrive to the program and reaps every child that exits until the
+// program itself has, and returns its status.
+func wait(pid int, sigs, chld <-chan os.Signal) syscall.WaitStatus {
+	for {
+		if status, exited := reap(pid); exited {
+			return status
+		}
+		select {
+		case s := <-sigs:
+			forward(pid, s)
+		case <-chld:
+		}
+	}
+}
+
+// drain waits until the output is copied (done closed), at most timeout, reaping the orphans that exit
+// meanwhile.
+func drain(done <-chan struct{}, chld <-chan os.Signal, timeout time.Duration) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		reap(0)
+		select {
+		case <-done:
+			return
+		case <-timer.C:
+			return
+		case <-chld:
+		}
+	}
+}
+
+// reap collects every child that has exited, and says whether pid was one of them and its status.
+func reap(pid int) (syscall.WaitStatus, bool) {
+	var found syscall.WaitStatus
+	exited := false
+	for {
+		var status syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || got <= 0 {
+			return found, exited
+		}
+		if got == pid {
+			found, exited = status, true
+		}
+	}
+}
+
+// exitCode is a shell's exit code for a status: the program's code, or 128+n when signal n killed it.
+func exitCode(status syscall.WaitStatus) int {
+	switch {
+	case status.Exited():
+		return status.ExitStatus()
+	case status.Signaled():
+		return 128 + int(status.Signal())
+	}
+	return 1
+}
+
+// isTerminal says whether fd is a terminal.
+func isTerminal(fd uintptr) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+// inForeground says whether fd is a terminal whose foreground process group is ours: the program can
+// then be given the foreground.
+func inForeground(fd uintptr) bool {
+	var pgrp int32
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGPGRP, uintptr(unsafe.Pointer(&pgrp)))
+	return errno == 0 && int(pgrp) == syscall.Getpgrp()
+}
