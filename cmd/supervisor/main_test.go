@@ -115,6 +115,30 @@ func TestPassThrough(t *testing.T) {
 	}
 }
 
+// TestOneFileForBoth: when stdout and stderr are one file (a process node's log, 2>&1), what the program
+// writes to either keeps its order in it, as without the supervisor.
+func TestOneFileForBoth(t *testing.T) {
+	argv := []string{python, "-c", "import sys\no, e = sys.stdout.buffer, sys.stderr.buffer\n" +
+		"for i in range(500):\n (o if i % 2 else e).write(b'line %d\\r' % i); o.flush(); e.flush()\no.write(b'done\\n')"}
+	run := func(argv ...string) []byte {
+		f, err := os.CreateTemp(t.TempDir(), "log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	equalBytes(t, "the shared log", run(argv...), run(supervised(nil, argv...)...))
+}
+
 // TestStdin: the program reads the supervisor's stdin.
 func TestStdin(t *testing.T) {
 	cmd := exec.Command(supervisorBin, supervised(nil, "cat")[1:]...)

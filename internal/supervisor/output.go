@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/recognize"
@@ -79,11 +80,16 @@ type pipes struct {
 	outR, outW, errR, errW *os.File
 }
 
-// newPipes makes the two pipes; nil when it cannot.
+// newPipes makes the two pipes; nil when it cannot. When our stdout and stderr are one file (a log file
+// both go to, `2>&1`), the program gets one pipe for both, so that what it writes to either keeps its order
+// there, as without the supervisor.
 func newPipes() *pipes {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil
+	}
+	if sameFile(1, 2) {
+		return &pipes{outR: outR, outW: outW}
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -94,21 +100,36 @@ func newPipes() *pipes {
 	return &pipes{outR: outR, outW: outW, errR: errR, errW: errW}
 }
 
+// sameFile: the two descriptors are the same open file (device and inode).
+func sameFile(a, b int) bool {
+	var sa, sb syscall.Stat_t
+	if syscall.Fstat(a, &sa) != nil || syscall.Fstat(b, &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
 // files are the program's stdin, stdout and stderr: ours (the Go runtime opened /dev/null for any we
 // were started without), with its stdout and stderr on the pipes. Fd makes the pipes' write ends
 // blocking, as a program expects its stdout to be; the read ends stay with the Go poller.
 func (p *pipes) files() []uintptr {
-	if p == nil {
+	switch {
+	case p == nil:
 		return []uintptr{0, 1, 2}
+	case p.errW == nil:
+		out := p.outW.Fd()
+		return []uintptr{0, out, out}
 	}
 	return []uintptr{0, p.outW.Fd(), p.errW.Fd()}
 }
 
-// close closes all four ends, when the program could not be started.
+// close closes all the ends, when the program could not be started.
 func (p *pipes) close() {
 	if p != nil {
 		for _, f := range []*os.File{p.outR, p.outW, p.errR, p.errW} {
-			_ = f.Close() // the program never ran: nothing to flush
+			if f != nil {
+				_ = f.Close() // the program never ran: nothing to flush
+			}
 		}
 	}
 }
@@ -121,11 +142,13 @@ func (p *pipes) copy(m *Monitor) <-chan struct{} {
 		close(done)
 		return done
 	}
-	_ = p.outW.Close() // the program holds its own copies
-	_ = p.errW.Close()
 	var wg sync.WaitGroup
+	_ = p.outW.Close() // the program holds its own copies
 	wg.Go(func() { tee(os.Stdout, p.outR, m) })
-	wg.Go(func() { tee(os.Stderr, p.errR, m) })
+	if p.errW != nil {
+		_ = p.errW.Close()
+		wg.Go(func() { tee(os.Stderr, p.errR, m) })
+	}
 	go func() { wg.Wait(); close(done) }()
 	return done
 }
