@@ -35,7 +35,7 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 	if n := builders.GPUsPerWorker(tj); n > 0 {
 		gpus = fmt.Sprintf("%d GPUs each", n)
 	}
-	fmt.Fprintf(w, "Trains\t%s on %s, %s, %d workers, %s\n", orDash(tj.Spec.Model), orDash(tj.Spec.Dataset), builders.Framework(tj), tj.Spec.NumWorkers, gpus)
+	fmt.Fprintf(w, "Trains\t%s%s, %d workers, %s\n", trainsWhat(tj), builders.Framework(tj), tj.Spec.NumWorkers, gpus)
 	if l := inputsLine(tj); l != "" {
 		fmt.Fprintf(w, "Inputs\t%s\n", l)
 	}
@@ -119,6 +119,14 @@ func stateLine(tj *mlv1.TrainingJob) string {
 		}
 	}
 	return string(st.State)
+}
+
+// trainsWhat is "MODEL on DATASET, " when the job names them (a script of one's own may not).
+func trainsWhat(tj *mlv1.TrainingJob) string {
+	if tj.Spec.Model == "" && tj.Spec.Dataset == "" {
+		return ""
+	}
+	return orDash(tj.Spec.Model) + " on " + orDash(tj.Spec.Dataset) + ", "
 }
 
 func progressLine(st mlv1.TrainingJobStatus, now time.Time) string {

@@ -314,6 +314,38 @@ func children(t *testing.T, pid int) []string {
 	return found
 }
 
+// TestProgramDiesWithTheSupervisor: a supervisor SIGKILLed (a container's first process, by the OOM killer
+// or a test) takes the program with it, as a container's end would: no program is left running alone.
+func TestProgramDiesWithTheSupervisor(t *testing.T) {
+	cmd := exec.Command(supervisorBin, supervised(nil, "sleep", "60")[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child := 0
+	for deadline := time.Now().Add(5 * time.Second); child == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			child, _ = strconv.Atoi(f[0])
+		}
+	}
+	if child == 0 {
+		t.Fatal("the program did not start")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return // gone, or dead and not yet reaped by its new parent
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program (pid %d) outlived the supervisor: %s", child, stat)
+		}
+	}
+}
+
 // TestOrphansReaped: a grandchild orphaned while the program runs becomes the supervisor's child (the
 // supervisor is a subreaper), and once it exits it is reaped: no zombie is left.
 func TestOrphansReaped(t *testing.T) {

@@ -33,27 +33,31 @@ var Frameworks = []Framework{FrameworkPyTorch, FrameworkTensorFlow, FrameworkJAX
 // +kubebuilder:validation:XValidation:rule="!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl' || self.gpusPerWorker > 0",message="networking.backend nccl needs gpusPerWorker > 0; use gloo for CPU-only jobs",fieldPath=".networking.backend"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.monitoring.tensorboardEnabled) || !self.monitoring.tensorboardEnabled || (has(self.checkpoint) && has(self.checkpoint.enabled) && self.checkpoint.enabled)",message="monitoring.tensorboardEnabled needs checkpoint.enabled: TensorBoard's logs are kept on the job's checkpoint storage",fieldPath=".monitoring.tensorboardEnabled"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy)",message="managedBy is immutable: it cannot be set or removed after creation",fieldPath=".managedBy"
+// +kubebuilder:validation:XValidation:rule="(has(self.model) && has(self.dataset)) || has(self.image) || has(self.command) || has(self.args)",message="model and dataset are required when the job names no image, command or args: the default runner trains model on dataset"
 type TrainingJobSpec struct {
 	// model is the model to train: a plain name (passed to workers as MODEL_NAME and in the config file),
 	// or a source the operator delivers to every worker at MODEL_DIR: pvc://CLAIM/PATH or
 	// nfs://SERVER/PATH (mounted read-only where it is), s3://BUCKET/PREFIX, gs://BUCKET/PREFIX,
 	// hf://ORG/NAME[@REVISION] (a Hugging Face Hub model repository) or https://HOST/PATH (one file, or a
 	// .tar/.tar.gz archive unpacked), fetched once per TrainingJob into its input cache (see inputs).
-	// +required
+	// Required when the job names no image, command or args (the default runner trains it); a script of
+	// one's own may leave it out.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="model must not be blank"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..') && !self.matches('%2[eE]') && !self.matches('/[.](/|$)'))",message="model must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..' or '.' segment, encoded or not"
-	Model string `json:"model"`
+	Model string `json:"model,omitempty"`
 
 	// dataset is the dataset to train on: a plain name (passed to workers as DATASET_NAME and in the config
 	// file), or a source delivered at DATASET_DIR as model's is (hf:// names a dataset repository).
-	// +required
+	// Required as model is.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="dataset must not be blank"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('://') || (self.matches('^(pvc|nfs|s3|gs|hf|https?)://[^/]') && !self.contains('..') && !self.matches('%2[eE]') && !self.matches('/[.](/|$)'))",message="dataset must be a plain name or a source: pvc://CLAIM/PATH, nfs://SERVER/PATH, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, hf://ORG/NAME[@REVISION] or https://HOST/PATH, with no '..' or '.' segment, encoded or not"
-	Dataset string `json:"dataset"`
+	Dataset string `json:"dataset,omitempty"`
 
 	// inputs says how a model or dataset source is reached and where fetched sources are kept: the
 	// credentials, the S3 endpoint, the hub's address and the input cache's size.

@@ -147,7 +147,14 @@ func (a accounting) settleUnknown(tj *mlv1.TrainingJob, category string, from, n
 	}
 	a.move(mlv1.GoodputUnknown, startup, before)
 	a.move(mlv1.GoodputUnknown, mlv1.GoodputProductive, ran-before)
+	if a.g.UnknownSeconds < unknownResidue { // the milliseconds the rounding left: not time of its own
+		a.move(mlv1.GoodputUnknown, startup, a.g.UnknownSeconds)
+	}
 }
+
+// unknownResidue is less Unknown time than the accounting's rounding can leave behind (a few ms): once an
+// attempt's Unknown time is settled, that much is noise and goes with it, so that the percent is one figure.
+const unknownResidue = 0.01
 
 // endAttempt accounts the end of the attempt the accounting last saw: from the failing rank's exit to now
 // the run did not train (restart overhead), and its training since the newest checkpoint is lost: the

@@ -41,14 +41,17 @@ func start(argv []string, p *pipes) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	attr := &syscall.ProcAttr{Env: os.Environ(), Files: p.files(), Sys: &syscall.SysProcAttr{}}
+	// The program dies with the supervisor (SIGKILLed, as a container's first process is by the OOM killer
+	// or a test): in a container the kernel kills the rest when its first process dies; elsewhere (a
+	// process node) nothing would. Pdeathsig follows the thread that forks: Run keeps it locked.
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: p.files(), Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if p == nil && inForeground(1) {
 		// Like tini: a terminal's ^C then reaches the program once, from the terminal, not twice.
-		attr.Sys = &syscall.SysProcAttr{Foreground: true, Ctty: 1}
+		attr.Sys = &syscall.SysProcAttr{Foreground: true, Ctty: 1, Pdeathsig: syscall.SIGKILL}
 	}
 	pid, err := syscall.ForkExec(path, argv, attr)
 	if err != nil && attr.Sys.Foreground {
-		attr.Sys = &syscall.SysProcAttr{}
+		attr.Sys = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		pid, err = syscall.ForkExec(path, argv, attr)
 	}
 	return pid, err

@@ -8,6 +8,7 @@ package supervisor
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -32,6 +33,7 @@ func Run(cfg Config) int {
 		fmt.Fprintln(os.Stderr, "supervisor: no command to run")
 		return 2
 	}
+	runtime.LockOSThread() // for the program's Pdeathsig (see start): this thread outlives it
 	setSubreaper()
 	sigs, chld := notifySignals()
 	var p *pipes

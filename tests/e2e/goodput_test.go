@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -194,9 +195,28 @@ func (o *observer) strike(hang bool) {
 		sig = syscall.SIGSTOP
 	}
 	o.faults = append(o.faults, strike{at: time.Now(), hang: hang})
-	if err := syscall.Kill(o.pid, sig); err != nil {
+	pid := o.pid
+	if hang {
+		pid = supervised(o.t, pid) // stop the trainer itself: its supervisor, stopped, would not stop it
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
 		o.t.Fatalf("signalling rank 1 (pid %d): %v", o.pid, err)
 	}
+}
+
+// supervised is the program a container's supervisor (its first process, pid) runs.
+func supervised(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	f := strings.Fields(string(data))
+	if err != nil || len(f) == 0 {
+		t.Fatalf("the program under the supervisor (pid %d): %v %q", pid, err, data)
+	}
+	child, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return child
 }
 
 // rank0 reads rank 0's training_step and training_checkpoint_epoch, "" when not served.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
@@ -68,6 +70,10 @@ func TestOwnScriptPlainEpochs(t *testing.T) {
 	})
 	if want := fmt.Sprintf("%d%%", 100*seen.Status.CurrentEpoch/6); seen.Status.Progress != want {
 		t.Errorf("progress %s at epoch %d of 6, want %s", seen.Status.Progress, seen.Status.CurrentEpoch, want)
+	}
+	// The operator's series (its manager runs in this process) follow the same figures.
+	if epoch, loss := testutil.ToFloat64(metrics.CurrentEpoch.WithLabelValues(ns, "plain")), testutil.ToFloat64(metrics.Loss.WithLabelValues(ns, "plain")); epoch < 2 || loss <= 0 || loss >= 0.9 {
+		t.Errorf("trainingjob_current_epoch %g, trainingjob_loss %g; want at least 2 and the loss printed", epoch, loss)
 	}
 	done := waitFinished(t, ns, "plain", 2*time.Minute)
 	printed, err := os.ReadFile(copyPath)

@@ -29,6 +29,7 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 		tj   change
 	}{
 		{"minimal", func(*mlv1.TrainingJob) {}},
+		{"a script of one's own names no model or dataset", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "", "" }},
 		{"model and dataset with spaces", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "resnet 50", "image net 1k" }},
 		{"sources of every kind", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Model, tj.Spec.Dataset = "hf://google-bert/bert-base-uncased@main", "s3://datasets/squad/v2"

@@ -65,9 +65,9 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		tj    change
 		field string
 	}{
-		{"empty model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "" }, "spec.model"},
+		{"no model for the default runner", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Command = "", nil }, "spec"},
 		{"blank model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "   " }, "spec.model"},
-		{"empty dataset", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "" }, "spec.dataset"},
+		{"no dataset for the default runner", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset, tj.Spec.Command = "", nil }, "spec"},
 		{"model from an unknown scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "ftp://host/bert" }, "spec.model"},
 		{"model source leaving its prefix", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "s3://models/../secrets" }, "spec.model"},
 		{"dataset source with no host", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "s3:///squad" }, "spec.dataset"},
