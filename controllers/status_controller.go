@@ -72,6 +72,8 @@ type progressState struct {
 	noSource bool
 	// noticed is the attempt (plus one) whose lack of a progress source an event has told.
 	noticed int32
+	// endpoint is the attempt (plus one) whose rank 0 served its own figures: its reads keep to its endpoint.
+	endpoint int32
 }
 
 // startupInterval is the time between scrapes of a running attempt whose rank 0 has not advanced yet:
@@ -144,7 +146,9 @@ func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJ
 
 // scrapeInto reads rank 0's progress into the job's remembered state.
 func (r *StatusReconciler) scrapeInto(ctx context.Context, tj *mlv1.TrainingJob, state *progressState, now time.Time) {
-	sample, endpointErr, err := r.scrape(ctx, tj)
+	endpointOnly := false
+	r.jobs.with(state, func(s *progressState) { endpointOnly = s.endpoint == tj.Status.Attempt+1 })
+	sample, endpointErr, err := r.scrape(ctx, tj, endpointOnly)
 	// A program that never reported, with no supervisor to read its output instead, has no source: its
 	// endpoint's error says why.
 	noSource := err != nil && tj.Status.LastProgressTime == nil && !builders.Supervised(tj) || err == nil && !sample.Reports()
@@ -157,8 +161,12 @@ func (r *StatusReconciler) scrapeInto(ctx context.Context, tj *mlv1.TrainingJob,
 	}
 	setProgressGauges(tj, sample)
 	r.jobs.with(state, func(s *progressState) {
+		if !sample.FromOutput && sample.Reports() {
+			s.endpoint = tj.Status.Attempt + 1
+		}
 		s.sample = &sample
-		s.pace.observe(tj.Status.Attempt, sample, now)
+		running, _ := derive.RunningSince(tj.Status)
+		s.pace.observe(tj.Status.Attempt, sample, now, running)
 		if f, ok := sample.Fraction(derive.SpecEpochs(tj)); s.window == nil && ok {
 			s.window = &derive.RateWindow{At: now, Fraction: f}
 		}
@@ -179,13 +187,13 @@ func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sa
 }
 
 // scrape reads rank 0's progress (readProgress).
-func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob) (sample derive.Sample, endpointErr, err error) {
+func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, endpointOnly bool) (sample derive.Sample, endpointErr, err error) {
 	addr, err := rank0Addr(ctx, r.Client, tj, builders.MetricsPort(tj))
 	if err != nil {
 		return derive.Sample{}, nil, err
 	}
 	ip, _, _ := net.SplitHostPort(addr)
-	return r.readProgress(ctx, tj, ip)
+	return r.readProgress(ctx, tj, ip, endpointOnly)
 }
 
 // readEndpoint GETs a rank's progress endpoint within the scrape timeout and returns at most maxBody of

@@ -100,13 +100,18 @@ type epochPace struct {
 	slowest time.Duration
 }
 
-// observe records a sample's epoch read at at.
-func (p *epochPace) observe(attempt int32, s derive.Sample, at time.Time) {
+// observe records a sample's epoch read at at. The first epoch seen of an attempt counts from when its
+// workers all ran (running): a script that prints one line per epoch, the first after 30 minutes, has
+// shown its pace once that line comes, not only at the second.
+func (p *epochPace) observe(attempt int32, s derive.Sample, at, running time.Time) {
 	if s.Epoch == nil {
 		return
 	}
 	if p.attempt != attempt || p.at.IsZero() {
 		*p = epochPace{attempt: attempt, epoch: *s.Epoch, at: at}
+		if *s.Epoch >= 1 && !running.IsZero() && running.Before(at) {
+			p.slowest = at.Sub(running)
+		}
 		return
 	}
 	if *s.Epoch != p.epoch {

@@ -28,7 +28,7 @@ func (r *StatusReconciler) ranksProgress(ctx context.Context, tj *mlv1.TrainingJ
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s, _, err := r.readProgress(ctx, tj, p.Status.PodIP)
+			s, _, err := r.readProgress(ctx, tj, p.Status.PodIP, false)
 			if err != nil {
 				out[i].Err = err.Error()
 				return

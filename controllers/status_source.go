@@ -23,12 +23,15 @@ import (
 // the supervisor) the supervisor's. A program's endpoint that answers without a training figure, or does
 // not answer, gives way to the supervisor's answer; the program's error is kept for the status when the
 // supervisor has recognised nothing either.
-func (r *StatusReconciler) readProgress(ctx context.Context, tj *mlv1.TrainingJob, ip string) (sample derive.Sample, endpointErr, err error) {
+// endpointOnly (the program's endpoint reported in this attempt) keeps to it: a flaky endpoint's failed
+// read is a failed read, not the supervisor's older figures in between its own.
+func (r *StatusReconciler) readProgress(ctx context.Context, tj *mlv1.TrainingJob, ip string, endpointOnly bool) (sample derive.Sample,
+	endpointErr, err error) {
 	if ip == "" {
 		return derive.Sample{}, nil, fmt.Errorf("no pod IP")
 	}
 	sample, err = r.readSample(ctx, ip, builders.MetricsPort(tj))
-	if err == nil && sample.Reports() || !builders.Supervised(tj) {
+	if err == nil && sample.Reports() || !builders.Supervised(tj) || endpointOnly {
 		return sample, err, err
 	}
 	endpointErr = err

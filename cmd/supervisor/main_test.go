@@ -696,3 +696,24 @@ func TestDependencies(t *testing.T) {
 		t.Errorf("dependencies (-want +got):\n%s", diff)
 	}
 }
+
+// TestSlowReaderGetsTheEnd: when whoever reads the supervisor's output (the container runtime's log) is
+// slow, the program's last bytes (its traceback) still reach it after the program exited.
+func TestSlowReaderGetsTheEnd(t *testing.T) {
+	program := "import sys\nsys.stdout.buffer.write(b'x' * 100000 + b'\\nTraceback: the end\\n')\nsys.exit(3)"
+	cmd := exec.Command(supervisorBin, supervised(nil, python, "-c", program)[1:]...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // longer than the drain's idle second: the supervisor's write is blocked
+	data, _ := io.ReadAll(out)
+	_ = cmd.Wait()
+	if !bytes.HasSuffix(data, []byte("Traceback: the end\n")) || len(data) != 100000+20 || cmd.ProcessState.ExitCode() != 3 {
+		t.Errorf("read %d bytes ending %q, exit %d; want 100020 ending with the traceback, exit 3", len(data), data[max(0, len(data)-30):],
+			cmd.ProcessState.ExitCode())
+	}
+}

@@ -188,7 +188,7 @@ func TestJob(t *testing.T) {
 		}},
 		{"the minimal pytorch job runs the default runner", tjtest.NewTJ("ml", "a").NoCommand().Obj(), func(t *testing.T, job *batchv1.Job) {
 			c := job.Spec.Template.Spec.Containers[0]
-			want := append([]string{builders.SupervisorPath, "--listen=$(POD_IP):8084", "--"}, builders.RunnerCommand...)
+			want := append([]string{builders.SupervisorPath, "--listen=[$(POD_IP)]:8084", "--"}, builders.RunnerCommand...)
 			if diff := cmp.Diff([]any{"torch:1", want}, []any{c.Image, c.Command}); diff != "" {
 				t.Errorf("image, command (-want +got):\n%s", diff)
 			}

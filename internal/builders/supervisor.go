@@ -33,10 +33,12 @@ const (
 	DefaultSupervisorCommand = "/supervisor"
 )
 
-// supervisorResources: the copy is one small file.
+// supervisorResources: the copy is one small file. Limits of both and equal to the requests, so that a
+// namespace whose ResourceQuota tracks limits.cpu, or whose LimitRange bounds the limit-to-request ratio,
+// admits the pod.
 var supervisorResources = corev1.ResourceRequirements{
-	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 }
 
 // Supervised: the trainer runs under the supervisor: monitoring is on, monitoring.progressFromOutput too,
@@ -47,13 +49,14 @@ func Supervised(tj *mlv1.TrainingJob) bool {
 	return MonitoringEnabled(tj) && (m.ProgressFromOutput == nil || *m.ProgressFromOutput) && len(command(tj)) > 0
 }
 
-// supervise wraps a container's command in the supervisor: `supervisor --listen=$(POD_IP):8084 -- CMD`,
+// supervise wraps a container's command in the supervisor: `supervisor --listen=[$(POD_IP)]:8084 -- CMD`
+// (brackets: an IPv6 address too),
 // its args unchanged (the kubelet appends them), so $(VAR) references in both still expand.
 func supervise(tj *mlv1.TrainingJob, c *corev1.Container) {
 	if !Supervised(tj) {
 		return
 	}
-	c.Command = append([]string{SupervisorPath, "--listen=$(POD_IP):" + itoa(SupervisorPort), "--"}, c.Command...)
+	c.Command = append([]string{SupervisorPath, "--listen=[$(POD_IP)]:" + itoa(SupervisorPort), "--"}, c.Command...)
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SupervisorVolume, MountPath: SupervisorDir, ReadOnly: true})
 	c.Ports = append(c.Ports, corev1.ContainerPort{Name: SupervisorPortName, ContainerPort: SupervisorPort, Protocol: corev1.ProtocolTCP})
 	if p := tj.Spec.Monitoring.ProgressPattern; p != "" {

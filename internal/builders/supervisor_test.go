@@ -17,7 +17,7 @@ import (
 // one that turns it off or monitoring off runs its command as it is.
 func TestSupervisor(t *testing.T) {
 	wrapped := func(cmd ...string) []string {
-		return append([]string{builders.SupervisorPath, "--listen=$(POD_IP):8084", "--"}, cmd...)
+		return append([]string{builders.SupervisorPath, "--listen=[$(POD_IP)]:8084", "--"}, cmd...)
 	}
 	type got struct {
 		Command, Args, Init []string

@@ -63,14 +63,20 @@ type Sample struct {
 	OutputIdle *float64
 }
 
-// Reports: the sample carries a training figure (rank 0 is a progress source).
+// Reports: the sample carries a training figure (rank 0 is a progress source): a known series, or one of
+// its own named training_* (an application's other gauges, such as app_build_info, are none).
 func (s Sample) Reports() bool {
 	for _, v := range []*float64{s.Epoch, s.TotalEpochs, s.Step, s.TotalSteps, s.Loss, s.Accuracy, s.LearningRate, s.Throughput, s.Ratio} {
 		if v != nil {
 			return true
 		}
 	}
-	return len(s.Custom) > 0
+	for name := range s.Custom {
+		if strings.HasPrefix(name, "training_") {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseSample reads the Prometheus text format with the Prometheus parser and maps the well-known
@@ -225,13 +231,13 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 		next.Progress = fmt.Sprintf("%d%%", int(math.Floor(f*100)))
 	}
 	if s.Epoch != nil {
-		next.CurrentEpoch = int32(*s.Epoch)
+		next.CurrentEpoch = int32(math.Min(math.Max(*s.Epoch, 0), math.MaxInt32))
 	}
 	if s.Step != nil {
-		next.CurrentStep = int64(*s.Step)
+		next.CurrentStep = int64(math.Min(math.Max(*s.Step, 0), math.MaxInt64/2))
 	}
 	if s.TotalEpochs != nil && *s.TotalEpochs > 0 {
-		next.TotalEpochs = int32(*s.TotalEpochs)
+		next.TotalEpochs = int32(math.Min(*s.TotalEpochs, math.MaxInt32))
 	}
 	next.Metrics = &mlv1.TrainingMetrics{Loss: s.Loss, Accuracy: s.Accuracy, LearningRate: s.LearningRate,
 		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom), Epoch: next.CurrentEpoch,
@@ -294,7 +300,7 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	if st.LastProgressTime != nil {
 		since = "last reported at " + st.LastProgressTime.UTC().Format(time.RFC3339)
 	}
-	set(st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, fmt.Sprintf("progress is stale (%s): %v", since, err), now)
+	set(st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, truncate(fmt.Sprintf("progress is stale (%s): %v", since, err), 4096), now)
 }
 
 // ReasonRunEnded is ProgressReported's reason once the run has ended: nothing is read any more, and the

@@ -171,6 +171,8 @@ func TestDecideSuccess(t *testing.T) {
 		{"no policy", tjtest.NewTJ("ml", "a").Obj(), []step{{1, 0.1, 1, ""}}},
 		{"target accuracy", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}), []step{
 			{1, 1, 0.5, ""}, {2, 1, 0.9, "TargetReached: accuracy 0.9 reached targetAccuracy 0.9"}}},
+		{"accuracy printed as a percentage", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.95)}), []step{
+			{1, 1, 12.5, ""}, {2, 1, 94.9, ""}, {3, 1, 95.5, "TargetReached: accuracy 0.955 reached targetAccuracy 0.95"}}},
 		{"target loss", policy(mlv1.SuccessPolicy{TargetLoss: ptr.To(0.2)}), []step{
 			{1, 0.3, 0, ""}, {2, 0.19, 0, "TargetReached: loss 0.19 reached targetLoss 0.2"}}},
 		{"patience on loss", policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}), []step{

@@ -41,7 +41,7 @@ func ProgressUnknown(st *mlv1.TrainingJobStatus) bool {
 // ApplyNoSource says that the run's progress is unknown, why, and how to give it; the last figures stay.
 // endpointErr is why rank 0's own endpoint gave nothing (nil: it answered without a training figure).
 func ApplyNoSource(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, endpointErr error, now metav1.Time) {
-	set(st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, NoSourceMessage(tj, endpointErr), now)
+	set(st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, truncate(NoSourceMessage(tj, endpointErr), 4096), now)
 }
 
 // NoSourceMessage explains a run without a progress source: what was found, and what to do.
@@ -49,7 +49,7 @@ func NoSourceMessage(tj *mlv1.TrainingJob, endpointErr error) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "progress is unknown: rank 0 serves no training figures on its progress endpoint (port %d", builders.MetricsPort(tj))
 	if endpointErr != nil {
-		fmt.Fprintf(&b, ": %v", endpointErr)
+		fmt.Fprintf(&b, ": %s", truncate(endpointErr.Error(), 1024))
 	}
 	b.WriteString(")")
 	switch {

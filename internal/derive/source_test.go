@@ -41,6 +41,14 @@ trainingjob_output_format{format="plain"} 1
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	app, err := ParseSample(strings.NewReader("app_build_info 1\ngo_goroutines 7\n"))
+	if err != nil || app.Reports() {
+		t.Errorf("an application's own gauges are taken for training figures: %+v, %v", app, err)
+	}
+	own, err := ParseSample(strings.NewReader("training_perplexity 12.5\n"))
+	if err != nil || !own.Reports() {
+		t.Errorf("a training_* series of the program's own is not a training figure: %+v, %v", own, err)
+	}
 	idle, err := ParseSample(strings.NewReader("trainingjob_output_idle_seconds 3\ntrainingjob_output_lines_total 7\n"))
 	if err != nil || idle.Reports() {
 		t.Errorf("a supervisor that recognised nothing reports progress: %+v, %v", idle, err)

@@ -39,8 +39,8 @@ func DecideSuccess(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s Sample) S
 	if p == nil {
 		return SuccessDecision{}
 	}
-	if p.TargetAccuracy != nil && s.Accuracy != nil && *s.Accuracy >= *p.TargetAccuracy {
-		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("accuracy %g reached targetAccuracy %g", *s.Accuracy, *p.TargetAccuracy)}
+	if p.TargetAccuracy != nil && s.Accuracy != nil && AccuracyFraction(*s.Accuracy) >= *p.TargetAccuracy {
+		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("accuracy %g reached targetAccuracy %g", AccuracyFraction(*s.Accuracy), *p.TargetAccuracy)}
 	}
 	if p.TargetLoss != nil && s.Loss != nil && *s.Loss <= *p.TargetLoss {
 		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("loss %g reached targetLoss %g", *s.Loss, *p.TargetLoss)}
@@ -70,7 +70,7 @@ func trackedMetric(p *mlv1.SuccessPolicy, s Sample) (string, float64, bool) {
 	preferAccuracy := p.TargetAccuracy != nil && p.TargetLoss == nil
 	switch {
 	case preferAccuracy && s.Accuracy != nil:
-		return "accuracy", *s.Accuracy, true
+		return "accuracy", AccuracyFraction(*s.Accuracy), true
 	case s.Loss != nil:
 		return "loss", *s.Loss, true
 	case s.Accuracy != nil:
@@ -85,4 +85,13 @@ func improves(metric string, v, best float64) bool {
 		return v < best
 	}
 	return v > best
+}
+
+// AccuracyFraction is an accuracy as a fraction, 0 to 1: a figure over 1 is a percentage (a script that
+// prints "Acc: 91.2%"), as the status's display takes it.
+func AccuracyFraction(a float64) float64 {
+	if a > 1 {
+		return a / 100
+	}
+	return a
 }

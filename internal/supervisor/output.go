@@ -28,6 +28,8 @@ type Monitor struct {
 
 	bytes, lines, recognized atomic.Uint64
 	skipped                  atomic.Uint64 // bytes the recogniser skipped, being behind
+	written                  atomic.Uint64 // bytes passed on (or dropped: a broken stdout)
+	writing                  atomic.Int32  // copies in the middle of a write
 	lastOutput               atomic.Int64  // time of the last byte, in nanoseconds since start; 0 for none
 
 	mu     sync.Mutex
@@ -45,6 +47,9 @@ func newMonitor(pattern string, piped bool) *Monitor {
 	}
 	return &Monitor{piped: piped, start: time.Now(), rec: rec}
 }
+
+// moved is how much output has been passed on.
+func (m *Monitor) moved() uint64 { return m.written.Load() }
 
 // wrote counts n bytes of output written now.
 func (m *Monitor) wrote(n int) {
@@ -180,9 +185,12 @@ func tee(dst io.Writer, src io.Reader, m *Monitor) {
 		if n > 0 {
 			m.wrote(n)
 			if !broken {
+				m.writing.Add(1)
 				_, werr := dst.Write(buf[:n])
+				m.writing.Add(-1)
 				broken = werr != nil
 			}
+			m.written.Add(uint64(n))
 			data := chunkPool.Get().(*[]byte)
 			*data = append((*data)[:0], buf[:n]...)
 			select {

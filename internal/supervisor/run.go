@@ -82,22 +82,33 @@ func wait(pid int, sigs, chld <-chan os.Signal) syscall.WaitStatus {
 	}
 }
 
-// drain waits until the output is copied (done closed), at most timeout, reaping the orphans that exit
-// meanwhile.
-func drain(done <-chan struct{}, chld <-chan os.Signal, timeout time.Duration) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+// drain waits until the output is copied (done closed), reaping the orphans that exit meanwhile. It gives
+// up once the output has not moved for idle (an orphaned grandchild may hold the pipes open for ever),
+// but not while it moves (a slow log reader still takes the program's last lines, its traceback), at
+// most drainCap in all.
+func drain(done <-chan struct{}, chld <-chan os.Signal, m *Monitor, idle time.Duration) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start, last, moved := time.Now(), time.Now(), m.moved()
 	for {
 		reap(0)
 		select {
 		case <-done:
 			return
-		case <-timer.C:
-			return
 		case <-chld:
+		case now := <-tick.C:
+			if n := m.moved(); n != moved || m.writing.Load() > 0 {
+				moved, last = n, now
+			}
+			if now.Sub(last) >= idle || now.Sub(start) >= drainCap {
+				return
+			}
 		}
 	}
 }
+
+// drainCap bounds the wait for the output at the program's end, however slowly it moves.
+const drainCap = 30 * time.Second
 
 // reap collects every child that has exited, and says whether pid was one of them and its status.
 func reap(pid int) (syscall.WaitStatus, bool) {

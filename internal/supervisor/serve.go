@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/recognize"
@@ -28,7 +29,50 @@ func serve(addr string, m *Monitor) {
 		fmt.Fprintf(os.Stderr, "supervisor: not serving progress on %s: %v\n", addr, err)
 		return
 	}
-	go func() { _ = newServer(m).Serve(l) }()
+	go func() { _ = newServer(m).Serve(limitListener(l, maxConns)) }()
+}
+
+// maxConns bounds the connections the server holds: anyone who reaches the pod may connect, and the
+// supervisor's memory is the trainer container's.
+const maxConns = 8
+
+// limitListener accepts at most n connections at once; one more is closed at once.
+func limitListener(l net.Listener, n int) net.Listener {
+	return &limited{Listener: l, slots: make(chan struct{}, n)}
+}
+
+type limited struct {
+	net.Listener
+	slots chan struct{}
+}
+
+// Accept returns the next connection while a slot is free, and closes those that come when none is.
+func (l *limited) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+		default:
+			_ = c.Close() // over the limit: the client may retry
+		}
+	}
+}
+
+// slotConn gives its slot back once when closed.
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 // newServer is the metrics server; its timeouts free a slow or idle client's connection, and it logs
@@ -48,7 +92,7 @@ func newServer(m *Monitor) *http.Server {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       time.Minute,
+		IdleTimeout:       5 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// drainTimeout is how long the supervisor waits, once the program has exited, for the rest of its output:
-// an orphaned grandchild may hold the pipes open for ever.
+// drainTimeout is how long the supervisor waits, once the program has exited, for the rest of its output
+// to move again: an orphaned grandchild may hold the pipes open for ever.
 const drainTimeout = time.Second
 
 // Config is what the supervisor runs and where it serves.
@@ -49,6 +49,6 @@ func Run(cfg Config) int {
 	}
 	done := p.copy(m)
 	status := wait(pid, sigs, chld)
-	drain(done, chld, drainTimeout)
+	drain(done, chld, m, drainTimeout)
 	return exitCode(status)
 }

@@ -40,13 +40,31 @@ func (r *Recognizer) plain(s []byte, rd *reading) string {
 	if !e.ok && !st.ok {
 		return ""
 	}
-	if scanMetrics(s, rd, false) == 0 && !e.hasTotal && !st.hasTotal {
+	metrics := 0
+	if !evalLine(s) { // "Validation - epoch 1/10 - loss: 0.04": its figures are not the training's
+		metrics = scanMetrics(s, rd, false)
+	}
+	if metrics == 0 && !e.hasTotal && !st.hasTotal {
 		return ""
 	}
 	putCount(rd, e, fEpoch, fEpochs)
 	putCount(rd, st, fStep, fSteps)
 	r.counterFraction(rd)
 	return FormatPlain
+}
+
+// evalLine: the line's first word names evaluation ("Validation - epoch 1/10 - loss: 0.04").
+func evalLine(s []byte) bool {
+	i := 0
+	for i < len(s) && !isLetter(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && isLetter(s[j]) {
+		j++
+	}
+	var wb [16]byte
+	return evalWord(lowerInto(wb[:0], s[i:j]))
 }
 
 func putCount(rd *reading, c count, n, total field) {

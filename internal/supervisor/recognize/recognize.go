@@ -138,8 +138,9 @@ const (
 const (
 	// MaxLineBytes is the longest line Line reads; the rest of a longer one is ignored.
 	MaxLineBytes = 4096
-	// MaxPatternBytes is the longest pattern New accepts.
-	MaxPatternBytes = 1024
+	// MaxPatternBytes is the longest pattern New accepts: monitoring.progressPattern's 1,024 characters
+	// (the CRD counts characters) of up to 4 bytes each.
+	MaxPatternBytes = 4096
 )
 
 // Progress is what the lines recognised so far say; nil fields were never seen.

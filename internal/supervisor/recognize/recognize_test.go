@@ -258,6 +258,8 @@ func TestNotProgress(t *testing.T) {
 		"Epoch 3: val_loss improved from 0.30000 to 0.20000, saving model to best.keras", "  | Name  | Type       | Params | Mode",
 		"Epoch 0, global step 938: 'val_loss' reached 0.10100 (best 0.10100), saving model to '/ckpt/epoch=0-step=938.ckpt'",
 		"step 1e999/10 loss nan", "epoch 3.5/10", "\x00\xff\xfe epoch \x1b[", "Timestep 5/10",
+		"Running tokenizer on dataset: 100%|██████████| 10000/10000 [00:03<00:00, 3000.00 examples/s]",
+		"Grouping texts in chunks of 1024: 100%|██████████| 10000/10000 [00:02<00:00, 4000.00 examples/s]",
 	} {
 		if format, ok := r.Line([]byte(line)); ok {
 			t.Errorf("Line(%q) = %q, want none", line, format)
@@ -265,6 +267,16 @@ func TestNotProgress(t *testing.T) {
 	}
 	if diff := cmp.Diff(Progress{}, r.Progress()); diff != "" {
 		t.Errorf("Progress (-want +got):\n%s", diff)
+	}
+}
+
+// TestEvaluationLineKeepsNoMetrics: a line that starts with an evaluation word gives its counter but not
+// its loss or accuracy, which are not the training's (the success policy compares them with its targets).
+func TestEvaluationLineKeepsNoMetrics(t *testing.T) {
+	r, _ := New("")
+	r.Line([]byte("Validation - epoch 1/10 - loss: 0.04 - acc: 99.1"))
+	if p := r.Progress(); p.Loss != nil || p.Accuracy != nil {
+		t.Errorf("loss %v, accuracy %v from a validation line", p.Loss, p.Accuracy)
 	}
 }
 
@@ -276,7 +288,7 @@ func TestNew(t *testing.T) {
 		{name: "named groups", pattern: `loss=(?P<loss>\S+)`},
 		{name: "does not compile", pattern: `loss=(?P<loss>\S+`, wantErr: "does not compile"},
 		{name: "no field name", pattern: `loss=(\S+) (?P<other>\d+)`, wantErr: "no named group"},
-		{name: "too long", pattern: `(?P<loss>\S+)` + strings.Repeat("x", MaxPatternBytes), wantErr: "over the limit of 1024"},
+		{name: "too long", pattern: `(?P<loss>\S+)` + strings.Repeat("x", MaxPatternBytes), wantErr: "over the limit of 4096"},
 	} {
 		_, err := New(tc.pattern)
 		got := ""

@@ -210,7 +210,8 @@ func notTraining(w []byte) bool {
 		"testing", "sanity", "predicting", "prediction", "predict", "inference", "downloading", "download",
 		"uploading", "upload", "extracting", "map", "filter", "generating", "loading", "fetching", "resolving",
 		"tokenizing", "tokenization", "preprocessing", "saving", "writing", "converting", "caching", "shuffling",
-		"verifying", "computing", "encoding":
+		"verifying", "computing", "encoding", "running", "grouping", "creating", "processing", "building", "compiling",
+		"packing", "concatenating", "sorting", "indexing", "formatting", "parsing", "reading":
 		return true
 	}
 	return false

@@ -1,0 +1,45 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+)
+
+// TestEpochPace: the slowest epoch seen sets the default stall timeout; the first epoch an attempt shows
+// counts from when its workers ran, so a script printing one line per 30-minute epoch is not called hung
+// 10 minutes after its first line.
+func TestEpochPace(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type read struct {
+		epoch *float64
+		at    time.Duration
+	}
+	cases := []struct {
+		name  string
+		reads []read
+		want  time.Duration
+	}{
+		{name: "one line per 30-minute epoch", reads: []read{{ptr.To(1.0), 30 * time.Minute}}, want: 30 * time.Minute},
+		{name: "an endpoint at epoch 0 from the start", reads: []read{{ptr.To(0.0), 5 * time.Second}, {ptr.To(1.0), 65 * time.Second},
+			{ptr.To(2.0), 125 * time.Second}}, want: time.Minute},
+		{name: "epochs that slow down", reads: []read{{ptr.To(1.0), time.Minute}, {ptr.To(2.0), 2 * time.Minute}, {ptr.To(3.0), 5 * time.Minute}},
+			want: 3 * time.Minute},
+		{name: "no epoch", reads: []read{{nil, time.Hour}}, want: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var p epochPace
+			for _, r := range tc.reads {
+				p.observe(0, derive.Sample{Epoch: r.epoch}, t0.Add(r.at), t0)
+			}
+			if diff := cmp.Diff(tc.want, p.slowest); diff != "" {
+				t.Errorf("slowest (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
