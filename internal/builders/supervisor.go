@@ -33,12 +33,46 @@ const (
 	DefaultSupervisorCommand = "/supervisor"
 )
 
-// supervisorResources: the copy is one small file. Limits of both and equal to the requests, so that a
-// namespace whose ResourceQuota tracks limits.cpu, or whose LimitRange bounds the limit-to-request ratio,
-// admits the pod.
-var supervisorResources = corev1.ResourceRequirements{
-	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+// supervisorCPU and supervisorMemory are what the copy, one small file, needs at most.
+var (
+	supervisorCPU    = resource.MustParse("50m")
+	supervisorMemory = resource.MustParse("32Mi")
+)
+
+// supervisorResources are the copy's requests and limits, of the resources the trainer names and no other:
+// a Kueue ClusterQueue that covers the trainer's resources covers the pod (an init container's memory
+// request, where the trainer names none, would keep it from being admitted), and a ResourceQuota or
+// LimitRange the trainer satisfies (limits.cpu, a limit-to-request ratio) is satisfied by the copy too,
+// its limit equal to its request and no more than the trainer's.
+func supervisorResources(trainer corev1.ResourceRequirements) corev1.ResourceRequirements {
+	var r corev1.ResourceRequirements
+	for name, most := range map[corev1.ResourceName]resource.Quantity{corev1.ResourceCPU: supervisorCPU, corev1.ResourceMemory: supervisorMemory} {
+		q, limited := trainer.Limits[name]
+		if !limited {
+			if q, ok := trainer.Requests[name]; ok {
+				r.Requests = put(r.Requests, name, smaller(q, most))
+			}
+			continue
+		}
+		v := smaller(q, most)
+		r.Requests, r.Limits = put(r.Requests, name, v), put(r.Limits, name, v)
+	}
+	return r
+}
+
+func smaller(a, b resource.Quantity) resource.Quantity {
+	if a.Cmp(b) < 0 {
+		return a
+	}
+	return b
+}
+
+func put(l corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) corev1.ResourceList {
+	if l == nil {
+		l = corev1.ResourceList{}
+	}
+	l[name] = q
+	return l
 }
 
 // Supervised: the trainer runs under the supervisor: monitoring is on, monitoring.progressFromOutput too,
@@ -82,7 +116,7 @@ func supervisorInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Contai
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),
 			RunAsUser: ptrTo(AgentUser), RunAsNonRoot: ptrTo(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-		Resources: supervisorResources,
+		Resources: supervisorResources(Resources(tj, opts)),
 	}}
 }
 

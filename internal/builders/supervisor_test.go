@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -93,6 +94,51 @@ func TestCheckProgressPattern(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSupervisorResources: the copy asks for no resource the trainer does not name (a Kueue ClusterQueue
+// that covers the trainer covers the pod), and has a limit, equal to its request, where the trainer has one
+// (a ResourceQuota on limits.cpu admits it).
+func TestSupervisorResources(t *testing.T) {
+	list := func(kv ...string) corev1.ResourceList {
+		if len(kv) == 0 {
+			return nil
+		}
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	cases := []struct {
+		name    string
+		trainer *corev1.ResourceRequirements
+		want    corev1.ResourceRequirements
+	}{
+		{name: "the trainer names none", want: corev1.ResourceRequirements{}},
+		{name: "cpu requested only", trainer: &corev1.ResourceRequirements{Requests: list("cpu", "1")},
+			want: corev1.ResourceRequirements{Requests: list("cpu", "50m")}},
+		{name: "limits of both", trainer: &corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "4Gi"), Requests: list("cpu", "1", "memory", "2Gi")},
+			want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "32Mi"), Limits: list("cpu", "50m", "memory", "32Mi")}},
+		{name: "a trainer smaller than the copy", trainer: &corev1.ResourceRequirements{Limits: list("memory", "16Mi")},
+			want: corev1.ResourceRequirements{Requests: list("memory", "16Mi"), Limits: list("memory", "16Mi")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").GPUs(0).With(func(tj *mlv1.TrainingJob) {
+				if tc.trainer != nil {
+					tj.Spec.Resources = &mlv1.Resources{Limits: tc.trainer.Limits, Requests: tc.trainer.Requests}
+				}
+			}).Obj()
+			for _, c := range builders.Job(tj, builders.Options{}).Spec.Template.Spec.InitContainers {
+				if c.Name == builders.SupervisorContainerName {
+					if diff := cmp.Diff(tc.want, c.Resources); diff != "" {
+						t.Errorf("(-want +got):\n%s", diff)
+					}
+				}
 			}
 		})
 	}

@@ -287,7 +287,7 @@ func TestWorkerContainers(t *testing.T) {
 			t.Errorf("container %s: security context %+v, want no privilege escalation and every capability dropped", c.Name, sc)
 		}
 	}
-	want := []ctr{{names.AgentContainerName, true, "0"}, {builders.SupervisorContainerName, false, "32Mi"}, {"warm-cache", false, "0"}, {"log-shipper", true, "128Mi"}}
+	want := []ctr{{names.AgentContainerName, true, "0"}, {builders.SupervisorContainerName, false, "0"}, {"warm-cache", false, "0"}, {"log-shipper", true, "128Mi"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("init containers (-want +got):\n%s", diff)
 	}
