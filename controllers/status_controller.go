@@ -187,7 +187,8 @@ func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sa
 }
 
 // scrape reads rank 0's progress (readProgress).
-func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, endpointOnly bool) (sample derive.Sample, endpointErr, err error) {
+func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, endpointOnly bool) (sample derive.Sample,
+	endpointErr, err error) {
 	addr, err := rank0Addr(ctx, r.Client, tj, builders.MetricsPort(tj))
 	if err != nil {
 		return derive.Sample{}, nil, err

@@ -46,7 +46,8 @@ var (
 // its limit equal to its request and no more than the trainer's.
 func supervisorResources(trainer corev1.ResourceRequirements) corev1.ResourceRequirements {
 	var r corev1.ResourceRequirements
-	for name, most := range map[corev1.ResourceName]resource.Quantity{corev1.ResourceCPU: supervisorCPU, corev1.ResourceMemory: supervisorMemory} {
+	bounds := map[corev1.ResourceName]resource.Quantity{corev1.ResourceCPU: supervisorCPU, corev1.ResourceMemory: supervisorMemory}
+	for name, most := range bounds {
 		q, limited := trainer.Limits[name]
 		if !limited {
 			if q, ok := trainer.Requests[name]; ok {

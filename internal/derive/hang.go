@@ -205,7 +205,8 @@ func TurnsHung(st mlv1.TrainingJobStatus, h Hang) bool {
 func progressingMessage(h Hang) string {
 	switch {
 	case h.Unknown && h.Timeout == 0:
-		return "progress is unknown (no progress source): the hang checks act only when failurePolicy sets startupTimeoutSeconds or stallTimeoutSeconds"
+		return "progress is unknown (no progress source): the hang checks act only when failurePolicy sets startupTimeoutSeconds " +
+			"or stallTimeoutSeconds"
 	case h.Reason == ReasonOutputSilent:
 		return fmt.Sprintf("rank 0 prints within the %s timeout (no progress source: its output is watched)", round(h.Timeout))
 	case h.Timeout == 0:

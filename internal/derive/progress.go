@@ -300,7 +300,8 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	if st.LastProgressTime != nil {
 		since = "last reported at " + st.LastProgressTime.UTC().Format(time.RFC3339)
 	}
-	set(st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, truncate(fmt.Sprintf("progress is stale (%s): %v", since, err), 4096), now)
+	msg := truncate(fmt.Sprintf("progress is stale (%s): %v", since, err), 4096)
+	set(st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, msg, now)
 }
 
 // ReasonRunEnded is ProgressReported's reason once the run has ended: nothing is read any more, and the

@@ -40,7 +40,8 @@ func DecideSuccess(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s Sample) S
 		return SuccessDecision{}
 	}
 	if p.TargetAccuracy != nil && s.Accuracy != nil && AccuracyFraction(*s.Accuracy) >= *p.TargetAccuracy {
-		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("accuracy %g reached targetAccuracy %g", AccuracyFraction(*s.Accuracy), *p.TargetAccuracy)}
+		msg := fmt.Sprintf("accuracy %g reached targetAccuracy %g", AccuracyFraction(*s.Accuracy), *p.TargetAccuracy)
+		return SuccessDecision{true, ReasonTargetReached, msg}
 	}
 	if p.TargetLoss != nil && s.Loss != nil && *s.Loss <= *p.TargetLoss {
 		return SuccessDecision{true, ReasonTargetReached, fmt.Sprintf("loss %g reached targetLoss %g", *s.Loss, *p.TargetLoss)}

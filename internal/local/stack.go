@@ -218,9 +218,10 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the operator: %w", err)
 	}
 	return mgr, controllers.Setup(mgr, controllers.Config{
-		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts), SupervisorCommand: supervisorCommand(opts),
-			AgentInterval: opts.CheckpointInterval,
-			GPUResource:   opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
+		Builders: builders.Options{DefaultImages: builders.DefaultImages(), AgentCommand: agentCommand(opts),
+			SupervisorCommand: supervisorCommand(opts),
+			AgentInterval:     opts.CheckpointInterval,
+			GPUResource:       opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
 		ProgressInterval: opts.ProgressInterval,
 	})
 }

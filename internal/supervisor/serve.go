@@ -114,7 +114,8 @@ var trainingGauges = []gauge{
 	{"training_loss", "Loss the program printed last.", func(p recognize.Progress) *float64 { return p.Loss }},
 	{"training_accuracy", "Accuracy the program printed last.", func(p recognize.Progress) *float64 { return p.Accuracy }},
 	{"training_learning_rate", "Learning rate the program printed last.", func(p recognize.Progress) *float64 { return p.LearningRate }},
-	{"training_samples_per_second", "Samples or iterations per second the program printed last.", func(p recognize.Progress) *float64 { return p.Throughput }},
+	{"training_samples_per_second", "Samples or iterations per second the program printed last.",
+		func(p recognize.Progress) *float64 { return p.Throughput }},
 }
 
 // AppendMetrics appends m's series in the Prometheus text format (0.0.4) to b: the training series the

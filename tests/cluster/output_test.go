@@ -9,18 +9,13 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/local/images"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 // bars is a script of one's own: it draws a progress bar with "\r" and prints one line per epoch and a few
@@ -55,17 +50,7 @@ func expectedBars() []byte {
 // the container's first process: TestPreemptionKeepsTheWork, whose runner writes its checkpoint on it.)
 func TestOwnScriptOnRealNodes(t *testing.T) {
 	ns := stacktest.NewNamespace(t, stack.Client, "own")
-	script := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bars"}, Data: map[string]string{"bars.py": bars}}
-	tj := tjtest.NewTJ(ns, "bars").Workers(1).GPUs(0).BackoffLimit(0, mlv1.RestartNever).With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Image = images.Runner
-		tj.Spec.Command, tj.Spec.Args = []string{"python3", "/scripts/bars.py"}, nil
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
-		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
-			Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: script.Name}}}}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts", ReadOnly: true}},
-		}
-	}).Obj()
+	script, tj := scriptJob(ns, "bars", 1, "bars.py", bars, "python3", "/scripts/bars.py")
 	stacktest.Create(t, stack.Client, script, tj)
 	node, id := runningContainer(t, ns, tj.Name, "0")
 	if cmd := procFile(t, node, id, "cmdline"); !strings.HasPrefix(cmd, builders.SupervisorPath+"\x00") {

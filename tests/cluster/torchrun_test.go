@@ -38,17 +38,7 @@ dist.destroy_process_group()
 // completes and every one of the four processes printed the sum.
 func TestTorchrunOnRunnerImage(t *testing.T) {
 	ns := stacktest.NewNamespace(t, stack.Client, "torchrun")
-	script := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "allreduce"}, Data: map[string]string{"allreduce.py": allReduce}}
-	tj := tjtest.NewTJ(ns, "torchrun").Workers(2).GPUs(0).BackoffLimit(0, mlv1.RestartNever).With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Image = images.Runner
-		tj.Spec.Command, tj.Spec.Args = []string{"torchrun", "--nproc_per_node=2", "/scripts/allreduce.py"}, nil
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
-		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
-			Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: script.Name}}}}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts", ReadOnly: true}},
-		}
-	}).Obj()
+	script, tj := scriptJob(ns, "torchrun", 2, "allreduce.py", allReduce, "torchrun", "--nproc_per_node=2", "/scripts/allreduce.py")
 	spread(tj)
 	stacktest.Create(t, stack.Client, script, tj)
 	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
@@ -72,4 +62,21 @@ func TestTorchrunOnRunnerImage(t *testing.T) {
 			t.Errorf("the ranks' logs lack %q:\n%s", want, log)
 		}
 	}
+}
+
+// scriptJob is a job of workers on the runner image running command on a script of one's own, file in a
+// ConfigMap mounted at /scripts, with nothing else of its own: no checkpoints, no retry.
+func scriptJob(ns, name string, workers int32, file, text string, command ...string) (*corev1.ConfigMap, *mlv1.TrainingJob) {
+	script := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-script"}, Data: map[string]string{file: text}}
+	tj := tjtest.NewTJ(ns, name).Workers(workers).GPUs(0).BackoffLimit(0, mlv1.RestartNever).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Image = images.Runner
+		tj.Spec.Command, tj.Spec.Args = command, nil
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
+		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
+			Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: script.Name}}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts", ReadOnly: true}},
+		}
+	}).Obj()
+	return script, tj
 }

@@ -48,7 +48,8 @@ func base() []File {
 
 // Binaries builds the static programs the images hold (manager, supervisor, trainer, pause) into dir.
 func Binaries(repoRoot, dir string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/manager", "./cmd/supervisor", "./examples/trainer", "./internal/local/images/pause")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/manager", "./cmd/supervisor", "./examples/trainer",
+		"./internal/local/images/pause")
 	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the images' programs: %w\n%s", err, out)
