@@ -21,12 +21,12 @@ import (
 
 // allReduce is the script torchrun starts in every process: a gloo all-reduce of rank+1 over the whole
 // world, whose sum every process prints and checks.
-const allReduce = `import torch, torch.distributed as dist
+const allReduce = `import sys, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
-print(f"rank {rank} of {world}: all_reduce sum {t.item():g}", flush=True)
+sys.stdout.write(f"rank {rank} of {world}: all_reduce sum {t.item():g}\n")  # one write: the processes share stdout
 assert t.item() == world * (world + 1) / 2, t
 dist.destroy_process_group()
 `
