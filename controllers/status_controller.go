@@ -80,6 +80,22 @@ type progressState struct {
 // its first progress ends its startup (or restart) in the goodput accounting.
 const startupInterval = 500 * time.Millisecond
 
+// startupWatch is how long after an attempt's workers all ran the operator keeps reading rank 0 every
+// startupInterval while it has shown no progress, also when what it read so far had no training figure: a
+// program that prints its first figure late is still seen starting to train to within startupInterval, not
+// a scrape interval later (when an attempt killed within it would leave its time Unknown).
+const startupWatch = 2 * time.Minute
+
+// startingUp reports whether the running attempt is read at the startup pace: it has not progressed, and
+// either a source is known or its workers ran less than startupWatch ago.
+func startingUp(tj *mlv1.TrainingJob, now time.Time) bool {
+	if derive.ProgressedInAttempt(&tj.Status) {
+		return false
+	}
+	running, ok := derive.RunningSince(tj.Status)
+	return !derive.ProgressUnknown(&tj.Status) || ok && now.Sub(running) < startupWatch
+}
+
 // maxBody bounds how much of rank 0's answer is read.
 const maxBody = 4 << 20
 
@@ -124,7 +140,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // reconcile, not an interval later) and says when to come back.
 func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) reconcile.Result {
 	every := interval(tj, r.Interval)
-	if !derive.ProgressedInAttempt(&tj.Status) && !derive.ProgressUnknown(&tj.Status) {
+	if startingUp(tj, now) {
 		every = min(every, startupInterval) // the end of startup (goodput) is seen to within it
 	}
 	wait, state := r.jobs.due(tj, now, every)

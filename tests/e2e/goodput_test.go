@@ -112,6 +112,9 @@ func TestGoodputLostWorkFromTheCheckpointResumedFrom(t *testing.T) {
 	truth := o.truth(got)[mlv1.BadputLostWork]
 	t.Logf("lost work: the test's clock %.2f s, the status %.2f s (%s goodput); the last attempt resumed from %s (written %v)",
 		truth, g.BadputSeconds.LostWork, g.Percent, c.ResumedFrom, c.ResumedFromTime)
+	if g.UnknownSeconds != 0 { // the trainer serves progress from its first step: each attempt's start is seen within 500 ms
+		t.Errorf("unknown time %.2f s (%s goodput), want none: the trainer reports progress", g.UnknownSeconds, g.Percent)
+	}
 	if math.Abs(g.BadputSeconds.LostWork-truth) > kills || g.LostWorkEstimate != nil || c.ResumedAttempt != got.Status.Attempt ||
 		c.ResumedFromTime == nil {
 		t.Errorf("lost work %.2f s, the test's clock says %.2f s (1 s per kill allowed); estimate left %+v; "+
