@@ -6,6 +6,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
 COPY controllers/ controllers/
+COPY builders/ builders/
 COPY crd/ crd/
 COPY checkpoint/ checkpoint/
 COPY metrics/ metrics/

@@ -48,7 +48,10 @@ unit: ## Run the unit tests only: no control plane, object store or framework (s
 
 .PHONY: build
 build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmarks and the example trainer into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./cmd/progress-bench ./cmd/scale-bench ./cmd/peer-bench ./examples/trainer
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./examples/trainer
+	CGO_ENABLED=0 go build -trimpath -o bin/progress-bench ./tests/performance/progress
+	CGO_ENABLED=0 go build -trimpath -o bin/scale-bench ./tests/performance/scale
+	CGO_ENABLED=0 go build -trimpath -o bin/peer-bench ./tests/performance/peers
 
 # NODES_RUNTIME=containerd runs the demo and make up on real nodes (kubelet, containerd, runc, cluster DNS;
 # hack/node.sh installs and builds them once; root only) instead of process nodes.
@@ -114,7 +117,7 @@ bench-inputs: ## Measure a 1 GiB dataset in the local S3 server fetched for two 
 bench-supervisor: ## Measure the supervisor's cost: 1 GiB of output, millions of short lines and a tqdm bar redrawn 10,000 times a second, directly and through it; report in bin/supervisor-report.md.
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/supervisor-static ./cmd/supervisor
-	go run ./tests/supervisorbench -supervisor bin/supervisor-static -out bin/supervisor-report.md
+	go run ./tests/performance/supervisor -supervisor bin/supervisor-static -out bin/supervisor-report.md
 
 .PHONY: up
 up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue.
@@ -146,7 +149,7 @@ test: ## Run every test: unit, integration (real API server), e2e (local stack, 
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.
-FUZZ_TARGETS := ./internal/builders:FuzzParseStorageURI ./internal/builders:FuzzJob ./internal/derive:FuzzParseSample \
+FUZZ_TARGETS := ./builders:FuzzParseStorageURI ./builders:FuzzJob ./internal/derive:FuzzParseSample \
 	./checkpoint:FuzzDirStoreKey ./checkpoint:FuzzScan ./checkpoint:FuzzAgentResumeFrom ./internal/inputs:FuzzParse \
 	./internal/supervisor/recognize:FuzzLine
 FUZZTIME ?= 1m

@@ -26,7 +26,7 @@
 // milliseconds rather than computing from an older status.
 //
 // A controller reports a fact to another through a field it owns: the success policy's verdict is the
-// StatusController's SuccessPolicyMet condition, which the JobController's DeriveStatus turns into
+// StatusController's SuccessPolicyMet condition, which the JobController's derive.Status turns into
 // Completed; a hang is its Stalled condition, which the JobController acts on by failurePolicy.onHang; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
 //
 // The job's ConfigMap has one writer per key too: the JobController creates it and keeps its config file

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
@@ -136,7 +136,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 			return err
 		}
 		return r.syncSuspend(ctx, tj, job, waits)
-	case finished(tj) || builders.Suspended(tj) || waits:
+	case finished(tj) || tj.Suspended() || waits:
 		return nil
 	}
 	if err := builders.CheckWorkerPod(tj); err != nil {
@@ -175,7 +175,7 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 	if len(old) > 0 {
 		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), r.stopPods(ctx, tj, old)
 	}
-	checkpoints, tracked := builders.CheckpointEnabled(tj), builders.MLflowTrackingURI(tj, r.Options) != ""
+	checkpoints, tracked := tj.CheckpointEnabled(), builders.MLflowTrackingURI(tj, r.Options) != ""
 	if !checkpoints && !tracked {
 		return "", nil
 	}
@@ -208,7 +208,7 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 // its pods. Deleting the Job first means that the Job controller, which would otherwise release the
 // pods' tracking finalizers one request each at kube-controller-manager's client rate (20 a second by
 // default), neither touches the pods nor replaces any: 256 ranks were gone 23-25 s after a failure, and
-// the next attempt's pod creations waited behind those requests (cmd/peer-bench -ranks).
+// the next attempt's pod creations waited behind those requests (tests/performance/peers -ranks).
 func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	if err := r.deleteJob(ctx, job, "of an older attempt"); err != nil {
 		return err
@@ -298,7 +298,7 @@ func isStale(job, want *batchv1.Job) bool {
 // Job is kept for its history.
 // With cleanPodPolicy None they are left to run until they exit.
 func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
-	if ptr.Deref(job.Spec.Suspend, false) || jobFinished(job) || builders.CleanPodPolicy(tj) == mlv1.CleanPodsNone {
+	if ptr.Deref(job.Spec.Suspend, false) || jobFinished(job) || tj.CleanPodPolicy() == mlv1.CleanPodsNone {
 		return nil
 	}
 	patch := client.MergeFrom(job.DeepCopy())
@@ -319,7 +319,7 @@ func jobFinished(job *batchv1.Job) bool {
 // replaced once its workers are gone (isStale: it was built for an admission Kueue took back).
 func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, waits bool) error {
 	current := ptr.Deref(job.Spec.Suspend, false)
-	want := builders.Suspended(tj) || waits
+	want := tj.Suspended() || waits
 	if want == current {
 		return nil
 	}

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // cleanupFinished applies spec.cleanup to a finished run: cleanPodPolicy All deletes every worker pod;
@@ -25,7 +25,7 @@ import (
 // deleted, and with deleteTrainingJob the TrainingJob too (done is then true). The checkpoint claim is
 // never touched: it follows claimRetentionPolicy. res asks to come back when the TTL expires.
 func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) (done bool, res reconcile.Result, err error) {
-	if !finished(tj) || tj.Spec.Cleanup == nil {
+	if !finished(tj) {
 		return false, res, nil
 	}
 	c := tj.Spec.Cleanup

@@ -34,9 +34,9 @@ import (
 
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -105,7 +105,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if old.State == "" && tj.Status.CheckpointStorage != nil {
 		// The operator chose where checkpoints go: record the choice (and that the job was accepted, Pending)
 		// before anything is built from it, so a restart with other defaults never moves them.
-		return r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{}, now), now.Time)
+		return r.write(ctx, tj, old, derive.Status(tj, derive.Observed{}, now), now.Time)
 	}
 	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time)
 	if done || err != nil {
@@ -115,13 +115,13 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending || old.State == mlv1.StateInitializing) {
 		// Say why nothing starts (the first attempt or a restart's), and keep retrying with backoff: the
 		// cause (a quota, a policy) may go.
-		_, werr := r.write(ctx, tj, old, derive.DeriveStatus(tj, derive.Observed{CreateRejected: apiMessage(err)}, now), now.Time)
+		_, werr := r.write(ctx, tj, old, derive.Status(tj, derive.Observed{CreateRejected: apiMessage(err)}, now), now.Time)
 		return reconcile.Result{}, errors.Join(err, werr)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	res, err := r.write(ctx, tj, old, derive.DeriveStatus(tj, obs, now), now.Time)
+	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time)
 	return result(minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err)
 }
 

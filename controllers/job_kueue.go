@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
@@ -32,8 +32,8 @@ import (
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
 
-// jobControllerName is the field manager of the JobController's writes to a Workload.
-const jobControllerName = "trainingjob-operator"
+// workloadFieldManager is the field manager of the JobController's writes to a Workload.
+const workloadFieldManager = "trainingjob-operator"
 
 // ensureWorkload creates the queued job's Workload or keeps it in step with the job (queue, active,
 // pod set), and puts what it says into obs.Queue. A finished job's Workload is declared finished.
@@ -251,7 +251,7 @@ func (r *JobReconciler) releaseQuota(ctx context.Context, tj *mlv1.TrainingJob, 
 	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse,
 		Reason: kueue.WorkloadAdmittedReasonNoReservation, Message: "The workload has no reservation", LastTransitionTime: now, ObservedGeneration: wl.Generation})
 	wl.Status.Admission = nil
-	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
+	if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
 		return fmt.Errorf("releasing the quota of workload %s (%s): %w", wl.Name, ev.Reason, err)
 	}
 	return nil
@@ -284,7 +284,7 @@ func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob,
 	}
 	c.ObservedGeneration = wl.Generation
 	meta.SetStatusCondition(&wl.Status.Conditions, c)
-	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
+	if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
 		return fmt.Errorf("setting PodsReady=%s on workload %s: %w", c.Status, wl.Name, err)
 	}
 	return nil
@@ -318,7 +318,7 @@ func (r *JobReconciler) finishWorkload(ctx context.Context, tj *mlv1.TrainingJob
 		}
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue,
 			Reason: reason, Message: derive.ConditionMessage(tj.Status, string(tj.Status.State)), ObservedGeneration: wl.Generation})
-		if err := r.Status().Update(ctx, wl, client.FieldOwner(jobControllerName)); err != nil {
+		if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
 			return fmt.Errorf("finishing workload %s: %w", wl.Name, err)
 		}
 	}

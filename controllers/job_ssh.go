@@ -11,18 +11,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 
-// ensureSSHSecret creates the SSH key pair and host key of an MPI job (builders.SSHSecretName), owned by
+// ensureSSHSecret creates the SSH key pair and host key of an MPI job (names.SSHSecretName), owned by
 // it, before the Job that mounts them: once per attempt, an existing Secret is kept (the operator never
 // reads it, so it holds no Secret in its cache and needs no right to read any).
 func (r *JobReconciler) ensureSSHSecret(ctx context.Context, tj *mlv1.TrainingJob) error {
-	if !builders.MPIEnabled(tj) {
+	if !tj.MPIEnabled() {
 		return nil
 	}
 	secret, err := sshSecret(tj)
@@ -43,7 +43,7 @@ func sshSecret(tj *mlv1.TrainingJob) (*corev1.Secret, error) {
 		return nil, err
 	}
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: builders.SSHSecretName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
+		ObjectMeta: metav1.ObjectMeta{Name: names.SSHSecretName(tj), Namespace: tj.Namespace, Labels: names.Labels(tj)},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			builders.SSHPrivateKey: client.private, builders.SSHPublicKey: client.authorized,

@@ -84,7 +84,7 @@ func (p *poller[S]) forget(key types.NamespacedName) {
 
 // interval is monitoring.scrapeIntervalSeconds, else def.
 func interval(tj *mlv1.TrainingJob, def time.Duration) time.Duration {
-	if m := tj.Spec.Monitoring; m != nil && m.ScrapeIntervalSeconds != nil {
+	if m := tj.Spec.Monitoring; m.ScrapeIntervalSeconds != nil {
 		return time.Duration(*m.ScrapeIntervalSeconds) * time.Second
 	}
 	return def

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -119,7 +119,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	derive.PlannedEpochs(&tj.Status, tj)
 	derive.SettleProgress(&tj.Status, metav1.NewTime(now))
 	var res reconcile.Result
-	if tj.Status.State == mlv1.StateRunning && builders.MonitoringEnabled(tj) {
+	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() {
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
 	hung := r.watchHang(ctx, tj, now)
@@ -205,7 +205,7 @@ func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sa
 // scrape reads rank 0's progress (readProgress).
 func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, endpointOnly bool) (sample derive.Sample,
 	endpointErr, err error) {
-	addr, err := rank0Addr(ctx, r.Client, tj, builders.MetricsPort(tj))
+	addr, err := rank0Addr(ctx, r.Client, tj, tj.MetricsPort())
 	if err != nil {
 		return derive.Sample{}, nil, err
 	}
@@ -263,7 +263,7 @@ func setAllocation(tj *mlv1.TrainingJob, now time.Time) {
 		active = 0
 	}
 	metrics.AllocatedWorkers.WithLabelValues(l...).Set(float64(active))
-	metrics.AllocatedGPUs.WithLabelValues(l...).Set(float64(active * builders.GPUsPerWorker(tj)))
+	metrics.AllocatedGPUs.WithLabelValues(l...).Set(float64(active * tj.GPUsPerWorker()))
 	metrics.Restarts.WithLabelValues(l...).Set(float64(st.RestartCount))
 	metrics.WaitingSince.WithLabelValues(l...).Set(waitingSince(tj))
 	if start := st.StartTime; start != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
@@ -46,7 +45,7 @@ const logLinesPerRank = 2
 // reports whether the run turned hung now (the caller records the event once the status is written).
 func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) bool {
 	var h derive.Hang
-	if builders.MonitoringEnabled(tj) {
+	if tj.MonitoringEnabled() {
 		s, _ := r.jobs.peek(tj)
 		h = derive.DetectHang(tj, tj.Status, r.slowestEpoch(tj), lastOutput(s), now)
 	}

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
@@ -30,7 +30,7 @@ func (r *StatusReconciler) readProgress(ctx context.Context, tj *mlv1.TrainingJo
 	if ip == "" {
 		return derive.Sample{}, nil, fmt.Errorf("no pod IP")
 	}
-	sample, err = r.readSample(ctx, ip, builders.MetricsPort(tj))
+	sample, err = r.readSample(ctx, ip, tj.MetricsPort())
 	if err == nil && sample.Reports() || !builders.Supervised(tj) || endpointOnly {
 		return sample, err, err
 	}

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
@@ -214,7 +214,7 @@ func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, u
 
 // uriField is where the job's tracking URI is set: its spec, else the operator's flag.
 func uriField(tj *mlv1.TrainingJob) string {
-	if m := tj.Spec.Monitoring; m != nil && m.MLflowTrackingURI != "" {
+	if m := tj.Spec.Monitoring; m.MLflowTrackingURI != "" {
 		return "spec.monitoring.mlflowTrackingUri"
 	}
 	return "--mlflow-tracking-uri"

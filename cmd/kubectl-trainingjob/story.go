@@ -15,7 +15,6 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
@@ -32,10 +31,10 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 		fmt.Fprintf(w, "Failure\t%s\n", strings.ReplaceAll(st.FailureReason, "\n", "\n\t"))
 	}
 	gpus := "CPU only"
-	if n := builders.GPUsPerWorker(tj); n > 0 {
+	if n := tj.GPUsPerWorker(); n > 0 {
 		gpus = fmt.Sprintf("%d GPUs each", n)
 	}
-	fmt.Fprintf(w, "Trains\t%s%s, %d workers, %s\n", trainsWhat(tj), builders.Framework(tj), tj.Spec.NumWorkers, gpus)
+	fmt.Fprintf(w, "Trains\t%s%s, %d workers, %s\n", trainsWhat(tj), tj.Spec.Framework, tj.Spec.NumWorkers, gpus)
 	if l := inputsLine(tj); l != "" {
 		fmt.Fprintf(w, "Inputs\t%s\n", l)
 	}
@@ -54,7 +53,7 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 	}
 	if c := st.Checkpoint; c != nil {
 		fmt.Fprintf(w, "Checkpoint\tepoch %d, %d kept, written %s ago: %s\n", c.LatestEpoch, c.Count, ago(c.LastTime, now), c.Latest)
-	} else if builders.CheckpointEnabled(tj) {
+	} else if tj.CheckpointEnabled() {
 		fmt.Fprintf(w, "Checkpoint\tnone yet\n")
 	}
 	if m := st.MLflow; m != nil {
@@ -202,7 +201,7 @@ func checkpointStory(tj *mlv1.TrainingJob, resumeFrom string, now time.Time) str
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "TrainingJob\t%s/%s\n", tj.Namespace, tj.Name)
-	if !builders.CheckpointEnabled(tj) {
+	if !tj.CheckpointEnabled() {
 		fmt.Fprintf(w, "Checkpoints\toff (spec.checkpoint.enabled)\n")
 		_ = w.Flush()
 		return b.String()

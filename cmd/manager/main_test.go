@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )

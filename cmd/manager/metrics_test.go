@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 

@@ -8,7 +8,7 @@
 //	supervisor install DEST
 //
 // The operator wraps the trainer's command in it; an init container runs `supervisor install DEST` from
-// the operator's image to copy it into the pod (internal/builders).
+// the operator's image to copy it into the pod (builders).
 package main
 
 import (

@@ -5,12 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	corev1 "k8s.io/api/core/v1"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"

@@ -104,6 +104,19 @@ func ServiceName(tj *mlv1.TrainingJob) string { return tj.Name + "-headless" }
 // ConfigMapName is the name of the ConfigMap holding the run's configuration.
 func ConfigMapName(tj *mlv1.TrainingJob) string { return tj.Name + "-config" }
 
+// CheckpointClaimName is the name of the checkpoint claim the operator creates for a job whose pvc
+// storage names no claimName.
+func CheckpointClaimName(tj *mlv1.TrainingJob) string { return tj.Name + "-checkpoints" }
+
+// InputsCacheName is the name of the claim that holds a job's Shared input cache.
+func InputsCacheName(tj *mlv1.TrainingJob) string { return tj.Name + "-inputs" }
+
+// PodGroupName is the name of the gang scheduler's PodGroup of a job's workers.
+func PodGroupName(tj *mlv1.TrainingJob) string { return tj.Name + "-workers" }
+
+// SSHSecretName is the name of the Secret holding an MPI job's SSH key pair.
+func SSHSecretName(tj *mlv1.TrainingJob) string { return tj.Name + "-ssh" }
+
 // WorkerHostname is the host name of the worker with the given rank.
 func WorkerHostname(tj *mlv1.TrainingJob, rank int32) string {
 	return fmt.Sprintf("%s-%d", JobName(tj), rank)

@@ -55,6 +55,12 @@ func (tj *TrainingJob) Default() {
 	if s.Networking.MasterPort == 0 {
 		s.Networking.MasterPort = DefaultMasterPort
 	}
+	if s.Networking.Backend == "" { // nccl with GPUs, gloo without
+		s.Networking.Backend = BackendGloo
+		if *s.GPUsPerWorker > 0 {
+			s.Networking.Backend = BackendNCCL
+		}
+	}
 	s.FailurePolicy = orEmpty(s.FailurePolicy)
 	if s.FailurePolicy.RestartPolicy == "" {
 		s.FailurePolicy.RestartPolicy = DefaultRestartPolicy

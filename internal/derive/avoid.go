@@ -13,10 +13,7 @@ import (
 // avoidNode decided. At most failurePolicy.maxAvoidedNodes stay, the newest (0 turns avoidance off). It
 // records the failing rank's node as lastFailureNode.
 func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) {
-	limit := int(mlv1.DefaultMaxAvoidedNodes)
-	if fp := tj.Spec.FailurePolicy; fp != nil && fp.MaxAvoidedNodes != nil {
-		limit = int(*fp.MaxAvoidedNodes)
-	}
+	limit := int(*tj.Spec.FailurePolicy.MaxAvoidedNodes)
 	add := func(node, why string) {
 		if node == "" || limit == 0 || avoided(st, node) {
 			return

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // Goodput accounting (docs/goodput.md). The job's wall time since its creation is split into productive
@@ -106,7 +106,7 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 		a.checkpointSaves(*checkpointSeconds)
 	}
 	boundSinceCheckpoint(tj, g, now, category)
-	g.Category, g.GPUs = category, activeWorkers(tj)*builders.GPUsPerWorker(tj)
+	g.Category, g.GPUs = category, activeWorkers(tj)*tj.GPUsPerWorker()
 	g.Percent = goodputPercent(g)
 	return g
 }
@@ -170,7 +170,7 @@ func (a accounting) endAttempt(tj *mlv1.TrainingJob, now time.Time) {
 	lost := math.Min(g.SinceCheckpointSeconds, g.ProductiveSeconds)
 	a.move(mlv1.GoodputProductive, mlv1.BadputLostWork, lost)
 	g.LostWorkEstimate = nil
-	if failure != nil && builders.CheckpointEnabled(tj) && trained+lost > 0 {
+	if failure != nil && tj.CheckpointEnabled() && trained+lost > 0 {
 		g.LostWorkEstimate = &mlv1.LostWorkEstimate{Attempt: tj.Status.Attempt, Seconds: millis(lost),
 			MaxSeconds: millis(math.Max(trained, lost))}
 	}
@@ -228,7 +228,7 @@ func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1
 		return g.DeepCopy()
 	}
 	g := &mlv1.GoodputStatus{AccountedTime: &metav1.MicroTime{Time: tj.CreationTimestamp.Time}, Category: category, Attempt: tj.Status.Attempt,
-		GPUs: activeWorkers(tj) * builders.GPUsPerWorker(tj)}
+		GPUs: activeWorkers(tj) * tj.GPUsPerWorker()}
 	switch {
 	case category == "":
 		return nil

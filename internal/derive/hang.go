@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // Reasons of the Stalled condition, which the StatusController owns: a fact the JobController acts on by
@@ -43,7 +42,7 @@ const DefaultStartupTimeout = 10 * time.Minute
 // StartupTimeout is failurePolicy.startupTimeoutSeconds, DefaultStartupTimeout when unset; ok is false when
 // the check is off, set says the job set it.
 func StartupTimeout(tj *mlv1.TrainingJob) (d time.Duration, ok, set bool) {
-	if f := tj.Spec.FailurePolicy; f != nil && f.StartupTimeoutSeconds != nil {
+	if f := tj.Spec.FailurePolicy; f.StartupTimeoutSeconds != nil {
 		s := *f.StartupTimeoutSeconds
 		return time.Duration(s) * time.Second, s > 0, true
 	}
@@ -61,7 +60,7 @@ func StallTimeout(tj *mlv1.TrainingJob, slowest time.Duration) (time.Duration, b
 
 // explicitStall is failurePolicy.stallTimeoutSeconds when the job set it.
 func explicitStall(tj *mlv1.TrainingJob) (time.Duration, bool) {
-	if f := tj.Spec.FailurePolicy; f != nil && f.StallTimeoutSeconds != nil {
+	if f := tj.Spec.FailurePolicy; f.StallTimeoutSeconds != nil {
 		return time.Duration(*f.StallTimeoutSeconds) * time.Second, true
 	}
 	return 0, false
@@ -231,7 +230,7 @@ func hungCondition(st mlv1.TrainingJobStatus) *metav1.Condition {
 // failurePolicy.rules, which may match it by kind Hang or by the ranks' last log lines.
 func hungPhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, c *metav1.Condition) phase {
 	f := failure{kind: retryable, class: mlv1.FailureHang, what: "Hang: " + c.Message, text: c.Message}
-	if builders.OnHang(tj) == mlv1.HangFail {
+	if tj.OnHang() == mlv1.HangFail {
 		f.kind = permanent
 	}
 	return decide(tj, st, applyRules(tj, f))

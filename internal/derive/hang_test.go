@@ -173,7 +173,7 @@ func TestHungPhase(t *testing.T) {
 		j := job()
 		j.Labels = map[string]string{names.AttemptLabel: "0"}
 		obs := Observed{Job: j, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}
-		tj.Status = DeriveStatus(tj, obs, t0)
+		tj.Status = Status(tj, obs, t0)
 		tj.Status.RestartCount = restarts
 		set(&tj.Status, mlv1.ConditionStalled, true, ReasonProgressStalled, "no progress for 12m0s since epoch 7", metav1.NewTime(t0.Add(stalledAt)))
 		return tj, obs
@@ -206,7 +206,7 @@ func TestHungPhase(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tj, obs := running(tc.f, tc.restarts, tc.stalledAt)
-			st := DeriveStatus(tj, obs, metav1.NewTime(t0.Add(12*time.Minute)))
+			st := Status(tj, obs, metav1.NewTime(t0.Add(12*time.Minute)))
 			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ""
 			if st.State == mlv1.StateInitializing {
 				msg = ConditionMessage(st, mlv1.ConditionRestarting)

@@ -68,7 +68,7 @@ func TestInputs(t *testing.T) {
 			cs.LastTerminationState = failed
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			st := DeriveStatus(tj, tc.obs, t0)
+			st := Status(tj, tc.obs, t0)
 			if st.State != tc.wantState {
 				t.Errorf("state %s, want %s (%+v)", st.State, tc.wantState, st.Conditions)
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // NodeUntaintedGrace is how long a node whose Ready condition is not True may go without the NoSchedule
@@ -98,7 +97,7 @@ func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 // policy is met, a user deletes a pod, an eviction) does not count here: the Job controller's own verdict
 // decides then, as does a Job that met its success criteria.
 func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
-	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure || JobCondition(obs.Job, batchv1.JobSuccessCriteriaMet) != nil ||
+	if tj.RestartPolicy() == mlv1.RestartOnFailure || JobCondition(obs.Job, batchv1.JobSuccessCriteriaMet) != nil ||
 		JobCondition(obs.Job, batchv1.JobComplete) != nil {
 		return nil
 	}

@@ -216,7 +216,7 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 	tj.Status.LastProgressTime = &read
 	ApplyScrapeError(&tj.Status, errors.New("rank 0 has no running pod"), read) // rank 0 exited before the end was seen
 	settled := func(obs Observed) mlv1.TrainingJobStatus {
-		st := DeriveStatus(tj, obs, metav1.Now())
+		st := Status(tj, obs, metav1.Now())
 		SettleProgress(&st, metav1.Now())
 		return st
 	}
@@ -305,7 +305,7 @@ func TestApplyCheckpoints(t *testing.T) {
 func TestCrashingSidecarIsNamed(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "a").Obj()
 	tj.Status.State = mlv1.StateRunning
-	st := DeriveStatus(tj, Observed{Job: job(), Pods: pods(pod("0", "Running").sidecarCrashing(), pod("1", "Running"))}, metav1.Now())
+	st := Status(tj, Observed{Job: job(), Pods: pods(pod("0", "Running").sidecarCrashing(), pod("1", "Running"))}, metav1.Now())
 	c := condition(st, mlv1.ConditionRunning)
 	if c.Reason != "CrashLoopBackOff" || !strings.Contains(c.Message, "rank 0 (pod w-0, container checkpoint-agent) exited with code 1") {
 		t.Errorf("Running condition %+v", c)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // Reasons of a failed attempt's outcome.
@@ -81,7 +80,7 @@ type failure struct {
 // disruption or a retryable failure within the budget starts a new attempt (see decide). Anything else
 // fails the run with a reason naming the rank, its exit code and the budget.
 func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition, now metav1.Time) phase {
-	if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
+	if tj.RestartPolicy() == mlv1.RestartOnFailure {
 		// The Job itself restarted the workers in place until its backoffLimit (the budget).
 		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended(), obs.Logs)}
 	}
@@ -98,15 +97,15 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 // within the budget starts a new attempt: st gets the next attempt number, the restart count (when it
 // counts), lastFailure and the nodes to avoid, and the phase is Initializing/Restarting.
 func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
-	limit := builders.BackoffLimit(tj)
+	limit := tj.BackoffLimit()
 	by := ""
 	if f.rule != "" {
 		by = " (" + f.rule + ")"
 	}
 	switch {
-	case builders.RestartPolicy(tj) != mlv1.RestartGang && f.class == mlv1.FailureHang:
-		return phase{mlv1.StateFailed, ReasonHung, fmt.Sprintf("no gang restart (failurePolicy.restartPolicy %s): %s", builders.RestartPolicy(tj), f.what)}
-	case builders.RestartPolicy(tj) == mlv1.RestartNever:
+	case tj.RestartPolicy() != mlv1.RestartGang && f.class == mlv1.FailureHang:
+		return phase{mlv1.StateFailed, ReasonHung, fmt.Sprintf("no gang restart (failurePolicy.restartPolicy %s): %s", tj.RestartPolicy(), f.what)}
+	case tj.RestartPolicy() == mlv1.RestartNever:
 		return phase{mlv1.StateFailed, ReasonWorkerFailed, "no restarts (failurePolicy.restartPolicy Never): " + f.what}
 	case f.kind == permanent && f.inputs && f.rule == "":
 		return phase{mlv1.StateFailed, ReasonInputsFailed, "a model or dataset source cannot be fetched: " + f.what}
@@ -218,15 +217,13 @@ func exitFailure(tj *mlv1.TrainingJob, e *rankExit, logs map[string]string) fail
 // exitKind classifies a trainer's exit code: the spec's lists first, then the default: 128-255 (killed
 // by a signal: OOM-kill 137, SIGTERM 143, a crash) retryable, 1-127 (the program's own error) permanent.
 func exitKind(tj *mlv1.TrainingJob, code int32) failureKind {
-	if f := tj.Spec.FailurePolicy; f != nil {
-		switch {
-		case slices.Contains(f.RetryableExitCodes, code):
-			return retryable
-		case slices.Contains(f.NonRetryableExitCodes, code):
-			return permanent
-		}
-	}
-	if code > 128 {
+	f := tj.Spec.FailurePolicy
+	switch {
+	case slices.Contains(f.RetryableExitCodes, code):
+		return retryable
+	case slices.Contains(f.NonRetryableExitCodes, code):
+		return permanent
+	case code > 128:
 		return retryable
 	}
 	return permanent

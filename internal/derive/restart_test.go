@@ -96,7 +96,7 @@ func TestFailedAttempt(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			now := metav1.NewTime(t0.Add(after[tc.name])) // since the Job failed
-			st := DeriveStatus(tc.tj, tc.obs, now)
+			st := Status(tc.tj, tc.obs, now)
 			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ConditionMessage(st, mlv1.ConditionRestarting)
 			if st.State == mlv1.StateFailed {
 				reason, msg = ConditionReason(st, mlv1.ConditionFailed), ConditionMessage(st, mlv1.ConditionFailed)
@@ -118,7 +118,7 @@ func TestFailedAttempt(t *testing.T) {
 			// old attempt's Job is no longer the current one's.
 			again := tc.tj.DeepCopy()
 			again.Status = st
-			if st2 := DeriveStatus(again, tc.obs, now); st2.Attempt != st.Attempt || st2.RestartCount != st.RestartCount {
+			if st2 := Status(again, tc.obs, now); st2.Attempt != st.Attempt || st2.RestartCount != st.RestartCount {
 				t.Errorf("second derivation: attempt %d restarts %d, want %d %d", st2.Attempt, st2.RestartCount, st.Attempt, st.RestartCount)
 			}
 		})
@@ -129,12 +129,12 @@ func TestFailedAttempt(t *testing.T) {
 // it waits for; once the new attempt runs every worker, Restarting turns False.
 func TestRestartInProgress(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "g").Obj()
-	tj.Status = DeriveStatus(tj, Observed{Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")), Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))}, t0)
-	waiting := DeriveStatus(tj, Observed{StartBlocked: "waiting for 2 workers of attempt 0 to stop"}, t0)
+	tj.Status = Status(tj, Observed{Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")), Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))}, t0)
+	waiting := Status(tj, Observed{StartBlocked: "waiting for 2 workers of attempt 0 to stop"}, t0)
 	newJob := job()
 	newJob.Labels = map[string]string{names.AttemptLabel: "1"}
 	tj.Status = waiting
-	running := DeriveStatus(tj, Observed{Job: newJob, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, metav1.NewTime(t0.Add(time.Minute)))
+	running := Status(tj, Observed{Job: newJob, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, metav1.NewTime(t0.Add(time.Minute)))
 	got := []any{waiting.State, ConditionMessage(waiting, mlv1.ConditionRunning), running.State, ConditionReason(running, mlv1.ConditionRestarting), running.RestartCount}
 	want := []any{mlv1.StateInitializing, "attempt 1 after: rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled); waiting for 2 workers of attempt 0 to stop",
 		mlv1.StateRunning, "AllWorkersRunning", int32(1)}
@@ -179,7 +179,7 @@ func TestDeadlines(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := DeriveStatus(tc.tj, tc.obs, t0)
+			st := Status(tc.tj, tc.obs, t0)
 			reason := ConditionReason(st, mlv1.ConditionRunning)
 			if st.State == mlv1.StateFailed {
 				reason = ConditionReason(st, mlv1.ConditionFailed)
@@ -232,7 +232,7 @@ func TestLostNode(t *testing.T) {
 			[]any{mlv1.StateFailed, int32(0), int32(0)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := DeriveStatus(tj, tc.obs, t0)
+			st := Status(tj, tc.obs, t0)
 			got := []any{st.State, st.Attempt, st.RestartCount}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("state, attempt, restartCount (-want +got):\n%s", diff)
@@ -314,7 +314,7 @@ func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "n").BackoffLimit(3, tc.policy).Obj()
 			tj.Status.State = mlv1.StateRunning
-			st := DeriveStatus(tj, tc.obs, t0)
+			st := Status(tj, tc.obs, t0)
 			if diff := cmp.Diff(tc.want, []any{st.State, st.Attempt, st.RestartCount}); diff != "" {
 				t.Errorf("state, attempt, restartCount (-want +got):\n%s", diff)
 			}

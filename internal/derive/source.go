@@ -6,8 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 )
 
 // Where a run's progress comes from: the reasons of the ProgressReported condition.
@@ -47,7 +47,7 @@ func ApplyNoSource(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, endpointErr
 // NoSourceMessage explains a run without a progress source: what was found, and what to do.
 func NoSourceMessage(tj *mlv1.TrainingJob, endpointErr error) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "progress is unknown: rank 0 serves no training figures on its progress endpoint (port %d", builders.MetricsPort(tj))
+	fmt.Fprintf(&b, "progress is unknown: rank 0 serves no training figures on its progress endpoint (port %d", tj.MetricsPort())
 	if endpointErr != nil {
 		fmt.Fprintf(&b, ": %s", truncate(endpointErr.Error(), 1024))
 	}

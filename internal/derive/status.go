@@ -4,11 +4,11 @@
 //
 // Each status field has one writer. The JobController alone derives state, the conditions of the run
 // (Created, Running, Completed, Failed, Suspended, Restarting, CheckpointClaimBound), workers, attempt,
-// restartCount, times and failureReason (DeriveStatus). The StatusController writes progress, metrics,
+// restartCount, times and failureReason (Status). The StatusController writes progress, metrics,
 // ETA, best and the ProgressReported and SuccessPolicyMet conditions (ApplySample, DecideSuccess,
 // SettleProgress); the CheckpointController writes status.checkpoint and CheckpointStorageReady
 // (ApplyCheckpoints). A controller reports a fact to the state machine through a field it owns: the
-// success policy's verdict is the SuccessPolicyMet condition, which DeriveStatus turns into Completed.
+// success policy's verdict is the SuccessPolicyMet condition, which Status turns into Completed.
 package derive
 
 import (
@@ -23,9 +23,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
 )
 
@@ -83,12 +83,12 @@ type phase struct {
 	message string
 }
 
-// DeriveStatus computes the JobController's part of a TrainingJob's status from what was observed. It is
+// Status computes the JobController's part of a TrainingJob's status from what was observed. It is
 // a pure function: the same inputs give the same status. now is the time of new condition transitions and
 // the clock deadlines are measured by (failurePolicy.activeDeadlineSeconds,
 // scheduling.schedulingTimeoutSeconds). A failed attempt that may be retried becomes a new attempt here
 // (see restart.go); the JobController then replaces the Job.
-func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
+func Status(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
 	st := *tj.Status.DeepCopy()
 	st.ObservedGeneration = tj.Generation
 	if obs.Job != nil && names.JobAttempt(obs.Job) != tj.Status.Attempt {
@@ -96,7 +96,7 @@ func DeriveStatus(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.Trai
 	}
 	if obs.Job != nil {
 		st.Workers = workerCounts(obs)
-		if builders.RestartPolicy(tj) == mlv1.RestartOnFailure {
+		if tj.RestartPolicy() == mlv1.RestartOnFailure {
 			st.RestartCount = inPlaceRestarts(obs)
 		}
 	}
@@ -126,7 +126,7 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 		return ph
 	}
 	switch {
-	case obs.Job == nil && builders.Suspended(tj):
+	case obs.Job == nil && tj.Suspended():
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
 	case obs.Job == nil && obs.CreateRejected != "" && tj.Status.Attempt > 0:
 		return phase{mlv1.StateInitializing, ReasonCreateRejected, fmt.Sprintf("attempt %d: the API server rejected the workers' objects: %s", tj.Status.Attempt, obs.CreateRejected)}
@@ -150,7 +150,7 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if c := AttemptFailure(tj, obs); c != nil {
 		return failedAttempt(tj, st, obs, c, now)
 	}
-	if builders.Suspended(tj) {
+	if tj.Suspended() {
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; workers are stopped"}
 	}
 	if waitsForQueue(obs) {
@@ -159,7 +159,7 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	if ptr.Deref(obs.Job.Spec.Suspend, false) {
 		return queuedPhase(tj)
 	}
-	if c := hungCondition(tj.Status); c != nil && builders.OnHang(tj) != mlv1.HangNone {
+	if c := hungCondition(tj.Status); c != nil && tj.OnHang() != mlv1.HangNone {
 		return hungPhase(tj, st, c)
 	}
 	if ph, failed := inputsFailedPhase(obs); failed {

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -183,7 +183,7 @@ func TestDeriveStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := DeriveStatus(tc.tj, tc.obs, t0)
+			st := Status(tc.tj, tc.obs, t0)
 			running := ConditionReason(st, mlv1.ConditionRunning)
 			got := []any{st.State, running, st.FailureReason}
 			want := []any{tc.wantState, tc.wantReason, tc.wantFailure}
@@ -192,7 +192,7 @@ func TestDeriveStatus(t *testing.T) {
 			}
 			again := tc.tj.DeepCopy()
 			again.Status = st
-			if diff := cmp.Diff(st, DeriveStatus(again, tc.obs, metav1.NewTime(t0.Add(time.Minute)))); diff != "" {
+			if diff := cmp.Diff(st, Status(again, tc.obs, metav1.NewTime(t0.Add(time.Minute)))); diff != "" {
 				t.Errorf("status is not stable on a second reconcile (-first +second):\n%s", diff)
 			}
 		})
@@ -205,7 +205,7 @@ func TestDeriveStatusTimes(t *testing.T) {
 	done := metav1.NewTime(t0.Add(-15 * time.Minute))
 	j.Status.CompletionTime = &done
 	j.Status.Failed, j.Status.Succeeded = 1, 2
-	st := DeriveStatus(tj, Observed{Job: j, Pods: pods(pod("0", corev1.PodSucceeded).exited(0, "Completed", true))}, t0)
+	st := Status(tj, Observed{Job: j, Pods: pods(pod("0", corev1.PodSucceeded).exited(0, "Completed", true))}, t0)
 	got := []any{st.StartTime.Time, st.CompletionTime.Time, st.Duration, st.Workers.Succeeded, st.Workers.Failed}
 	want := []any{t0.Add(-time.Hour), done.Time, "45m0s", int32(2), int32(1)}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -223,7 +223,7 @@ func BenchmarkDeriveStatus(b *testing.B) {
 	obs := Observed{Job: job(), Pods: pods(bs...)}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = DeriveStatus(tj, obs, t0)
+		_ = Status(tj, obs, t0)
 	}
 }
 
@@ -232,7 +232,7 @@ func TestCrashLoopMessage(t *testing.T) {
 	tj.Status.State = mlv1.StateRunning
 	obs := Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
 		pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s"))}
-	got := ConditionMessage(DeriveStatus(tj, obs, t0), mlv1.ConditionRunning)
+	got := ConditionMessage(Status(tj, obs, t0), mlv1.ConditionRunning)
 	want := "2 of 2 workers running; pod w-1: back-off 20s; rank 1 (pod w-1, container trainer) exited with code 3"
 	if got != want {
 		t.Errorf("Running message = %q, want %q", got, want)

@@ -22,7 +22,7 @@ type SuccessDecision struct {
 }
 
 // ApplySuccess records a verdict that the run is done as the SuccessPolicyMet condition, the
-// StatusController's report to the state machine (DeriveStatus completes the run from it). A verdict once
+// StatusController's report to the state machine (Status completes the run from it). A verdict once
 // given stays; given is true when this call gave it.
 func ApplySuccess(st *mlv1.TrainingJobStatus, d SuccessDecision, now metav1.Time) (given bool) {
 	if d.Done && meta.FindStatusCondition(st.Conditions, mlv1.ConditionSuccessPolicyMet) == nil {

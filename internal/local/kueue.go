@@ -135,7 +135,7 @@ func (s *Stack) runKueue(dir, certDir string) error {
 	return fmt.Errorf("the Kueue manager did not start serving within 2 minutes: see %s", logPath)
 }
 
-// ApplyCRDs creates the CRDs of the YAML files in dir (Kueue's, the peers' of cmd/peer-bench) and waits
+// ApplyCRDs creates the CRDs of the YAML files in dir (Kueue's, the peers' of tests/performance/peers) and waits
 // until the API server serves them.
 func ApplyCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	scheme := runtime.NewScheme()

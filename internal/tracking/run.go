@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 )
 
@@ -34,12 +34,12 @@ func RunTags(tj *mlv1.TrainingJob, opts builders.Options) []mlflow.Tag {
 		{Key: UIDTag, Value: string(tj.UID)},
 		{Key: "trainingjob.namespace", Value: tj.Namespace},
 		{Key: "trainingjob.name", Value: tj.Name},
-		{Key: "trainingjob.framework", Value: string(builders.Framework(tj))},
+		{Key: "trainingjob.framework", Value: string(tj.Spec.Framework)},
 		{Key: "trainingjob.model", Value: tj.Spec.Model},
 		{Key: "trainingjob.dataset", Value: tj.Spec.Dataset},
 		{Key: "trainingjob.image", Value: builders.Image(tj, opts)},
 		{Key: "trainingjob.num_workers", Value: strconv.Itoa(int(tj.Spec.NumWorkers))},
-		{Key: "trainingjob.gpus_per_worker", Value: strconv.Itoa(int(builders.GPUsPerWorker(tj)))},
+		{Key: "trainingjob.gpus_per_worker", Value: strconv.Itoa(int(tj.GPUsPerWorker()))},
 		{Key: "trainingjob.kubectl", Value: fmt.Sprintf("kubectl get trainingjob %s -n %s", tj.Name, tj.Namespace)},
 		{Key: "mlflow.source.type", Value: "JOB"},
 		{Key: "mlflow.source.name", Value: "trainingjob/" + tj.Namespace + "/" + tj.Name},

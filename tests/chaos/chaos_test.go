@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )

@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchkit "github.com/trainingjob-operator/trainingjob-operator/internal/local/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
+	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 

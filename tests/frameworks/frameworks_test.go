@@ -24,7 +24,6 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
@@ -301,7 +300,7 @@ func waitFinished(t *testing.T, ns, name string, timeout time.Duration) *mlv1.Tr
 		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj); err != nil {
 			t.Fatal(err)
 		}
-		if tj.Status.State == mlv1.StateCompleted && tj.Status.Checkpoint != nil == builders.CheckpointEnabled(tj) {
+		if tj.Status.State == mlv1.StateCompleted && tj.Status.Checkpoint != nil == tj.CheckpointEnabled() {
 			return tj
 		}
 		if tj.Status.State == mlv1.StateFailed || time.Now().After(deadline) {

@@ -16,8 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -75,7 +76,7 @@ func TestGangSchedulingPodGroups(t *testing.T) {
 			pg := &unstructured.Unstructured{}
 			pg.SetGroupVersionKind(tc.gvk)
 			eventually(t, "the PodGroup", func(ctx context.Context) error {
-				return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: builders.PodGroupName(tc.tj)}, pg)
+				return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.PodGroupName(tc.tj)}, pg)
 			})
 			spec, _, _ := unstructured.NestedMap(pg.Object, "spec")
 			if fmt.Sprint(spec) != fmt.Sprint(tc.wantSpec) {

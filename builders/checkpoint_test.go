@@ -1,0 +1,117 @@
+package builders_test
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+func checkpointedTJ(uid types.UID) *mlv1.TrainingJob {
+	tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), ResumeFrom: "/checkpoints/ml/old/checkpoint-epoch-4",
+			Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+	}).Obj()
+	tj.UID = uid
+	return tj
+}
+
+// TestAgentToken: a job's agent token is a function of the operator's key and the job's UID only (the same
+// for every build, so the Job's template and its spec hash stay deterministic), different for another
+// job or another key, and absent without a key.
+func TestAgentToken(t *testing.T) {
+	key := builders.SecretKey(strings.Repeat("k", 32))
+	token := func(uid types.UID, key builders.SecretKey) string {
+		return builders.AgentToken(checkpointedTJ(uid), builders.Options{AgentTokenKey: key})
+	}
+	cases := []struct {
+		name      string
+		got, than string
+		wantSame  bool
+	}{
+		{name: "same UID and key: same token", got: token("uid-1", key), than: token("uid-1", slicesClone(key)), wantSame: true},
+		{name: "another UID: another token", got: token("uid-1", key), than: token("uid-2", key), wantSame: false},
+		{name: "another key: another token", got: token("uid-1", key), than: token("uid-1", builders.SecretKey(strings.Repeat("q", 32))), wantSame: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if b, err := hex.DecodeString(tc.got); err != nil || len(b) != 32 {
+				t.Fatalf("token %q is not hex of 32 bytes (HMAC-SHA256): %v", tc.got, err)
+			}
+			if diff := cmp.Diff(tc.wantSame, tc.got == tc.than); diff != "" {
+				t.Errorf("tokens %q and %q equal (-want +got):\n%s", tc.got, tc.than, diff)
+			}
+		})
+	}
+	if got := token("uid-1", nil); got != "" {
+		t.Errorf("without a key: token %q, want none", got)
+	}
+}
+
+func slicesClone(k builders.SecretKey) builders.SecretKey {
+	return append(builders.SecretKey(nil), k...)
+}
+
+// TestAgentTokenInTheJob: the agent container, and only it (not the trainer, not the resume check), gets
+// the job's token as AGENT_TOKEN; without a key no container does. Two builds give the same Job.
+func TestAgentTokenInTheJob(t *testing.T) {
+	key := builders.SecretKey(strings.Repeat("k", 32))
+	tj := checkpointedTJ("uid-1")
+	cases := []struct {
+		name string
+		key  builders.SecretKey
+		want map[string]string // container → its AGENT_TOKEN ("" for none)
+	}{
+		{name: "with a key", key: key, want: map[string]string{names.AgentContainerName: builders.AgentToken(tj, builders.Options{AgentTokenKey: key}),
+			builders.ResumeCheckContainerName: "", "trainer": ""}},
+		{name: "without a key (a Job as before tokens)", want: map[string]string{names.AgentContainerName: "", builders.ResumeCheckContainerName: "", "trainer": ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts
+			o.AgentTokenKey = tc.key
+			job := builders.Job(tj, o)
+			if diff := cmp.Diff(job, builders.Job(tj, o)); diff != "" {
+				t.Fatalf("two builds differ (-first +second):\n%s", diff)
+			}
+			spec := job.Spec.Template.Spec
+			got := map[string]string{}
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				name := c.Name
+				if !strings.HasPrefix(name, names.AgentContainerName) && name != builders.ResumeCheckContainerName {
+					name = "trainer"
+				}
+				got[name] += envMap(c.Env)[agentapi.TokenEnv]
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("AGENT_TOKEN per container (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSecretKeyIsRedacted: the key never shows when Options are printed or marshalled (logs, events).
+func TestSecretKeyIsRedacted(t *testing.T) {
+	key := builders.SecretKey("0123456789abcdef0123456789abcdef")
+	o := builders.Options{AgentTokenKey: key}
+	j, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprintf("%v", o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), fmt.Sprintf("%s %x %q %d", key, key, key, key), string(j)} {
+		if strings.Contains(s, string(key)) || strings.Contains(s, hex.EncodeToString(key)) || strings.Contains(s, "48 49 50") {
+			t.Errorf("the key shows in %s", s)
+		}
+	}
+}
