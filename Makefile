@@ -15,6 +15,7 @@ help: ## Show the targets.
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
+	go generate ./crd/...
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./crd/...
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=./crd/... output:crd:dir=deploy/crd
 	$(CONTROLLER_GEN) rbac:roleName=trainingjob-operator paths="./controllers/...;./metrics/..." output:rbac:dir=deploy/rbac

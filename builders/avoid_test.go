@@ -16,8 +16,12 @@ import (
 // selector term (the user's own terms kept, the spec untouched); onPreemption sets the grace period and
 // the contract's variable.
 func TestAvoidedNodesAndPreemptionGrace(t *testing.T) {
-	gpuA := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}}}}
-	gpuH := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"h100"}}}}
+	gpuA := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}},
+	}}
+	gpuH := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"h100"}},
+	}}
 	notIn := []corev1.NodeSelectorRequirement{ // one value each: the API server refuses more in a node field selector
 		{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
 		{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n2"}}}
@@ -37,21 +41,26 @@ func TestAvoidedNodesAndPreemptionGrace(t *testing.T) {
 	if diff := cmp.Diff(want, spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms); diff != "" {
 		t.Errorf("node selector terms (-want +got):\n%s", diff)
 	}
-	if terms := tj.Spec.Scheduling.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms[0].MatchFields) > 0 {
+	terms := tj.Spec.Scheduling.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms[0].MatchFields) > 0 {
 		t.Errorf("the builder changed the TrainingJob's own affinity: %+v", terms)
 	}
 	env := map[string]string{}
 	for _, e := range spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if got := []any{ptr.Deref(spec.TerminationGracePeriodSeconds, 0), env[builders.CheckpointOnSigtermEnv]}; !cmp.Equal(got, []any{int64(90), "1"}) {
+	got := []any{ptr.Deref(spec.TerminationGracePeriodSeconds, 0), env[builders.CheckpointOnSigtermEnv]}
+	if !cmp.Equal(got, []any{int64(90), "1"}) {
 		t.Errorf("grace period, %s = %v, want [90 1]", builders.CheckpointOnSigtermEnv, got)
 	}
 
 	plain := tjtest.NewTJ("ml", "b").With(func(tj *mlv1.TrainingJob) { tj.Status.AvoidedNodes = []mlv1.AvoidedNode{{Name: "n1"}} }).Obj()
 	ps := builders.Job(plain, builders.Options{}).Spec.Template.Spec
-	wantTerms := []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}}}}}
-	if diff := cmp.Diff(wantTerms, ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms); diff != "" || ps.TerminationGracePeriodSeconds != nil {
+	wantTerms := []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1"}},
+	}}}
+	diff := cmp.Diff(wantTerms, ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+	if diff != "" || ps.TerminationGracePeriodSeconds != nil {
 		t.Errorf("without affinity or onPreemption (-want +got):\n%s\ngrace %v", diff, ps.TerminationGracePeriodSeconds)
 	}
 }

@@ -26,9 +26,9 @@ const (
 	CheckpointMountPath  = "/checkpoints"
 )
 
-// Storage is where the job's checkpoints go: spec.checkpoint.storage, else the storage the operator chose
-// for the job (status.checkpointStorage, see StorageChoice); nil while checkpoints are off or not placed yet.
-// Its type is pvc when unset, as the API defaults it.
+// Storage returns where the job's checkpoints go: spec.checkpoint.storage, else the storage the operator
+// chose for the job (status.checkpointStorage, see StorageChoice); nil while checkpoints are off or not
+// placed yet. Its type is pvc when unset, as the API defaults it.
 func Storage(tj *mlv1.TrainingJob) *mlv1.CheckpointStorage {
 	c := tj.Spec.Checkpoint
 	if c == nil || c.Enabled == nil || !*c.Enabled {
@@ -45,16 +45,16 @@ func Storage(tj *mlv1.TrainingJob) *mlv1.CheckpointStorage {
 	return s
 }
 
-// CheckpointEnabled is true when spec.checkpoint.enabled is and the job's checkpoint storage is known.
+// CheckpointEnabled reports whether spec.checkpoint.enabled is true and the job's checkpoint storage is known.
 func CheckpointEnabled(tj *mlv1.TrainingJob) bool { return tj.CheckpointStorage() != nil }
 
-// mountedCheckpoints is true for storage types that are mounted as a volume.
+// mountedCheckpoints reports whether the job's checkpoint storage is of a type mounted as a volume (pvc or nfs).
 func mountedCheckpoints(tj *mlv1.TrainingJob) bool {
 	s := tj.CheckpointStorage()
 	return s != nil && (s.Type == mlv1.StoragePVC || s.Type == mlv1.StorageNFS)
 }
 
-// CheckpointRoot is where a job's checkpoints live inside its store: [<prefix>/]<namespace>/<name>.
+// CheckpointRoot returns where a job's checkpoints live inside its store: [<prefix>/]<namespace>/<name>.
 func CheckpointRoot(tj *mlv1.TrainingJob) string {
 	prefix := ""
 	if s := tj.CheckpointStorage(); s != nil {
@@ -63,12 +63,12 @@ func CheckpointRoot(tj *mlv1.TrainingJob) string {
 	return path.Join(prefix, tj.Namespace, tj.Name)
 }
 
-// CheckpointDir is the job's checkpoint directory inside a worker, for mounted storage.
+// CheckpointDir returns the job's checkpoint directory inside a worker, for mounted storage.
 func CheckpointDir(tj *mlv1.TrainingJob) string {
 	return path.Join(CheckpointMountPath, CheckpointRoot(tj))
 }
 
-// CheckpointURI is the job's checkpoint location in object storage: s3://bucket/root or gs://bucket/root.
+// CheckpointURI returns the job's checkpoint location in object storage: s3://bucket/root or gs://bucket/root.
 func CheckpointURI(tj *mlv1.TrainingJob) string {
 	s := tj.CheckpointStorage()
 	if s.Type == mlv1.StorageGCS {
@@ -88,9 +88,9 @@ func checkpointVolume(tj *mlv1.TrainingJob) corev1.Volume {
 	return v
 }
 
-// checkpointEnv tells the trainer where to write (CHECKPOINT_DIR on a volume, CHECKPOINT_URI in object
-// storage, with the storage identity's variables), how often, and what to resume from (RESUME_FROM, from
-// the ConfigMap: see ResumeFrom).
+// checkpointEnv returns the variables that tell the trainer where to write (CHECKPOINT_DIR on a volume,
+// CHECKPOINT_URI in object storage, with the storage identity's variables), how often, and what to resume
+// from (RESUME_FROM, from the ConfigMap: see ResumeFrom); nil while checkpoints are off.
 func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if !tj.CheckpointEnabled() {
 		return nil
@@ -110,7 +110,7 @@ func checkpointEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return append(env, storageEnv(tj)...)
 }
 
-// TensorBoardDir is where the workers write TensorBoard event files (monitoring.tensorboardEnabled): the
+// TensorBoardDir returns where the workers write TensorBoard event files (monitoring.tensorboardEnabled): the
 // tensorboard directory beside the job's checkpoints, which the checkpoint agent's rotation never touches.
 func TensorBoardDir(tj *mlv1.TrainingJob) string {
 	if mountedCheckpoints(tj) {
@@ -123,7 +123,7 @@ func TensorBoardDir(tj *mlv1.TrainingJob) string {
 // checkpoint when it gets SIGTERM, then exit: the pods get checkpoint.preemptionGraceSeconds to do it.
 const CheckpointOnSigtermEnv = "TRAININGJOB_CHECKPOINT_ON_SIGTERM"
 
-// terminationGrace is the workers' time between SIGTERM and SIGKILL: checkpoint.preemptionGraceSeconds
+// terminationGrace returns the workers' time between SIGTERM and SIGKILL: checkpoint.preemptionGraceSeconds
 // with onPreemption, else the Kubernetes default (nil).
 func terminationGrace(tj *mlv1.TrainingJob) *int64 {
 	c := tj.Spec.Checkpoint
@@ -133,7 +133,7 @@ func terminationGrace(tj *mlv1.TrainingJob) *int64 {
 	return ptr.To(int64(*c.PreemptionGraceSeconds))
 }
 
-// ResumeFrom is the checkpoint workers resume from when they start now: the newest complete checkpoint
+// ResumeFrom returns the checkpoint workers resume from when they start now: the newest complete checkpoint
 // the operator has seen (status.checkpoint.latest, from rank 0's checkpoint agent), else
 // spec.checkpoint.resumeFrom (pvc:// and nfs:// as the path workers see), else "" (start fresh).
 func ResumeFrom(tj *mlv1.TrainingJob) string {
@@ -152,7 +152,7 @@ func ResumeFrom(tj *mlv1.TrainingJob) string {
 	return from
 }
 
-// resumeFromEnv is RESUME_FROM from the job's ConfigMap; unset while there is nothing to resume from.
+// resumeFromEnv returns RESUME_FROM, read from the job's ConfigMap; unset while there is nothing to resume from.
 func resumeFromEnv(tj *mlv1.TrainingJob) corev1.EnvVar {
 	return configMapKeyEnv(tj, names.ResumeFromKey)
 }
@@ -230,7 +230,7 @@ func (k SecretKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(k.String(
 // agentTokenContext separates the agent tokens from anything else the key may ever derive.
 const agentTokenContext = "trainingjob-operator/checkpoint-agent-token/v1\x00"
 
-// AgentToken is the job's checkpoint agent token: hex(HMAC-SHA256(opts.AgentTokenKey, context || the
+// AgentToken returns the job's checkpoint agent token: hex(HMAC-SHA256(opts.AgentTokenKey, context || the
 // job's UID)), the same for the job's life (every attempt, every operator replica and restart that
 // holds the same key) and different for every job; "" without a key. The agent container gets it as
 // agentapi.TokenEnv; the Job's template stays a pure function of the TrainingJob and Options.
@@ -243,7 +243,7 @@ func AgentToken(tj *mlv1.TrainingJob, opts Options) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// agentImage is the image and command of the operator's own containers in a worker pod (the checkpoint
+// agentImage returns the image and command of the operator's own containers in a worker pod (the checkpoint
 // agent, the inputs' fetcher): the manager binary.
 func agentImage(opts Options) (image string, command []string) {
 	image, command = opts.AgentImage, opts.AgentCommand
@@ -296,8 +296,8 @@ func storageEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 // ResumeCheckContainerName is the init container that checks resumeFrom before the workers start.
 const ResumeCheckContainerName = "resume-check"
 
-// agentInitContainers are the resume check (when resumeFrom is set: it fails the pod, naming the URI in
-// its termination message, before any worker starts) and the agent sidecar.
+// agentInitContainers returns the resume check (when resumeFrom is set: it fails the pod, naming the URI
+// in its termination message, before any worker starts) and the agent sidecar.
 func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container {
 	agent := agentContainer(tj, opts)
 	from := tj.Spec.Checkpoint.ResumeFrom
@@ -320,13 +320,15 @@ func agentInitContainers(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	return []corev1.Container{check, agent}
 }
 
-// storageVolumes are the volumes object storage access needs (a gcs key).
+// storageVolumes returns the volumes object storage access needs (a gcs key); nil when it needs none.
 func storageVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 	s := tj.CheckpointStorage()
 	if s.SecretRef == nil || s.Type != mlv1.StorageGCS {
 		return nil
 	}
-	return []corev1.Volume{{Name: credentialsVol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.SecretRef.Name}}}}
+	return []corev1.Volume{{Name: credentialsVol, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: s.SecretRef.Name},
+	}}}
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -42,7 +42,8 @@ func TestAgentToken(t *testing.T) {
 	}{
 		{name: "same UID and key: same token", got: token("uid-1", key), than: token("uid-1", slicesClone(key)), wantSame: true},
 		{name: "another UID: another token", got: token("uid-1", key), than: token("uid-2", key), wantSame: false},
-		{name: "another key: another token", got: token("uid-1", key), than: token("uid-1", builders.SecretKey(strings.Repeat("q", 32))), wantSame: false},
+		{name: "another key: another token", got: token("uid-1", key), than: token("uid-1", builders.SecretKey(strings.Repeat("q", 32))),
+			wantSame: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,9 +74,13 @@ func TestAgentTokenInTheJob(t *testing.T) {
 		key  builders.SecretKey
 		want map[string]string // container → its AGENT_TOKEN ("" for none)
 	}{
-		{name: "with a key", key: key, want: map[string]string{names.AgentContainerName: builders.AgentToken(tj, builders.Options{AgentTokenKey: key}),
-			builders.ResumeCheckContainerName: "", "trainer": ""}},
-		{name: "without a key (a Job as before tokens)", want: map[string]string{names.AgentContainerName: "", builders.ResumeCheckContainerName: "", "trainer": ""}},
+		{name: "with a key", key: key, want: map[string]string{
+			names.AgentContainerName:          builders.AgentToken(tj, builders.Options{AgentTokenKey: key}),
+			builders.ResumeCheckContainerName: "", "trainer": "",
+		}},
+		{name: "without a key (a Job as before tokens)", want: map[string]string{
+			names.AgentContainerName: "", builders.ResumeCheckContainerName: "", "trainer": "",
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +114,9 @@ func TestSecretKeyIsRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{fmt.Sprintf("%v", o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), fmt.Sprintf("%s %x %q %d", key, key, key, key), string(j)} {
+	for _, s := range []string{
+		fmt.Sprintf("%v", o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), fmt.Sprintf("%s %x %q %d", key, key, key, key), string(j),
+	} {
 		if strings.Contains(s, string(key)) || strings.Contains(s, hex.EncodeToString(key)) || strings.Contains(s, "48 49 50") {
 			t.Errorf("the key shows in %s", s)
 		}

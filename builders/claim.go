@@ -21,7 +21,7 @@ import (
 // DefaultClaimSize is the size of an operator-created checkpoint claim whose storage names none.
 var DefaultClaimSize = resource.MustParse("20Gi")
 
-// StorageChoice is what status.checkpointStorage should hold: nil when spec.checkpoint.storage names the
+// StorageChoice returns what status.checkpointStorage should hold: nil when spec.checkpoint.storage names the
 // storage; else the storage already chosen, kept for the job's life so that a change of the operator's
 // default never moves its checkpoints; else, once checkpoints are enabled, the operator's default or a
 // claim of the operator's own (type pvc without claimName).
@@ -40,13 +40,13 @@ func StorageChoice(tj *mlv1.TrainingJob, opts Options) *mlv1.CheckpointStorage {
 	return &mlv1.CheckpointStorage{Type: mlv1.StoragePVC}
 }
 
-// ManagedClaim is true when the operator creates the job's checkpoint claim: pvc storage without claimName.
+// ManagedClaim reports whether the operator creates the job's checkpoint claim: pvc storage without claimName.
 func ManagedClaim(tj *mlv1.TrainingJob) bool {
 	s := tj.CheckpointStorage()
 	return s != nil && s.Type == mlv1.StoragePVC && s.ClaimName == ""
 }
 
-// ClaimName is the checkpoint claim workers mount: storage.claimName, else the operator's <name>-checkpoints.
+// ClaimName returns the checkpoint claim workers mount: storage.claimName, else the operator's <name>-checkpoints.
 func ClaimName(tj *mlv1.TrainingJob) string {
 	if s := tj.CheckpointStorage(); s != nil && s.ClaimName != "" {
 		return s.ClaimName
@@ -54,14 +54,14 @@ func ClaimName(tj *mlv1.TrainingJob) string {
 	return names.CheckpointClaimName(tj)
 }
 
-// ClaimOwned is true when the operator-created claim goes with the TrainingJob (claimRetentionPolicy
+// ClaimOwned reports whether the operator-created claim goes with the TrainingJob (claimRetentionPolicy
 // Delete): it then carries an owner reference, and the garbage collector deletes it.
 func ClaimOwned(tj *mlv1.TrainingJob) bool {
 	s := tj.CheckpointStorage()
 	return s != nil && s.ClaimRetentionPolicy == mlv1.ClaimDelete
 }
 
-// CheckpointClaim is the claim the operator creates for a job with ManagedClaim: ReadWriteMany when
+// CheckpointClaim returns the claim the operator creates for a job with ManagedClaim: ReadWriteMany when
 // more than one worker mounts it (ranks may run on different nodes), ReadWriteOnce for one worker;
 // storage.size (default DefaultClaimSize) and storage.storageClassName (default: the cluster's default
 // StorageClass). It is labelled like every child, so `kubectl delete pvc -l` finds it.
@@ -74,8 +74,8 @@ func CheckpointClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	return jobClaim(tj, ClaimName(tj), size, s.StorageClassName)
 }
 
-// jobClaim is a claim the operator creates for a job's workers: ReadWriteMany when more than one worker
-// mounts it (ranks may run on different nodes), ReadWriteOnce for one; labelled like every child.
+// jobClaim returns a claim the operator creates for a job's workers: ReadWriteMany when more than one
+// worker mounts it (ranks may run on different nodes), ReadWriteOnce for one; labelled like every child.
 func jobClaim(tj *mlv1.TrainingJob, name string, size resource.Quantity, class *string) *corev1.PersistentVolumeClaim {
 	mode := corev1.ReadWriteMany
 	if tj.Spec.NumWorkers == 1 {
@@ -91,7 +91,7 @@ func jobClaim(tj *mlv1.TrainingJob, name string, size resource.Quantity, class *
 	}
 }
 
-// ParseStorageURI turns the operator's --default-checkpoint-storage into a storage:
+// ParseStorageURI returns the storage the operator's --default-checkpoint-storage names:
 //
 //	s3://BUCKET[/PREFIX][?endpoint=URL&region=REGION&secret=NAME]
 //	gs://BUCKET[/PREFIX][?secret=NAME]

@@ -30,13 +30,38 @@ func TestStorageChoice(t *testing.T) {
 		opts builders.Options
 		want *mlv1.CheckpointStorage
 	}{
-		{"checkpoints off", tjtest.NewTJ("ml", "a").Obj(), withDefault, nil},
-		{"spec names the storage", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"}).Obj(), withDefault, nil},
-		{"spec names the storage after a choice was made", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"}).With(chosen(claim)).Obj(), withDefault, nil},
-		{"no storage, operator default", tjtest.NewTJ("ml", "a").Checkpoints(nil).Obj(), withDefault, s3},
-		{"no storage, no operator default: a claim of the operator's", tjtest.NewTJ("ml", "a").Checkpoints(nil).Obj(), builders.Options{}, claim},
-		{"a choice is kept when the operator's default changes", tjtest.NewTJ("ml", "a").Checkpoints(nil).With(chosen(claim)).Obj(), withDefault, claim},
-		{"a choice is kept while checkpoints are switched off", tjtest.NewTJ("ml", "a").With(chosen(s3)).Obj(), builders.Options{}, s3},
+		{name: "checkpoints off", tj: tjtest.NewTJ("ml", "a").Obj(), opts: withDefault, want: nil},
+		{
+			name: "spec names the storage",
+			tj:   tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"}).Obj(),
+			opts: withDefault,
+			want: nil,
+		},
+		{
+			name: "spec names the storage after a choice was made",
+			tj:   tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g"}).With(chosen(claim)).Obj(),
+			opts: withDefault,
+			want: nil,
+		},
+		{name: "no storage, operator default", tj: tjtest.NewTJ("ml", "a").Checkpoints(nil).Obj(), opts: withDefault, want: s3},
+		{
+			name: "no storage, no operator default: a claim of the operator's",
+			tj:   tjtest.NewTJ("ml", "a").Checkpoints(nil).Obj(),
+			opts: builders.Options{},
+			want: claim,
+		},
+		{
+			name: "a choice is kept when the operator's default changes",
+			tj:   tjtest.NewTJ("ml", "a").Checkpoints(nil).With(chosen(claim)).Obj(),
+			opts: withDefault,
+			want: claim,
+		},
+		{
+			name: "a choice is kept while checkpoints are switched off",
+			tj:   tjtest.NewTJ("ml", "a").With(chosen(s3)).Obj(),
+			opts: builders.Options{},
+			want: s3,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,20 +81,46 @@ func TestCheckpointClaim(t *testing.T) {
 		owned   bool
 		want    corev1.PersistentVolumeClaimSpec
 	}{
-		{"defaults, two ranks share it", tjtest.NewTJ("ml", "a").Checkpoints(nil).With(chosen(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC})).Obj(), true, false,
-			corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}}}},
-		{"one rank, size, class, deleted with the job", tjtest.NewTJ("ml", "a").Workers(1).Checkpoints(&mlv1.CheckpointStorage{
-			Type: mlv1.StoragePVC, Size: &size, StorageClassName: ptr.To("fast"), ClaimRetentionPolicy: mlv1.ClaimDelete}).Obj(), true, true,
-			corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("fast"),
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}}},
-		{"a storage of only a size, type not defaulted yet", tjtest.NewTJ("ml", "a").Workers(1).Checkpoints(&mlv1.CheckpointStorage{Size: &size}).Obj(), true, false,
-			corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}}},
-		{"a user's claim is not the operator's", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine"}).Obj(), false, false,
-			corev1.PersistentVolumeClaimSpec{}},
-		{"s3 needs no claim", tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj(), false, false,
-			corev1.PersistentVolumeClaimSpec{}},
+		{
+			name:    "defaults, two ranks share it",
+			tj:      tjtest.NewTJ("ml", "a").Checkpoints(nil).With(chosen(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC})).Obj(),
+			managed: true,
+			owned:   false,
+			want: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}}},
+		},
+		{
+			name: "one rank, size, class, deleted with the job",
+			tj: tjtest.NewTJ("ml", "a").Workers(1).Checkpoints(&mlv1.CheckpointStorage{
+				Type: mlv1.StoragePVC, Size: &size, StorageClassName: ptr.To("fast"), ClaimRetentionPolicy: mlv1.ClaimDelete}).Obj(),
+			managed: true,
+			owned:   true,
+			want: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("fast"),
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}},
+		},
+		{
+			name:    "a storage of only a size, type not defaulted yet",
+			tj:      tjtest.NewTJ("ml", "a").Workers(1).Checkpoints(&mlv1.CheckpointStorage{Size: &size}).Obj(),
+			managed: true,
+			owned:   false,
+			want: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}},
+		},
+		{
+			name:    "a user's claim is not the operator's",
+			tj:      tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine"}).Obj(),
+			managed: false,
+			owned:   false,
+			want:    corev1.PersistentVolumeClaimSpec{},
+		},
+		{
+			name:    "s3 needs no claim",
+			tj:      tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj(),
+			managed: false,
+			owned:   false,
+			want:    corev1.PersistentVolumeClaimSpec{},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,17 +156,25 @@ func TestParseStorageURI(t *testing.T) {
 		want    *mlv1.CheckpointStorage
 		wantErr bool
 	}{
-		{"", nil, false},
-		{"s3://team-ckpt/runs/vision?endpoint=http://minio.minio:9000&region=us-east-1&secret=s3-creds", &mlv1.CheckpointStorage{
-			Type: mlv1.StorageS3, S3Bucket: "team-ckpt", Prefix: "runs/vision", Endpoint: "http://minio.minio:9000", Region: "us-east-1",
-			SecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}}, false},
-		{"gs://team-ckpt", &mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "team-ckpt"}, false},
-		{"pvc://shared-checkpoints/runs", &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "shared-checkpoints", Prefix: "runs"}, false},
-		{"nfs://server/export", nil, true},
-		{"s3://", nil, true},
-		{"gs://b?region=x", nil, true},
-		{"pvc://c?secret=x", nil, true},
-		{"s3://b?bucket=x", nil, true},
+		{uri: "", want: nil, wantErr: false},
+		{
+			uri: "s3://team-ckpt/runs/vision?endpoint=http://minio.minio:9000&region=us-east-1&secret=s3-creds",
+			want: &mlv1.CheckpointStorage{
+				Type: mlv1.StorageS3, S3Bucket: "team-ckpt", Prefix: "runs/vision", Endpoint: "http://minio.minio:9000", Region: "us-east-1",
+				SecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
+			wantErr: false,
+		},
+		{uri: "gs://team-ckpt", want: &mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "team-ckpt"}, wantErr: false},
+		{
+			uri:     "pvc://shared-checkpoints/runs",
+			want:    &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "shared-checkpoints", Prefix: "runs"},
+			wantErr: false,
+		},
+		{uri: "nfs://server/export", want: nil, wantErr: true},
+		{uri: "s3://", want: nil, wantErr: true},
+		{uri: "gs://b?region=x", want: nil, wantErr: true},
+		{uri: "pvc://c?secret=x", want: nil, wantErr: true},
+		{uri: "s3://b?bucket=x", want: nil, wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.uri, func(t *testing.T) {

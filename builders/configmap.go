@@ -33,7 +33,7 @@ type NetworkConfig struct {
 	RDMAEnabled bool         `json:"rdmaEnabled"`
 }
 
-// Config is the RunConfig of a TrainingJob.
+// Config returns the RunConfig of a TrainingJob.
 func Config(tj *mlv1.TrainingJob) RunConfig {
 	return RunConfig{
 		TrainingJob:     tj.Name,

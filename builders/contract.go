@@ -42,7 +42,8 @@ var Contract = []ContractVar{
 	reserved("PADDLE_MASTER", mlv1.FrameworkPaddle), reserved("PADDLE_NNODES", mlv1.FrameworkPaddle),
 	reserved("PADDLE_JOB_ID", mlv1.FrameworkPaddle),
 	{Name: "NCCL_IB_DISABLE"},
-	mpi("MPI_HOSTS"), mpi("MPI_SSH_DIR"), mpi("MPI_RUN_DIR"), mpi("OMPI_MCA_orte_default_hostfile"), mpi("OMPI_MCA_plm_rsh_args"), mpi("OMPI_MCA_orte_keep_fqdn_hostnames"),
+	mpi("MPI_HOSTS"), mpi("MPI_SSH_DIR"), mpi("MPI_RUN_DIR"), mpi("OMPI_MCA_orte_default_hostfile"), mpi("OMPI_MCA_plm_rsh_args"),
+	mpi("OMPI_MCA_orte_keep_fqdn_hostnames"),
 	mpi("OMPI_ALLOW_RUN_AS_ROOT"), mpi("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), mpi("I_MPI_HYDRA_HOST_FILE"), mpi("I_MPI_HYDRA_BOOTSTRAP"),
 	mpi("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"), mpi("HYDRA_HOST_FILE"), mpi("HYDRA_LAUNCHER_EXTRA_ARGS"),
 	{Name: "NVIDIA_VISIBLE_DEVICES"},
@@ -59,7 +60,7 @@ func reserved(name string, fw ...mlv1.Framework) ContractVar {
 	return ContractVar{Name: name, Frameworks: fw, Reserved: true}
 }
 
-// mpi: set (as a default) only with networking.backend mpi.
+// mpi returns the contract variable name, set (as a default) only with networking.backend mpi.
 func mpi(name string) ContractVar { return ContractVar{Name: name, Backend: mlv1.BackendMPI} }
 
 func defaulted(name string, fw ...mlv1.Framework) ContractVar {

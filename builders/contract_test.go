@@ -113,33 +113,82 @@ func TestFrameworkEnv(t *testing.T) {
 		want   map[string]string
 		absent []string
 	}{
-		{"one process per pod", tjtest.NewTJ("ml", "a").Obj(),
-			map[string]string{"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "2"}, nil},
-		{"jax: JAX's own names and Kubeflow's", tjtest.NewTJ("ml", "a").Framework(mlv1.FrameworkJAX).Obj(), map[string]string{
-			"JAX_COORDINATOR_ADDRESS": "$(MASTER_ADDR):$(MASTER_PORT)", "JAX_COORDINATOR_BIND_ADDRESS": "$(POD_IP):$(MASTER_PORT)",
-			"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "$(RANK)", "COORDINATOR_ADDRESS": "$(MASTER_ADDR)",
-			"COORDINATOR_PORT": "$(MASTER_PORT)", "NUM_PROCESSES": "2", "PROCESS_ID": "$(RANK)"}, []string{"PET_NNODES"}},
-		{"xgboost: the tracker on rank 0, the other ranks for LightGBM", tjtest.NewTJ("ml", "a").Workers(3).Framework(mlv1.FrameworkXGBoost).Obj(), map[string]string{
-			"DMLC_TRACKER_URI": "$(MASTER_ADDR)", "DMLC_TRACKER_PORT": "$(MASTER_PORT)", "DMLC_NUM_WORKER": "3", "DMLC_TASK_ID": "$(RANK)",
-			"WORKER_ADDRS": "a-worker-1.a-headless.ml.svc,a-worker-2.a-headless.ml.svc", "WORKER_PORT": "$(MASTER_PORT)"}, nil},
-		{"xgboost alone has no other ranks", tjtest.NewTJ("ml", "a").Workers(1).Framework(mlv1.FrameworkXGBoost).Obj(), map[string]string{
-			"DMLC_TRACKER_URI": "$(MASTER_ADDR)", "DMLC_TRACKER_PORT": "$(MASTER_PORT)", "DMLC_NUM_WORKER": "1", "DMLC_TASK_ID": "$(RANK)"},
-			[]string{"WORKER_ADDRS", "WORKER_PORT"}},
-		{"elastic pytorch: c10d at rank 0's fully qualified name, no fixed size", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 2, MaxWorkers: 8, MaxRestarts: ptr.To[int32](5)}
-		}).Obj(), map[string]string{"PET_NNODES": "2:8", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "a-worker-0.a-headless.ml.svc.cluster.local:$(MASTER_PORT)",
-			"PET_RDZV_ID": "a", "PET_MAX_RESTARTS": "5"}, []string{"WORLD_SIZE", "PET_MASTER_ADDR", "PET_NODE_RANK"}},
-		{"paddle: collective mode", tjtest.NewTJ("ml", "a").Framework(mlv1.FrameworkPaddle).Obj(), map[string]string{
-			"PADDLE_MASTER": "$(MASTER_ADDR):$(MASTER_PORT)", "PADDLE_NNODES": "2", "PADDLE_JOB_ID": "a"}, nil},
-		{"tracking: MLflow's server and experiment, one W&B group with a run per rank", tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-			tj.UID = "u-1"
-			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", WandbProject: "vision"}
-		}).Obj(), map[string]string{"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_EXPERIMENT_NAME": "ml", "WANDB_PROJECT": "vision",
-			"WANDB_RUN_GROUP": "a", "WANDB_RUN_ID": "u-1-rank-$(RANK)", "WANDB_NAME": "a-rank-$(RANK)", "WANDB_RESUME": "allow",
-			"MLFLOW_RUN_ID": "", "MLFLOW_EXPERIMENT_ID": ""}, []string{"MLFLOW_TRACKING_TOKEN"}},
-		{"no tracking configured", tjtest.NewTJ("ml", "a").Obj(), map[string]string{}, []string{"MLFLOW_TRACKING_URI", "WANDB_PROJECT"}},
-		{"CPU-only workers see no GPU", tjtest.NewTJ("ml", "a").GPUs(0).Obj(), map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"}, nil},
-		{"GPU workers see theirs", tjtest.NewTJ("ml", "a").GPUs(1).Obj(), map[string]string{}, []string{"NVIDIA_VISIBLE_DEVICES"}},
+		{
+			name:   "one process per pod",
+			tj:     tjtest.NewTJ("ml", "a").Obj(),
+			want:   map[string]string{"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "2"},
+			absent: nil,
+		},
+		{
+			name: "jax: JAX's own names and Kubeflow's",
+			tj:   tjtest.NewTJ("ml", "a").Framework(mlv1.FrameworkJAX).Obj(),
+			want: map[string]string{
+				"JAX_COORDINATOR_ADDRESS": "$(MASTER_ADDR):$(MASTER_PORT)", "JAX_COORDINATOR_BIND_ADDRESS": "$(POD_IP):$(MASTER_PORT)",
+				"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "$(RANK)", "COORDINATOR_ADDRESS": "$(MASTER_ADDR)",
+				"COORDINATOR_PORT": "$(MASTER_PORT)", "NUM_PROCESSES": "2", "PROCESS_ID": "$(RANK)"},
+			absent: []string{"PET_NNODES"},
+		},
+		{
+			name: "xgboost: the tracker on rank 0, the other ranks for LightGBM",
+			tj:   tjtest.NewTJ("ml", "a").Workers(3).Framework(mlv1.FrameworkXGBoost).Obj(),
+			want: map[string]string{
+				"DMLC_TRACKER_URI": "$(MASTER_ADDR)", "DMLC_TRACKER_PORT": "$(MASTER_PORT)", "DMLC_NUM_WORKER": "3", "DMLC_TASK_ID": "$(RANK)",
+				"WORKER_ADDRS": "a-worker-1.a-headless.ml.svc,a-worker-2.a-headless.ml.svc", "WORKER_PORT": "$(MASTER_PORT)"},
+			absent: nil,
+		},
+		{
+			name: "xgboost alone has no other ranks",
+			tj:   tjtest.NewTJ("ml", "a").Workers(1).Framework(mlv1.FrameworkXGBoost).Obj(),
+			want: map[string]string{
+				"DMLC_TRACKER_URI": "$(MASTER_ADDR)", "DMLC_TRACKER_PORT": "$(MASTER_PORT)", "DMLC_NUM_WORKER": "1", "DMLC_TASK_ID": "$(RANK)"},
+			absent: []string{"WORKER_ADDRS", "WORKER_PORT"},
+		},
+		{
+			name: "elastic pytorch: c10d at rank 0's fully qualified name, no fixed size",
+			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 2, MaxWorkers: 8, MaxRestarts: ptr.To[int32](5)}
+			}).Obj(),
+			want: map[string]string{"PET_NNODES": "2:8", "PET_RDZV_BACKEND": "c10d",
+				"PET_RDZV_ENDPOINT": "a-worker-0.a-headless.ml.svc.cluster.local:$(MASTER_PORT)",
+				"PET_RDZV_ID":       "a", "PET_MAX_RESTARTS": "5"},
+			absent: []string{"WORLD_SIZE", "PET_MASTER_ADDR", "PET_NODE_RANK"},
+		},
+		{
+			name: "paddle: collective mode",
+			tj:   tjtest.NewTJ("ml", "a").Framework(mlv1.FrameworkPaddle).Obj(),
+			want: map[string]string{
+				"PADDLE_MASTER": "$(MASTER_ADDR):$(MASTER_PORT)", "PADDLE_NNODES": "2", "PADDLE_JOB_ID": "a"},
+			absent: nil,
+		},
+		{
+			name: "tracking: MLflow's server and experiment, one W&B group with a run per rank",
+			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.UID = "u-1"
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow:5000", WandbProject: "vision"}
+			}).Obj(),
+			want: map[string]string{"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_EXPERIMENT_NAME": "ml", "WANDB_PROJECT": "vision",
+				"WANDB_RUN_GROUP": "a", "WANDB_RUN_ID": "u-1-rank-$(RANK)", "WANDB_NAME": "a-rank-$(RANK)", "WANDB_RESUME": "allow",
+				"MLFLOW_RUN_ID": "", "MLFLOW_EXPERIMENT_ID": ""},
+			absent: []string{"MLFLOW_TRACKING_TOKEN"},
+		},
+		{
+			name:   "no tracking configured",
+			tj:     tjtest.NewTJ("ml", "a").Obj(),
+			want:   map[string]string{},
+			absent: []string{"MLFLOW_TRACKING_URI", "WANDB_PROJECT"},
+		},
+		{
+			name:   "CPU-only workers see no GPU",
+			tj:     tjtest.NewTJ("ml", "a").GPUs(0).Obj(),
+			want:   map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"},
+			absent: nil,
+		},
+		{
+			name:   "GPU workers see theirs",
+			tj:     tjtest.NewTJ("ml", "a").GPUs(1).Obj(),
+			want:   map[string]string{},
+			absent: []string{"NVIDIA_VISIBLE_DEVICES"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,14 +216,21 @@ func TestTrackingEnv(t *testing.T) {
 		mon  *mlv1.MonitoringSpec
 		want map[string]string
 	}{
-		{"the operator's default, the namespace's experiment", nil, map[string]string{
-			"MLFLOW_TRACKING_URI": "http://default:5000", "MLFLOW_EXPERIMENT_NAME": "ml",
-			"MLFLOW_EXPERIMENT_ID": cmKey("MLFLOW_EXPERIMENT_ID"), "MLFLOW_RUN_ID": cmKey("MLFLOW_RUN_ID")}},
-		{"the job's server, experiment and credentials", &mlv1.MonitoringSpec{MLflowTrackingURI: "https://mine", MLflowExperiment: "vision", MLflowCredentialsSecret: "creds"},
-			map[string]string{"MLFLOW_TRACKING_URI": "https://mine", "MLFLOW_EXPERIMENT_NAME": "vision",
+		{
+			name: "the operator's default, the namespace's experiment",
+			mon:  nil,
+			want: map[string]string{
+				"MLFLOW_TRACKING_URI": "http://default:5000", "MLFLOW_EXPERIMENT_NAME": "ml",
+				"MLFLOW_EXPERIMENT_ID": cmKey("MLFLOW_EXPERIMENT_ID"), "MLFLOW_RUN_ID": cmKey("MLFLOW_RUN_ID")},
+		},
+		{
+			name: "the job's server, experiment and credentials",
+			mon:  &mlv1.MonitoringSpec{MLflowTrackingURI: "https://mine", MLflowExperiment: "vision", MLflowCredentialsSecret: "creds"},
+			want: map[string]string{"MLFLOW_TRACKING_URI": "https://mine", "MLFLOW_EXPERIMENT_NAME": "vision",
 				"MLFLOW_EXPERIMENT_ID": cmKey("MLFLOW_EXPERIMENT_ID"), "MLFLOW_RUN_ID": cmKey("MLFLOW_RUN_ID"),
 				"MLFLOW_TRACKING_TOKEN": secretKey("MLFLOW_TRACKING_TOKEN"), "MLFLOW_TRACKING_USERNAME": secretKey("MLFLOW_TRACKING_USERNAME"),
-				"MLFLOW_TRACKING_PASSWORD": secretKey("MLFLOW_TRACKING_PASSWORD")}},
+				"MLFLOW_TRACKING_PASSWORD": secretKey("MLFLOW_TRACKING_PASSWORD")},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

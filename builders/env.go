@@ -12,10 +12,10 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// WorkerEnv is the environment of every worker container: the injected contract (documented in
-// docs/frameworks.md) followed by spec.env, whose entries replace the operator's defaults of the same name (admission
-// keeps spec.env off the reserved names). Entries may refer to earlier ones with $(NAME), which the
-// kubelet expands, so spec.env may use every injected variable.
+// WorkerEnv returns the environment of every worker container: the injected contract (documented in
+// docs/frameworks.md) followed by spec.env, whose entries replace the operator's defaults of the same name
+// (admission keeps spec.env off the reserved names). Entries may refer to earlier ones with $(NAME), which
+// the kubelet expands, so spec.env may use every injected variable.
 func WorkerEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	env := identityEnv(tj)
 	env = append(env, rendezvousEnv(tj)...)
@@ -29,7 +29,7 @@ func WorkerEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	return overrideEnv(env, tj.Spec.Env)
 }
 
-// overrideEnv is env without the names user sets, followed by user: one entry per name.
+// overrideEnv returns env without the names user sets, followed by user: one entry per name.
 func overrideEnv(env, user []corev1.EnvVar) []corev1.EnvVar {
 	set := make(map[string]bool, len(user))
 	for _, e := range user {
@@ -57,21 +57,21 @@ func identityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	}
 }
 
-// rendezvousEnv follows Kubeflow's PyTorchJob: one process per pod, RANK is the pod's index.
-// podIPEnv is POD_IP from the pod's status.
+// podIPEnv returns POD_IP, read from the pod's status.
 func podIPEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}
 }
 
-// rankEnv is RANK from the pod's completion index.
+// rankEnv returns RANK, read from the pod's completion index.
 func rankEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 		FieldPath: fmt.Sprintf("metadata.annotations['%s']", names.RankAnnotation),
 	}}}
 }
 
-// rendezvousEnv: one process per pod, so RANK is the pod's index and LOCAL_RANK 0 (a launcher such as
-// torchrun sets its own children's RANK, LOCAL_RANK and WORLD_SIZE).
+// rendezvousEnv returns the rendezvous variables, following Kubeflow's PyTorchJob: one process per pod, so
+// RANK is the pod's index and LOCAL_RANK 0 (a launcher such as torchrun sets its own children's RANK,
+// LOCAL_RANK and WORLD_SIZE).
 func rendezvousEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env := []corev1.EnvVar{rankEnv(), value("NODE_RANK", "$(RANK)")}
 	if tj.Spec.Elastic == nil { // an elastic job's size changes under its immutable pod template
@@ -109,7 +109,7 @@ func frameworkEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 // torchrunEnv).
 const ClusterDomain = "cluster.local"
 
-// torchrunEnv is what torchrun reads. A fixed-size job: rank 0 is the master, each pod a node of
+// torchrunEnv returns what torchrun reads. A fixed-size job: rank 0 is the master, each pod a node of
 // PET_NPROC_PER_NODE processes. An elastic one: c10d rendezvous at rank 0's fully qualified name (the
 // name rank 0's /etc/hosts gives as its own canonical name, which is how torchrun's agent on rank 0 knows
 // it must host the rendezvous store), between minWorkers and maxWorkers nodes, ranks assigned by the
@@ -135,11 +135,11 @@ func torchrunEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	}
 }
 
-// jaxEnv: jax.distributed.initialize reads JAX_COORDINATOR_ADDRESS and JAX_COORDINATOR_BIND_ADDRESS
-// itself (rank 0's coordinator then listens on its own pod address only), but not the process count or
-// id: scripts pass JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/frameworks.md). COORDINATOR_ADDRESS,
-// COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID are what Kubeflow's JAXJob sets, so its scripts run
-// unchanged.
+// jaxEnv returns JAX's variables. jax.distributed.initialize reads JAX_COORDINATOR_ADDRESS and
+// JAX_COORDINATOR_BIND_ADDRESS itself (rank 0's coordinator then listens on its own pod address only), but
+// not the process count or id: scripts pass JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/frameworks.md).
+// COORDINATOR_ADDRESS, COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID are what Kubeflow's JAXJob sets, so
+// its scripts run unchanged.
 func jaxEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		value("JAX_COORDINATOR_ADDRESS", "$(MASTER_ADDR):$(MASTER_PORT)"),
@@ -153,9 +153,9 @@ func jaxEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	}
 }
 
-// xgboostEnv: rank 0 runs the Rabit tracker on MASTER_PORT and every rank (rank 0 too) joins it as a
-// worker through the DMLC_* variables. WORKER_ADDRS and WORKER_PORT (the other ranks) are what Kubeflow's
-// XGBoostJob sets for LightGBM.
+// xgboostEnv returns XGBoost's variables: rank 0 runs the Rabit tracker on MASTER_PORT and every rank
+// (rank 0 too) joins it as a worker through the DMLC_* variables. WORKER_ADDRS and WORKER_PORT (the other
+// ranks, set with more than one worker) are what Kubeflow's XGBoostJob sets for LightGBM.
 func xgboostEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		value("DMLC_TRACKER_URI", "$(MASTER_ADDR)"),
@@ -173,7 +173,7 @@ func xgboostEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return append(env, value("WORKER_ADDRS", strings.Join(others, ",")), value("WORKER_PORT", "$(MASTER_PORT)"))
 }
 
-// tfConfig is TF_CONFIG for MultiWorkerMirroredStrategy: every worker's address, and this worker's index
+// tfConfig returns TF_CONFIG for MultiWorkerMirroredStrategy: every worker's address, and this worker's index
 // through $(RANK) expansion (the task index is the only per-pod part).
 func tfConfig(tj *mlv1.TrainingJob) string {
 	workers := make([]string, tj.Spec.NumWorkers)
@@ -195,10 +195,10 @@ func backendEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return []corev1.EnvVar{value("NCCL_IB_DISABLE", disable)}
 }
 
-// gpuVisibilityEnv hides every GPU from workers that asked for none: CUDA images set
-// NVIDIA_VISIBLE_DEVICES=all, with which the NVIDIA container runtime (in its default configuration)
-// hands all of a node's GPUs to a container that requested no GPU resource; "void" makes it expose none.
-// A default: spec.env may set it.
+// gpuVisibilityEnv returns NVIDIA_VISIBLE_DEVICES=void for workers that asked for no GPU, which hides
+// every GPU from them: CUDA images set NVIDIA_VISIBLE_DEVICES=all, with which the NVIDIA container runtime
+// (in its default configuration) hands all of a node's GPUs to a container that requested no GPU resource;
+// "void" makes it expose none. A default: spec.env may set it. Nil for workers with GPUs.
 func gpuVisibilityEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	if tj.GPUsPerWorker() > 0 {
 		return nil

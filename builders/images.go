@@ -2,8 +2,8 @@ package builders
 
 import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 
-// DefaultImages are the images used when spec.image is empty, unless the manager's
-// --default-image-<framework> flags say otherwise.
+// DefaultImages returns the images used when spec.image is empty, by framework (PyTorch, TensorFlow and
+// JAX; the other frameworks have none), unless the manager's --default-image-<framework> flags say otherwise.
 func DefaultImages() map[mlv1.Framework]string {
 	return map[mlv1.Framework]string{
 		mlv1.FrameworkPyTorch:    DefaultRunnerImage,
@@ -20,22 +20,22 @@ const DefaultRunnerImage = "ghcr.io/trainingjob-operator/runner:v0.1.0"
 // image nor command nor args.
 var RunnerCommand = []string{"python3", "-m", "trainingjob_runner"}
 
-// runsDefault: the workers run the framework's default image as it is (no image, command or args).
+// runsDefault reports whether the workers run the framework's default image as it is (no image, command or args).
 func runsDefault(tj *mlv1.TrainingJob) bool {
 	return tj.Spec.Image == "" && len(tj.Spec.Command) == 0 && len(tj.Spec.Args) == 0
 }
 
-// UsesRunner is true when the workers run the default runner (see RunnerCommand).
+// UsesRunner reports whether the workers run the default runner (see RunnerCommand).
 func UsesRunner(tj *mlv1.TrainingJob) bool {
 	return runsDefault(tj) && tj.Spec.Framework == mlv1.FrameworkPyTorch
 }
 
-// NoTrainingProgram is true when the workers run a default image that has no training program (every
+// NoTrainingProgram reports whether the workers run a default image that has no training program (every
 // framework's but PyTorch's, whose image has the runner) with neither command nor args: its default
 // command is a shell, which exits at once, so such a job would end "successfully" having trained nothing.
 func NoTrainingProgram(tj *mlv1.TrainingJob) bool { return runsDefault(tj) && !UsesRunner(tj) }
 
-// Image is the worker image: spec.image, else the operator's default for the framework.
+// Image returns the worker image: spec.image, else the operator's default for the framework ("" when it has none).
 func Image(tj *mlv1.TrainingJob, opts Options) string {
 	if tj.Spec.Image != "" {
 		return tj.Spec.Image

@@ -52,7 +52,7 @@ type Input struct {
 	Source inputs.Source
 }
 
-// Inputs are the job's model and dataset sources that are not plain names; a source that does not parse
+// Inputs returns the job's model and dataset sources that are not plain names; a source that does not parse
 // (admission refuses it) is left out.
 func Inputs(tj *mlv1.TrainingJob) []Input {
 	var out []Input
@@ -64,7 +64,7 @@ func Inputs(tj *mlv1.TrainingJob) []Input {
 	return out
 }
 
-// FetchedInputs are the inputs the init container fetches into the cache.
+// FetchedInputs returns the inputs the init container fetches into the cache.
 func FetchedInputs(tj *mlv1.TrainingJob) []Input {
 	var out []Input
 	for _, in := range Inputs(tj) {
@@ -75,7 +75,7 @@ func FetchedInputs(tj *mlv1.TrainingJob) []Input {
 	return out
 }
 
-// InputsCacheMode is the job's input cache: inputs.cache, else the operator's default, else Shared.
+// InputsCacheMode returns the job's input cache: inputs.cache, else the operator's default, else Shared.
 func InputsCacheMode(tj *mlv1.TrainingJob, opts Options) mlv1.InputsCache {
 	if in := tj.Spec.Inputs; in != nil && in.Cache != "" {
 		return in.Cache
@@ -86,21 +86,21 @@ func InputsCacheMode(tj *mlv1.TrainingJob, opts Options) mlv1.InputsCache {
 	return mlv1.InputsCacheShared
 }
 
-// SharedInputsCache: a source is fetched and kept in the job's claim (InputsCacheClaim).
+// SharedInputsCache reports whether a source is fetched and kept in the job's claim (InputsCacheClaim).
 func SharedInputsCache(tj *mlv1.TrainingJob, opts Options) bool {
 	return len(FetchedInputs(tj)) > 0 && InputsCacheMode(tj, opts) == mlv1.InputsCacheShared
 }
 
-// NodeCacheKey is the job's directory in a node's input cache: NAMESPACE_NAME_UID (neither a namespace
+// NodeCacheKey returns the job's directory in a node's input cache: NAMESPACE_NAME_UID (neither a namespace
 // nor a name holds "_"), so that an administrator reading the node sees whose it is, and a job created
 // again under the same name gets a directory of its own.
 func NodeCacheKey(tj *mlv1.TrainingJob) string {
 	return tj.Namespace + "_" + tj.Name + "_" + string(tj.UID)
 }
 
-// InputsCacheClaim is the input cache the operator creates (owned by the job) when a source is fetched:
-// ReadWriteMany when more than one worker mounts it, inputs.cacheSize (default DefaultInputsCacheSize),
-// inputs.storageClassName.
+// InputsCacheClaim returns the input cache the operator creates (owned by the job) when a source is
+// fetched: ReadWriteMany when more than one worker mounts it, inputs.cacheSize (default
+// DefaultInputsCacheSize), inputs.storageClassName.
 func InputsCacheClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	size, class := DefaultInputsCacheSize, (*string)(nil)
 	if in := tj.Spec.Inputs; in != nil {
@@ -112,7 +112,7 @@ func InputsCacheClaim(tj *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	return jobClaim(tj, names.InputsCacheName(tj), size, class)
 }
 
-// InputDir is where a worker finds an input: MODEL_DIR or DATASET_DIR.
+// InputDir returns where a worker finds an input: MODEL_DIR or DATASET_DIR.
 func InputDir(in Input) string {
 	switch {
 	case in.Source.Fetched():
@@ -123,7 +123,7 @@ func InputDir(in Input) string {
 	return path.Join(InputsRoot, in.Name, in.Source.Path)
 }
 
-// inputsEnv is MODEL_DIR and DATASET_DIR for the inputs that are sources.
+// inputsEnv returns MODEL_DIR and DATASET_DIR for the inputs that are sources.
 func inputsEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	var env []corev1.EnvVar
 	for _, in := range Inputs(tj) {
@@ -136,7 +136,7 @@ func inputsEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	return env
 }
 
-// inputsVolumes are the input cache and the mounted sources.
+// inputsVolumes returns the volumes of the input cache (with a gs:// source's credentials) and of the mounted sources.
 func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 	var vols []corev1.Volume
 	if len(FetchedInputs(tj)) > 0 {
@@ -162,8 +162,8 @@ func inputsVolumes(tj *mlv1.TrainingJob, opts Options) []corev1.Volume {
 	return vols
 }
 
-// inputsCacheVolume is the job's claim (Shared) or the job's own directory in the node's cache, created by
-// the kubelet when missing (PerNode).
+// inputsCacheVolume returns the cache volume: the job's claim (Shared) or the job's own directory in the
+// node's cache, created by the kubelet when missing (PerNode).
 func inputsCacheVolume(tj *mlv1.TrainingJob, opts Options) corev1.Volume {
 	v := corev1.Volume{Name: InputsCacheVolume}
 	if InputsCacheMode(tj, opts) == mlv1.InputsCachePerNode {
@@ -175,7 +175,7 @@ func inputsCacheVolume(tj *mlv1.TrainingJob, opts Options) corev1.Volume {
 	return v
 }
 
-// inputsMounts are the trainer's: the cache and the mounted sources, all read-only.
+// inputsMounts returns the trainer's mounts of the cache and the mounted sources, all read-only.
 func inputsMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
 	var mounts []corev1.VolumeMount
 	if len(FetchedInputs(tj)) > 0 {
@@ -193,8 +193,9 @@ func inputsMounts(tj *mlv1.TrainingJob) []corev1.VolumeMount {
 // of that Secret's keys in the fetcher's credentials volume.
 const gcsCredentialsKey = "service-account.json"
 
-// inputsSecretEnv are the keys of inputs.secretRef the fetcher reads for the job's kinds of source, each
-// optional: s3's AWS keys, hf's HF_TOKEN. The Secret's other keys never reach the fetcher.
+// inputsSecretEnv returns the variables of the keys of inputs.secretRef the fetcher reads for the job's
+// kinds of source, each optional: s3's AWS keys, hf's HF_TOKEN. The Secret's other keys never reach the
+// fetcher.
 func inputsSecretEnv(tj *mlv1.TrainingJob, secret string) []corev1.EnvVar {
 	var keys []string
 	if hasKind(tj, inputs.S3) {
@@ -211,9 +212,9 @@ func inputsSecretEnv(tj *mlv1.TrainingJob, secret string) []corev1.EnvVar {
 	return env
 }
 
-// InputsBudget is the most the job's fetched inputs may take in its cache, and the limit's name for the
-// fetcher's error: inputs.cacheSize (default DefaultInputsCacheSize), and with a PerNode cache no more than
-// the operator's InputsNodeCacheMaxSize.
+// InputsBudget returns the most the job's fetched inputs may take in its cache, and the limit's name for
+// the fetcher's error: inputs.cacheSize (default DefaultInputsCacheSize), and with a PerNode cache no more
+// than the operator's InputsNodeCacheMaxSize.
 func InputsBudget(tj *mlv1.TrainingJob, opts Options) (resource.Quantity, string) {
 	size, limit := DefaultInputsCacheSize.DeepCopy(), "inputs.cacheSize (default "+DefaultInputsCacheSize.String()+")"
 	if in := tj.Spec.Inputs; in != nil && in.CacheSize != nil {
@@ -234,11 +235,11 @@ func hasKind(tj *mlv1.TrainingJob, k inputs.Kind) bool {
 	return false
 }
 
-// inputsInitContainer fetches the job's sources into the cache (`manager fetch-inputs`, the operator's
-// image): rank 0 copies what the cache lacks and reports it in its termination message; the other ranks
-// wait until rank 0 has done it for their attempt. With a PerNode cache every rank fetches, one at a time
-// on a node, so the first on each node copies and the others find it there. The credentials
-// (inputs.secretRef) go to it alone.
+// inputsInitContainer returns the init container that fetches the job's sources into the cache (`manager
+// fetch-inputs`, the operator's image); none when no source is fetched. Rank 0 copies what the cache lacks
+// and reports it in its termination message; the other ranks wait until rank 0 has done it for their
+// attempt. With a PerNode cache every rank fetches, one at a time on a node, so the first on each node
+// copies and the others find it there. The credentials (inputs.secretRef) go to it alone.
 func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container {
 	fetched := FetchedInputs(tj)
 	if len(fetched) == 0 {
@@ -275,7 +276,8 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 		if in.SecretRef != nil {
 			c.Env = append(c.Env, inputsSecretEnv(tj, in.SecretRef.Name)...)
 			if hasKind(tj, inputs.GCS) {
-				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: inputsCredentialsVolume, MountPath: inputsCredentialsPath, ReadOnly: true})
+				c.VolumeMounts = append(c.VolumeMounts,
+					corev1.VolumeMount{Name: inputsCredentialsVolume, MountPath: inputsCredentialsPath, ReadOnly: true})
 				c.Env = append(c.Env, value("GOOGLE_APPLICATION_CREDENTIALS", inputsCredentialsPath+"/"+gcsCredentialsKey))
 			}
 		}
@@ -284,10 +286,11 @@ func inputsInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container 
 	return []corev1.Container{c}
 }
 
-// inputsSecurityContext: the fetcher writes the cache as the workers' user when the job sets one (so
-// they own what it wrote), else as root allowed to write a volume's directories whoever owns them, as the
-// checkpoint agent does on a volume. A node cache is written as root always: it is the node's directory,
-// shared by the jobs of every user; what the fetcher writes there is readable by all.
+// inputsSecurityContext returns the fetcher's security context: it writes the cache as the workers' user
+// when the job sets one (so they own what it wrote), else as root allowed to write a volume's directories
+// whoever owns them, as the checkpoint agent does on a volume. A node cache is written as root always: it
+// is the node's directory, shared by the jobs of every user; what the fetcher writes there is readable by
+// all.
 func inputsSecurityContext(tj *mlv1.TrainingJob, opts Options) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),

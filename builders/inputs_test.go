@@ -25,12 +25,25 @@ func TestInputsInThePod(t *testing.T) {
 		wantFetch            []string // the fetcher's source arguments; nil: no fetcher
 		wantClaim            bool
 	}{
-		{"plain names", "cnn", "mnist", map[string]string{}, nil, nil, false},
-		{"a claim and an export, mounted", "pvc://models/bert", "nfs://10.0.0.5/exports/squad",
-			map[string]string{"MODEL_DIR": "/inputs/model/bert", "DATASET_DIR": "/inputs/dataset"}, []string{"model-source", "dataset-source"}, nil, false},
-		{"s3 and the hub, fetched", "hf://google-bert/bert-base-uncased", "s3://datasets/squad",
-			map[string]string{"MODEL_DIR": "/inputs/cache/model", "DATASET_DIR": "/inputs/cache/dataset"}, []string{"inputs-cache"},
-			[]string{"--model=hf://google-bert/bert-base-uncased", "--dataset=s3://datasets/squad"}, true},
+		{name: "plain names", model: "cnn", dataset: "mnist", wantEnv: map[string]string{}, wantVolumes: nil, wantFetch: nil, wantClaim: false},
+		{
+			name:        "a claim and an export, mounted",
+			model:       "pvc://models/bert",
+			dataset:     "nfs://10.0.0.5/exports/squad",
+			wantEnv:     map[string]string{"MODEL_DIR": "/inputs/model/bert", "DATASET_DIR": "/inputs/dataset"},
+			wantVolumes: []string{"model-source", "dataset-source"},
+			wantFetch:   nil,
+			wantClaim:   false,
+		},
+		{
+			name:        "s3 and the hub, fetched",
+			model:       "hf://google-bert/bert-base-uncased",
+			dataset:     "s3://datasets/squad",
+			wantEnv:     map[string]string{"MODEL_DIR": "/inputs/cache/model", "DATASET_DIR": "/inputs/cache/dataset"},
+			wantVolumes: []string{"inputs-cache"},
+			wantFetch:   []string{"--model=hf://google-bert/bert-base-uncased", "--dataset=s3://datasets/squad"},
+			wantClaim:   true,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
@@ -73,14 +86,16 @@ func TestInputsInThePod(t *testing.T) {
 				want := map[string]string{"AWS_ACCESS_KEY_ID": "keys/AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "keys/AWS_SECRET_ACCESS_KEY",
 					"AWS_SESSION_TOKEN": "keys/AWS_SESSION_TOKEN", "HF_TOKEN": "keys/HF_TOKEN"}
 				if diff := cmp.Diff(want, secretKeys); diff != "" || len(f.EnvFrom) != 0 || len(spec.Containers[0].EnvFrom) != 0 {
-					t.Errorf("the fetcher gets the keys it reads, and only it (-want +got):\n%s\nfetcher envFrom %v, trainer envFrom %v", diff, f.EnvFrom, spec.Containers[0].EnvFrom)
+					t.Errorf("the fetcher gets the keys it reads, and only it (-want +got):\n%s\nfetcher envFrom %v, trainer envFrom %v",
+						diff, f.EnvFrom, spec.Containers[0].EnvFrom)
 				}
 				if !slices.Contains(f.Args, "--max-bytes=53687091200") || !slices.Contains(f.Args, "--budget-name=inputs.cacheSize (default 50Gi)") {
 					t.Errorf("fetcher args %v lack the budget of the default inputs.cacheSize", f.Args)
 				}
 			}
 			claim := builders.InputsCacheClaim(tj)
-			if tc.wantClaim && (claim.Name != "a-inputs" || claim.Spec.AccessModes[0] != corev1.ReadWriteMany || claim.Spec.Resources.Requests.Storage().String() != "50Gi") {
+			if tc.wantClaim && (claim.Name != "a-inputs" || claim.Spec.AccessModes[0] != corev1.ReadWriteMany ||
+				claim.Spec.Resources.Requests.Storage().String() != "50Gi") {
 				t.Errorf("input cache %s %v %v; want a-inputs, ReadWriteMany, 50Gi", claim.Name, claim.Spec.AccessModes, claim.Spec.Resources.Requests)
 			}
 		})
@@ -99,10 +114,12 @@ func TestInputsCache(t *testing.T) {
 	}
 	claim := corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "a-inputs"}}
 	// PerNode: the pod's volume is the job's own directory on the node, never the whole cache.
-	node := corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/tj-inputs/ml_a_uid-1", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}
+	node := corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: "/var/lib/tj-inputs/ml_a_uid-1", Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+	}}
 	shared := mounts{Volume: claim, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache"},
-		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true}, Dir: "/inputs/cache", RunAsUserDefault: true,
-		Budget: "inputs.cacheSize 30Gi"}
+		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true},
+		Dir:     "/inputs/cache", RunAsUserDefault: true, Budget: "inputs.cacheSize 30Gi"}
 	onNode := mounts{Volume: node, Fetcher: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache"},
 		Trainer: corev1.VolumeMount{Name: "inputs-cache", MountPath: "/inputs/cache", ReadOnly: true},
 		Dir:     "/inputs/cache", PerNode: true, Budget: "the operator's node cache limit per job (--inputs-node-cache-max-size) 20Gi"}
@@ -112,10 +129,15 @@ func TestInputsCache(t *testing.T) {
 		opts  builders.Options
 		want  mounts
 	}{
-		{"unset: shared", "", perNode, shared},
-		{"PerNode", mlv1.InputsCachePerNode, perNode, onNode},
-		{"unset, the operator's default PerNode", "", withCache(perNode, mlv1.InputsCachePerNode), onNode},
-		{"Shared over the operator's default", mlv1.InputsCacheShared, withCache(perNode, mlv1.InputsCachePerNode), shared},
+		{name: "unset: shared", cache: "", opts: perNode, want: shared},
+		{name: "PerNode", cache: mlv1.InputsCachePerNode, opts: perNode, want: onNode},
+		{name: "unset, the operator's default PerNode", cache: "", opts: withCache(perNode, mlv1.InputsCachePerNode), want: onNode},
+		{
+			name:  "Shared over the operator's default",
+			cache: mlv1.InputsCacheShared,
+			opts:  withCache(perNode, mlv1.InputsCachePerNode),
+			want:  shared,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "a").Workers(4).With(func(tj *mlv1.TrainingJob) {
@@ -131,8 +153,11 @@ func TestInputsCache(t *testing.T) {
 					got.Volume = v.VolumeSource
 				}
 			}
-			got.Trainer = spec.Containers[0].VolumeMounts[slices.IndexFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "inputs-cache" })]
-			f := spec.InitContainers[slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == names.InputsContainerName })]
+			trainerMounts := spec.Containers[0].VolumeMounts
+			got.Trainer = trainerMounts[slices.IndexFunc(trainerMounts, func(m corev1.VolumeMount) bool { return m.Name == "inputs-cache" })]
+			f := spec.InitContainers[slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool {
+				return c.Name == names.InputsContainerName
+			})]
 			got.Fetcher = f.VolumeMounts[0]
 			for _, a := range f.Args {
 				if v, ok := strings.CutPrefix(a, "--dir="); ok {

@@ -22,8 +22,8 @@ import (
 // operator's --gpu-resource-name (Options.GPUResource) names another.
 const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
-// command is spec.command, or the default runner's for a pytorch job that names neither image, command
-// nor args.
+// command returns spec.command, or the default runner's for a pytorch job that names neither image,
+// command nor args.
 func command(tj *mlv1.TrainingJob) []string {
 	if UsesRunner(tj) {
 		return append([]string(nil), RunnerCommand...)
@@ -33,10 +33,11 @@ func command(tj *mlv1.TrainingJob) []string {
 
 // ExtendedResourceName matches the names gpuResourceName and --gpu-resource-name accept (the CRD's
 // pattern): DOMAIN/NAME.
-var ExtendedResourceName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+var ExtendedResourceName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?` +
+	`/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
-// GPUResourceName is the extended resource the job's gpusPerWorker counts: spec.gpuResourceName, else the
-// operator's default, else nvidia.com/gpu.
+// GPUResourceName returns the extended resource the job's gpusPerWorker counts: spec.gpuResourceName, else
+// the operator's default, else nvidia.com/gpu.
 func GPUResourceName(tj *mlv1.TrainingJob, opts Options) corev1.ResourceName {
 	switch {
 	case tj.Spec.GPUResourceName != "":
@@ -75,6 +76,9 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 	return job
 }
 
+// jobBackoffLimit returns the Job's backoffLimit: failurePolicy.backoffLimit with restartPolicy OnFailure,
+// else 0.
+//
 // The failure policy lives in the TrainingJob, not in the Job (whose deadline and backoff restart with
 // every attempt): the Job runs one attempt. With restartPolicy Gang or Never its first failed pod fails it
 // (backoffLimit 0) and the JobController decides from the pods whether a new attempt starts; a disrupted
@@ -99,7 +103,7 @@ func podFailurePolicy(tj *mlv1.TrainingJob) *batchv1.PodFailurePolicy {
 	}}}
 }
 
-// podRestartPolicy: containers restart in place only with OnFailure.
+// podRestartPolicy returns the pods' restart policy: containers restart in place only with OnFailure.
 func podRestartPolicy(tj *mlv1.TrainingJob) corev1.RestartPolicy {
 	if tj.RestartPolicy() == mlv1.RestartOnFailure {
 		return corev1.RestartPolicyOnFailure
@@ -107,13 +111,13 @@ func podRestartPolicy(tj *mlv1.TrainingJob) corev1.RestartPolicy {
 	return corev1.RestartPolicyNever
 }
 
-// JobSuspend is the suspend field of a Job built without an admission: true when the user suspends the
+// JobSuspend returns the suspend field of a Job built without an admission: true when the user suspends the
 // TrainingJob, and when a queue decides when it starts (the Job of a queued job is created only once
 // Kueue has admitted its Workload, by AdmittedJob).
 func JobSuspend(tj *mlv1.TrainingJob) bool { return tj.Suspended() || QueueName(tj) != "" }
 
-// SpecHash identifies what a Job runs: its spec without the suspend field. A suspended Job whose hash
-// differs from the one built from the current TrainingJob is stale.
+// SpecHash returns a hash that identifies what a Job runs: its spec without the suspend field. A suspended
+// Job whose hash differs from the one built from the current TrainingJob is stale.
 func SpecHash(job *batchv1.Job) string {
 	spec := job.Spec.DeepCopy()
 	spec.Suspend = nil
@@ -231,7 +235,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 	return c
 }
 
-// Resources are spec.resources with the GPU resource (GPUResourceName) set to gpusPerWorker in the limits
+// Resources returns spec.resources with the GPU resource (GPUResourceName) set to gpusPerWorker in the limits
 // (the scheduler takes an extended resource's request from its limit): gpusPerWorker wins over a
 // different count under an operator-wide resource name, which admission cannot see. CPU-only workers get
 // no GPU entry.

@@ -19,9 +19,9 @@ import (
 // A TrainingJob is a Kueue external framework (docs/kueue.md): it has one Workload for its whole life,
 // built here, with one pod set (the workers). Its Jobs carry no queue label and are never charged.
 
-// QueueName is the Kueue LocalQueue that admits the job: the TrainingJob's kueue.x-k8s.io/queue-name label
-// (Kueue's convention, what a platform's policies and Kueue's tools set), else spec.scheduling.queueName;
-// "" when the job is not queued.
+// QueueName returns the Kueue LocalQueue that admits the job: the TrainingJob's kueue.x-k8s.io/queue-name
+// label (Kueue's convention, what a platform's policies and Kueue's tools set), else
+// spec.scheduling.queueName; "" when the job is not queued.
 func QueueName(tj *mlv1.TrainingJob) string {
 	if q := tj.Labels[names.QueueLabel]; q != "" {
 		return q
@@ -32,14 +32,14 @@ func QueueName(tj *mlv1.TrainingJob) string {
 	return ""
 }
 
-// ManagedByOperator: spec.managedBy is unset or names this operator. A TrainingJob managed by another
-// controller (MultiKueue) is left alone.
+// ManagedByOperator reports whether spec.managedBy is unset or names this operator. A TrainingJob managed
+// by another controller (MultiKueue) is left alone.
 func ManagedByOperator(tj *mlv1.TrainingJob) bool {
 	m := ptr.Deref(tj.Spec.ManagedBy, "")
 	return m == "" || m == names.ControllerName
 }
 
-// PriorityClassRef is the class that sets the Workload's priority: the WorkloadPriorityClass of the
+// PriorityClassRef returns the class that sets the Workload's priority: the WorkloadPriorityClass of the
 // job's kueue.x-k8s.io/priority-class label, else the PriorityClass of spec.scheduling.priority; nil
 // when the job names neither (priority 0).
 func PriorityClassRef(tj *mlv1.TrainingJob) *kueue.PriorityClassRef {
@@ -73,13 +73,15 @@ func Workload(tj *mlv1.TrainingJob, opts Options, priority int32) *kueue.Workloa
 	return wl
 }
 
-// WorkerPodSet is the workers' pod set: the Job's pod template without what changes between attempts,
+// WorkerPodSet returns the workers' pod set: the Job's pod template without what changes between attempts,
 // and the topology request of Kueue's pod annotations (spec.workerPod.annotations) with the rank label,
 // so Kueue's topology-aware scheduling places ranks in order.
 func WorkerPodSet(tj *mlv1.TrainingJob, opts Options) kueue.PodSet {
 	tmpl := *Job(tj, opts).Spec.Template.DeepCopy()
 	delete(tmpl.Labels, names.AttemptLabel)
-	return kueue.PodSet{Name: names.WorkerPodSet, Count: tj.Spec.NumWorkers, Template: tmpl, TopologyRequest: topologyRequest(tmpl.Annotations)}
+	return kueue.PodSet{
+		Name: names.WorkerPodSet, Count: tj.Spec.NumWorkers, Template: tmpl, TopologyRequest: topologyRequest(tmpl.Annotations),
+	}
 }
 
 func topologyRequest(annotations map[string]string) *kueue.PodSetTopologyRequest {
@@ -94,9 +96,10 @@ func topologyRequest(annotations map[string]string) *kueue.PodSetTopologyRequest
 	return req
 }
 
-// PodSetChanged: the Workload's pod set no longer describes the workers: another count (an elastic
-// job resized), other requests, node selection or tolerations (edited while suspended), or another
-// topology request. Kueue lets a pod set change only while its Workload holds no quota.
+// PodSetChanged reports whether the Workload's pod set (got) no longer describes the workers (want):
+// another count (an elastic job resized), other requests, node selection or tolerations (edited while
+// suspended), or another topology request. Kueue lets a pod set change only while its Workload holds no
+// quota.
 func PodSetChanged(want, got []kueue.PodSet) bool {
 	if len(want) != len(got) {
 		return true
@@ -110,8 +113,8 @@ func PodSetChanged(want, got []kueue.PodSet) bool {
 		!apiequality.Semantic.DeepEqual(ws.Tolerations, gs.Tolerations) || !apiequality.Semantic.DeepEqual(ws.Affinity, gs.Affinity)
 }
 
-// requests are what Kueue charges for a pod: each container's and init container's requests, and the
-// pod's overhead.
+// requests returns what Kueue charges for a pod: each container's and init container's requests (and
+// limits), and the pod's overhead.
 func requests(spec corev1.PodSpec) []corev1.ResourceList {
 	var r []corev1.ResourceList
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
@@ -133,7 +136,7 @@ type Admission struct {
 	SchedulingGates []corev1.PodSchedulingGate
 }
 
-// AdmittedJob is Job with the admission's placement in the pod template. The job's own node selector
+// AdmittedJob returns Job with the admission's placement in the pod template. The job's own node selector
 // and labels win where both name a key (admission refused such a conflict: Kueue's flavor matched the
 // job's nodeSelector). The spec hash covers the admission: a Job built for another admission is stale.
 func AdmittedJob(tj *mlv1.TrainingJob, opts Options, a *Admission) *batchv1.Job {
@@ -156,7 +159,7 @@ func AdmittedJob(tj *mlv1.TrainingJob, opts Options, a *Admission) *batchv1.Job 
 	return job
 }
 
-// merged is base overlaid with own; nil when both are empty.
+// merged returns base overlaid with own; own itself when base is empty (nil when both are nil).
 func merged(base, own map[string]string) map[string]string {
 	if len(base) == 0 {
 		return own

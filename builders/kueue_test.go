@@ -21,15 +21,28 @@ func TestQueueNameAndPriority(t *testing.T) {
 		wantQueue string
 		wantRef   *kueue.PriorityClassRef
 	}{
-		{"not queued", tjtest.NewTJ("ml", "a").Obj(), "", nil},
-		{"spec", tjtest.NewTJ("ml", "a").Queue("lq").Obj(), "lq", nil},
-		{"Kueue's label", tjtest.NewTJ("ml", "a").Label(names.QueueLabel, "lq").Obj(), "lq", nil},
-		{"the label wins", tjtest.NewTJ("ml", "a").Queue("spec").Label(names.QueueLabel, "label").Obj(), "label", nil},
-		{"a PriorityClass", tjtest.NewTJ("ml", "a").Queue("lq").With(func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling.Priority = "high" }).Obj(), "lq",
-			&kueue.PriorityClassRef{Group: kueue.PodPriorityClassGroup, Kind: kueue.PodPriorityClassKind, Name: "high"}},
-		{"a WorkloadPriorityClass wins", tjtest.NewTJ("ml", "a").Queue("lq").Label(names.PriorityClassLabel, "urgent").
-			With(func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling.Priority = "high" }).Obj(), "lq",
-			&kueue.PriorityClassRef{Group: kueue.WorkloadPriorityClassGroup, Kind: kueue.WorkloadPriorityClassKind, Name: "urgent"}},
+		{name: "not queued", tj: tjtest.NewTJ("ml", "a").Obj(), wantQueue: "", wantRef: nil},
+		{name: "spec", tj: tjtest.NewTJ("ml", "a").Queue("lq").Obj(), wantQueue: "lq", wantRef: nil},
+		{name: "Kueue's label", tj: tjtest.NewTJ("ml", "a").Label(names.QueueLabel, "lq").Obj(), wantQueue: "lq", wantRef: nil},
+		{
+			name:      "the label wins",
+			tj:        tjtest.NewTJ("ml", "a").Queue("spec").Label(names.QueueLabel, "label").Obj(),
+			wantQueue: "label",
+			wantRef:   nil,
+		},
+		{
+			name:      "a PriorityClass",
+			tj:        tjtest.NewTJ("ml", "a").Queue("lq").With(func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling.Priority = "high" }).Obj(),
+			wantQueue: "lq",
+			wantRef:   &kueue.PriorityClassRef{Group: kueue.PodPriorityClassGroup, Kind: kueue.PodPriorityClassKind, Name: "high"},
+		},
+		{
+			name: "a WorkloadPriorityClass wins",
+			tj: tjtest.NewTJ("ml", "a").Queue("lq").Label(names.PriorityClassLabel, "urgent").
+				With(func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling.Priority = "high" }).Obj(),
+			wantQueue: "lq",
+			wantRef:   &kueue.PriorityClassRef{Group: kueue.WorkloadPriorityClassGroup, Kind: kueue.WorkloadPriorityClassKind, Name: "urgent"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,8 +70,10 @@ func TestWorkload(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if suspended := Workload(tjtest.NewTJ("ml", "a").Queue("lq").Suspend(true).Obj(), Options{}, 0); *suspended.Spec.Active || suspended.Spec.Priority != nil {
-		t.Errorf("a suspended job's workload: active %v, priority %v; want inactive and no priority", *suspended.Spec.Active, suspended.Spec.Priority)
+	suspended := Workload(tjtest.NewTJ("ml", "a").Queue("lq").Suspend(true).Obj(), Options{}, 0)
+	if *suspended.Spec.Active || suspended.Spec.Priority != nil {
+		t.Errorf("a suspended job's workload: active %v, priority %v; want inactive and no priority",
+			*suspended.Spec.Active, suspended.Spec.Priority)
 	}
 	// The pod set is the same for every attempt: a gang restart keeps the Workload as it is.
 	next := tj.DeepCopy()
@@ -75,16 +90,32 @@ func TestPodSetChanged(t *testing.T) {
 		change func(*mlv1.TrainingJob)
 		want   bool
 	}{
-		{"nothing", func(*mlv1.TrainingJob) {}, false},
-		{"hyperparameters", func(tj *mlv1.TrainingJob) { tj.Spec.Hyperparameters = &mlv1.Hyperparameters{Epochs: ptr.To[int32](99)} }, false},
-		{"resized", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 3 }, true},
-		{"requests", func(tj *mlv1.TrainingJob) {
-			tj.Spec.Resources = &mlv1.Resources{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
-		}, true},
-		{"node selector", func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling.NodeSelector = map[string]string{"pool": "a100"} }, true},
-		{"topology", func(tj *mlv1.TrainingJob) {
-			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{Annotations: map[string]string{names.PreferredTopologyAnnotation: "rack"}}
-		}, true},
+		{name: "nothing", change: func(*mlv1.TrainingJob) {}, want: false},
+		{
+			name:   "hyperparameters",
+			change: func(tj *mlv1.TrainingJob) { tj.Spec.Hyperparameters = &mlv1.Hyperparameters{Epochs: ptr.To[int32](99)} },
+			want:   false,
+		},
+		{name: "resized", change: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 3 }, want: true},
+		{
+			name: "requests",
+			change: func(tj *mlv1.TrainingJob) {
+				tj.Spec.Resources = &mlv1.Resources{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+			},
+			want: true,
+		},
+		{
+			name:   "node selector",
+			change: func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling.NodeSelector = map[string]string{"pool": "a100"} },
+			want:   true,
+		},
+		{
+			name: "topology",
+			change: func(tj *mlv1.TrainingJob) {
+				tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{Annotations: map[string]string{names.PreferredTopologyAnnotation: "rack"}}
+			},
+			want: true,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +135,9 @@ func TestAdmittedJob(t *testing.T) {
 	}).Obj()
 	queued := AdmittedJob(tj, Options{}, nil)
 	a := &Admission{NodeSelector: map[string]string{"flavor": "a100", "pool": "theirs"},
-		Tolerations:     []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}, {Key: "spot", Operator: corev1.TolerationOpExists}},
+		Tolerations: []corev1.Toleration{
+			{Key: "gpu", Operator: corev1.TolerationOpExists}, {Key: "spot", Operator: corev1.TolerationOpExists},
+		},
 		Labels:          map[string]string{names.PodSetLabel: names.WorkerPodSet},
 		Annotations:     map[string]string{names.WorkloadAnnotation: "wl"},
 		SchedulingGates: []corev1.PodSchedulingGate{{Name: names.TopologyGate}}}
@@ -113,7 +146,8 @@ func TestAdmittedJob(t *testing.T) {
 	got := []any{*queued.Spec.Suspend, *job.Spec.Suspend, p.Spec.NodeSelector, len(p.Spec.Tolerations), p.Labels[names.PodSetLabel],
 		p.Labels[names.NameLabel], p.Annotations[names.WorkloadAnnotation], p.Spec.SchedulingGates[0].Name,
 		job.Annotations[names.SpecHashAnnotation] == queued.Annotations[names.SpecHashAnnotation], job.Labels[names.QueueLabel]}
-	want := []any{true, false, map[string]string{"flavor": "a100", "pool": "mine"}, 2, names.WorkerPodSet, "a", "wl", names.TopologyGate, false, ""}
+	want := []any{true, false, map[string]string{"flavor": "a100", "pool": "mine"}, 2, names.WorkerPodSet,
+		"a", "wl", names.TopologyGate, false, ""}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

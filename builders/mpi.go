@@ -41,7 +41,7 @@ const (
 	SSHHostKey        = "ssh_host_ed25519_key"
 )
 
-// MPIEnabled is true with networking.backend mpi.
+// MPIEnabled reports whether networking.backend is mpi.
 func MPIEnabled(tj *mlv1.TrainingJob) bool { return tj.Backend() == mlv1.BackendMPI }
 
 // mpiLauncher runs as `sh -c mpiLauncher mpi "$@"` with the user's command as "$@". Every rank runs the
@@ -72,13 +72,13 @@ status=$?
 kill $server
 exit $status`)
 
-// mpiCommand wraps the user's command and args in the launcher; the kubelet's $(VAR) expansion of the
-// user's own arguments is kept (they stay separate arguments).
+// mpiCommand returns the user's command and args wrapped in the launcher; the kubelet's $(VAR) expansion
+// of the user's own arguments is kept (they stay separate arguments).
 func mpiCommand(tj *mlv1.TrainingJob) (command, args []string) {
 	return []string{"/bin/sh", "-c", mpiLauncher, "mpi"}, append(append([]string(nil), tj.Spec.Command...), tj.Spec.Args...)
 }
 
-// mpiHosts is MPI_HOSTS: every rank's stable host name and its slots, "host:slots", space-separated.
+// mpiHosts returns MPI_HOSTS: every rank's stable host name and its slots, "host:slots", space-separated.
 func mpiHosts(tj *mlv1.TrainingJob) string {
 	slots := max(tj.GPUsPerWorker(), 1)
 	hosts := make([]string, tj.Spec.NumWorkers)
@@ -88,7 +88,7 @@ func mpiHosts(tj *mlv1.TrainingJob) string {
 	return strings.Join(hosts, " ")
 }
 
-// mpiEnv is what the launcher and the MPI implementations read: Open MPI's hostfile and ssh arguments,
+// mpiEnv returns what the launcher and the MPI implementations read: Open MPI's hostfile and ssh arguments,
 // its consent to run as root (the framework images' user) and to keep the hostfile's names whole (it
 // shortens them to the first label by default, and a pod resolves "x-worker-1" only through a node's own
 // DNS tricks, never through the cluster DNS: found on real nodes), Intel MPI's and MPICH's (Hydra)
@@ -98,7 +98,8 @@ func mpiEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 		return nil
 	}
 	hostfile := MPIRunDir + "/hostfile"
-	ssh := fmt.Sprintf("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -i %s/%s -p %d", MPISSHDir, SSHPrivateKey, MPISSHPort)
+	ssh := fmt.Sprintf("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -i %s/%s -p %d",
+		MPISSHDir, SSHPrivateKey, MPISSHPort)
 	return []corev1.EnvVar{
 		value("MPI_HOSTS", mpiHosts(tj)),
 		value("MPI_SSH_DIR", MPISSHDir),
@@ -116,23 +117,26 @@ func mpiEnv(tj *mlv1.TrainingJob) []corev1.EnvVar {
 	}
 }
 
-// mpiVolumes: the SSH Secret (owner-only files: ssh refuses a readable private key) and the scratch dir.
+// mpiVolumes returns the SSH Secret's volume (owner-only files: ssh refuses a readable private key) and the scratch dir.
 func mpiVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 	if !tj.MPIEnabled() {
 		return nil
 	}
 	return []corev1.Volume{
-		{Name: mpiSSHVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: names.SSHSecretName(tj), DefaultMode: ptrTo(int32(0o600))}}},
+		{Name: mpiSSHVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: names.SSHSecretName(tj), DefaultMode: ptrTo(int32(0o600)),
+		}}},
 		{Name: mpiRunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 }
 
-// mpiMounts mounts mpiVolumes in the worker container.
+// mpiMounts returns the worker container's mounts of mpiVolumes.
 func mpiMounts() []corev1.VolumeMount {
 	return []corev1.VolumeMount{{Name: mpiSSHVolume, MountPath: MPISSHDir, ReadOnly: true}, {Name: mpiRunVolume, MountPath: MPIRunDir}}
 }
 
-// mpiSuccessPolicy: the Job succeeds when rank 0 (the launcher) does; the SSH servers are then stopped.
+// mpiSuccessPolicy returns the Job's success policy under MPI: the Job succeeds when rank 0 (the launcher)
+// does; the SSH servers are then stopped. Nil without MPI.
 func mpiSuccessPolicy(tj *mlv1.TrainingJob) *batchv1.SuccessPolicy {
 	if !tj.MPIEnabled() {
 		return nil
@@ -140,8 +144,8 @@ func mpiSuccessPolicy(tj *mlv1.TrainingJob) *batchv1.SuccessPolicy {
 	return &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptrTo("0")}}}
 }
 
-// mpiCapabilities: root's SSH server switches users and chroots for privilege separation (all within Pod
-// Security's baseline level); a non-root server needs none.
+// mpiCapabilities returns the capabilities the workers' SSH server needs: root's server switches users and
+// chroots for privilege separation (all within Pod Security's baseline level); a non-root server needs none.
 func mpiCapabilities(tj *mlv1.TrainingJob) []corev1.Capability {
 	if !tj.MPIEnabled() {
 		return nil

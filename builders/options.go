@@ -18,7 +18,8 @@ type Options struct {
 	AgentCommand []string
 	// SupervisorCommand is the supervisor in AgentImage (default DefaultSupervisorCommand).
 	SupervisorCommand []string
-	// AgentInterval is the agent's time between two rotations (default 30 s).
+	// AgentInterval is the agent's time between two rotations; zero (or less) passes no --interval, leaving the
+	// agent's own default (30 s).
 	AgentInterval time.Duration
 	// AgentTokenKey is the operator's secret key from which each job's checkpoint agent token is derived
 	// (AgentToken); the manager reads it from a Secret in its own namespace. Empty: agents get no token

@@ -26,7 +26,7 @@ var (
 	CoschedulingPodGroup = schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroup"}
 )
 
-// GangScheduler is the PodGroup API the workers' scheduler reads: scheduling.gang.scheduler, else the
+// GangScheduler returns the PodGroup API the workers' scheduler reads: scheduling.gang.scheduler, else the
 // one schedulerName implies; "" when the job is not gang-scheduled.
 func GangScheduler(tj *mlv1.TrainingJob) mlv1.GangScheduler {
 	s := tj.Spec.Scheduling
@@ -43,7 +43,7 @@ func GangScheduler(tj *mlv1.TrainingJob) mlv1.GangScheduler {
 	return ""
 }
 
-// PodGroupKind is the PodGroup API of the job's gang scheduler; ok is false without one.
+// PodGroupKind returns the PodGroup API of the job's gang scheduler; ok is false without one.
 func PodGroupKind(tj *mlv1.TrainingJob) (schema.GroupVersionKind, bool) {
 	switch GangScheduler(tj) {
 	case mlv1.GangVolcano:
@@ -76,8 +76,8 @@ func PodGroup(tj *mlv1.TrainingJob, opts Options) *unstructured.Unstructured {
 	return pg
 }
 
-// minResources is what numWorkers workers request together (a request, else its limit, as the scheduler
-// counts it), as strings.
+// minResources returns what numWorkers workers request together (a request, else its limit, as the
+// scheduler counts it), as strings.
 func minResources(tj *mlv1.TrainingJob, opts Options) map[string]any {
 	r := Resources(tj, opts)
 	per := corev1.ResourceList{}
@@ -98,7 +98,7 @@ func minResources(tj *mlv1.TrainingJob, opts Options) map[string]any {
 	return out
 }
 
-// podLabels are the pods' labels: the attempt's, and the coscheduler's group.
+// podLabels returns the pods' labels: the attempt's, and the coscheduler's group.
 func podLabels(tj *mlv1.TrainingJob) map[string]string {
 	l := names.AttemptLabels(tj)
 	if GangScheduler(tj) == mlv1.GangCoscheduling {
@@ -107,7 +107,7 @@ func podLabels(tj *mlv1.TrainingJob) map[string]string {
 	return l
 }
 
-// podAnnotations name Volcano's group; nil otherwise.
+// podAnnotations returns the pods' annotations: Volcano's group; nil otherwise.
 func podAnnotations(tj *mlv1.TrainingJob) map[string]string {
 	if GangScheduler(tj) == mlv1.GangVolcano {
 		return map[string]string{VolcanoGroupAnnotation: names.PodGroupName(tj)}
@@ -115,7 +115,7 @@ func podAnnotations(tj *mlv1.TrainingJob) map[string]string {
 	return nil
 }
 
-// schedulerName is scheduling.schedulerName, else the gang scheduler's.
+// schedulerName returns scheduling.schedulerName, else the gang scheduler's ("" for none).
 func schedulerName(tj *mlv1.TrainingJob) string {
 	if s := tj.Spec.Scheduling; s != nil && s.SchedulerName != "" {
 		return s.SchedulerName

@@ -19,7 +19,7 @@ import (
 // AgentUser is the operator image's non-root user, which the checkpoint agent runs as in object storage.
 const AgentUser int64 = 65532
 
-// podSecurityContext is spec.securityContext as the pod's, plus the RuntimeDefault seccomp profile.
+// podSecurityContext returns spec.securityContext as the pod's, plus the RuntimeDefault seccomp profile.
 func podSecurityContext(tj *mlv1.TrainingJob) *corev1.PodSecurityContext {
 	psc := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	if sc := tj.Spec.SecurityContext; sc != nil {
@@ -28,8 +28,9 @@ func podSecurityContext(tj *mlv1.TrainingJob) *corev1.PodSecurityContext {
 	return psc
 }
 
-// workerSecurityContext: no escalation, no capability but IPC_LOCK with RDMA (NCCL pins memory for
-// InfiniBand/RoCE).
+// workerSecurityContext returns the trainer's security context: no escalation, no capability but IPC_LOCK
+// with RDMA (NCCL pins memory for InfiniBand/RoCE) and, under MPI, what its SSH server needs
+// (mpiCapabilities).
 func workerSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
 	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: mpiCapabilities(tj)}
 	if tj.RDMAEnabled() {
@@ -38,7 +39,8 @@ func workerSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
 	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false), Capabilities: caps}
 }
 
-// agentSecurityContext: restricted, read-only root file system; the user as explained above.
+// agentSecurityContext returns the checkpoint agent's security context: restricted, read-only root file
+// system; the user as explained above.
 func agentSecurityContext(tj *mlv1.TrainingJob) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),

@@ -38,7 +38,9 @@ func restrictedViolations(p corev1.PodSpec) []string {
 		}
 		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
 			out = append(out, c.Name+": capabilities not dropped")
-		} else if added := slices.DeleteFunc(slices.Clone(sc.Capabilities.Add), func(c corev1.Capability) bool { return c == "NET_BIND_SERVICE" }); len(added) > 0 {
+		} else if added := slices.DeleteFunc(slices.Clone(sc.Capabilities.Add), func(c corev1.Capability) bool {
+			return c == "NET_BIND_SERVICE"
+		}); len(added) > 0 {
 			out = append(out, fmt.Sprintf("%s: adds %v", c.Name, added))
 		}
 		if !ptr.Deref(sc.RunAsNonRoot, podNonRoot) {
@@ -60,7 +62,9 @@ func TestSecurityContexts(t *testing.T) {
 	pvc := &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "c"}
 	s3 := &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}
 	nonRoot := func(tj *mlv1.TrainingJob) {
-		tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000), FSGroup: ptr.To[int64](1000)}
+		tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000), FSGroup: ptr.To[int64](1000),
+		}
 	}
 	cases := []struct {
 		name           string
@@ -68,15 +72,39 @@ func TestSecurityContexts(t *testing.T) {
 		wantAgentUser  *int64
 		wantViolations []string
 	}{
-		{"default image user on a claim: the agent as root that may delete any user's files", tjtest.NewTJ("ml", "a").Checkpoints(pvc).Obj(), ptr.To[int64](0),
-			[]string{"checkpoint-agent: adds [DAC_OVERRIDE FOWNER]", "checkpoint-agent: may run as root", "checkpoint-agent: runAsUser 0", "trainer: may run as root"}},
-		{"object storage: the agent as the operator's non-root user", tjtest.NewTJ("ml", "a").Checkpoints(s3).Obj(), ptr.To(builders.AgentUser),
-			[]string{"trainer: may run as root"}},
-		{"non-root workers on a claim: restricted", tjtest.NewTJ("ml", "a").Checkpoints(pvc).With(nonRoot).Obj(), ptr.To[int64](1000), nil},
-		{"non-root workers, object storage: restricted", tjtest.NewTJ("ml", "a").Checkpoints(s3).With(nonRoot).Obj(), ptr.To(builders.AgentUser), nil},
-		{"RDMA keeps IPC_LOCK", tjtest.NewTJ("ml", "a").With(nonRoot).With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Networking = &mlv1.NetworkingSpec{RDMAEnabled: ptr.To(true)}
-		}).Obj(), nil, []string{"trainer: adds [IPC_LOCK]"}},
+		{
+			name:          "default image user on a claim: the agent as root that may delete any user's files",
+			tj:            tjtest.NewTJ("ml", "a").Checkpoints(pvc).Obj(),
+			wantAgentUser: ptr.To[int64](0),
+			wantViolations: []string{"checkpoint-agent: adds [DAC_OVERRIDE FOWNER]", "checkpoint-agent: may run as root",
+				"checkpoint-agent: runAsUser 0", "trainer: may run as root"},
+		},
+		{
+			name:           "object storage: the agent as the operator's non-root user",
+			tj:             tjtest.NewTJ("ml", "a").Checkpoints(s3).Obj(),
+			wantAgentUser:  ptr.To(builders.AgentUser),
+			wantViolations: []string{"trainer: may run as root"},
+		},
+		{
+			name:           "non-root workers on a claim: restricted",
+			tj:             tjtest.NewTJ("ml", "a").Checkpoints(pvc).With(nonRoot).Obj(),
+			wantAgentUser:  ptr.To[int64](1000),
+			wantViolations: nil,
+		},
+		{
+			name:           "non-root workers, object storage: restricted",
+			tj:             tjtest.NewTJ("ml", "a").Checkpoints(s3).With(nonRoot).Obj(),
+			wantAgentUser:  ptr.To(builders.AgentUser),
+			wantViolations: nil,
+		},
+		{
+			name: "RDMA keeps IPC_LOCK",
+			tj: tjtest.NewTJ("ml", "a").With(nonRoot).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Networking = &mlv1.NetworkingSpec{RDMAEnabled: ptr.To(true)}
+			}).Obj(),
+			wantAgentUser:  nil,
+			wantViolations: []string{"trainer: adds [IPC_LOCK]"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

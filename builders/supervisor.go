@@ -39,9 +39,9 @@ var (
 	supervisorMemory = resource.MustParse("32Mi")
 )
 
-// supervisorResources are the copy's requests and limits, of the resources the trainer names and no other:
-// a Kueue ClusterQueue that covers the trainer's resources covers the pod (an init container's memory
-// request, where the trainer names none, would keep it from being admitted), and a ResourceQuota or
+// supervisorResources returns the copy's requests and limits, of the resources the trainer names and no
+// other: a Kueue ClusterQueue that covers the trainer's resources covers the pod (an init container's
+// memory request, where the trainer names none, would keep it from being admitted), and a ResourceQuota or
 // LimitRange the trainer satisfies (limits.cpu, a limit-to-request ratio) is satisfied by the copy too,
 // its limit equal to its request and no more than the trainer's.
 func supervisorResources(trainer corev1.ResourceRequirements) corev1.ResourceRequirements {
@@ -76,16 +76,16 @@ func put(l corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) c
 	return l
 }
 
-// Supervised: the trainer runs under the supervisor: monitoring is on, monitoring.progressFromOutput too,
-// and the command is known (a job with no command keeps its image's entrypoint, which the operator cannot
-// read to wrap).
+// Supervised reports whether the trainer runs under the supervisor: monitoring is on,
+// monitoring.progressFromOutput too, and the command is known (a job with no command keeps its image's
+// entrypoint, which the operator cannot read to wrap).
 func Supervised(tj *mlv1.TrainingJob) bool {
 	return tj.MonitoringEnabled() && tj.ProgressFromOutput() && len(command(tj)) > 0
 }
 
 // supervise wraps a container's command in the supervisor: `supervisor --listen=[$(POD_IP)]:8084 -- CMD`
-// (brackets: an IPv6 address too),
-// its args unchanged (the kubelet appends them), so $(VAR) references in both still expand.
+// (brackets: an IPv6 address too), its args unchanged (the kubelet appends them), so $(VAR) references in
+// both still expand.
 func supervise(tj *mlv1.TrainingJob, c *corev1.Container) {
 	if !Supervised(tj) {
 		return
@@ -100,7 +100,8 @@ func supervise(tj *mlv1.TrainingJob, c *corev1.Container) {
 	}
 }
 
-// supervisorInitContainer copies the supervisor from the operator's image into the pod's emptyDir.
+// supervisorInitContainer returns the init container that copies the supervisor from the operator's image
+// into the pod's emptyDir; none when the trainer is not supervised.
 func supervisorInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Container {
 	if !Supervised(tj) {
 		return nil
@@ -120,7 +121,7 @@ func supervisorInitContainer(tj *mlv1.TrainingJob, opts Options) []corev1.Contai
 	}}
 }
 
-// supervisorVolumes is the supervisor's emptyDir.
+// supervisorVolumes returns the supervisor's emptyDir; none when the trainer is not supervised.
 func supervisorVolumes(tj *mlv1.TrainingJob) []corev1.Volume {
 	if !Supervised(tj) {
 		return nil

@@ -30,24 +30,48 @@ func TestSupervisor(t *testing.T) {
 		tj   *mlv1.TrainingJob
 		want got
 	}{
-		{name: "a command is wrapped", tj: tjtest.NewTJ("ml", "a").Image("me/train:1", "python3", "train.py").With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Args = []string{"--lr", "$(LR)"}
-		}).Obj(), want: got{Command: wrapped("python3", "train.py"), Args: []string{"--lr", "$(LR)"}, Init: []string{"/supervisor", "install", builders.SupervisorPath}, Port: true}},
-		{name: "the default runner is wrapped", tj: tjtest.NewTJ("ml", "a").NoCommand().Obj(),
-			want: got{Command: wrapped(builders.RunnerCommand...), Init: []string{"/supervisor", "install", builders.SupervisorPath}, Port: true}},
-		{name: "no command keeps the image's entrypoint", tj: tjtest.NewTJ("ml", "a").Image("me/train:1").NoCommand().With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Args = []string{"--epochs", "3"}
-		}).Obj(), want: got{Args: []string{"--epochs", "3"}}},
-		{name: "progressFromOutput false", tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressFromOutput: ptr.To(false)}
-		}).Obj(), want: got{Command: []string{"python3", "train.py"}}},
-		{name: "monitoring off", tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Monitoring = &mlv1.MonitoringSpec{Enabled: ptr.To(false)}
-		}).Obj(), want: got{Command: []string{"python3", "train.py"}}},
-		{name: "the pattern's $ survives the kubelet's expansion", tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: `it (?P<step>\d+)$`}
-		}).Obj(), want: got{Command: wrapped("python3", "train.py"), Init: []string{"/supervisor", "install", builders.SupervisorPath},
-			Pattern: `it (?P<step>\d+)$$`, Port: true}},
+		{
+			name: "a command is wrapped",
+			tj: tjtest.NewTJ("ml", "a").Image("me/train:1", "python3", "train.py").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Args = []string{"--lr", "$(LR)"}
+			}).Obj(),
+			want: got{Command: wrapped("python3", "train.py"), Args: []string{"--lr", "$(LR)"},
+				Init: []string{"/supervisor", "install", builders.SupervisorPath}, Port: true},
+		},
+		{
+			name: "the default runner is wrapped",
+			tj:   tjtest.NewTJ("ml", "a").NoCommand().Obj(),
+			want: got{Command: wrapped(builders.RunnerCommand...), Init: []string{"/supervisor", "install", builders.SupervisorPath}, Port: true},
+		},
+		{
+			name: "no command keeps the image's entrypoint",
+			tj: tjtest.NewTJ("ml", "a").Image("me/train:1").NoCommand().With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Args = []string{"--epochs", "3"}
+			}).Obj(),
+			want: got{Args: []string{"--epochs", "3"}},
+		},
+		{
+			name: "progressFromOutput false",
+			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressFromOutput: ptr.To(false)}
+			}).Obj(),
+			want: got{Command: []string{"python3", "train.py"}},
+		},
+		{
+			name: "monitoring off",
+			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{Enabled: ptr.To(false)}
+			}).Obj(),
+			want: got{Command: []string{"python3", "train.py"}},
+		},
+		{
+			name: "the pattern's $ survives the kubelet's expansion",
+			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: `it (?P<step>\d+)$`}
+			}).Obj(),
+			want: got{Command: wrapped("python3", "train.py"), Init: []string{"/supervisor", "install", builders.SupervisorPath},
+				Pattern: `it (?P<step>\d+)$$`, Port: true},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,13 +105,16 @@ func TestCheckProgressPattern(t *testing.T) {
 	}{
 		{name: "none", pattern: ""},
 		{name: "a figure", pattern: `loss (?P<loss>[0-9.]+)`},
-		{name: "does not compile", pattern: `(?P<loss>`, want: "spec.monitoring.progressPattern: error parsing regexp: missing closing ): `(?P<loss>`"},
+		{name: "does not compile", pattern: `(?P<loss>`,
+			want: "spec.monitoring.progressPattern: error parsing regexp: missing closing ): `(?P<loss>`"},
 		{name: "names no figure", pattern: `(?P<cost>\d+)`,
 			want: "spec.monitoring.progressPattern names none of the groups epoch, epochs, step, steps, loss, accuracy, lr, throughput"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: tc.pattern} }).Obj()
+			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: tc.pattern}
+			}).Obj()
 			got := ""
 			if err := builders.CheckWorkerPod(tj); err != nil {
 				got = err.Error()
@@ -121,8 +148,9 @@ func TestSupervisorResources(t *testing.T) {
 		{name: "the trainer names none", want: corev1.ResourceRequirements{}},
 		{name: "cpu requested only", trainer: &corev1.ResourceRequirements{Requests: list("cpu", "1")},
 			want: corev1.ResourceRequirements{Requests: list("cpu", "50m")}},
-		{name: "limits of both", trainer: &corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "4Gi"), Requests: list("cpu", "1", "memory", "2Gi")},
-			want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "32Mi"), Limits: list("cpu", "50m", "memory", "32Mi")}},
+		{name: "limits of both",
+			trainer: &corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "4Gi"), Requests: list("cpu", "1", "memory", "2Gi")},
+			want:    corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "32Mi"), Limits: list("cpu", "50m", "memory", "32Mi")}},
 		{name: "a trainer smaller than the copy", trainer: &corev1.ResourceRequirements{Limits: list("memory", "16Mi")},
 			want: corev1.ResourceRequirements{Requests: list("memory", "16Mi"), Limits: list("memory", "16Mi")}},
 	}

@@ -25,7 +25,7 @@ const (
 	MLflowPasswordKey = "MLFLOW_TRACKING_PASSWORD"
 )
 
-// MLflowTrackingURI is the tracking server of the job's run: monitoring.mlflowTrackingUri, else the
+// MLflowTrackingURI returns the tracking server of the job's run: monitoring.mlflowTrackingUri, else the
 // operator's default; "" when the job is not tracked.
 func MLflowTrackingURI(tj *mlv1.TrainingJob, opts Options) string {
 	if m := tj.Spec.Monitoring; m.MLflowTrackingURI != "" {
@@ -34,7 +34,7 @@ func MLflowTrackingURI(tj *mlv1.TrainingJob, opts Options) string {
 	return opts.MLflowTrackingURI
 }
 
-// MLflowExperiment is the experiment of the job's run: monitoring.mlflowExperiment, else the namespace.
+// MLflowExperiment returns the experiment of the job's run: monitoring.mlflowExperiment, else the namespace.
 func MLflowExperiment(tj *mlv1.TrainingJob) string {
 	if m := tj.Spec.Monitoring; m.MLflowExperiment != "" {
 		return m.MLflowExperiment
@@ -42,17 +42,17 @@ func MLflowExperiment(tj *mlv1.TrainingJob) string {
 	return tj.Namespace
 }
 
-// MLflowCredentialsSecret is the Secret of the job's namespace holding its tracking credentials; "" for none.
+// MLflowCredentialsSecret returns the Secret of the job's namespace holding its tracking credentials; "" for none.
 func MLflowCredentialsSecret(tj *mlv1.TrainingJob) string {
 	return tj.Spec.Monitoring.MLflowCredentialsSecret
 }
 
-// trackingEnv points the training program's own experiment-tracking calls at what monitoring names, so
-// that they need no configuration of their own. MLflow: the tracking server, the experiment and run the
-// operator keeps for the job (mlflow.start_run() then continues that run), and the credentials of
-// mlflowCredentialsSecret. Weights & Biases: the project, every rank of the job in one group named after
-// it, and a run per rank whose id is derived from the job's uid and the rank, so a restarted rank resumes
-// its run instead of starting another. All are defaults: spec.env may set them.
+// trackingEnv returns the variables that point the training program's own experiment-tracking calls at what
+// monitoring names, so that they need no configuration of their own. MLflow: the tracking server, the
+// experiment and run the operator keeps for the job (mlflow.start_run() then continues that run), and the
+// credentials of mlflowCredentialsSecret. Weights & Biases: the project, every rank of the job in one group
+// named after it, and a run per rank whose id is derived from the job's uid and the rank, so a restarted
+// rank resumes its run instead of starting another. All are defaults: spec.env may set them.
 func trackingEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	var env []corev1.EnvVar
 	if uri := MLflowTrackingURI(tj, opts); uri != "" {
@@ -81,8 +81,8 @@ func trackingEnv(tj *mlv1.TrainingJob, opts Options) []corev1.EnvVar {
 	return env
 }
 
-// configMapKeyEnv is the variable key of the job's ConfigMap, read when a container starts; unset while
-// the ConfigMap has no such key.
+// configMapKeyEnv returns the variable key of the job's ConfigMap, read when a container starts; unset
+// while the ConfigMap has no such key.
 func configMapKeyEnv(tj *mlv1.TrainingJob, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: names.ConfigMapName(tj)}, Key: key, Optional: ptrTo(true),

@@ -31,14 +31,15 @@ var DefaultSharedMemory = resource.MustParse("8Gi")
 // ValidatingAdmissionPolicy trainingjob-worker-pod the paths; TestReservedVolumesMatchAdmission keeps them
 // equal).
 var (
-	ReservedVolumeNames = []string{names.ConfigVolumeName, CheckpointVolumeName, credentialsVol, mpiSSHVolume, mpiRunVolume, SharedMemoryVolumeName,
-		InputsCacheVolume, inputsCredentialsVolume, "model-source", "dataset-source", SupervisorVolume}
-	ReservedMountPaths = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi", "/var/run/secrets/trainingjob", InputsRoot, SupervisorDir}
+	ReservedVolumeNames = []string{names.ConfigVolumeName, CheckpointVolumeName, credentialsVol, mpiSSHVolume, mpiRunVolume,
+		SharedMemoryVolumeName, InputsCacheVolume, inputsCredentialsVolume, "model-source", "dataset-source", SupervisorVolume}
+	ReservedMountPaths = []string{names.ConfigMountPath, CheckpointMountPath, SharedMemoryMountPath, "/etc/mpi",
+		"/var/run/secrets/trainingjob", InputsRoot, SupervisorDir}
 )
 
-// SharedMemory is the size of the worker's /dev/shm volume, nil when it has none: resources.sharedMemory
-// ("0": none), else half the worker's memory limit, else the cluster's default (WorkerDefaults.SharedMemory,
-// "0": none), else DefaultSharedMemory.
+// SharedMemory returns the size of the worker's /dev/shm volume, nil when it has none:
+// resources.sharedMemory ("0": none), else half the worker's memory limit, else the cluster's default
+// (WorkerDefaults.SharedMemory, "0": none), else DefaultSharedMemory.
 func SharedMemory(tj *mlv1.TrainingJob, opts Options) *resource.Quantity {
 	size := DefaultSharedMemory.DeepCopy()
 	r := tj.Spec.Resources
@@ -56,7 +57,7 @@ func SharedMemory(tj *mlv1.TrainingJob, opts Options) *resource.Quantity {
 	return &size
 }
 
-// memoryLimit is the worker's memory limit in bytes, 0 without one.
+// memoryLimit returns the worker's memory limit in bytes, 0 without one.
 func memoryLimit(tj *mlv1.TrainingJob) int64 {
 	if r := tj.Spec.Resources; r != nil {
 		if q, ok := r.Limits[corev1.ResourceMemory]; ok {
@@ -103,13 +104,16 @@ func overlay(tmpl *corev1.PodTemplateSpec, tj *mlv1.TrainingJob, opts Options) {
 	opts.WorkerDefaults.apply(tmpl)
 }
 
-// workerContainer is a workerPod init container (restart nil) or native sidecar (restart Always), as
-// hardened as the operator's own containers: the pod's user, no privilege escalation, no capabilities.
+// workerContainer returns the container of a workerPod init container (restart nil) or native sidecar
+// (restart Always), as hardened as the operator's own containers: the pod's user, no privilege escalation,
+// no capabilities.
 func workerContainer(c mlv1.WorkerContainer, restart *corev1.ContainerRestartPolicy) corev1.Container {
 	out := corev1.Container{Name: c.Name, Image: c.Image, ImagePullPolicy: c.ImagePullPolicy, Command: c.Command, Args: c.Args,
 		Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts, Ports: c.Ports, RestartPolicy: restart,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}}
 	if r := c.Resources; r != nil {
 		out.Resources = corev1.ResourceRequirements{Limits: r.Limits, Requests: r.Requests}
 	}
@@ -192,7 +196,7 @@ func (d WorkerDefaults) apply(tmpl *corev1.PodTemplateSpec) {
 	}
 }
 
-// AppliedDefaults names what of the cluster's worker defaults the job's pods got (for the event the
+// AppliedDefaults returns what of the cluster's worker defaults the job's pods got (for the event the
 // JobController records when it creates them): empty when nothing applied.
 func AppliedDefaults(tj *mlv1.TrainingJob, opts Options) []string {
 	without := opts
@@ -247,9 +251,9 @@ func volumeNames(vols []corev1.Volume) map[string]string {
 	return m
 }
 
-// Check refuses defaults that would break the operator's own wiring, as admission refuses the same in a
-// job's workerPod and env: its labels and annotations, volume names and mount paths, reserved variables;
-// and mounts of volumes the defaults do not have.
+// Check returns an error for defaults that would break the operator's own wiring, as admission refuses the
+// same in a job's workerPod and env: its labels and annotations, volume names and mount paths, reserved
+// variables; and mounts of volumes the defaults do not have.
 func (d WorkerDefaults) Check() error {
 	var errs []string
 	for k := range d.Labels {
@@ -293,12 +297,12 @@ func (d WorkerDefaults) Check() error {
 var ReservedContainerNames = []string{names.ContainerName, names.AgentContainerName, ResumeCheckContainerName, names.InputsContainerName,
 	SupervisorContainerName}
 
-// CheckWorkerPod is the builder's own check of a job's workerPod, the last line behind admission (the
-// CRD's rules, and the optional ValidatingAdmissionPolicy for what is beyond their cost): no init or
-// sidecar container takes a name of the operator's, and every mount (the trainer's and theirs) names a
-// volume of workerPod.volumes, at none of the operator's paths in the trainer. So no container a tenant
-// writes mounts the operator's volumes (the input cache, the checkpoint credentials, the SSH keys). It also
-// checks monitoring.progressPattern, which the CRD's schema cannot compile.
+// CheckWorkerPod returns an error when a job's workerPod fails the builder's own check, the last line
+// behind admission (the CRD's rules, and the optional ValidatingAdmissionPolicy for what is beyond their
+// cost): no init or sidecar container takes a name of the operator's, and every mount (the trainer's and
+// theirs) names a volume of workerPod.volumes, at none of the operator's paths in the trainer. So no
+// container a tenant writes mounts the operator's volumes (the input cache, the checkpoint credentials, the
+// SSH keys). It also checks monitoring.progressPattern, which the CRD's schema cannot compile.
 func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 	wp := tj.Spec.WorkerPod
 	if wp == nil {
@@ -330,7 +334,8 @@ func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 	return checkProgressPattern(tj)
 }
 
-// checkProgressPattern: monitoring.progressPattern compiles (RE2) and names a figure the supervisor reads.
+// checkProgressPattern returns an error unless monitoring.progressPattern, when set, compiles (RE2) and
+// names a figure the supervisor reads.
 func checkProgressPattern(tj *mlv1.TrainingJob) error {
 	m := tj.Spec.Monitoring
 	if m == nil || m.ProgressPattern == "" {
@@ -351,7 +356,8 @@ func checkProgressPattern(tj *mlv1.TrainingJob) error {
 // ProgressPatternGroups are the named groups of monitoring.progressPattern the supervisor reads.
 var ProgressPatternGroups = []string{"epoch", "epochs", "step", "steps", "loss", "accuracy", "lr", "throughput"}
 
-// checkMount: a mount names a volume of the job's workerPod.volumes (vols), which are never the operator's.
+// checkMount returns the error of a mount that does not name a volume of the job's workerPod.volumes
+// (vols), which are never the operator's; nil for one that does.
 func checkMount(field string, m corev1.VolumeMount, vols map[string]string) []string {
 	if _, ok := vols[m.Name]; !ok || slices.Contains(ReservedVolumeNames, m.Name) {
 		return []string{field + ": " + m.Name + " is not a volume of spec.workerPod.volumes"}
@@ -359,7 +365,8 @@ func checkMount(field string, m corev1.VolumeMount, vols map[string]string) []st
 	return nil
 }
 
-// ReservedLabelKey: a pod label key that only the operator, the Job controller or the queue sets.
+// ReservedLabelKey reports whether k is a pod label key that only the operator, the Job controller or the
+// queue sets.
 func ReservedLabelKey(k string) bool {
 	for _, p := range []string{mlv1.GroupVersion.Group + "/", "batch.kubernetes.io/", "kueue.x-k8s.io/"} {
 		if strings.HasPrefix(k, p) {
@@ -369,7 +376,8 @@ func ReservedLabelKey(k string) bool {
 	return slices.Contains([]string{"controller-uid", "job-name", names.ManagedByLabel}, k)
 }
 
-// ReservedMountPath: a mount at, above or below one of the operator's paths would hide or replace it.
+// ReservedMountPath reports whether a mount at p is at, above or below one of the operator's paths, which
+// it would hide or replace.
 func ReservedMountPath(p string) bool {
 	dir := strings.TrimSuffix(p, "/") + "/"
 	return slices.ContainsFunc(ReservedMountPaths, func(r string) bool {

@@ -33,15 +33,30 @@ func TestSharedMemory(t *testing.T) {
 		defaults *resource.Quantity
 		want     string // "": no volume
 	}{
-		{"no memory limit", func(*mlv1.TrainingJob) {}, nil, "8Gi"},
-		{"half the memory limit", memoryLimit("64Gi"), nil, "32Gi"},
-		{"half an odd limit", memoryLimit("3Gi"), nil, "1536Mi"},
-		{"the job's size", func(tj *mlv1.TrainingJob) { memoryLimit("64Gi")(tj); tj.Spec.Resources.SharedMemory = qty("2Gi") }, nil, "2Gi"},
-		{"turned off by the job", func(tj *mlv1.TrainingJob) { tj.Spec.Resources = &mlv1.Resources{SharedMemory: qty("0")} }, nil, ""},
-		{"the cluster's default without a limit", func(*mlv1.TrainingJob) {}, qty("1Gi"), "1Gi"},
-		{"the cluster's default beneath a limit", memoryLimit("4Gi"), qty("1Gi"), "2Gi"},
-		{"turned off by the cluster", func(*mlv1.TrainingJob) {}, qty("0"), ""},
-		{"the job's size over the cluster's off", func(tj *mlv1.TrainingJob) { tj.Spec.Resources = &mlv1.Resources{SharedMemory: qty("512Mi")} }, qty("0"), "512Mi"},
+		{name: "no memory limit", tj: func(*mlv1.TrainingJob) {}, defaults: nil, want: "8Gi"},
+		{name: "half the memory limit", tj: memoryLimit("64Gi"), defaults: nil, want: "32Gi"},
+		{name: "half an odd limit", tj: memoryLimit("3Gi"), defaults: nil, want: "1536Mi"},
+		{
+			name:     "the job's size",
+			tj:       func(tj *mlv1.TrainingJob) { memoryLimit("64Gi")(tj); tj.Spec.Resources.SharedMemory = qty("2Gi") },
+			defaults: nil,
+			want:     "2Gi",
+		},
+		{
+			name:     "turned off by the job",
+			tj:       func(tj *mlv1.TrainingJob) { tj.Spec.Resources = &mlv1.Resources{SharedMemory: qty("0")} },
+			defaults: nil,
+			want:     "",
+		},
+		{name: "the cluster's default without a limit", tj: func(*mlv1.TrainingJob) {}, defaults: qty("1Gi"), want: "1Gi"},
+		{name: "the cluster's default beneath a limit", tj: memoryLimit("4Gi"), defaults: qty("1Gi"), want: "2Gi"},
+		{name: "turned off by the cluster", tj: func(*mlv1.TrainingJob) {}, defaults: qty("0"), want: ""},
+		{
+			name:     "the job's size over the cluster's off",
+			tj:       func(tj *mlv1.TrainingJob) { tj.Spec.Resources = &mlv1.Resources{SharedMemory: qty("512Mi")} },
+			defaults: qty("0"),
+			want:     "512Mi",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,8 +90,10 @@ func datasetJob(tj *mlv1.TrainingJob) {
 		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
 		Volumes: []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco-2017", ReadOnly: true}}}},
-		VolumeMounts:     []corev1.VolumeMount{{Name: "coco", MountPath: "/data", ReadOnly: true}},
-		EnvFrom:          []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data", ReadOnly: true}},
+		EnvFrom: []corev1.EnvFromSource{
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}},
+		},
 		RuntimeClassName: ptr.To("nvidia"),
 	}
 	tj.Spec.Scheduling = &mlv1.SchedulingSpec{NodeSelector: map[string]string{"pool": "a100"}, Priority: "team-high",
@@ -86,15 +103,25 @@ func datasetJob(tj *mlv1.TrainingJob) {
 
 // platform is a platform team's worker defaults, some of which the dataset job sets itself.
 var platform = builders.WorkerDefaults{
-	Labels:            map[string]string{"cost-center": "ml-platform", "billing": "gpu"},
-	Annotations:       map[string]string{"sidecar.istio.io/inject": "true", "prometheus.io/scrape": "false"},
-	NodeSelector:      map[string]string{"pool": "shared", "gpu": "true"},
-	Tolerations:       []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, {Key: "spot", Operator: corev1.TolerationOpExists}},
+	Labels:       map[string]string{"cost-center": "ml-platform", "billing": "gpu"},
+	Annotations:  map[string]string{"sidecar.istio.io/inject": "true", "prometheus.io/scrape": "false"},
+	NodeSelector: map[string]string{"pool": "shared", "gpu": "true"},
+	Tolerations: []corev1.Toleration{
+		{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "spot", Operator: corev1.TolerationOpExists},
+	},
 	PriorityClassName: "batch-low",
-	Env:               []corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}, {Name: "NCCL_SOCKET_IFNAME", Value: "eth0"}, {Name: "NCCL_IB_DISABLE", Value: "0"}},
-	ImagePullSecrets:  []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}},
-	Volumes:           []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, {Name: "certs", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}}}}},
-	VolumeMounts:      []corev1.VolumeMount{{Name: "coco", MountPath: "/data"}, {Name: "certs", MountPath: "/etc/ssl/team"}},
+	Env: []corev1.EnvVar{
+		{Name: "NCCL_DEBUG", Value: "INFO"}, {Name: "NCCL_SOCKET_IFNAME", Value: "eth0"}, {Name: "NCCL_IB_DISABLE", Value: "0"},
+	},
+	ImagePullSecrets: []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}},
+	Volumes: []corev1.Volume{
+		{Name: "coco", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "certs", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}},
+		}},
+	},
+	VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data"}, {Name: "certs", MountPath: "/etc/ssl/team"}},
 }
 
 // TestWorkerPodOverlay: the job's workerPod reaches every worker pod, and the cluster's defaults fill only
@@ -110,7 +137,8 @@ func TestWorkerPodOverlay(t *testing.T) {
 	}
 	read := func(tmpl corev1.PodTemplateSpec) pod {
 		s, c := tmpl.Spec, tmpl.Spec.Containers[0]
-		p := pod{Labels: tmpl.Labels, Annotations: tmpl.Annotations, NodeSelector: s.NodeSelector, SA: s.ServiceAccountName, Priority: s.PriorityClassName,
+		p := pod{Labels: tmpl.Labels, Annotations: tmpl.Annotations, NodeSelector: s.NodeSelector,
+			SA: s.ServiceAccountName, Priority: s.PriorityClassName,
 			RuntimeClass: s.RuntimeClassName, Tolerations: len(s.Tolerations), EnvFrom: len(c.EnvFrom)}
 		for _, x := range s.ImagePullSecrets {
 			p.PullSecrets = append(p.PullSecrets, x.Name)
@@ -144,28 +172,53 @@ func TestWorkerPodOverlay(t *testing.T) {
 	}{{
 		name: "the job's own",
 		tj:   datasetJob,
-		want: pod{Labels: opLabels(map[string]string{"team": "vision", "cost-center": "cv-42"}), Annotations: map[string]string{"sidecar.istio.io/inject": "false"},
-			NodeSelector: map[string]string{"pool": "a100"}, SA: "trainer", Priority: "team-high", RuntimeClass: ptr.To("nvidia"), Tolerations: 1,
-			PullSecrets: []string{"registry"}, Volumes: []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco"}, Mounts: append(base, "coco:/data"),
-			Env: []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=WARN"}, EnvFrom: 1},
+		want: pod{
+			Labels:       opLabels(map[string]string{"team": "vision", "cost-center": "cv-42"}),
+			Annotations:  map[string]string{"sidecar.istio.io/inject": "false"},
+			NodeSelector: map[string]string{"pool": "a100"},
+			SA:           "trainer",
+			Priority:     "team-high",
+			RuntimeClass: ptr.To("nvidia"),
+			Tolerations:  1,
+			PullSecrets:  []string{"registry"},
+			Volumes:      []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco"},
+			Mounts:       append(base, "coco:/data"),
+			Env:          []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=WARN"},
+			EnvFrom:      1,
+		},
 	}, {
 		name:     "the cluster's defaults beneath the job's",
 		tj:       datasetJob,
 		defaults: platform,
-		want: pod{Labels: opLabels(map[string]string{"team": "vision", "cost-center": "cv-42", "billing": "gpu"}),
+		want: pod{
+			Labels:       opLabels(map[string]string{"team": "vision", "cost-center": "cv-42", "billing": "gpu"}),
 			Annotations:  map[string]string{"sidecar.istio.io/inject": "false", "prometheus.io/scrape": "false"},
-			NodeSelector: map[string]string{"pool": "a100", "gpu": "true"}, SA: "trainer", Priority: "team-high", RuntimeClass: ptr.To("nvidia"), Tolerations: 2,
-			PullSecrets: []string{"registry", "mirror"}, Volumes: []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco", "certs"},
-			Mounts: append(base, "coco:/data", "certs:/etc/ssl/team"), Env: []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0"}, EnvFrom: 1},
+			NodeSelector: map[string]string{"pool": "a100", "gpu": "true"},
+			SA:           "trainer",
+			Priority:     "team-high",
+			RuntimeClass: ptr.To("nvidia"),
+			Tolerations:  2,
+			PullSecrets:  []string{"registry", "mirror"},
+			Volumes:      []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco", "certs"},
+			Mounts:       append(base, "coco:/data", "certs:/etc/ssl/team"),
+			Env:          []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0"},
+			EnvFrom:      1,
+		},
 	}, {
 		name:     "the cluster's defaults on the simple YAML",
 		tj:       func(*mlv1.TrainingJob) {},
 		defaults: platform,
-		want: pod{Labels: opLabels(map[string]string{"cost-center": "ml-platform", "billing": "gpu"}),
+		want: pod{
+			Labels:       opLabels(map[string]string{"cost-center": "ml-platform", "billing": "gpu"}),
 			Annotations:  map[string]string{"sidecar.istio.io/inject": "true", "prometheus.io/scrape": "false"},
-			NodeSelector: map[string]string{"pool": "shared", "gpu": "true"}, Priority: "batch-low", Tolerations: 2,
-			PullSecrets: []string{"registry", "mirror"}, Volumes: []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco", "certs"},
-			Mounts: append(base, "coco:/data", "certs:/etc/ssl/team"), Env: []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME=eth0"}},
+			NodeSelector: map[string]string{"pool": "shared", "gpu": "true"},
+			Priority:     "batch-low",
+			Tolerations:  2,
+			PullSecrets:  []string{"registry", "mirror"},
+			Volumes:      []string{"trainingjob-config", "trainingjob-bin", "dshm", "coco", "certs"},
+			Mounts:       append(base, "coco:/data", "certs:/etc/ssl/team"),
+			Env:          []string{"NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME=eth0"},
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,7 +235,8 @@ func TestWorkerPodOverlay(t *testing.T) {
 func TestAppliedDefaults(t *testing.T) {
 	opts := builders.Options{WorkerDefaults: platform}
 	got := builders.AppliedDefaults(tjtest.NewTJ("ml", "a").With(datasetJob).Obj(), opts)
-	want := []string{"labels billing", "annotations prometheus.io/scrape", "nodeSelector gpu", "env NCCL_SOCKET_IFNAME", "volumes certs", "tolerations 1", "imagePullSecrets 1"}
+	want := []string{"labels billing", "annotations prometheus.io/scrape", "nodeSelector gpu", "env NCCL_SOCKET_IFNAME", "volumes certs",
+		"tolerations 1", "imagePullSecrets 1"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("applied defaults (-want +got):\n%s", diff)
 	}
@@ -198,24 +252,56 @@ func TestAppliedDefaults(t *testing.T) {
 // TestWorkerDefaultsCheck: defaults that would break the operator's wiring are refused when the operator
 // starts, with what is wrong, as admission refuses the same in a job.
 func TestWorkerDefaultsCheck(t *testing.T) {
+	// mountAt is defaults with a volume v mounted at path.
+	mountAt := func(path string) builders.WorkerDefaults {
+		return builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "v"}}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: path}}}
+	}
 	cases := []struct {
 		name string
 		d    builders.WorkerDefaults
 		want string // "": accepted
 	}{
-		{"the platform's", platform, ""},
-		{"the operator's label", builders.WorkerDefaults{Labels: map[string]string{names.NameLabel: "x"}}, "labels: ml.example.com/trainingjob-name"},
-		{"the Job controller's label", builders.WorkerDefaults{Labels: map[string]string{"batch.kubernetes.io/job-name": "x"}}, "labels: batch.kubernetes.io/job-name"},
-		{"the queue's label", builders.WorkerDefaults{Labels: map[string]string{"kueue.x-k8s.io/queue-name": "q"}}, "labels: kueue.x-k8s.io/queue-name"},
-		{"the operator's annotation", builders.WorkerDefaults{Annotations: map[string]string{"ml.example.com/spec-hash": "x"}}, "annotations: ml.example.com/spec-hash"},
-		{"a reserved variable", builders.WorkerDefaults{Env: []corev1.EnvVar{{Name: "MASTER_ADDR", Value: "x"}}}, "env: MASTER_ADDR"},
-		{"the config volume's name", builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "trainingjob-config"}}}, "volumes: trainingjob-config"},
-		{"the shm volume's name", builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "dshm"}}}, "volumes: dshm"},
-		{"a mount at /checkpoints", builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "v"}}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/checkpoints"}}}, "volumeMounts: /checkpoints"},
-		{"a mount above /etc/trainingjob", builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "v"}}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc"}}}, "volumeMounts: /etc is"},
-		{"a mount below /dev/shm", builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "v"}}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/dev/shm/x"}}}, "volumeMounts: /dev/shm/x"},
-		{"a mount beside /etc/trainingjob", builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "v"}}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/trainingjob-extra"}}}, ""},
-		{"a mount of no volume", builders.WorkerDefaults{VolumeMounts: []corev1.VolumeMount{{Name: "gone", MountPath: "/x"}}}, "volumeMounts: gone is not a volume"},
+		{name: "the platform's", d: platform, want: ""},
+		{
+			name: "the operator's label",
+			d:    builders.WorkerDefaults{Labels: map[string]string{names.NameLabel: "x"}},
+			want: "labels: ml.example.com/trainingjob-name",
+		},
+		{
+			name: "the Job controller's label",
+			d:    builders.WorkerDefaults{Labels: map[string]string{"batch.kubernetes.io/job-name": "x"}},
+			want: "labels: batch.kubernetes.io/job-name",
+		},
+		{
+			name: "the queue's label",
+			d:    builders.WorkerDefaults{Labels: map[string]string{"kueue.x-k8s.io/queue-name": "q"}},
+			want: "labels: kueue.x-k8s.io/queue-name",
+		},
+		{
+			name: "the operator's annotation",
+			d:    builders.WorkerDefaults{Annotations: map[string]string{"ml.example.com/spec-hash": "x"}},
+			want: "annotations: ml.example.com/spec-hash",
+		},
+		{
+			name: "a reserved variable",
+			d:    builders.WorkerDefaults{Env: []corev1.EnvVar{{Name: "MASTER_ADDR", Value: "x"}}},
+			want: "env: MASTER_ADDR",
+		},
+		{
+			name: "the config volume's name",
+			d:    builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "trainingjob-config"}}},
+			want: "volumes: trainingjob-config",
+		},
+		{name: "the shm volume's name", d: builders.WorkerDefaults{Volumes: []corev1.Volume{{Name: "dshm"}}}, want: "volumes: dshm"},
+		{name: "a mount at /checkpoints", d: mountAt("/checkpoints"), want: "volumeMounts: /checkpoints"},
+		{name: "a mount above /etc/trainingjob", d: mountAt("/etc"), want: "volumeMounts: /etc is"},
+		{name: "a mount below /dev/shm", d: mountAt("/dev/shm/x"), want: "volumeMounts: /dev/shm/x"},
+		{name: "a mount beside /etc/trainingjob", d: mountAt("/etc/trainingjob-extra"), want: ""},
+		{
+			name: "a mount of no volume",
+			d:    builders.WorkerDefaults{VolumeMounts: []corev1.VolumeMount{{Name: "gone", MountPath: "/x"}}},
+			want: "volumeMounts: gone is not a volume",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,7 +317,8 @@ func TestWorkerDefaultsCheck(t *testing.T) {
 // (its ServiceAccount's web identity or workload identity, the node's metadata): no container of the pod
 // gets a static key, a credentials file or a Secret, with or without a ServiceAccount named.
 func TestStorageIdentityIsThePods(t *testing.T) {
-	for _, st := range []mlv1.CheckpointStorage{{Type: mlv1.StorageS3, S3Bucket: "b", Region: "eu-west-1"}, {Type: mlv1.StorageGCS, GCSBucket: "b"}} {
+	storages := []mlv1.CheckpointStorage{{Type: mlv1.StorageS3, S3Bucket: "b", Region: "eu-west-1"}, {Type: mlv1.StorageGCS, GCSBucket: "b"}}
+	for _, st := range storages {
 		for _, sa := range []string{"", "trainer"} {
 			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
 				tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: st.DeepCopy()}
@@ -245,7 +332,8 @@ func TestStorageIdentityIsThePods(t *testing.T) {
 			}
 			for _, c := range append(spec.InitContainers, spec.Containers...) {
 				for _, e := range c.Env {
-					if slices.Contains([]string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"}, e.Name) || e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					static := []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"}
+					if slices.Contains(static, e.Name) || e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 						t.Errorf("%s (sa %q): container %s gets %s", st.Type, sa, c.Name, e.Name)
 					}
 				}
@@ -266,12 +354,18 @@ func TestStorageIdentityIsThePods(t *testing.T) {
 // a native sidecar), then its sidecars as native sidecars; all hardened like the operator's containers.
 func TestWorkerContainers(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true),
+			Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
 		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
-			Volumes:        []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-			InitContainers: []mlv1.WorkerContainer{{Name: "warm-cache", Image: "busybox:1.36", Command: []string{"sh", "-c", "cp -r /src /cache"}, VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
-			Sidecars: []mlv1.WorkerContainer{{Name: "log-shipper", Image: "fluent-bit:3", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 2020}},
-				Resources: &mlv1.Resources{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}}},
+			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			InitContainers: []mlv1.WorkerContainer{{
+				Name: "warm-cache", Image: "busybox:1.36", Command: []string{"sh", "-c", "cp -r /src /cache"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
+			}},
+			Sidecars: []mlv1.WorkerContainer{{
+				Name: "log-shipper", Image: "fluent-bit:3", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 2020}},
+				Resources: &mlv1.Resources{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+			}},
 		}
 	}).Obj()
 	spec := builders.Job(tj, builders.Options{}).Spec.Template.Spec
@@ -282,12 +376,22 @@ func TestWorkerContainers(t *testing.T) {
 	}
 	var got []ctr
 	for _, c := range spec.InitContainers {
-		got = append(got, ctr{c.Name, c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways, c.Resources.Limits.Memory().String()})
-		if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
+		got = append(got, ctr{
+			Name:    c.Name,
+			Sidecar: c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways,
+			Memory:  c.Resources.Limits.Memory().String(),
+		})
+		if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
 			t.Errorf("container %s: security context %+v, want no privilege escalation and every capability dropped", c.Name, sc)
 		}
 	}
-	want := []ctr{{names.AgentContainerName, true, "0"}, {builders.SupervisorContainerName, false, "0"}, {"warm-cache", false, "0"}, {"log-shipper", true, "128Mi"}}
+	want := []ctr{
+		{Name: names.AgentContainerName, Sidecar: true, Memory: "0"},
+		{Name: builders.SupervisorContainerName, Sidecar: false, Memory: "0"},
+		{Name: "warm-cache", Sidecar: false, Memory: "0"},
+		{Name: "log-shipper", Sidecar: true, Memory: "128Mi"},
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("init containers (-want +got):\n%s", diff)
 	}
@@ -313,11 +417,15 @@ func TestCheckWorkerPod(t *testing.T) {
 		{name: "an init container named trainer", wp: &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "trainer", Image: "x"}}},
 			wantErr: "spec.workerPod.initContainers: the container name trainer is the operator's"},
 		{name: "an init container mounting the input cache", wp: &mlv1.WorkerPodSpec{
-			InitContainers: []mlv1.WorkerContainer{{Name: "peek", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: builders.InputsCacheVolume, MountPath: "/all"}}}}},
+			InitContainers: []mlv1.WorkerContainer{{Name: "peek", Image: "x",
+				VolumeMounts: []corev1.VolumeMount{{Name: builders.InputsCacheVolume, MountPath: "/all"}}}}},
 			wantErr: "spec.workerPod.initContainers[peek].volumeMounts: inputs-cache is not a volume of spec.workerPod.volumes"},
-		{name: "the trainer mounting the checkpoint credentials", wp: &mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "checkpoint-credentials", MountPath: "/c"}}},
+		{name: "the trainer mounting the checkpoint credentials",
+			wp:      &mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "checkpoint-credentials", MountPath: "/c"}}},
 			wantErr: "spec.workerPod.volumeMounts: checkpoint-credentials is not a volume of spec.workerPod.volumes"},
-		{name: "the trainer mounting over /inputs", wp: &mlv1.WorkerPodSpec{Volumes: []corev1.Volume{vol}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/inputs/cache"}}},
+		{name: "the trainer mounting over /inputs",
+			wp: &mlv1.WorkerPodSpec{Volumes: []corev1.Volume{vol},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/inputs/cache"}}},
 			wantErr: "spec.workerPod.volumeMounts: /inputs/cache is at, above or below a path of the operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,7 +31,9 @@ func TestAgentRotatesAndServesStatus(t *testing.T) {
 	}
 	write(1)
 	write(2)
-	a := &Agent{Store: store, Root: "ml/job", Policy: Policy{Retention: 2}, Interval: 20 * time.Millisecond, Log: logr.Discard()}
+	a := &Agent{
+		Store: store, Root: "ml/job", Policy: Policy{Retention: 2}, Interval: 20 * time.Millisecond, Log: logr.Discard(),
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +53,8 @@ func TestAgentRotatesAndServesStatus(t *testing.T) {
 			break
 		}
 	}
-	if st.LatestEpoch != 3 || st.Deleted != 1 || st.Count != 2 || st.SizeBytes != 20 || st.Latest != store.URI("ml/job/checkpoint-epoch-3") || st.Error != "" {
+	if st.LatestEpoch != 3 || st.Deleted != 1 || st.Count != 2 || st.SizeBytes != 20 ||
+		st.Latest != store.URI("ml/job/checkpoint-epoch-3") || st.Error != "" {
 		t.Fatalf("status %+v", st)
 	}
 	req, _ := http.NewRequest(http.MethodPut, "http://"+l.Addr().String()+"/resume-from?uri="+st.Latest, nil)
@@ -70,7 +73,8 @@ func TestAgentRotatesAndServesStatus(t *testing.T) {
 }
 
 func TestAgentReportsAnUnreachableStore(t *testing.T) {
-	s, err := NewS3Store(context.Background(), S3Options{Bucket: "b", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s"})
+	s, err := NewS3Store(context.Background(),
+		S3Options{Bucket: "b", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +113,13 @@ func TestAgentKeepsWhatWorkersMayResumeFrom(t *testing.T) {
 		do   func()
 		want []int
 	}{
-		{"started from epoch 1", func() { write(1); write(2) }, []int{1, 2}},
-		{"epoch 2 served to the operator", func() { ag.Serve(); write(3) }, []int{1, 2, 3}},
-		{"operator says RESUME_FROM is epoch 2", func() { ag.Acknowledge(uri(2)) }, []int{2, 3}},
-		{"epoch 3 served, epoch 4 written", func() { ag.Serve(); write(4) }, []int{2, 3, 4}},
-		{"acknowledged epoch 3", func() { ag.Acknowledge(uri(3)) }, []int{3, 4}},
-		{"an empty acknowledgement releases nothing", func() { ag.Serve(); ag.Acknowledge("") }, []int{3, 4}},
-		{"acknowledged epoch 4", func() { ag.Acknowledge(uri(4)) }, []int{4}},
+		{name: "started from epoch 1", do: func() { write(1); write(2) }, want: []int{1, 2}},
+		{name: "epoch 2 served to the operator", do: func() { ag.Serve(); write(3) }, want: []int{1, 2, 3}},
+		{name: "operator says RESUME_FROM is epoch 2", do: func() { ag.Acknowledge(uri(2)) }, want: []int{2, 3}},
+		{name: "epoch 3 served, epoch 4 written", do: func() { ag.Serve(); write(4) }, want: []int{2, 3, 4}},
+		{name: "acknowledged epoch 3", do: func() { ag.Acknowledge(uri(3)) }, want: []int{3, 4}},
+		{name: "an empty acknowledgement releases nothing", do: func() { ag.Serve(); ag.Acknowledge("") }, want: []int{3, 4}},
+		{name: "acknowledged epoch 4", do: func() { ag.Acknowledge(uri(4)) }, want: []int{4}},
 	}
 	for _, s := range steps {
 		s.do()
@@ -143,13 +147,20 @@ func TestAgentResumeFromNeedsTheToken(t *testing.T) {
 		wantLeft       []int // epochs left after the next rotation
 		wantResumeFrom int   // the epoch the agent takes RESUME_FROM to name
 	}{
-		{name: "no token", agentToken: token, wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
-		{name: "another job's token", agentToken: token, authorization: "Bearer " + strings.Repeat("0", len(token)), wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
-		{name: "the token and more", agentToken: token, authorization: "Bearer " + token + "0", wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
-		{name: "the token without its scheme", agentToken: token, authorization: token, wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
-		{name: "an empty bearer token", agentToken: token, authorization: "Bearer ", wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
-		{name: "the job's token", agentToken: token, authorization: "Bearer " + token, wantCode: http.StatusNoContent, wantLeft: []int{3}, wantResumeFrom: 999},
-		{name: "an agent without a token takes any", authorization: "", wantCode: http.StatusNoContent, wantLeft: []int{3}, wantResumeFrom: 999},
+		{name: "no token", agentToken: token,
+			wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "another job's token", agentToken: token, authorization: "Bearer " + strings.Repeat("0", len(token)),
+			wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "the token and more", agentToken: token, authorization: "Bearer " + token + "0",
+			wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "the token without its scheme", agentToken: token, authorization: token,
+			wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "an empty bearer token", agentToken: token, authorization: "Bearer ",
+			wantCode: http.StatusUnauthorized, wantLeft: []int{1, 3}, wantResumeFrom: 1},
+		{name: "the job's token", agentToken: token, authorization: "Bearer " + token,
+			wantCode: http.StatusNoContent, wantLeft: []int{3}, wantResumeFrom: 999},
+		{name: "an agent without a token takes any", authorization: "",
+			wantCode: http.StatusNoContent, wantLeft: []int{3}, wantResumeFrom: 999},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,7 +172,10 @@ func TestAgentResumeFromNeedsTheToken(t *testing.T) {
 				}
 			}
 			uri := func(e int) string { return store.URI("ml/job/" + Dir(e)) }
-			a := &Agent{Store: store, Root: "ml/job", Policy: Policy{Retention: 1}, Log: logr.Discard(), ResumeFrom: uri(1), Token: tc.agentToken}
+			a := &Agent{
+				Store: store, Root: "ml/job", Policy: Policy{Retention: 1}, Log: logr.Discard(),
+				ResumeFrom: uri(1), Token: tc.agentToken,
+			}
 			a.SyncOnce(ctx)
 			srv := httptest.NewServer(a.Handler())
 			defer srv.Close()
@@ -174,7 +188,8 @@ func TestAgentResumeFromNeedsTheToken(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET /status without a token: %s", resp.Status)
 			}
-			req, _ := http.NewRequest(http.MethodPut, srv.URL+agentapi.ResumeFromPath+"?"+url.Values{agentapi.ResumeFromParam: {uri(999)}}.Encode(), nil)
+			query := url.Values{agentapi.ResumeFromParam: {uri(999)}}.Encode()
+			req, _ := http.NewRequest(http.MethodPut, srv.URL+agentapi.ResumeFromPath+"?"+query, nil)
 			if tc.authorization != "" {
 				req.Header.Set("Authorization", tc.authorization)
 			}
@@ -190,8 +205,13 @@ func TestAgentResumeFromNeedsTheToken(t *testing.T) {
 			for _, c := range listAll(t, store).Checkpoints {
 				left = append(left, c.Epoch)
 			}
-			got := []any{resp.StatusCode, left, a.policy().Protect[len(a.policy().Protect)-1]}
-			want := []any{tc.wantCode, tc.wantLeft, uri(tc.wantResumeFrom)}
+			type outcome struct {
+				Code       int
+				Left       []int
+				ResumeFrom string
+			}
+			got := outcome{Code: resp.StatusCode, Left: left, ResumeFrom: a.policy().Protect[len(a.policy().Protect)-1]}
+			want := outcome{Code: tc.wantCode, Left: tc.wantLeft, ResumeFrom: uri(tc.wantResumeFrom)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("status, checkpoints left, RESUME_FROM (-want +got):\n%s", diff)
 			}

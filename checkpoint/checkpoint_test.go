@@ -45,9 +45,11 @@ func TestScan(t *testing.T) {
 	)
 	got := Scan("ml/job/", list)
 	want := []Checkpoint{
-		{Name: "checkpoint-epoch-3", Dir: "ml/job/checkpoint-epoch-3", Epoch: 3, Complete: true, Size: 110, Time: t0.Add(3 * time.Minute),
+		{Name: "checkpoint-epoch-3", Dir: "ml/job/checkpoint-epoch-3", Epoch: 3, Complete: true, Size: 110,
+			Time: t0.Add(3 * time.Minute),
 			Keys: []string{"ml/job/checkpoint-epoch-3/_COMPLETE", "ml/job/checkpoint-epoch-3/model.bin"}},
-		{Name: "checkpoint-epoch-10", Dir: "ml/job/checkpoint-epoch-10", Epoch: 10, Complete: true, Size: 110, Time: t0.Add(10 * time.Minute),
+		{Name: "checkpoint-epoch-10", Dir: "ml/job/checkpoint-epoch-10", Epoch: 10, Complete: true, Size: 110,
+			Time: t0.Add(10 * time.Minute),
 			Keys: []string{"ml/job/checkpoint-epoch-10/_COMPLETE", "ml/job/checkpoint-epoch-10/model.bin"}},
 		{Name: "checkpoint-epoch-12", Dir: "ml/job/checkpoint-epoch-12", Epoch: 12, Size: 100, Time: t0.Add(12 * time.Minute),
 			Keys: []string{"ml/job/checkpoint-epoch-12/model.bin"}},
@@ -69,30 +71,36 @@ func TestPlan(t *testing.T) {
 		now        time.Time
 		keep, gone []string
 	}{
-		{"keep the newest 3", objs("r", "c1", "c2", "c3", "c4", "c5"), Policy{Retention: 3}, now,
-			[]string{"checkpoint-epoch-3", "checkpoint-epoch-4", "checkpoint-epoch-5"}, []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
-		{"retention 1", objs("r", "c1", "c2", "c3"), Policy{Retention: 1}, now,
-			[]string{"checkpoint-epoch-3"}, []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
-		{"retention 0 still keeps the newest", objs("r", "c1", "c2"), Policy{}, now,
-			[]string{"checkpoint-epoch-2"}, []string{"checkpoint-epoch-1"}},
-		{"an incomplete newest one may still be written", objs("r", "c1", "c2", "i3"), Policy{Retention: 1}, now,
-			[]string{"checkpoint-epoch-2", "checkpoint-epoch-3"}, []string{"checkpoint-epoch-1"}},
-		{"only incomplete ones: nothing goes", objs("r", "i1", "i2"), Policy{Retention: 1}, now,
-			[]string{"checkpoint-epoch-1", "checkpoint-epoch-2"}, nil},
-		{"an abandoned partial write older than a complete one goes once stale", objs("r", "i1", "c2"), Policy{Retention: 1, AbandonedAfter: time.Hour}, now,
-			[]string{"checkpoint-epoch-2"}, []string{"checkpoint-epoch-1"}},
-		{"a partial write touched recently stays", objs("r", "i1", "c2"), Policy{Retention: 1, AbandonedAfter: time.Hour}, t0.Add(30 * time.Minute),
-			[]string{"checkpoint-epoch-1", "checkpoint-epoch-2"}, nil},
-		{"resumeFrom among the old ones is kept", objs("r", "c1", "c2", "c3", "c4"), Policy{Retention: 2, Protect: []string{"s3://bucket/r/checkpoint-epoch-1/"}}, now,
-			[]string{"checkpoint-epoch-1", "checkpoint-epoch-3", "checkpoint-epoch-4"}, []string{"checkpoint-epoch-2"}},
-		{"a protected one among the newest counts toward retention", objs("r", "c1", "c2", "c3", "c4"), Policy{Retention: 2, Protect: []string{"/checkpoints/r/checkpoint-epoch-3"}}, now,
-			[]string{"checkpoint-epoch-3", "checkpoint-epoch-4"}, []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
-		{"a protect path that only shares a suffix does not protect", objs("r", "c1", "c2"), Policy{Retention: 1, Protect: []string{"/x/checkpoint-epoch-11"}}, now,
-			[]string{"checkpoint-epoch-2"}, []string{"checkpoint-epoch-1"}},
-		{"equal timestamps: epochs decide", equalTimes(objs("r", "c7", "c2", "c9")), Policy{Retention: 2}, now,
-			[]string{"checkpoint-epoch-7", "checkpoint-epoch-9"}, []string{"checkpoint-epoch-2"}},
-		{"epoch 10 sorts after epoch 9", objs("r", "c9", "c10"), Policy{Retention: 1}, now,
-			[]string{"checkpoint-epoch-10"}, []string{"checkpoint-epoch-9"}},
+		{name: "keep the newest 3", list: objs("r", "c1", "c2", "c3", "c4", "c5"), policy: Policy{Retention: 3}, now: now,
+			keep: []string{"checkpoint-epoch-3", "checkpoint-epoch-4", "checkpoint-epoch-5"},
+			gone: []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
+		{name: "retention 1", list: objs("r", "c1", "c2", "c3"), policy: Policy{Retention: 1}, now: now,
+			keep: []string{"checkpoint-epoch-3"}, gone: []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
+		{name: "retention 0 still keeps the newest", list: objs("r", "c1", "c2"), policy: Policy{}, now: now,
+			keep: []string{"checkpoint-epoch-2"}, gone: []string{"checkpoint-epoch-1"}},
+		{name: "an incomplete newest one may still be written", list: objs("r", "c1", "c2", "i3"), policy: Policy{Retention: 1}, now: now,
+			keep: []string{"checkpoint-epoch-2", "checkpoint-epoch-3"}, gone: []string{"checkpoint-epoch-1"}},
+		{name: "only incomplete ones: nothing goes", list: objs("r", "i1", "i2"), policy: Policy{Retention: 1}, now: now,
+			keep: []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}, gone: nil},
+		{name: "an abandoned partial write older than a complete one goes once stale", list: objs("r", "i1", "c2"),
+			policy: Policy{Retention: 1, AbandonedAfter: time.Hour}, now: now,
+			keep: []string{"checkpoint-epoch-2"}, gone: []string{"checkpoint-epoch-1"}},
+		{name: "a partial write touched recently stays", list: objs("r", "i1", "c2"),
+			policy: Policy{Retention: 1, AbandonedAfter: time.Hour}, now: t0.Add(30 * time.Minute),
+			keep: []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}, gone: nil},
+		{name: "resumeFrom among the old ones is kept", list: objs("r", "c1", "c2", "c3", "c4"),
+			policy: Policy{Retention: 2, Protect: []string{"s3://bucket/r/checkpoint-epoch-1/"}}, now: now,
+			keep: []string{"checkpoint-epoch-1", "checkpoint-epoch-3", "checkpoint-epoch-4"}, gone: []string{"checkpoint-epoch-2"}},
+		{name: "a protected one among the newest counts toward retention", list: objs("r", "c1", "c2", "c3", "c4"),
+			policy: Policy{Retention: 2, Protect: []string{"/checkpoints/r/checkpoint-epoch-3"}}, now: now,
+			keep: []string{"checkpoint-epoch-3", "checkpoint-epoch-4"}, gone: []string{"checkpoint-epoch-1", "checkpoint-epoch-2"}},
+		{name: "a protect path that only shares a suffix does not protect", list: objs("r", "c1", "c2"),
+			policy: Policy{Retention: 1, Protect: []string{"/x/checkpoint-epoch-11"}}, now: now,
+			keep: []string{"checkpoint-epoch-2"}, gone: []string{"checkpoint-epoch-1"}},
+		{name: "equal timestamps: epochs decide", list: equalTimes(objs("r", "c7", "c2", "c9")), policy: Policy{Retention: 2}, now: now,
+			keep: []string{"checkpoint-epoch-7", "checkpoint-epoch-9"}, gone: []string{"checkpoint-epoch-2"}},
+		{name: "epoch 10 sorts after epoch 9", list: objs("r", "c9", "c10"), policy: Policy{Retention: 1}, now: now,
+			keep: []string{"checkpoint-epoch-10"}, gone: []string{"checkpoint-epoch-9"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,7 +129,9 @@ func TestPlanThousands(t *testing.T) {
 	}
 	specs = append(specs, "i5001")
 	keep, gone := Plan(Scan("r", objs("r", specs...)), Policy{Retention: 3, Protect: []string{"r/checkpoint-epoch-17"}}, t0)
-	want := []string{"checkpoint-epoch-17", "checkpoint-epoch-4998", "checkpoint-epoch-4999", "checkpoint-epoch-5000", "checkpoint-epoch-5001"}
+	want := []string{
+		"checkpoint-epoch-17", "checkpoint-epoch-4998", "checkpoint-epoch-4999", "checkpoint-epoch-5000", "checkpoint-epoch-5001",
+	}
 	if diff := cmp.Diff(want, names(keep)); diff != "" {
 		t.Errorf("kept (-want +got):\n%s", diff)
 	}
@@ -153,7 +163,8 @@ func TestPreemptionCheckpoints(t *testing.T) {
 	}
 	list := append(append(append(at(Dir(3), 3), at(StepDir(3, 3400), 4)...), at(Dir(2), 2)...), at(StepDir(3, 3050), 5)...)
 	cps := Scan("ml/job", list)
-	if diff := cmp.Diff([]string{"checkpoint-epoch-2", "checkpoint-epoch-3", "checkpoint-epoch-3-step-3050", "checkpoint-epoch-3-step-3400"}, names(cps)); diff != "" {
+	wantOrder := []string{"checkpoint-epoch-2", "checkpoint-epoch-3", "checkpoint-epoch-3-step-3050", "checkpoint-epoch-3-step-3400"}
+	if diff := cmp.Diff(wantOrder, names(cps)); diff != "" {
 		t.Errorf("Scan order (-want +got):\n%s", diff)
 	}
 	if l, _ := Latest(cps); l.Name != "checkpoint-epoch-3-step-3400" || l.Step != 3400 || l.Epoch != 3 {
@@ -167,11 +178,11 @@ func TestPreemptionCheckpoints(t *testing.T) {
 		a, b string
 		want bool
 	}{
-		{"/c/checkpoint-epoch-3-step-3400", "/c/checkpoint-epoch-3", true},
-		{"/c/checkpoint-epoch-4", "/c/checkpoint-epoch-3-step-3400", true},
-		{"/c/checkpoint-epoch-3", "/c/checkpoint-epoch-3-step-1", false},
-		{"s3://b/checkpoint-epoch-1", "", true},
-		{"/c/checkpoint-epoch-3-step-x", "/c/checkpoint-epoch-1", false},
+		{a: "/c/checkpoint-epoch-3-step-3400", b: "/c/checkpoint-epoch-3", want: true},
+		{a: "/c/checkpoint-epoch-4", b: "/c/checkpoint-epoch-3-step-3400", want: true},
+		{a: "/c/checkpoint-epoch-3", b: "/c/checkpoint-epoch-3-step-1", want: false},
+		{a: "s3://b/checkpoint-epoch-1", b: "", want: true},
+		{a: "/c/checkpoint-epoch-3-step-x", b: "/c/checkpoint-epoch-1", want: false},
 	} {
 		if got := agentapi.Newer(c.a, c.b); got != c.want {
 			t.Errorf("Newer(%q, %q) = %v, want %v", c.a, c.b, got, c.want)

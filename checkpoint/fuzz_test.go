@@ -18,7 +18,9 @@ import (
 
 // FuzzDirStoreKey: no key, however written ("../", absolute, encoded), reaches outside the store's root.
 func FuzzDirStoreKey(f *testing.F) {
-	for _, k := range []string{"ml/a/checkpoint-epoch-1/model.bin", "../etc/passwd", "/abs/path", "a/../../b", "..", "./.", "a//b", "%2e%2e/x", ""} {
+	for _, k := range []string{
+		"ml/a/checkpoint-epoch-1/model.bin", "../etc/passwd", "/abs/path", "a/../../b", "..", "./.", "a//b", "%2e%2e/x", "",
+	} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
@@ -63,7 +65,9 @@ func FuzzAgentResumeFrom(f *testing.F) {
 		dir := t.TempDir()
 		store := DirStore{Root: dir}
 		ctx := context.Background()
-		for _, k := range []string{"other/keep.txt", "ml/a/checkpoint-epoch-1/_COMPLETE", "ml/a/checkpoint-epoch-2/_COMPLETE", "ml/a/checkpoint-epoch-3/_COMPLETE"} {
+		for _, k := range []string{
+			"other/keep.txt", "ml/a/checkpoint-epoch-1/_COMPLETE", "ml/a/checkpoint-epoch-2/_COMPLETE", "ml/a/checkpoint-epoch-3/_COMPLETE",
+		} {
 			if err := store.Put(ctx, k, []byte("x")); err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +76,8 @@ func FuzzAgentResumeFrom(f *testing.F) {
 		mux := http.NewServeMux()
 		agentapi.Handle(mux, a.Serve, a.Acknowledge)
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, agentapi.ResumeFromPath+"?"+url.Values{agentapi.ResumeFromParam: {uri}}.Encode(), nil))
+		query := url.Values{agentapi.ResumeFromParam: {uri}}.Encode()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, agentapi.ResumeFromPath+"?"+query, nil))
 		if rec.Code != http.StatusNoContent {
 			t.Fatalf("PUT %q: %d", uri, rec.Code)
 		}

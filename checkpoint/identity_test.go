@@ -33,12 +33,13 @@ func TestS3IdentityIsThePods(t *testing.T) {
 		access, secret      string
 		static, webIdentity bool
 	}{
-		{"no key: the pod's web identity", "", "", false, true},
-		{"a key from the Secret", "AKIAEXAMPLE", "secret", true, false},
+		{name: "no key: the pod's web identity", access: "", secret: "", static: false, webIdentity: true},
+		{name: "a key from the Secret", access: "AKIAEXAMPLE", secret: "secret", static: true, webIdentity: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: "b", Region: "us-east-1", AccessKey: tc.access, SecretKey: tc.secret})
+			s, err := checkpoint.NewS3Store(context.Background(),
+				checkpoint.S3Options{Bucket: "b", Region: "us-east-1", AccessKey: tc.access, SecretKey: tc.secret})
 			if err != nil {
 				t.Fatal(err)
 			}

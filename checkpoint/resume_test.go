@@ -15,14 +15,14 @@ func TestCheckResumeFrom(t *testing.T) {
 		}
 	}
 	cases := []struct{ from, wantErr string }{
-		{"/checkpoints/ml/a/checkpoint-epoch-3", ""},
-		{"/checkpoints/ml/a/checkpoint-epoch-3/", ""},
-		{"pvc://ml/a/checkpoint-epoch-3", ""},
-		{"s3://bucket/ml/a/checkpoint-epoch-3", ""},
-		{"/checkpoints/ml/a/checkpoint-epoch-5", "is not a complete checkpoint"},
-		{"/checkpoints/ml/a/checkpoint-epoch-9", "does not exist"},
-		{"/data/ml/a/checkpoint-epoch-3", "is not under the checkpoint volume /checkpoints"},
-		{"s3://bucket", "names no object"},
+		{from: "/checkpoints/ml/a/checkpoint-epoch-3", wantErr: ""},
+		{from: "/checkpoints/ml/a/checkpoint-epoch-3/", wantErr: ""},
+		{from: "pvc://ml/a/checkpoint-epoch-3", wantErr: ""},
+		{from: "s3://bucket/ml/a/checkpoint-epoch-3", wantErr: ""},
+		{from: "/checkpoints/ml/a/checkpoint-epoch-5", wantErr: "is not a complete checkpoint"},
+		{from: "/checkpoints/ml/a/checkpoint-epoch-9", wantErr: "does not exist"},
+		{from: "/data/ml/a/checkpoint-epoch-3", wantErr: "is not under the checkpoint volume /checkpoints"},
+		{from: "s3://bucket", wantErr: "names no object"},
 	}
 	for _, tc := range cases {
 		err := CheckResumeFrom(ctx, s, tc.from, "/checkpoints")

@@ -57,7 +57,7 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 	return &S3Store{client: client, bucket: o.Bucket}, nil
 }
 
-// Client is the underlying S3 client.
+// Client returns the underlying S3 client.
 func (s *S3Store) Client() *s3.Client { return s.client }
 
 // List pages through ListObjectsV2.
@@ -80,7 +80,12 @@ func (s *S3Store) ListUpTo(ctx context.Context, prefix string, most int) ([]Obje
 			return nil, fmt.Errorf("listing s3://%s/%s: %w", s.bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
-			out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified), ETag: strings.Trim(aws.ToString(o.ETag), `"`)})
+			out = append(out, Object{
+				Key:      aws.ToString(o.Key),
+				Size:     aws.ToInt64(o.Size),
+				Modified: aws.ToTime(o.LastModified),
+				ETag:     strings.Trim(aws.ToString(o.ETag), `"`),
+			})
 		}
 		if most > 0 && len(out) > most {
 			return out, nil
@@ -126,7 +131,10 @@ func (s *S3Store) Delete(ctx context.Context, keys []string) error {
 		for i := range batch {
 			ids[i] = types.ObjectIdentifier{Key: aws.String(batch[i])}
 		}
-		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: &s.bucket,
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("deleting from s3://%s: %w", s.bucket, err))
 			continue
@@ -140,7 +148,7 @@ func (s *S3Store) Delete(ctx context.Context, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// URI is s3://bucket/key.
+// URI returns s3://bucket/key.
 func (s *S3Store) URI(key string) string {
 	return "s3://" + s.bucket + "/" + strings.TrimPrefix(key, "/")
 }

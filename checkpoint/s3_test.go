@@ -22,7 +22,8 @@ func TestS3StoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) checkpoint.Store {
 		ctx := context.Background()
 		bucket := fmt.Sprintf("checkpoints-%d", buckets.Add(1))
-		s, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: bucket, Endpoint: endpoint, AccessKey: "test-access", SecretKey: "test-secret-key"})
+		s, err := checkpoint.NewS3Store(ctx,
+			checkpoint.S3Options{Bucket: bucket, Endpoint: endpoint, AccessKey: "test-access", SecretKey: "test-secret-key"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +36,8 @@ func TestS3StoreConformance(t *testing.T) {
 
 func TestS3WrongCredentialsAreReported(t *testing.T) {
 	endpoint := storetest.StartVersityGW(t, "test-access", "test-secret-key")
-	s, err := checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: "any", Endpoint: endpoint, AccessKey: "test-access", SecretKey: "wrong"})
+	s, err := checkpoint.NewS3Store(context.Background(),
+		checkpoint.S3Options{Bucket: "any", Endpoint: endpoint, AccessKey: "test-access", SecretKey: "wrong"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,8 @@ func TestS3WrongCredentialsAreReported(t *testing.T) {
 func BenchmarkSync10000(b *testing.B) {
 	ctx := context.Background()
 	endpoint := storetest.StartVersityGW(b, "bench-access", "bench-secret-key")
-	s3s, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: "bench", Endpoint: endpoint, AccessKey: "bench-access", SecretKey: "bench-secret-key"})
+	s3s, err := checkpoint.NewS3Store(ctx,
+		checkpoint.S3Options{Bucket: "bench", Endpoint: endpoint, AccessKey: "bench-access", SecretKey: "bench-secret-key"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +63,7 @@ func BenchmarkSync10000(b *testing.B) {
 	for _, s := range []struct {
 		name  string
 		store checkpoint.Store
-	}{{"dir", checkpoint.DirStore{Root: b.TempDir()}}, {"s3", s3s}} {
+	}{{name: "dir", store: checkpoint.DirStore{Root: b.TempDir()}}, {name: "s3", store: s3s}} {
 		fill(b, s.store, 10000)
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -37,6 +37,8 @@ const checkpointController = "trainingjob-checkpoint"
 // workers' agent reported last) and marks the ConfigMap with the attempt; the JobController waits for
 // that mark.
 type CheckpointReconciler struct {
+	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
+	writes *resourceVersions
 	client.Client
 	// APIReader reads the nodes of stranded pods (not cached).
 	APIReader client.Reader
@@ -61,12 +63,17 @@ type CheckpointReconciler struct {
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
 
-// Reconcile: get; put into the status the agent's last report (remembered, and from stopped agents) and
-// a fresh read when due; write the status; then settle and move RESUME_FROM from the status as written.
+// Reconcile keeps status.checkpoint and the ConfigMap's RESUME_FROM in step with the job's checkpoints.
 // The status goes first: RESUME_FROM is derived from it, so a crash or a conflict between the two writes
-// never leaves the ConfigMap naming a checkpoint the status does not know.
+// never leaves the ConfigMap naming a checkpoint the status does not know. Its steps:
+//  1. get the TrainingJob, with checkpoints on (a deleted one's remembered reports are dropped);
+//  2. wait while the cache has not seen this process's last status write;
+//  3. get the job's ConfigMap (its creation brings the job back) and rank 0's pods;
+//  4. put into the status the agents' reports: remembered, from stopped agents, and a read when due;
+//  5. write the status, once, when it changed, and tell of a storage fault;
+//  6. settle and move RESUME_FROM from the status as written.
 func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{}
+	tj := &mlv1.TrainingJob{} // 1.
 	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil || !tj.CheckpointEnabled() {
 		if !found && err == nil {
 			r.reports.forget(req.NamespacedName)
@@ -74,34 +81,36 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		return reconcile.Result{}, err
 	}
-	if statusWrites.behind(tj) {
+	if r.writes.behind(tj) { // 2.
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
-	cm := &corev1.ConfigMap{}
-	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil || !found {
-		return reconcile.Result{}, err // the ConfigMap's creation brings the job back
+	cm := &corev1.ConfigMap{} // 3.
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil ||
+		!found {
+		return reconcile.Result{}, err
 	}
 	old := *tj.Status.DeepCopy()
 	pods, err := r.rank0Pods(ctx, tj)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	addr, res := r.observe(ctx, tj, cm, pods)
-	written, wres, err := applyStatus(ctx, r.Client, tj, old, checkpointController)
+	addr, res := r.observe(ctx, tj, cm, pods)                                                 // 4.
+	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, checkpointController) // 5.
 	if written {
 		r.recordStorageFault(tj, old)
 	}
 	if err != nil || wres.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
 		return wres, err
 	}
-	return result(res, r.syncResumeFrom(ctx, tj, cm, pods, addr))
+	return result(res, r.syncResumeFrom(ctx, tj, cm, pods, addr)) // 6.
 }
 
 // observe puts every report of the job's checkpoints into tj.Status: what RESUME_FROM already names (a
 // status write lost to a crash), the last report read (a write lost to a conflict), the stopped agents'
 // final reports, and a read of the running agent when due. It returns the agent's address when it
 // answered, and when to come back.
-func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod) (string, reconcile.Result) {
+func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
+	pods []corev1.Pod) (string, reconcile.Result) {
 	now := metav1.NewTime(r.Clock.Now())
 	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
 	if a, ok := r.reports.peek(tj); ok {
@@ -124,7 +133,8 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 
 // readWhenDue reads rank 0's agent (found among rank0, rank 0's pods) into tj.Status and the series when
 // the job's interval has passed. It returns the agent's address when it answered, and when to come back.
-func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.TrainingJob, rank0 []corev1.Pod, now time.Time) (string, reconcile.Result) {
+func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.TrainingJob, rank0 []corev1.Pod,
+	now time.Time) (string, reconcile.Result) {
 	every := interval(tj, r.Interval)
 	wait, prev := r.reports.due(tj, now, every)
 	if wait > 0 {
@@ -157,7 +167,8 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 // rotate away what no starting worker can be told any more: the agent protects every checkpoint it
 // reported until then. RESUME_FROM only moves forward: a checkpoint it named may be rotated away as soon
 // as it names a newer one.
-func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod, addr string) error {
+func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod,
+	addr string) error {
 	current, had := cm.Data[names.ResumeFromKey]
 	want := current
 	if from := builders.ResumeFrom(tj); agentapi.Newer(from, current) {
@@ -189,7 +200,7 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 	if addr != "" {
 		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[names.ResumeFromKey], r.agentToken(tj, pods, addr)); err != nil {
 			// Safe to leave: the agent keeps protecting what it reported until a later acknowledgement.
-			ctrl.LoggerFrom(ctx).Info("telling rank 0's checkpoint agent what RESUME_FROM names", "trainingJob", klog.KObj(tj), "error", err.Error())
+			ctrl.LoggerFrom(ctx).Info("telling rank 0's checkpoint agent what RESUME_FROM names", "error", err.Error())
 		}
 	}
 	return nil
@@ -239,7 +250,8 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 // rank0Pods are the rank 0 pods of every attempt still there.
 func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0"}); err != nil {
+	rank0 := client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0"}
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), rank0); err != nil {
 		return nil, fmt.Errorf("listing rank 0 pods of %s: %w", klog.KObj(tj), err)
 	}
 	return pods.Items, nil
@@ -249,7 +261,8 @@ func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJ
 func (r *CheckpointReconciler) recordStorageFault(tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
 	c := derive.ConditionReason(tj.Status, mlv1.ConditionCheckpointStorageReady)
 	if c == derive.ReasonStorageError && derive.ConditionReason(old, mlv1.ConditionCheckpointStorageReady) != c {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c, "Checkpoint", "%s", derive.ConditionMessage(tj.Status, mlv1.ConditionCheckpointStorageReady))
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c, "Checkpoint", "%s",
+			derive.ConditionMessage(tj.Status, mlv1.ConditionCheckpointStorageReady))
 	}
 }
 

@@ -49,11 +49,16 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 		want        string
 		wantSettled string
 	}{
-		{"first: from status.checkpoint", 0, nil, nil, uri + "4", "0"},
-		{"never moved back by a late status", 0, ptr.To(uri + "6"), nil, uri + "6", "0"},
-		{"a new attempt waits for the old rank 0", 1, ptr.To(uri + "4"), rank0("0", corev1.PodRunning, ""), uri + "4", "0"},
-		{"then takes its final report", 1, ptr.To(uri + "4"), rank0("0", corev1.PodFailed, report), uri + "7", "1"},
-		{"or, the pod gone, what it last reported", 1, ptr.To(uri + "4"), nil, uri + "4", "1"},
+		{name: "first: from status.checkpoint", attempt: 0, resumeFrom: nil, pod: nil,
+			want: uri + "4", wantSettled: "0"},
+		{name: "never moved back by a late status", attempt: 0, resumeFrom: ptr.To(uri + "6"), pod: nil,
+			want: uri + "6", wantSettled: "0"},
+		{name: "a new attempt waits for the old rank 0", attempt: 1, resumeFrom: ptr.To(uri + "4"), pod: rank0("0", corev1.PodRunning, ""),
+			want: uri + "4", wantSettled: "0"},
+		{name: "then takes its final report", attempt: 1, resumeFrom: ptr.To(uri + "4"), pod: rank0("0", corev1.PodFailed, report),
+			want: uri + "7", wantSettled: "1"},
+		{name: "or, the pod gone, what it last reported", attempt: 1, resumeFrom: ptr.To(uri + "4"), pod: nil,
+			want: uri + "4", wantSettled: "1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +84,12 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(cm), got); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]string{tc.want, tc.wantSettled}, []string{got.Data[names.ResumeFromKey], got.Annotations[names.ResumeAttemptAnnotation]}); diff != "" {
+			type resume struct {
+				From, SettledFor string
+			}
+			want := resume{From: tc.want, SettledFor: tc.wantSettled}
+			gotResume := resume{From: got.Data[names.ResumeFromKey], SettledFor: got.Annotations[names.ResumeAttemptAnnotation]}
+			if diff := cmp.Diff(want, gotResume); diff != "" {
 				t.Errorf("RESUME_FROM, settled for attempt (-want +got):\n%s", diff)
 			}
 		})
@@ -142,7 +152,8 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 		wantAcked  []string // what the agent took
 	}{
 		{name: "the token in rank 0's pod, built with the key the operator held then",
-			podAgent: agentEnv(corev1.EnvVar{Name: agentapi.TokenEnv, Value: tokenOf(oldKey)}), agentToken: tokenOf(oldKey), wantAuth: "Bearer " + tokenOf(oldKey), wantAcked: []string{uri + "7"}},
+			podAgent: agentEnv(corev1.EnvVar{Name: agentapi.TokenEnv, Value: tokenOf(oldKey)}), agentToken: tokenOf(oldKey),
+			wantAuth: "Bearer " + tokenOf(oldKey), wantAcked: []string{uri + "7"}},
 		{name: "a pod without its spec (the cache's): the job's token from the key",
 			agentToken: tokenOf(key), wantAuth: "Bearer " + tokenOf(key), wantAcked: []string{uri + "7"}},
 		{name: "a Job built before tokens: none",
@@ -166,10 +177,16 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 			agent := newFakeAgent(tc.agentToken, agentapi.Status{Latest: uri + "7", LatestEpoch: 7, Count: 2, Time: t0.Time})
 			r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time),
 				Agent: &agentapi.Client{HTTP: &http.Client{Transport: agent}}, TokenKey: key}
-			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "a"}}); err != nil {
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "a"}}
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]any{[]string{tc.wantAuth}, tc.wantAcked}, []any{agent.auth, agent.acked}); diff != "" {
+			type exchange struct {
+				Auth  []string
+				Acked []string
+			}
+			want := exchange{Auth: []string{tc.wantAuth}, Acked: tc.wantAcked}
+			if diff := cmp.Diff(want, exchange{Auth: agent.auth, Acked: agent.acked}); diff != "" {
 				t.Errorf("Authorization sent, RESUME_FROM the agent took (-want +got):\n%s", diff)
 			}
 		})

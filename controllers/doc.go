@@ -12,8 +12,8 @@
 //
 // # Who writes what
 //
-// Every field of a TrainingJob's status has one writer, named in statusOwners below, the only copy of
-// that list. Each controller writes the status with server-side apply under its own field manager (its
+// Every field of a TrainingJob's status has one writer, named in statusOwners (status_ownership.go), the
+// only copy of that list. Each controller writes the status with server-side apply under its own field manager (its
 // controller name) and sends only its own fields and conditions (applyStatus): the API server records in
 // managedFields which manager owns each field and each condition (conditions are a map list keyed by
 // type), keeps the others' fields as they are, and refuses (409) an apply that would change a field another
@@ -21,44 +21,28 @@
 // not its own: the bug is an error, never a silent overwrite. TestStatusOwnership holds the table to the
 // status type, and to the managedFields the API server records after a run of every controller.
 //
-// Reads come from the manager's cache; statusWrites (status_apply.go) remembers the resourceVersion of
+// Reads come from the manager's cache; the reconcilers' shared resourceVersions
+// (status_apply.go, given by Setup) remember the resourceVersion of
 // this process's last status write of each job, and a reconcile whose cache has not seen it yet waits a few
 // milliseconds rather than computing from an older status.
 //
 // A controller reports a fact to another through a field it owns: the success policy's verdict is the
 // StatusController's SuccessPolicyMet condition, which the JobController's derive.Status turns into
-// Completed; a hang is its Stalled condition, which the JobController acts on by failurePolicy.onHang; the newest checkpoint (status.checkpoint) is what the JobController resumes from.
+// Completed; a hang is its Stalled condition, which the JobController acts on by failurePolicy.onHang; the
+// newest checkpoint (status.checkpoint) is what the JobController resumes from.
 //
 // The job's ConfigMap has one writer per key too: the JobController creates it and keeps its config file
 // (names.ConfigFileName) in step with the spec; the CheckpointController writes RESUME_FROM and the
 // annotation saying for which attempt it is settled (names.ResumeAttemptAnnotation); the
 // TrackingController writes MLFLOW_RUN_ID and names.TrackingSettledAnnotation. The JobController starts
 // an attempt's Job only once both annotations say the attempt's values are in place.
+//
+// # Reading a reconcile
+//
+// Each controller's Reconcile is a numbered outline of its steps, in its file (job_controller.go,
+// status_controller.go, checkpoint_controller.go, tracking_controller.go); a step's work is a function in
+// the file named for it (job_children.go, status_goodput.go, ...). The status a step computes comes from
+// the pure functions of package derive; the objects it creates from package builders. The logger of each
+// reconcile is controller-runtime's, which already carries the job's key (TrainingJob: namespace/name) and
+// the reconcile's ID: log calls add only what is their own.
 package controllers
-
-import mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-
-// statusOwners is who writes each status field (by its JSON name) and each condition type.
-var statusOwners = []statusOwner{
-	{Manager: jobController,
-		Fields: []string{"state", "observedGeneration", "workers", "checkpointStorage", "startTime", "completionTime",
-			"duration", "failureReason", "restartCount", "attempt", "lastFailure", "avoidedNodes", "lastFailureNode", "lastFailureTime", "inputs"},
-		Conditions: []string{mlv1.ConditionCreated, mlv1.ConditionRunning, mlv1.ConditionCompleted, mlv1.ConditionFailed,
-			mlv1.ConditionSuspended, mlv1.ConditionRestarting, mlv1.ConditionCheckpointClaimBound, mlv1.ConditionInputsReady}},
-	{Manager: statusController,
-		Fields:     []string{"progress", "currentEpoch", "totalEpochs", "eta", "metrics", "lastProgressTime", "currentStep", "best", "goodput"},
-		Conditions: []string{mlv1.ConditionProgressReported, mlv1.ConditionSuccessPolicyMet, mlv1.ConditionStalled}},
-	{Manager: checkpointController,
-		Fields:     []string{"checkpoint"},
-		Conditions: []string{mlv1.ConditionCheckpointStorageReady}},
-	{Manager: trackingController,
-		Fields:     []string{"mlflow"},
-		Conditions: []string{mlv1.ConditionExperimentTracked}},
-}
-
-// statusOwner is one writer of the status: its field manager, and the fields and condition types it owns.
-type statusOwner struct {
-	Manager    string
-	Fields     []string
-	Conditions []string
-}

@@ -94,7 +94,8 @@ func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob)
 	want := builders.Service(tj)
 	svc := &corev1.Service{}
 	return r.ensure(ctx, tj, want, svc, func() bool {
-		if apiequality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) && apiequality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) {
+		if apiequality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) &&
+			apiequality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) {
 			return false
 		}
 		svc.Spec.Ports, svc.Spec.Selector = want.Spec.Ports, want.Spec.Selector
@@ -139,6 +140,13 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	case finished(tj) || tj.Suspended() || waits:
 		return nil
 	}
+	return r.createJob(ctx, tj, cm, want, obs)
+}
+
+// createJob creates the current attempt's Job, want, once its workers' pod passes the builder's checks and
+// nothing blocks its start (obs.StartBlocked says what does), with an MPI job's SSH Secret before it.
+func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, want *batchv1.Job,
+	obs *derive.Observed) (err error) {
 	if err := builders.CheckWorkerPod(tj); err != nil {
 		return &specError{fmt.Errorf("the operator refuses the workers' pod: %w", err)}
 	}
@@ -154,7 +162,8 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	}
 	if applied := builders.AppliedDefaults(tj, r.Options); len(applied) > 0 {
 		r.Recorder.Eventf(tj, want, corev1.EventTypeNormal, derive.ReasonWorkerDefaultsApplied, "Create",
-			"attempt %d: the cluster's worker defaults applied beneath the job's own settings: %s", tj.Status.Attempt, strings.Join(applied, "; "))
+			"attempt %d: the cluster's worker defaults applied beneath the job's own settings: %s", tj.Status.Attempt,
+			strings.Join(applied, "; "))
 	}
 	return nil
 }
@@ -245,7 +254,8 @@ func (r *JobReconciler) stopPods(ctx context.Context, tj *mlv1.TrainingJob, old 
 const stopWorkers = 16
 
 // trackingFinalizerPatch removes the Job tracking finalizer at index i, only if it is still there.
-const trackingFinalizerPatch = `[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`
+const trackingFinalizerPatch = `[{"op":"test","path":"/metadata/finalizers/%d","value":%q},` +
+	`{"op":"remove","path":"/metadata/finalizers/%d"}]`
 
 // stopPod deletes a pod of an older attempt unless it is being deleted, and releases its Job tracking
 // finalizer.

@@ -37,7 +37,8 @@ func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, o
 
 // observeClaim creates want when it does not exist (owned by the job when owned), and returns the claim
 // and, while it is not bound, its newest event.
-func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, want *corev1.PersistentVolumeClaim, owned bool) (*corev1.PersistentVolumeClaim, *corev1.Event, error) {
+func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, want *corev1.PersistentVolumeClaim,
+	owned bool) (*corev1.PersistentVolumeClaim, *corev1.Event, error) {
 	claim := &corev1.PersistentVolumeClaim{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), claim)
 	switch {
@@ -65,7 +66,8 @@ func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, 
 // (not cached: the operator keeps no informer on the cluster's events) and only for claims not yet bound.
 func (r *JobReconciler) newestEvent(ctx context.Context, obj client.Object) (*corev1.Event, error) {
 	var list corev1.EventList
-	err := r.APIReader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"involvedObject.uid": string(obj.GetUID())})
+	err := r.APIReader.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{"involvedObject.uid": string(obj.GetUID())})
 	if err != nil {
 		return nil, fmt.Errorf("listing the events of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
@@ -108,7 +110,8 @@ func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.Training
 		return err
 	case len(builders.FetchedInputs(tj)) > 0 && r.Options.InputsNodeCacheDir == "": // PerNode
 		return &missingAPIError{errors.New("inputs.cache is PerNode, but this operator keeps no input cache on the nodes: " +
-			"the platform turns it on with --inputs-node-cache-dir (the chart's inputs.nodeCacheDir); or set inputs.cache: Shared with a StorageClass that offers ReadWriteMany")}
+			"the platform turns it on with --inputs-node-cache-dir (the chart's inputs.nodeCacheDir); " +
+			"or set inputs.cache: Shared with a StorageClass that offers ReadWriteMany")}
 	}
 	return nil
 }

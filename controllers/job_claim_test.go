@@ -25,8 +25,9 @@ func TestReconcileCreatesTheCheckpointClaim(t *testing.T) {
 		storage *mlv1.CheckpointStorage
 		owned   bool
 	}{
-		{"no storage section: retained", nil, false},
-		{"pvc without claimName, Delete: owned", &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimRetentionPolicy: mlv1.ClaimDelete}, true},
+		{name: "no storage section: retained", storage: nil, owned: false},
+		{name: "pvc without claimName, Delete: owned",
+			storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimRetentionPolicy: mlv1.ClaimDelete}, owned: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,9 +70,9 @@ func TestReconcileInputsCache(t *testing.T) {
 		wantClaim  bool
 		wantReason string
 	}{
-		{"shared", "", "", true, ""},
-		{"per node", mlv1.InputsCachePerNode, "/var/lib/tj", false, ""},
-		{"per node without a node cache", mlv1.InputsCachePerNode, "", false, "CreateRejected"},
+		{name: "shared", cache: "", nodeDir: "", wantClaim: true, wantReason: ""},
+		{name: "per node", cache: mlv1.InputsCachePerNode, nodeDir: "/var/lib/tj", wantClaim: false, wantReason: ""},
+		{name: "per node without a node cache", cache: mlv1.InputsCachePerNode, nodeDir: "", wantClaim: false, wantReason: "CreateRejected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "bert").Workers(2).With(func(tj *mlv1.TrainingJob) {

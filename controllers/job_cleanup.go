@@ -24,7 +24,8 @@ import (
 // once ttlSecondsAfterFinished has passed, the Job (with its pods), Service, ConfigMap and PodGroup are
 // deleted, and with deleteTrainingJob the TrainingJob too (done is then true). The checkpoint claim is
 // never touched: it follows claimRetentionPolicy. res asks to come back when the TTL expires.
-func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) (done bool, res reconcile.Result, err error) {
+func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJob,
+	now time.Time) (done bool, res reconcile.Result, err error) {
 	if !finished(tj) {
 		return false, res, nil
 	}
@@ -41,7 +42,7 @@ func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJo
 		return false, reconcile.Result{RequeueAfter: left}, nil
 	}
 	if c.DeleteTrainingJob {
-		ctrl.LoggerFrom(ctx).Info("deleting finished TrainingJob (ttlSecondsAfterFinished)", "trainingJob", klog.KObj(tj))
+		ctrl.LoggerFrom(ctx).Info("deleting finished TrainingJob (ttlSecondsAfterFinished)")
 		return true, res, ignoreNotFound(r.Delete(ctx, tj, client.Preconditions{UID: &tj.UID}))
 	}
 	return false, res, r.deleteChildren(ctx, tj)

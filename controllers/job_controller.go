@@ -1,14 +1,3 @@
-// Package controllers holds the four TrainingJob controllers over one pure state machine (package
-// derive):
-//
-//   - the JobController (job_*.go) builds the workers' Job, headless Service, ConfigMap, checkpoint claim
-//     and PodGroup, restarts the gang, cleans up, and alone derives status.state and the run's conditions;
-//   - the StatusController (status_*.go) reads rank 0's progress into status and the per-job series and
-//     gives the success policy's verdict;
-//   - the CheckpointController (checkpoint_*.go) reads rank 0's checkpoint agent into status.checkpoint
-//     and alone writes the ConfigMap's RESUME_FROM;
-//   - the TrackingController (tracking_controller.go) keeps the job's MLflow run in step with the status,
-//     and alone writes status.mlflow, ExperimentTracked and the ConfigMap's MLFLOW_RUN_ID.
 package controllers
 
 import (
@@ -47,6 +36,8 @@ const jobController = "trainingjob"
 // JobReconciler turns a TrainingJob into an Indexed Job (one per attempt), a headless Service, a
 // ConfigMap, a checkpoint claim and a PodGroup, and derives the TrainingJob's state from them.
 type JobReconciler struct {
+	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
+	writes *resourceVersions
 	client.Client
 	// APIReader reads what the cache does not hold: a checkpoint claim's events.
 	APIReader client.Reader
@@ -77,41 +68,37 @@ type JobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;deletecollection;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile brings one TrainingJob's children and status in line with its spec: get, place checkpoints
-// (accepting the job first when the operator chose where), ensure the children, derive the status, write
-// it once.
+// Reconcile brings one TrainingJob's children and status in line with its spec. Its steps:
+//  1. get the TrainingJob (a deleted one releases what it held: its children go through owner references);
+//  2. a job another controller manages (MultiKueue's) only keeps its dispatched Workload;
+//  3. wait while the cache has not seen this process's last status write;
+//  4. place checkpoints: storage the operator chose is recorded (and the job accepted) before anything is
+//     built from it;
+//  5. clean up a finished job (cleanPodPolicy, ttlSecondsAfterFinished);
+//  6. ensure the children (ConfigMap, Service, claim, PodGroup, the attempt's Job) and observe them;
+//  7. derive the status from what was observed and write it, once, when it changed.
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{}
+	tj := &mlv1.TrainingJob{} // 1.
 	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
-		if !found {
-			r.written.Delete(req.NamespacedName)
-			r.exits.forget(req.NamespacedName)
-		}
-		if err == nil {
-			err = r.releaseDeleted(ctx, req.NamespacedName)
-		}
-		return reconcile.Result{}, err // children go with it through owner references
+		return reconcile.Result{}, r.gone(ctx, req.NamespacedName, found, err)
 	}
-	if !builders.ManagedByOperator(tj) {
+	if !builders.ManagedByOperator(tj) { // 2.
 		return reconcile.Result{}, r.ensureDispatchedWorkload(ctx, tj)
 	}
-	if statusWrites.behind(tj) {
+	if r.writes.behind(tj) { // 3.
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	old := *tj.Status.DeepCopy()
-	// Where checkpoints go is chosen before anything is built from it; the status write records it.
-	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options)
+	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options) // 4.
 	now := metav1.NewTime(r.Clock.Now())
 	if old.State == "" && tj.Status.CheckpointStorage != nil {
-		// The operator chose where checkpoints go: record the choice (and that the job was accepted, Pending)
-		// before anything is built from it, so a restart with other defaults never moves them.
 		return r.write(ctx, tj, old, derive.Status(tj, derive.Observed{}, now), now.Time)
 	}
-	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time)
+	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time) // 5.
 	if done || err != nil {
 		return reconcile.Result{}, err
 	}
-	obs, err := r.ensureChildren(ctx, tj)
+	obs, err := r.ensureChildren(ctx, tj) // 6.
 	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending || old.State == mlv1.StateInitializing) {
 		// Say why nothing starts (the first attempt or a restart's), and keep retrying with backoff: the
 		// cause (a quota, a policy) may go.
@@ -121,8 +108,21 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time)
+	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time) // 7.
 	return result(minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err)
+}
+
+// gone ends the reconcile of a TrainingJob that could not be read (err), is not found, or is being
+// deleted: a job that is gone is forgotten and what it held released.
+func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bool, err error) error {
+	if !found {
+		r.written.Delete(key)
+		r.exits.forget(key)
+	}
+	if err != nil {
+		return err
+	}
+	return r.releaseDeleted(ctx, key)
 }
 
 // ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup and the current
@@ -137,15 +137,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
 			return obs, err
 		}
-		for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup} {
-			if err := ensure(ctx, tj); err != nil {
-				return obs, err
-			}
-		}
-		if err := r.ensureClaim(ctx, tj, &obs); err != nil {
-			return obs, err
-		}
-		if err := r.ensureInputsCache(ctx, tj, &obs); err != nil {
+		if err := r.ensureRunning(ctx, tj, &obs); err != nil {
 			return obs, err
 		}
 	}
@@ -155,21 +147,41 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.ensureJob(ctx, tj, cm, &obs); err != nil {
 		return obs, err
 	}
+	return obs, r.observePods(ctx, tj, &obs)
+}
+
+// ensureRunning ensures the children of a job that has not finished, besides its ConfigMap, Workload and
+// Job: the headless Service, the PodGroup, the checkpoint claim and the input cache.
+func (r *JobReconciler) ensureRunning(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
+	for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup} {
+		if err := ensure(ctx, tj); err != nil {
+			return err
+		}
+	}
+	if err := r.ensureClaim(ctx, tj, obs); err != nil {
+		return err
+	}
+	return r.ensureInputsCache(ctx, tj, obs)
+}
+
+// observePods observes the workers' pods: their inputs' fetch, Kueue's quota and readiness, and, while the
+// attempt is failing, the exits of pods gone, the failed trainers' logs and the nodes' trouble.
+func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	var err error
 	if obs.Pods, err = r.listPods(ctx, tj, true); err != nil {
-		return obs, err
+		return err
 	}
 	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
-	if err := r.releaseQuota(ctx, tj, &obs); err != nil {
-		return obs, err
+	if err := r.releaseQuota(ctx, tj, obs); err != nil {
+		return err
 	}
-	if err := r.syncPodsReady(ctx, tj, &obs); err != nil || !attemptFailing(tj, obs) {
-		return obs, err
+	if err := r.syncPodsReady(ctx, tj, obs); err != nil || !attemptFailing(tj, *obs) {
+		return err
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
 	obs.Logs = r.failedLogs(ctx, obs.Pods)
 	obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now())
-	return obs, err
+	return err
 }
 
 // failedLogLines is how much of a failed trainer's log the JobController reads for the failure's hint:
@@ -202,7 +214,8 @@ func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[s
 // write writes st as the new status and records the events of what changed. A change of details only
 // (derive.Significant) waits until DetailInterval has passed since the job's last write by this
 // controller: worker counts move with every pod event, and each would be a write.
-func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus, now time.Time) (reconcile.Result, error) {
+func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
+	now time.Time) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(tj)
 	if !derive.Significant(old, st) && !apiequality.Semantic.DeepEqual(old, st) {
 		if last, ok := r.written.Load(key); ok {
@@ -212,7 +225,7 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 		}
 	}
 	tj.Status = st
-	written, res, err := applyStatus(ctx, r.Client, tj, old, jobController)
+	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, jobController)
 	if written {
 		r.written.Store(key, now)
 		r.recordEvents(ctx, tj, old)

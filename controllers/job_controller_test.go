@@ -34,6 +34,11 @@ func newReconciler(objs ...client.Object) *JobReconciler {
 	return &JobReconciler{Client: c, Scheme: s, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(t0.Time)}
 }
 
+// children counts a namespace's Jobs, Services and ConfigMaps.
+type children struct {
+	Jobs, Services, ConfigMaps int
+}
+
 func reconcileN(t *testing.T, r *JobReconciler, key types.NamespacedName, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
@@ -43,7 +48,7 @@ func reconcileN(t *testing.T, r *JobReconciler, key types.NamespacedName, n int)
 	}
 }
 
-func countChildren(t *testing.T, c client.Client, ns string) []int {
+func countChildren(t *testing.T, c client.Client, ns string) children {
 	t.Helper()
 	ctx := context.Background()
 	var jobs batchv1.JobList
@@ -54,7 +59,7 @@ func countChildren(t *testing.T, c client.Client, ns string) []int {
 			t.Fatal(err)
 		}
 	}
-	return []int{len(jobs.Items), len(svcs.Items), len(cms.Items)}
+	return children{Jobs: len(jobs.Items), Services: len(svcs.Items), ConfigMaps: len(cms.Items)}
 }
 
 // TestReconcileIsIdempotent: a ConfigMap left by a reconcile that crashed before creating the rest is
@@ -69,7 +74,7 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	r := newReconciler(tj, leftover)
 	key := types.NamespacedName{Namespace: "ml", Name: "mnist"}
 	reconcileN(t, r, key, 4)
-	if diff := cmp.Diff([]int{1, 1, 1}, countChildren(t, r.Client, "ml")); diff != "" {
+	if diff := cmp.Diff(children{Jobs: 1, Services: 1, ConfigMaps: 1}, countChildren(t, r.Client, "ml")); diff != "" {
 		t.Errorf("jobs, services, configmaps (-want +got):\n%s", diff)
 	}
 	got := &mlv1.TrainingJob{}
@@ -87,7 +92,7 @@ func TestReconcileFinishedJobIsNotRecreated(t *testing.T) {
 	tj.Status.State = mlv1.StateCompleted
 	r := newReconciler(tj)
 	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "done"}, 2)
-	if diff := cmp.Diff([]int{0, 0, 0}, countChildren(t, r.Client, "ml")); diff != "" {
+	if diff := cmp.Diff(children{Jobs: 0, Services: 0, ConfigMaps: 0}, countChildren(t, r.Client, "ml")); diff != "" {
 		t.Errorf("jobs, services, configmaps (-want +got):\n%s", diff)
 	}
 }
@@ -112,7 +117,9 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 	old := tjtest.NewTJ("ml", "s").Suspend(true).Epochs(5).Obj()
 	old.UID = "uid-s"
 	staleJob := builders.Job(old, builders.Options{})
-	staleJob.OwnerReferences = []metav1.OwnerReference{{APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "s", UID: "uid-s", Controller: ptr.To(true)}}
+	staleJob.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "s", UID: "uid-s", Controller: ptr.To(true),
+	}}
 	staleCM, _ := builders.ConfigMap(old)
 	edited := old.DeepCopy()
 	edited.Spec.NumWorkers, edited.Spec.Hyperparameters.Epochs = 3, ptr.To[int32](9)
@@ -120,7 +127,7 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 	r := newReconciler(edited, staleJob, staleCM)
 	key := types.NamespacedName{Namespace: "ml", Name: "s"}
 	reconcileN(t, r, key, 1)
-	if diff := cmp.Diff([]int{0, 1, 1}, countChildren(t, r.Client, "ml")); diff != "" {
+	if diff := cmp.Diff(children{Jobs: 0, Services: 1, ConfigMaps: 1}, countChildren(t, r.Client, "ml")); diff != "" {
 		t.Fatalf("stale job not removed while suspended; jobs, services, configmaps (-want +got):\n%s", diff)
 	}
 	resumed := &mlv1.TrainingJob{}
@@ -139,8 +146,17 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: "s-config"}, cm); err != nil {
 		t.Fatal(err)
 	}
-	got := []any{*job.Spec.Parallelism, *job.Spec.Suspend, strings.Contains(cm.Data[names.ConfigFileName], `"epochs": 9`)}
-	if diff := cmp.Diff([]any{int32(3), false, true}, got); diff != "" {
+	type resumedJob struct {
+		Parallelism     int32
+		Suspend         bool
+		ConfigHasEpochs bool
+	}
+	got := resumedJob{
+		Parallelism:     *job.Spec.Parallelism,
+		Suspend:         *job.Spec.Suspend,
+		ConfigHasEpochs: strings.Contains(cm.Data[names.ConfigFileName], `"epochs": 9`),
+	}
+	if diff := cmp.Diff(resumedJob{Parallelism: 3, Suspend: false, ConfigHasEpochs: true}, got); diff != "" {
 		t.Errorf("parallelism, suspend, config has new epochs (-want +got):\n%s", diff)
 	}
 }
@@ -150,8 +166,12 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 func TestReconcileRecordsFaultOnce(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "f").Workers(1).Obj()
 	tj.UID, tj.Status.State = "uid-f", mlv1.StateInitializing
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: map[string]string{names.NameLabel: "f", names.RankLabel: "0"}}}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "no gpu"}}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ml", Name: "f-worker-0", Labels: map[string]string{names.NameLabel: "f", names.RankLabel: "0"},
+	}}
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "no gpu",
+	}}
 	r := newReconciler(tj, &p)
 	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "f"}, 3)
 	rec := r.Recorder.(*events.FakeRecorder)
@@ -177,31 +197,47 @@ func TestCleanup(t *testing.T) {
 		tj.Status.CompletionTime = &metav1.Time{Time: t0.Add(-finishedAgo)}
 		return tj
 	}
+	oneEach := children{Jobs: 1, Services: 1, ConfigMaps: 1}
 	cases := []struct {
-		name         string
-		tj           *mlv1.TrainingJob
-		wantSuspend  bool // the running Job is stopped
-		wantPods     int
-		wantChildren []int // jobs, services, configmaps
-		wantTJ       bool
+		name             string
+		tj               *mlv1.TrainingJob
+		wantSuspend      bool // the running Job is stopped
+		wantPods         int
+		wantChildren     children
+		wantTJ           bool
+		wantRequeueAfter time.Duration // checked when not 0
 	}{
-		{"default (Running): running workers stopped, pods kept", finishedTJ("run", nil, 0), true, 1, []int{1, 1, 1}, true},
-		{"None: nothing stopped or deleted", finishedTJ("none", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsNone}, 0), false, 1, []int{1, 1, 1}, true},
-		{"All: pods deleted", finishedTJ("all", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsAll}, 0), true, 0, []int{1, 1, 1}, true},
-		{"TTL not passed", finishedTJ("ttl", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 30*time.Second), true, 1, []int{1, 1, 1}, true},
-		{"TTL passed: children deleted, the TrainingJob kept", finishedTJ("ttl-passed", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 2*time.Minute), false, 1, []int{0, 0, 0}, true},
-		{"TTL passed, deleteTrainingJob", finishedTJ("gone", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](0), DeleteTrainingJob: true}, time.Second), false, 1, []int{1, 1, 1}, false},
+		{name: "default (Running): running workers stopped, pods kept", tj: finishedTJ("run", nil, 0),
+			wantSuspend: true, wantPods: 1, wantChildren: oneEach, wantTJ: true},
+		{name: "None: nothing stopped or deleted", tj: finishedTJ("none", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsNone}, 0),
+			wantSuspend: false, wantPods: 1, wantChildren: oneEach, wantTJ: true},
+		{name: "All: pods deleted", tj: finishedTJ("all", &mlv1.CleanupPolicy{CleanPodPolicy: mlv1.CleanPodsAll}, 0),
+			wantSuspend: true, wantPods: 0, wantChildren: oneEach, wantTJ: true},
+		{name: "TTL not passed",
+			tj:          finishedTJ("ttl", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 30*time.Second),
+			wantSuspend: true, wantPods: 1, wantChildren: oneEach, wantTJ: true, wantRequeueAfter: 30 * time.Second},
+		{name: "TTL passed: children deleted, the TrainingJob kept",
+			tj:          finishedTJ("ttl-passed", &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](60)}, 2*time.Minute),
+			wantSuspend: false, wantPods: 1, wantChildren: children{Jobs: 0, Services: 0, ConfigMaps: 0}, wantTJ: true},
+		{name: "TTL passed, deleteTrainingJob",
+			tj: finishedTJ("gone",
+				&mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](0), DeleteTrainingJob: true}, time.Second),
+			wantSuspend: false, wantPods: 1, wantChildren: oneEach, wantTJ: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			owned := func(obj client.Object) client.Object {
-				obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: tc.tj.Name, UID: tc.tj.UID, Controller: ptr.To(true)}})
+				obj.SetOwnerReferences([]metav1.OwnerReference{{
+					APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: tc.tj.Name, UID: tc.tj.UID, Controller: ptr.To(true),
+				}})
 				return obj
 			}
 			job := builders.Job(tc.tj, builders.Options{})
 			job.Status.Active = 1
 			cm, _ := builders.ConfigMap(tc.tj)
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: tc.tj.Name + "-worker-0", Labels: names.AttemptLabels(tc.tj)}}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Namespace: "ml", Name: tc.tj.Name + "-worker-0", Labels: names.AttemptLabels(tc.tj),
+			}}
 			r := newReconciler(tc.tj, owned(job), owned(builders.Service(tc.tj)), owned(cm), pod)
 			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.tj)})
 			if err != nil {
@@ -216,13 +252,19 @@ func TestCleanup(t *testing.T) {
 				suspended = ptr.Deref(got.Spec.Suspend, false)
 			}
 			tjFound := r.Get(ctx, client.ObjectKeyFromObject(tc.tj), &mlv1.TrainingJob{}) == nil
-			got := []any{suspended, len(pods.Items), countChildren(t, r.Client, "ml"), tjFound}
-			want := []any{tc.wantSuspend, tc.wantPods, tc.wantChildren, tc.wantTJ}
+			type outcome struct {
+				Suspended bool
+				Pods      int
+				Children  children
+				TJKept    bool
+			}
+			got := outcome{Suspended: suspended, Pods: len(pods.Items), Children: countChildren(t, r.Client, "ml"), TJKept: tjFound}
+			want := outcome{Suspended: tc.wantSuspend, Pods: tc.wantPods, Children: tc.wantChildren, TJKept: tc.wantTJ}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("job suspended, pods, children, TrainingJob kept (-want +got):\n%s", diff)
 			}
-			if tc.name == "TTL not passed" && res.RequeueAfter != 30*time.Second {
-				t.Errorf("RequeueAfter = %s, want the 30s left", res.RequeueAfter)
+			if tc.wantRequeueAfter != 0 && res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %s, want the %s left", res.RequeueAfter, tc.wantRequeueAfter)
 			}
 		})
 	}
@@ -252,7 +294,8 @@ func TestReconcileRefusesOperatorNamesInWorkerPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := meta.FindStatusCondition(got.Status.Conditions, mlv1.ConditionCreated)
-	if c == nil || c.Reason != derive.ReasonCreateRejected || !strings.Contains(c.Message, "spec.workerPod.sidecars: the container name fetch-inputs is the operator's") ||
+	if c == nil || c.Reason != derive.ReasonCreateRejected ||
+		!strings.Contains(c.Message, "spec.workerPod.sidecars: the container name fetch-inputs is the operator's") ||
 		!strings.Contains(c.Message, "spec.workerPod.sidecars[fetch-inputs].volumeMounts: inputs-cache is not a volume") {
 		t.Errorf("Created condition %+v, want CreateRejected naming the sidecar's name and mount", c)
 	}

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -23,21 +22,27 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 	if old.State == "" && builders.NoTrainingProgram(tj) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonNoTrainingProgram, "Create", "%s",
-			"spec.command is empty and spec.image is the framework's default image, which has no training program (only the pytorch image has the default runner): the job will end having trained nothing. Set spec.command (and spec.image)")
+			"spec.command is empty and spec.image is the framework's default image, which has no training program "+
+				"(only the pytorch image has the default runner): the job will end having trained nothing. "+
+				"Set spec.command (and spec.image)")
 	}
 	if st.Attempt != old.Attempt {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonRestarting, "Restart", "%s", derive.ConditionMessage(st, mlv1.ConditionRestarting))
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, derive.ReasonRestarting, "Restart", "%s",
+			derive.ConditionMessage(st, mlv1.ConditionRestarting))
 	}
-	if running := derive.ConditionReason(st, mlv1.ConditionRunning); derive.IsFault(st.State, running) && running != derive.ConditionReason(old, mlv1.ConditionRunning) {
+	if running := derive.ConditionReason(st, mlv1.ConditionRunning); derive.IsFault(st.State, running) &&
+		running != derive.ConditionReason(old, mlv1.ConditionRunning) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, running, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionRunning))
 	}
 	if fault := derive.ClaimFault(st); fault != "" && fault != derive.ClaimFault(old) {
-		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionCheckpointClaimBound))
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s",
+			derive.ConditionMessage(st, mlv1.ConditionCheckpointClaimBound))
 	}
 	if fault := derive.InputsFault(st); fault != "" && fault != derive.InputsFault(old) {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, fault, "Observe", "%s", derive.ConditionMessage(st, mlv1.ConditionInputsReady))
 	}
-	if created := derive.ConditionReason(st, mlv1.ConditionCreated); created == derive.ReasonCreateRejected && derive.ConditionReason(old, mlv1.ConditionCreated) != created {
+	if created := derive.ConditionReason(st, mlv1.ConditionCreated); created == derive.ReasonCreateRejected &&
+		derive.ConditionReason(old, mlv1.ConditionCreated) != created {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, created, "Create", "%s", derive.ConditionMessage(st, mlv1.ConditionCreated))
 	}
 }
@@ -59,7 +64,7 @@ func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.Tr
 		note = reason + ": " + note
 	}
 	rec.Eventf(tj, nil, kind, string(st.State), "Transition", "%s -> %s: %s", stateOrNone(from), st.State, note)
-	ctrl.LoggerFrom(ctx).Info("state changed", "trainingJob", klog.KObj(tj), "from", from, "to", st.State, "reason", reason)
+	ctrl.LoggerFrom(ctx).Info("state changed", "from", from, "to", st.State, "reason", reason)
 	countTransition(tj.Namespace, from, st.State, reason)
 }
 

@@ -40,13 +40,20 @@ func TestExitMemory(t *testing.T) {
 		present  []corev1.Pod
 		wantGone []string
 	}{
-		{"a killed rank deleted since", []*corev1.Pod{workerPod("w-1", "0", 137)}, 0, []corev1.Pod{*workerPod("w-0", "0", 1)}, []string{"w-1"}},
-		{"still listed: not gone", []*corev1.Pod{workerPod("w-1", "0", 137)}, 0, []corev1.Pod{*workerPod("w-1", "0", 137)}, nil},
-		{"a running or succeeded pod is not kept", []*corev1.Pod{workerPod("w-1", "0", 0)}, 0, nil, nil},
-		{"another attempt's pod is not the current attempt's", []*corev1.Pod{workerPod("w-1", "0", 137)}, 1, nil, nil},
-		{"a newer attempt replaces the older", []*corev1.Pod{workerPod("w-1", "0", 137), workerPod("w-0", "1", 137)}, 1, nil, []string{"w-0"}},
-		{"an older attempt's late event is ignored", []*corev1.Pod{workerPod("w-0", "1", 137), workerPod("w-1", "0", 137)}, 1, nil, []string{"w-0"}},
-		{"a pod of no TrainingJob", []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "x"}}}, 0, nil, nil},
+		{name: "a killed rank deleted since", seen: []*corev1.Pod{workerPod("w-1", "0", 137)}, attempt: 0,
+			present: []corev1.Pod{*workerPod("w-0", "0", 1)}, wantGone: []string{"w-1"}},
+		{name: "still listed: not gone", seen: []*corev1.Pod{workerPod("w-1", "0", 137)}, attempt: 0,
+			present: []corev1.Pod{*workerPod("w-1", "0", 137)}, wantGone: nil},
+		{name: "a running or succeeded pod is not kept", seen: []*corev1.Pod{workerPod("w-1", "0", 0)}, attempt: 0,
+			present: nil, wantGone: nil},
+		{name: "another attempt's pod is not the current attempt's", seen: []*corev1.Pod{workerPod("w-1", "0", 137)}, attempt: 1,
+			present: nil, wantGone: nil},
+		{name: "a newer attempt replaces the older", seen: []*corev1.Pod{workerPod("w-1", "0", 137), workerPod("w-0", "1", 137)}, attempt: 1,
+			present: nil, wantGone: []string{"w-0"}},
+		{name: "an older attempt's late event is ignored", seen: []*corev1.Pod{workerPod("w-0", "1", 137), workerPod("w-1", "0", 137)},
+			attempt: 1, present: nil, wantGone: []string{"w-0"}},
+		{name: "a pod of no TrainingJob", seen: []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "x"}}}, attempt: 0,
+			present: nil, wantGone: nil},
 	}
 	for _, tc := range cases {
 		var m exitMemory

@@ -24,7 +24,9 @@ func fetcherPod(ip string) corev1.Pod {
 	p := corev1.Pod{}
 	p.Name, p.Labels = "a-0", map[string]string{names.RankLabel: "0"}
 	p.Status.PodIP = ip
-	p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: names.InputsContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{{
+		Name: names.InputsContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}
 	return p
 }
 

@@ -45,7 +45,9 @@ func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob
 	wl := &kueue.Workload{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.WorkloadName(tj)}, wl)
 	if meta.IsNoMatchError(err) {
-		return &missingAPIError{fmt.Errorf("queue %q named, but this cluster does not serve Kueue's Workload API (kueue.x-k8s.io/v1beta2): install Kueue with TrainingJob.v1.ml.example.com in integrations.externalFrameworks (docs/kueue.md), or remove the queue name: %w", queue, err)}
+		return &missingAPIError{fmt.Errorf("queue %q named, but this cluster does not serve Kueue's Workload API "+
+			"(kueue.x-k8s.io/v1beta2): install Kueue with TrainingJob.v1.ml.example.com in integrations.externalFrameworks "+
+			"(docs/kueue.md), or remove the queue name: %w", queue, err)}
 	}
 	if err != nil {
 		return err
@@ -131,7 +133,8 @@ func (r *JobReconciler) syncWorkload(ctx context.Context, tj *mlv1.TrainingJob, 
 	want := builders.Workload(tj, r.Options, ptr.Deref(wl.Spec.Priority, 0))
 	reserved := quotaReserved(wl)
 	if reserved && builders.PodSetChanged(want.Spec.PodSets, wl.Spec.PodSets) {
-		r.Recorder.Eventf(tj, wl, corev1.EventTypeNormal, derive.ReasonQueued, "Requeue", "the workers changed (%d now): workload %s is replaced and queued again", tj.Spec.NumWorkers, wl.Name)
+		r.Recorder.Eventf(tj, wl, corev1.EventTypeNormal, derive.ReasonQueued, "Requeue",
+			"the workers changed (%d now): workload %s is replaced and queued again", tj.Spec.NumWorkers, wl.Name)
 		return r.deleteWorkload(ctx, wl)
 	}
 	patch := client.MergeFromWithOptions(wl.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -168,10 +171,14 @@ func (r *JobReconciler) observeQueue(ctx context.Context, queue string, wl *kueu
 		q.Evicted = evicted
 	}
 	stopped := !admitted(wl) || q.Evicted != nil
-	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue && stopped {
-		q.Preempted = c
-	} else if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued); c != nil && c.Reason == kueue.WorkloadEvictedByPreemption && stopped {
-		q.Preempted = c
+	preempted := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted)
+	requeued := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued)
+	switch {
+	case !stopped:
+	case preempted != nil && preempted.Status == metav1.ConditionTrue:
+		q.Preempted = preempted
+	case requeued != nil && requeued.Reason == kueue.WorkloadEvictedByPreemption:
+		q.Preempted = requeued
 	}
 	if !admitted(wl) || q.Evicted != nil || !wl.DeletionTimestamp.IsZero() {
 		return q, nil
@@ -232,7 +239,8 @@ func (r *JobReconciler) releaseQuota(ctx context.Context, tj *mlv1.TrainingJob, 
 		return nil
 	}
 	wl := &kueue.Workload{}
-	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil || !found {
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil ||
+		!found {
 		return err
 	}
 	if !wl.DeletionTimestamp.IsZero() {
@@ -247,9 +255,11 @@ func (r *JobReconciler) releaseQuota(ctx context.Context, tj *mlv1.TrainingJob, 
 	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadRequeued, Status: conditionStatus(requeue),
 		Reason: ev.Reason, Message: ev.Message, ObservedGeneration: wl.Generation})
 	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse,
-		Reason: kueue.WorkloadQuotaReservedReasonPendingEvaluation, Message: ev.Message, LastTransitionTime: now, ObservedGeneration: wl.Generation})
+		Reason: kueue.WorkloadQuotaReservedReasonPendingEvaluation, Message: ev.Message, LastTransitionTime: now,
+		ObservedGeneration: wl.Generation})
 	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse,
-		Reason: kueue.WorkloadAdmittedReasonNoReservation, Message: "The workload has no reservation", LastTransitionTime: now, ObservedGeneration: wl.Generation})
+		Reason: kueue.WorkloadAdmittedReasonNoReservation, Message: "The workload has no reservation", LastTransitionTime: now,
+		ObservedGeneration: wl.Generation})
 	wl.Status.Admission = nil
 	if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
 		return fmt.Errorf("releasing the quota of workload %s (%s): %w", wl.Name, ev.Reason, err)
@@ -272,7 +282,8 @@ func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob,
 		return nil // not admitted, or the Job was just created: nothing observed yet
 	}
 	wl := &kueue.Workload{}
-	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil || !found {
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil ||
+		!found {
 		return err
 	}
 	// Workers that finished count as ready, as for Kueue's own Job integration: the run is not waiting.

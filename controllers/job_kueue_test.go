@@ -46,27 +46,37 @@ func TestObserveQueue(t *testing.T) {
 		wl   *kueue.Workload
 		want *derive.Queue
 	}{
-		{"admitted", admittedWorkload(nil), &derive.Queue{Name: "lq", Workload: "wl", Admission: &builders.Admission{ClusterQueue: "cq",
-			NodeSelector: map[string]string{"pool": "a100"}, Tolerations: flavor.Spec.Tolerations, Labels: baseLabels,
-			Annotations: map[string]string{names.WorkloadAnnotation: "wl"}}}},
-		{"topology and an admission check", admittedWorkload(func(wl *kueue.Workload) {
-			wl.Status.Admission.PodSetAssignments[0].TopologyAssignment = &kueue.TopologyAssignment{Levels: []string{corev1.LabelHostname}}
-			wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "prov", PodSetUpdates: []kueue.PodSetUpdate{{Name: names.WorkerPodSet,
-				NodeSelector: map[string]string{"provisioned": "yes"}}}}}
-		}), &derive.Queue{Name: "lq", Workload: "wl", Admission: &builders.Admission{ClusterQueue: "cq",
-			NodeSelector: map[string]string{"pool": "a100", "provisioned": "yes"}, Tolerations: flavor.Spec.Tolerations, Labels: baseLabels,
-			Annotations:     map[string]string{names.WorkloadAnnotation: "wl", names.UnconstrainedTopologyAnnotation: "true"},
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: names.TopologyGate}}}}},
-		{"pending", &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "wl"}, Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
-			{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending", Message: "insufficient unused quota"}}}},
-			&derive.Queue{Name: "lq", Workload: "wl", Pending: "insufficient unused quota"}},
-		{"evicted", admittedWorkload(func(wl *kueue.Workload) {
-			wl.Status.Conditions = append(wl.Status.Conditions,
-				metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "to make room"},
-				metav1.Condition{Type: kueue.WorkloadPreempted, Status: metav1.ConditionTrue, Reason: "InClusterQueue", Message: "to make room"})
-		}), &derive.Queue{Name: "lq", Workload: "wl",
-			Evicted:   &metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "to make room"},
-			Preempted: &metav1.Condition{Type: kueue.WorkloadPreempted, Status: metav1.ConditionTrue, Reason: "InClusterQueue", Message: "to make room"}}},
+		{name: "admitted", wl: admittedWorkload(nil),
+			want: &derive.Queue{Name: "lq", Workload: "wl", Admission: &builders.Admission{ClusterQueue: "cq",
+				NodeSelector: map[string]string{"pool": "a100"}, Tolerations: flavor.Spec.Tolerations, Labels: baseLabels,
+				Annotations: map[string]string{names.WorkloadAnnotation: "wl"}}}},
+		{name: "topology and an admission check",
+			wl: admittedWorkload(func(wl *kueue.Workload) {
+				wl.Status.Admission.PodSetAssignments[0].TopologyAssignment = &kueue.TopologyAssignment{Levels: []string{corev1.LabelHostname}}
+				wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "prov", PodSetUpdates: []kueue.PodSetUpdate{{Name: names.WorkerPodSet,
+					NodeSelector: map[string]string{"provisioned": "yes"}}}}}
+			}),
+			want: &derive.Queue{Name: "lq", Workload: "wl", Admission: &builders.Admission{ClusterQueue: "cq",
+				NodeSelector: map[string]string{"pool": "a100", "provisioned": "yes"}, Tolerations: flavor.Spec.Tolerations, Labels: baseLabels,
+				Annotations:     map[string]string{names.WorkloadAnnotation: "wl", names.UnconstrainedTopologyAnnotation: "true"},
+				SchedulingGates: []corev1.PodSchedulingGate{{Name: names.TopologyGate}}}}},
+		{name: "pending",
+			wl: &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "wl"},
+				Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{{
+					Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending", Message: "insufficient unused quota",
+				}}}},
+			want: &derive.Queue{Name: "lq", Workload: "wl", Pending: "insufficient unused quota"}},
+		{name: "evicted",
+			wl: admittedWorkload(func(wl *kueue.Workload) {
+				wl.Status.Conditions = append(wl.Status.Conditions,
+					metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "to make room"},
+					metav1.Condition{Type: kueue.WorkloadPreempted, Status: metav1.ConditionTrue, Reason: "InClusterQueue", Message: "to make room"})
+			}),
+			want: &derive.Queue{Name: "lq", Workload: "wl",
+				Evicted: &metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "to make room"},
+				Preempted: &metav1.Condition{
+					Type: kueue.WorkloadPreempted, Status: metav1.ConditionTrue, Reason: "InClusterQueue", Message: "to make room",
+				}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,7 +96,9 @@ func TestObserveQueue(t *testing.T) {
 // TestReleaseQuota: an evicted Workload's quota is released only once the workers are gone, as Kueue's
 // job integrations do: admission cleared, QuotaReserved and Admitted false, Requeued after a preemption.
 func TestReleaseQuota(t *testing.T) {
-	evicted := metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueue.WorkloadEvictedByPreemption, Message: "to make room"}
+	evicted := metav1.Condition{
+		Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueue.WorkloadEvictedByPreemption, Message: "to make room",
+	}
 	wl := admittedWorkload(func(wl *kueue.Workload) { wl.Status.Conditions = append(wl.Status.Conditions, evicted) })
 	r := newReconciler()
 	r.Client = fake.NewClientBuilder().WithScheme(r.Scheme).WithObjects(wl).WithStatusSubresource(&kueue.Workload{}).Build()

@@ -24,7 +24,8 @@ func attemptFailing(tj *mlv1.TrainingJob, obs derive.Observed) bool {
 // are read only on the rare paths that need them, one read per node) and maps those that are lost to why
 // (derive.NodeTrouble); wait is how long until the first node that is not Ready but does not count as
 // lost yet will count (0 when there is none).
-func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod, now time.Time) (trouble map[string]string, wait time.Duration, err error) {
+func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod,
+	now time.Time) (trouble map[string]string, wait time.Duration, err error) {
 	trouble = map[string]string{}
 	seen := map[string]bool{}
 	for _, p := range pods {

@@ -32,8 +32,10 @@ func (r *JobReconciler) ensurePodGroup(ctx context.Context, tj *mlv1.TrainingJob
 		err = r.createOwned(ctx, tj, want)
 	}
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-		return &missingAPIError{fmt.Errorf("the %s API is not served by this cluster: install %s's CRDs, or remove scheduling.gang and the gang schedulerName: %w",
-			want.GroupVersionKind().GroupKind(), builders.GangScheduler(tj), err)}
+		return &missingAPIError{
+			fmt.Errorf("the %s API is not served by this cluster: install %s's CRDs, or remove scheduling.gang and the gang schedulerName: %w",
+				want.GroupVersionKind().GroupKind(), builders.GangScheduler(tj), err),
+		}
 	}
 	return err
 }

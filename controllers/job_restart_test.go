@@ -24,8 +24,8 @@ func TestDeleteAttempt(t *testing.T) {
 		name string
 		pods int
 	}{
-		{"two pods", 2},
-		{"no pod left", 0},
+		{name: "two pods", pods: 2},
+		{name: "no pod left", pods: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "n").Obj()

@@ -29,7 +29,8 @@ func rank0Addr(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, port 
 // runningRank0 is host:port of the running pod of the current attempt among rank 0's pods.
 func runningRank0(tj *mlv1.TrainingJob, pods []corev1.Pod, port int32) (string, error) {
 	for _, p := range pods {
-		if names.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+		if names.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" &&
+			p.DeletionTimestamp == nil {
 			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), nil
 		}
 	}

@@ -13,9 +13,9 @@ func TestLimitNote(t *testing.T) {
 		name, note string
 		same       bool
 	}{
-		{"short", "Pending -> Initializing: 0 of 2 workers running", true},
-		{"exactly the limit", strings.Repeat("a", noteLimit), true},
-		{"a failure's long log lines", long, false},
+		{name: "short", note: "Pending -> Initializing: 0 of 2 workers running", same: true},
+		{name: "exactly the limit", note: strings.Repeat("a", noteLimit), same: true},
+		{name: "a failure's long log lines", note: long, same: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -166,51 +167,74 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("a clientset for the ranks' logs: %w", err)
 	}
-	recorder := limitedRecorder{mgr.GetEventRecorder("trainingjob-operator")}
-	jr := &JobReconciler{
-		Logs:      ClientsetLogs{Clientset: cs},
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  recorder,
-		Clock:     clock.RealClock{},
-		Options:   cfg.Builders,
-		Workers:   cfg.JobWorkers,
-		// Worker counts and reasons are written at most as often as progress is.
-		DetailInterval: orDefault(cfg.ProgressInterval, 5*time.Second),
-	}
-	if jr.Workers == 0 {
-		jr.Workers = 10
-	}
-	if err := jr.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the job controller: %w", err)
-	}
-	interval := orDefault(cfg.ProgressInterval, 5*time.Second)
-	timeout := orDefault(cfg.ScrapeTimeout, 2*time.Second)
-	workers := cfg.ScrapeWorkers
-	if workers == 0 {
-		workers = 16
-	}
+	w := wiring{mgr: mgr, cfg: cfg, logs: ClientsetLogs{Clientset: cs},
+		recorder: limitedRecorder{mgr.GetEventRecorder("trainingjob-operator")},
+		interval: orDefault(cfg.ProgressInterval, 5*time.Second), timeout: orDefault(cfg.ScrapeTimeout, 2*time.Second),
+		writes: &resourceVersions{}}
 	// One connection per rank 0 and endpoint, kept between reads.
-	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true}}
-	sr := &StatusReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Interval: interval, Timeout: timeout, Workers: workers, HTTP: httpClient,
-		Logs: ClientsetLogs{Clientset: cs}, Recorder: recorder, GoodputInterval: cfg.GoodputInterval}
-	if err := sr.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the status controller: %w", err)
+	w.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * w.interval, DisableCompression: true}}
+	controllers := []struct {
+		name  string
+		setup func(ctrl.Manager) error
+	}{
+		{name: "job", setup: w.jobReconciler().SetupWithManager},
+		{name: "status", setup: w.statusReconciler().SetupWithManager},
+		{name: "checkpoint", setup: w.checkpointReconciler().SetupWithManager},
+		{name: "tracking", setup: w.trackingReconciler().SetupWithManager},
 	}
-	cr := &CheckpointReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: clock.RealClock{},
-		Agent: &agentapi.Client{HTTP: httpClient, Timeout: timeout}, Interval: interval, Workers: workers, TokenKey: cfg.Builders.AgentTokenKey}
-	if err := cr.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the checkpoint controller: %w", err)
-	}
-	tr := &TrackingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Clock: clock.RealClock{}, Options: cfg.Builders, Credentials: cfg.MLflowCredentials, HTTP: &http.Client{},
-		Timeout: orDefault(cfg.MLflowTimeout, 5*time.Second), Retry: orDefault(cfg.MLflowRetry, 30*time.Second), Workers: 4}
-	if err := tr.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the tracking controller: %w", err)
+	for _, c := range controllers {
+		if err := c.setup(mgr); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", c.name, err)
+		}
 	}
 	metrics.SetStateReader(mgr.GetClient())
 	return nil
+}
+
+// wiring is what the controllers Setup registers share: the manager, the configuration, the clients of the
+// ranks' logs and endpoints, the event recorder, and the pace of rank 0's reads.
+type wiring struct {
+	mgr               ctrl.Manager
+	cfg               Config
+	logs              LogReader
+	recorder          events.EventRecorder
+	http              *http.Client
+	interval, timeout time.Duration
+	writes            *resourceVersions
+}
+
+func (w wiring) jobReconciler() *JobReconciler {
+	return &JobReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Scheme: w.mgr.GetScheme(),
+		Recorder: w.recorder, Clock: clock.RealClock{}, Options: w.cfg.Builders, Workers: orDefaultInt(w.cfg.JobWorkers, 10),
+		Logs: w.logs, DetailInterval: w.interval} // worker counts and reasons are written at most as often as progress is
+}
+
+func (w wiring) statusReconciler() *StatusReconciler {
+	return &StatusReconciler{writes: w.writes, Client: w.mgr.GetClient(), Clock: clock.RealClock{}, Interval: w.interval, Timeout: w.timeout,
+		Workers: w.scrapeWorkers(), HTTP: w.http, Logs: w.logs, Recorder: w.recorder, GoodputInterval: w.cfg.GoodputInterval}
+}
+
+func (w wiring) checkpointReconciler() *CheckpointReconciler {
+	return &CheckpointReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Recorder: w.recorder,
+		Clock: clock.RealClock{}, Agent: &agentapi.Client{HTTP: w.http, Timeout: w.timeout}, Interval: w.interval,
+		Workers: w.scrapeWorkers(), TokenKey: w.cfg.Builders.AgentTokenKey}
+}
+
+func (w wiring) trackingReconciler() *TrackingReconciler {
+	return &TrackingReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Recorder: w.recorder,
+		Clock: clock.RealClock{}, Options: w.cfg.Builders, Credentials: w.cfg.MLflowCredentials, HTTP: &http.Client{},
+		Timeout: orDefault(w.cfg.MLflowTimeout, 5*time.Second), Retry: orDefault(w.cfg.MLflowRetry, 30*time.Second), Workers: 4}
+}
+
+// scrapeWorkers is how many reads of ranks' endpoints run at once in each of the status and checkpoint
+// controllers.
+func (w wiring) scrapeWorkers() int { return orDefaultInt(w.cfg.ScrapeWorkers, 16) }
+
+func orDefaultInt(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
 
 func orDefault(d, def time.Duration) time.Duration {

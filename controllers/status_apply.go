@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,19 +28,21 @@ import (
 // applyStatus writes manager's part of tj.Status (its fields and conditions in statusOwners) with
 // server-side apply under its field manager, when that part differs from old, the status as read. A
 // change to a field manager does not own is an error and nothing is written. written is true when the
-// write happened; tj then carries the new resourceVersion.
+// write happened; tj then carries the new resourceVersion, and writes remembers it.
 //
 // The apply sends no resourceVersion: another controller's write meanwhile is no conflict, as it owns
 // other fields. A 409 means a field this manager sends is owned by another manager with another value:
 // from one of ours, computed again (requeue, with backoff); from a manager outside the table (an operator
 // version that wrote the whole status with updates), taken over once with force.
-func applyStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus, manager string) (written bool, res reconcile.Result, err error) {
+func applyStatus(ctx context.Context, c client.Client, writes *resourceVersions, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus,
+	manager string) (written bool, res reconcile.Result, err error) {
 	if apiequality.Semantic.DeepEqual(old, tj.Status) {
 		return false, reconcile.Result{}, nil // most reconciles: nothing to compare field by field
 	}
 	owner := ownerOf(manager)
 	if stray := owner.strayChanges(old, tj.Status); len(stray) > 0 {
-		return false, reconcile.Result{}, fmt.Errorf("%s changed status fields of %s it does not own: %s", manager, klog.KObj(tj), strings.Join(stray, ", "))
+		return false, reconcile.Result{}, fmt.Errorf("%s changed status fields of %s it does not own: %s", manager, klog.KObj(tj),
+			strings.Join(stray, ", "))
 	}
 	mine, before := owner.part(tj.Status), owner.part(old)
 	if apiequality.Semantic.DeepEqual(mine, before) {
@@ -53,68 +54,19 @@ func applyStatus(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, old
 	u.SetName(tj.Name)
 	err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager))
 	if apierrors.IsConflict(err) && !conflictsWithOurs(err) {
-		ctrl.LoggerFrom(ctx).Info("taking over status fields written by another manager", "trainingJob", klog.KObj(tj), "conflict", err.Error())
+		ctrl.LoggerFrom(ctx).Info("taking over status fields written by another manager", "conflict", err.Error())
 		err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership)
 	}
 	switch {
 	case apierrors.IsConflict(err):
-		ctrl.LoggerFrom(ctx).V(1).Info("status field owned by another controller; computing again", "trainingJob", klog.KObj(tj), "conflict", err.Error())
+		ctrl.LoggerFrom(ctx).V(1).Info("status field owned by another controller; computing again", "conflict", err.Error())
 		return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // the rate limiter's backoff
 	case err != nil:
 		return false, reconcile.Result{}, fmt.Errorf("applying status of %s: %w", klog.KObj(tj), err)
 	}
 	tj.ResourceVersion = u.GetResourceVersion()
-	statusWrites.wrote(tj)
+	writes.wrote(tj)
 	return true, reconcile.Result{}, nil
-}
-
-// ownerOf is manager's row of statusOwners.
-func ownerOf(manager string) statusOwner {
-	for _, o := range statusOwners {
-		if o.Manager == manager {
-			return o
-		}
-	}
-	panic("controllers: no status owner " + manager) // a programming error: the table names every controller
-}
-
-// part is st as JSON, reduced to the owner's fields and conditions.
-func (o statusOwner) part(st mlv1.TrainingJobStatus) map[string]any {
-	all := statusJSON(st)
-	out := map[string]any{}
-	for _, f := range o.Fields {
-		if v, ok := all[f]; ok {
-			out[f] = v
-		}
-	}
-	var conds []any
-	for _, c := range st.Conditions {
-		if slices.Contains(o.Conditions, c.Type) {
-			conds = append(conds, conditionJSON(c))
-		}
-	}
-	if len(conds) > 0 {
-		out["conditions"] = conds
-	}
-	return out
-}
-
-// strayChanges names what differs between old and st outside the owner's fields and conditions.
-func (o statusOwner) strayChanges(old, st mlv1.TrainingJobStatus) []string {
-	a, b := statusJSON(old), statusJSON(st)
-	var out []string
-	for _, f := range unionKeys(a, b) {
-		if f != "conditions" && !slices.Contains(o.Fields, f) && !apiequality.Semantic.DeepEqual(a[f], b[f]) {
-			out = append(out, "status."+f)
-		}
-	}
-	oc, nc := conditionsByType(old.Conditions), conditionsByType(st.Conditions)
-	for _, t := range unionKeys(oc, nc) {
-		if !slices.Contains(o.Conditions, t) && !apiequality.Semantic.DeepEqual(oc[t], nc[t]) {
-			out = append(out, "condition "+t)
-		}
-	}
-	return out
 }
 
 // statusJSON is st as the API server stores it: a map by JSON name (conditions included).
@@ -179,9 +131,6 @@ func conflictsWithOurs(err error) bool {
 	return false
 }
 
-// statusWrites are the resourceVersions of this process's last status write of each TrainingJob.
-var statusWrites resourceVersions
-
 // cacheLag is how long a reconcile that found the cache behind its own last write waits before it looks
 // again (the watch event that brings the write usually comes within milliseconds).
 const cacheLag = 20 * time.Millisecond
@@ -190,6 +139,8 @@ const cacheLag = 20 * time.Millisecond
 // that a reconcile reading from a cache that has not seen that write yet waits for it instead of
 // computing from the old object and writing a conflict (kube-controller-manager's controllers do the same
 // since 1.35). A record older than a minute is ignored: a cache that far behind is being resynced anyway.
+// Setup gives the four controllers one, so that each waits for the others' writes too; a nil one (a
+// reconciler built without Setup, in a unit test) remembers nothing.
 type resourceVersions struct{ m sync.Map }
 
 type writtenVersion struct {
@@ -198,7 +149,7 @@ type writtenVersion struct {
 }
 
 func (v *resourceVersions) wrote(obj client.Object) {
-	if obj.GetUID() == "" {
+	if v == nil || obj.GetUID() == "" {
 		return // not from an API server (a test's object)
 	}
 	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), time.Now()})
@@ -206,6 +157,9 @@ func (v *resourceVersions) wrote(obj client.Object) {
 
 // behind: obj, read from the cache, is older than this process's last write of it.
 func (v *resourceVersions) behind(obj client.Object) bool {
+	if v == nil {
+		return false
+	}
 	w, ok := v.m.Load(obj.GetUID())
 	if !ok {
 		return false
@@ -216,72 +170,4 @@ func (v *resourceVersions) behind(obj client.Object) bool {
 		return false
 	}
 	return true
-}
-
-// OwnershipViolations reads tj's managedFields, as the API server recorded them, against statusOwners: it
-// names every status field and condition that a manager other than its owner holds, and every status write
-// that was not an apply of one of the table's managers. Empty when each field has been written by its one
-// owner only.
-func OwnershipViolations(tj *mlv1.TrainingJob) []string {
-	var out []string
-	for _, e := range tj.ManagedFields {
-		if e.Subresource != "status" || e.FieldsV1 == nil {
-			continue
-		}
-		owner, known := statusOwner{}, false
-		for _, o := range statusOwners {
-			if o.Manager == e.Manager {
-				owner, known = o, true
-			}
-		}
-		if !known || e.Operation != metav1.ManagedFieldsOperationApply {
-			out = append(out, fmt.Sprintf("%s (%s) wrote the status: not one of the controllers' applies", e.Manager, e.Operation))
-			continue
-		}
-		fields, conds, err := statusPaths(e.FieldsV1.GetRawBytes())
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s: %v", e.Manager, err))
-		}
-		for _, f := range fields {
-			if !slices.Contains(owner.Fields, f) {
-				out = append(out, fmt.Sprintf("%s holds status.%s", e.Manager, f))
-			}
-		}
-		for _, c := range conds {
-			if !slices.Contains(owner.Conditions, c) {
-				out = append(out, fmt.Sprintf("%s holds condition %s", e.Manager, c))
-			}
-		}
-	}
-	return out
-}
-
-// statusPaths are the top-level status fields and the condition types of a managedFields entry
-// (fieldsV1: {"f:status": {"f:state": {}, "f:conditions": {"k:{\"type\":\"Running\"}": {...}}}}).
-func statusPaths(raw []byte) (fields, conds []string, err error) {
-	var set map[string]map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &set); err != nil {
-		return nil, nil, fmt.Errorf("fieldsV1: %w", err)
-	}
-	for key, sub := range set["f:status"] {
-		switch key {
-		case ".":
-		case "f:conditions":
-			var items map[string]json.RawMessage
-			if err := json.Unmarshal(sub, &items); err != nil {
-				return nil, nil, fmt.Errorf("fieldsV1 conditions: %w", err)
-			}
-			for item := range items {
-				var k struct{ Type string }
-				if strings.HasPrefix(item, "k:") && json.Unmarshal([]byte(item[2:]), &k) == nil {
-					conds = append(conds, k.Type)
-				}
-			}
-		default:
-			fields = append(fields, strings.TrimPrefix(key, "f:"))
-		}
-	}
-	sort.Strings(fields)
-	sort.Strings(conds)
-	return fields, conds, nil
 }

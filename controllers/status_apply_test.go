@@ -72,12 +72,18 @@ func fullStatus(v int32, types []string) mlv1.TrainingJobStatus {
 	s := fmt.Sprint(v)
 	st := mlv1.TrainingJobStatus{State: mlv1.State("S" + s), ObservedGeneration: int64(v), Progress: s + "%", CurrentEpoch: v, TotalEpochs: v,
 		ETA: s + "m", Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(float64(v))}, Workers: mlv1.WorkerCounts{Active: v},
-		Checkpoint: &mlv1.CheckpointStatus{Latest: "c-" + s, Count: v}, CheckpointStorage: &mlv1.CheckpointStorage{Type: mlv1.StorageType("T" + s)},
-		StartTime: &at, CompletionTime: &at, Duration: s + "s", FailureReason: "f" + s, RestartCount: v, Attempt: v, LastFailure: "l" + s,
-		LastProgressTime: &at, CurrentStep: int64(v), AvoidedNodes: []mlv1.AvoidedNode{{Name: "n" + s}}, LastFailureNode: "n" + s, LastFailureTime: &at, Inputs: []mlv1.InputStatus{{Name: "model", Source: "s3://b/" + s, Bytes: int64(v)}}, MLflow: &mlv1.MLflowStatus{TrackingURI: "http://m" + s, RunID: "r" + s}, Best: &mlv1.BestMetric{Metric: "loss", Value: float64(v), Epoch: v},
+		Checkpoint:        &mlv1.CheckpointStatus{Latest: "c-" + s, Count: v},
+		CheckpointStorage: &mlv1.CheckpointStorage{Type: mlv1.StorageType("T" + s)},
+		StartTime:         &at, CompletionTime: &at, Duration: s + "s", FailureReason: "f" + s, RestartCount: v, Attempt: v, LastFailure: "l" + s,
+		LastProgressTime: &at, CurrentStep: int64(v), AvoidedNodes: []mlv1.AvoidedNode{{Name: "n" + s}},
+		LastFailureNode: "n" + s, LastFailureTime: &at,
+		Inputs:  []mlv1.InputStatus{{Name: "model", Source: "s3://b/" + s, Bytes: int64(v)}},
+		MLflow:  &mlv1.MLflowStatus{TrackingURI: "http://m" + s, RunID: "r" + s},
+		Best:    &mlv1.BestMetric{Metric: "loss", Value: float64(v), Epoch: v},
 		Goodput: &mlv1.GoodputStatus{ProductiveSeconds: float64(v), Category: mlv1.GoodputProductive}}
 	for _, c := range types {
-		st.Conditions = append(st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R" + s, Message: "m" + s, LastTransitionTime: at})
+		st.Conditions = append(st.Conditions,
+			metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R" + s, Message: "m" + s, LastTransitionTime: at})
 	}
 	return st
 }
@@ -121,7 +127,8 @@ type applied struct {
 func recordingClient(t *testing.T, tj *mlv1.TrainingJob, sent *[]applied) client.Client {
 	t.Helper()
 	return fake.NewClientBuilder().WithScheme(NewScheme()).WithStatusSubresource(&mlv1.TrainingJob{}).WithObjects(tj).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string,
+			obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 			a := applied{}
 			for _, o := range opts {
 				if m, ok := o.(client.FieldOwner); ok {
@@ -194,14 +201,16 @@ func TestStatusOwnership(t *testing.T) {
 			var sent []applied
 			c := recordingClient(t, tj, &sent)
 			tj.Status = withParts(t, before, after, other)
-			written, _, err := applyStatus(context.Background(), c, tj, before, o.Manager)
+			written, _, err := applyStatus(context.Background(), c, nil, tj, before, o.Manager)
 			if other.Manager != o.Manager {
 				if err == nil || written || len(sent) != 0 || !strings.Contains(err.Error(), "does not own") {
 					t.Errorf("%s changing %s's part: written %v, %d applies, error %v; want refused", o.Manager, other.Manager, written, len(sent), err)
 				}
 				continue
 			}
-			want := applied{manager: o.Manager, fields: slices.Sorted(slices.Values(o.Fields)), conditions: slices.Sorted(slices.Values(o.Conditions))}
+			want := applied{
+				manager: o.Manager, fields: slices.Sorted(slices.Values(o.Fields)), conditions: slices.Sorted(slices.Values(o.Conditions)),
+			}
 			if err != nil || len(sent) != 1 {
 				t.Fatalf("%s changing its own part: %d applies, error %v", o.Manager, len(sent), err)
 			}
@@ -217,20 +226,23 @@ func TestOwnershipViolations(t *testing.T) {
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: "status", FieldsV1: metav1.NewFieldsV1(fields)}
 	}
-	own := entry(statusController, metav1.ManagedFieldsOperationApply, `{"f:status":{"f:progress":{},"f:conditions":{"k:{\"type\":\"ProgressReported\"}":{".":{},"f:status":{}}}}}`)
+	own := entry(statusController, metav1.ManagedFieldsOperationApply,
+		`{"f:status":{"f:progress":{},"f:conditions":{"k:{\"type\":\"ProgressReported\"}":{".":{},"f:status":{}}}}}`)
 	cases := []struct {
 		name  string
 		entry metav1.ManagedFieldsEntry
 		want  []string
 	}{
-		{"its own fields", own, nil},
-		{"another's field", entry(statusController, metav1.ManagedFieldsOperationApply, `{"f:status":{"f:state":{}}}`), []string{"trainingjob-status holds status.state"}},
-		{"another's condition", entry(checkpointController, metav1.ManagedFieldsOperationApply, `{"f:status":{"f:conditions":{"k:{\"type\":\"Running\"}":{}}}}`),
-			[]string{"trainingjob-checkpoint holds condition Running"}},
-		{"an update", entry(jobController, metav1.ManagedFieldsOperationUpdate, `{"f:status":{"f:state":{}}}`),
-			[]string{"trainingjob (Update) wrote the status: not one of the controllers' applies"}},
-		{"a manager outside the table", entry("kubectl", metav1.ManagedFieldsOperationApply, `{"f:status":{"f:state":{}}}`),
-			[]string{"kubectl (Apply) wrote the status: not one of the controllers' applies"}},
+		{name: "its own fields", entry: own, want: nil},
+		{name: "another's field", entry: entry(statusController, metav1.ManagedFieldsOperationApply, `{"f:status":{"f:state":{}}}`),
+			want: []string{"trainingjob-status holds status.state"}},
+		{name: "another's condition",
+			entry: entry(checkpointController, metav1.ManagedFieldsOperationApply, `{"f:status":{"f:conditions":{"k:{\"type\":\"Running\"}":{}}}}`),
+			want:  []string{"trainingjob-checkpoint holds condition Running"}},
+		{name: "an update", entry: entry(jobController, metav1.ManagedFieldsOperationUpdate, `{"f:status":{"f:state":{}}}`),
+			want: []string{"trainingjob (Update) wrote the status: not one of the controllers' applies"}},
+		{name: "a manager outside the table", entry: entry("kubectl", metav1.ManagedFieldsOperationApply, `{"f:status":{"f:state":{}}}`),
+			want: []string{"kubectl (Apply) wrote the status: not one of the controllers' applies"}},
 	}
 	for _, tc := range cases {
 		tj := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{tc.entry,

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,6 +37,8 @@ const statusController = "trainingjob-status"
 // one is a RequeueAfter). Gauges change on every scrape; the status is written only when what rank 0
 // reported changed, so at most once per job per interval.
 type StatusReconciler struct {
+	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
+	writes *resourceVersions
 	client.Client
 	Clock clock.Clock
 	// Interval is the default time between scrapes; monitoring.scrapeIntervalSeconds overrides it.
@@ -99,10 +100,16 @@ func startingUp(tj *mlv1.TrainingJob, now time.Time) bool {
 // maxBody bounds how much of rank 0's answer is read.
 const maxBody = 4 << 20
 
-// Reconcile keeps the gauges derived from the status, settles progress of a finished run and scrapes a
-// Running job when its interval has passed.
+// Reconcile keeps a job's progress, hang watch and goodput in its status and series. Its steps:
+//  1. get the TrainingJob (a deleted one's remembered state and series are dropped);
+//  2. wait while the cache has not seen this process's last status write;
+//  3. settle what the status alone gives: the GPUs held, the planned epochs, a finished run's progress;
+//  4. read rank 0's progress when its interval has passed (a Running job with monitoring on);
+//  5. watch for a hang (the Stalled condition);
+//  6. account goodput up to now;
+//  7. write the status, once, when it changed, and tell of a hang it declared.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{}
+	tj := &mlv1.TrainingJob{} // 1.
 	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil {
 		if !found && err == nil {
 			r.jobs.forget(req.NamespacedName)
@@ -110,24 +117,24 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 		return reconcile.Result{}, err
 	}
-	if statusWrites.behind(tj) {
+	if r.writes.behind(tj) { // 2.
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
-	now := r.Clock.Now()
+	now := r.Clock.Now() // 3.
 	setAllocation(tj, now)
 	old := *tj.Status.DeepCopy()
 	derive.PlannedEpochs(&tj.Status, tj)
 	derive.SettleProgress(&tj.Status, metav1.NewTime(now))
 	var res reconcile.Result
-	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() {
+	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() { // 4.
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
-	hung := r.watchHang(ctx, tj, now)
-	r.accountGoodput(tj, old, now)
+	hung := r.watchHang(ctx, tj, now) // 5.
+	r.accountGoodput(tj, old, now)    // 6.
 	if !finished(tj) {
 		res = minResult(res, reconcile.Result{RequeueAfter: r.goodputInterval(tj)})
 	}
-	written, wres, err := applyStatus(ctx, r.Client, tj, old, statusController)
+	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, statusController) // 7.
 	if hung && written && r.Recorder != nil {
 		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c.Reason, "Hang", "%s", c.Message)
@@ -191,14 +198,15 @@ func (r *StatusReconciler) scrapeInto(ctx context.Context, tj *mlv1.TrainingJob,
 
 // observe puts a sample taken at at into the status (when rank 0's figures changed) and applies the
 // success policy.
-func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sample derive.Sample, window *derive.RateWindow, at time.Time) {
+func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sample derive.Sample, window *derive.RateWindow,
+	at time.Time) {
 	w := derive.RateWindow{At: at}
 	if window != nil {
 		w = *window
 	}
 	derive.ApplySample(&tj.Status, tj, sample, w, metav1.NewTime(at))
 	if d := derive.DecideSuccess(tj, &tj.Status, sample); derive.ApplySuccess(&tj.Status, d, metav1.NewTime(at)) {
-		ctrl.LoggerFrom(ctx).Info("success policy met", "trainingJob", klog.KObj(tj), "reason", d.Reason, "message", d.Message)
+		ctrl.LoggerFrom(ctx).Info("success policy met", "reason", d.Reason, "message", d.Message)
 	}
 }
 

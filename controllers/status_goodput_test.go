@@ -25,12 +25,18 @@ func TestGoodputDue(t *testing.T) {
 		now      time.Duration
 		want     bool
 	}{
-		{"the first accounting", mlv1.TrainingJobStatus{}, mlv1.TrainingJobStatus{}, acc(mlv1.BadputScheduling, time.Second, 0), time.Second, true},
-		{"a new category", running, running, acc(mlv1.BadputHang, 5*time.Second, 5), 5 * time.Second, true},
-		{"the same category, nothing else changed", running, running, acc(mlv1.GoodputProductive, 5*time.Second, 15), 5 * time.Second, false},
-		{"the same category, the status is written anyway", running, progressed, acc(mlv1.GoodputProductive, 5*time.Second, 15), 5 * time.Second, true},
-		{"the interval passed", running, running, acc(mlv1.GoodputProductive, 30*time.Second, 40), 30 * time.Second, true},
-		{"nothing to account (a job over before it was seen)", running, running, nil, time.Minute, false},
+		{name: "the first accounting", old: mlv1.TrainingJobStatus{}, cur: mlv1.TrainingJobStatus{},
+			next: acc(mlv1.BadputScheduling, time.Second, 0), now: time.Second, want: true},
+		{name: "a new category", old: running, cur: running,
+			next: acc(mlv1.BadputHang, 5*time.Second, 5), now: 5 * time.Second, want: true},
+		{name: "the same category, nothing else changed", old: running, cur: running,
+			next: acc(mlv1.GoodputProductive, 5*time.Second, 15), now: 5 * time.Second, want: false},
+		{name: "the same category, the status is written anyway", old: running, cur: progressed,
+			next: acc(mlv1.GoodputProductive, 5*time.Second, 15), now: 5 * time.Second, want: true},
+		{name: "the interval passed", old: running, cur: running,
+			next: acc(mlv1.GoodputProductive, 30*time.Second, 40), now: 30 * time.Second, want: true},
+		{name: "nothing to account (a job over before it was seen)", old: running, cur: running,
+			next: nil, now: time.Minute, want: false},
 	} {
 		if got := goodputDue(tc.old, tc.cur, tc.next, t0.Add(tc.now), 30*time.Second); got != tc.want {
 			t.Errorf("%s: due = %t, want %t", tc.name, got, tc.want)

@@ -26,12 +26,19 @@ func TestEpochPace(t *testing.T) {
 		reads []read
 		want  time.Duration
 	}{
-		{name: "one line per 30-minute epoch", reads: []read{{ptr.To(1.0), 30 * time.Minute}}, want: 30 * time.Minute},
-		{name: "an endpoint at epoch 0 from the start", reads: []read{{ptr.To(0.0), 5 * time.Second}, {ptr.To(1.0), 65 * time.Second},
-			{ptr.To(2.0), 125 * time.Second}}, want: time.Minute},
-		{name: "epochs that slow down", reads: []read{{ptr.To(1.0), time.Minute}, {ptr.To(2.0), 2 * time.Minute}, {ptr.To(3.0), 5 * time.Minute}},
+		{name: "one line per 30-minute epoch", reads: []read{{epoch: ptr.To(1.0), at: 30 * time.Minute}}, want: 30 * time.Minute},
+		{name: "an endpoint at epoch 0 from the start",
+			reads: []read{
+				{epoch: ptr.To(0.0), at: 5 * time.Second}, {epoch: ptr.To(1.0), at: 65 * time.Second},
+				{epoch: ptr.To(2.0), at: 125 * time.Second},
+			},
+			want: time.Minute},
+		{name: "epochs that slow down",
+			reads: []read{
+				{epoch: ptr.To(1.0), at: time.Minute}, {epoch: ptr.To(2.0), at: 2 * time.Minute}, {epoch: ptr.To(3.0), at: 5 * time.Minute},
+			},
 			want: 3 * time.Minute},
-		{name: "no epoch", reads: []read{{nil, time.Hour}}, want: 0},
+		{name: "no epoch", reads: []read{{epoch: nil, at: time.Hour}}, want: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,8 @@ const trackingController = "trainingjob-tracking"
 // ConfigMap's MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID. A tracking server that does not answer never stops
 // the training: the condition says so and the controller tries again after Retry.
 type TrackingReconciler struct {
+	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
+	writes *resourceVersions
 	client.Client
 	// APIReader reads credential Secrets (not cached: the operator holds no Secret in memory).
 	APIReader client.Reader
@@ -78,10 +80,14 @@ const maxCloseTries = 10
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Reconcile: get (a deleted job's run is closed as KILLED); bring the run in step with the status; set
-// ExperimentTracked; write the status; then the ConfigMap's keys from the status as written.
+// Reconcile keeps a job's MLflow run in step with its status. Its steps:
+//  1. get the TrainingJob (a deleted job's run is closed as KILLED) and its tracking server (none: done);
+//  2. wait while the cache has not seen this process's last status write;
+//  3. bring the run in step with the status (create it, log progress, end it) and set ExperimentTracked;
+//  4. write the status, once, when it changed, with an event on a change of ExperimentTracked;
+//  5. put the run into the ConfigMap's keys from the status as written; retry a failed call later.
 func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{}
+	tj := &mlv1.TrainingJob{} // 1.
 	found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -93,21 +99,20 @@ func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if uri == "" {
 		return reconcile.Result{}, nil
 	}
-	if statusWrites.behind(tj) {
+	if r.writes.behind(tj) { // 2.
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
-	old := *tj.Status.DeepCopy()
-	run := r.remember(tj)
-	terr := r.keepInStep(ctx, tj, uri, run)
+	old := *tj.Status.DeepCopy() // 3.
+	terr := r.keepInStep(ctx, tj, uri, r.remember(tj))
 	derive.ApplyTracking(&tj.Status, terr, r.Retry, metav1.NewTime(r.Clock.Now()))
-	written, res, err := applyStatus(ctx, r.Client, tj, old, trackingController)
+	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, trackingController) // 4.
 	if written {
 		r.recordEvents(tj, old)
 	}
 	if err != nil || res.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
 		return res, err
 	}
-	if err := r.syncConfigMap(ctx, tj); err != nil {
+	if err := r.syncConfigMap(ctx, tj); err != nil { // 5.
 		return result(reconcile.Result{}, err)
 	}
 	if terr != nil {
@@ -133,7 +138,10 @@ func (r *TrackingReconciler) remember(tj *mlv1.TrainingJob) *trackedRun {
 	if run.uid != tj.UID { // a new job of the same name
 		*run = trackedRun{uid: tj.UID}
 	}
-	run.job = &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name, UID: tj.UID}, Spec: mlv1.TrainingJobSpec{Monitoring: tj.Spec.Monitoring}}
+	run.job = &mlv1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name, UID: tj.UID},
+		Spec:       mlv1.TrainingJobSpec{Monitoring: tj.Spec.Monitoring},
+	}
 	st := tj.Status.MLflow
 	switch {
 	case st == nil && run.status.RunID != "":
@@ -162,7 +170,8 @@ func (r *TrackingReconciler) keepInStep(ctx context.Context, tj *mlv1.TrainingJo
 	if err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context, *mlflow.Client, *mlv1.TrainingJob, *trackedRun) error{r.ensureRun, r.logProgress, r.closeRun} {
+	steps := []func(context.Context, *mlflow.Client, *mlv1.TrainingJob, *trackedRun) error{r.ensureRun, r.logProgress, r.closeRun}
+	for _, step := range steps {
 		err = step(ctx, c, tj, run)
 		if tj.Status.MLflow != nil {
 			run.status = *tj.Status.MLflow
@@ -243,7 +252,9 @@ func (r *TrackingReconciler) authorization(ctx context.Context, key client.Objec
 	if user := s.Data[builders.MLflowUsernameKey]; len(user) > 0 {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(string(user)+":"+string(s.Data[builders.MLflowPasswordKey]))), nil
 	}
-	return "", &derive.MissingCredentialsError{Message: fmt.Sprintf("secret %s has neither %s nor %s", key, builders.MLflowTokenKey, builders.MLflowUsernameKey)}
+	return "", &derive.MissingCredentialsError{
+		Message: fmt.Sprintf("secret %s has neither %s nor %s", key, builders.MLflowTokenKey, builders.MLflowUsernameKey),
+	}
 }
 
 // ensureRun finds or creates the experiment and the job's run when the status names none. A run found by
@@ -353,7 +364,7 @@ func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.Namespa
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	log := ctrl.LoggerFrom(ctx).WithValues("trainingJob", klog.KRef(key.Namespace, key.Name), "run", run.status.RunID)
+	log := ctrl.LoggerFrom(ctx).WithValues("run", run.status.RunID)
 	c, err := r.client(ctx, run.job, run.status.TrackingURI)
 	if derive.TrackingReason(err) == derive.ReasonTrackingCredentialsMissing { // deleted with its namespace: try without
 		c, err = r.newClient(run.status.TrackingURI, ""), nil
@@ -378,7 +389,8 @@ func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.Namespa
 // tracked job's first Job only then): after the first attempt to create the run, whether it succeeded.
 func (r *TrackingReconciler) syncConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
 	cm := &corev1.ConfigMap{}
-	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil || !found {
+	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil ||
+		!found {
 		return err // the ConfigMap's creation brings the job back
 	}
 	want := map[string]string{}

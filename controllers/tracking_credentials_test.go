@@ -117,8 +117,14 @@ func TestTrackingCredentialsGoOnlyToTheirServer(t *testing.T) {
 			if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionExperimentTracked); c == nil || c.Reason != derive.ReasonRunActive {
 				t.Errorf("ExperimentTracked %+v, want %s", c, derive.ReasonRunActive)
 			}
-			got := [][]string{distinct(f.platform.Authorizations()[platformBefore:]), distinct(f.tenant.Authorizations()[tenantBefore:])}
-			if diff := cmp.Diff([][]string{tc.wantPlatform, tc.wantTenant}, got); diff != "" {
+			type authorizations struct {
+				Platform, Tenant []string
+			}
+			got := authorizations{
+				Platform: distinct(f.platform.Authorizations()[platformBefore:]),
+				Tenant:   distinct(f.tenant.Authorizations()[tenantBefore:]),
+			}
+			if diff := cmp.Diff(authorizations{Platform: tc.wantPlatform, Tenant: tc.wantTenant}, got); diff != "" {
 				t.Errorf("Authorization headers the platform's and the tenant's servers got (-want +got):\n%s", diff)
 			}
 		})
@@ -148,9 +154,17 @@ func TestTrackingRefusesURIs(t *testing.T) {
 			if c == nil {
 				t.Fatal("no ExperimentTracked condition")
 			}
-			want := "spec.monitoring.mlflowTrackingUri: the MLflow tracking URI is refused: " + tc.problem
-			got := []string{string(c.Status), c.Reason, strings.SplitN(c.Message, " (want", 2)[0]}
-			if diff := cmp.Diff([]string{string(metav1.ConditionFalse), derive.ReasonTrackingURIInvalid, want}, got); diff != "" {
+			type condition struct {
+				Status          metav1.ConditionStatus
+				Reason, Message string
+			}
+			want := condition{
+				Status:  metav1.ConditionFalse,
+				Reason:  derive.ReasonTrackingURIInvalid,
+				Message: "spec.monitoring.mlflowTrackingUri: the MLflow tracking URI is refused: " + tc.problem,
+			}
+			got := condition{Status: c.Status, Reason: c.Reason, Message: strings.SplitN(c.Message, " (want", 2)[0]}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("ExperimentTracked status, reason, message (-want +got):\n%s", diff)
 			}
 			if strings.Contains(c.Message, "pw-91d2") {
@@ -175,8 +189,10 @@ func TestTrackingConditionLeavesTheAnswerOut(t *testing.T) {
 		reason   string
 		wantCode string
 	}{
-		{name: "mlflow-error-json", status: http.StatusInternalServerError, body: `{"error_code":"INTERNAL_ERROR","message":"AKIA-SECRET-XYZ"}`,
-			secret: "AKIA-SECRET-XYZ", reason: derive.ReasonTrackingServerUnavailable, wantCode: "HTTP 500 Internal Server Error (INTERNAL_ERROR)"},
+		{name: "mlflow-error-json", status: http.StatusInternalServerError,
+			body:   `{"error_code":"INTERNAL_ERROR","message":"AKIA-SECRET-XYZ"}`,
+			secret: "AKIA-SECRET-XYZ", reason: derive.ReasonTrackingServerUnavailable,
+			wantCode: "HTTP 500 Internal Server Error (INTERNAL_ERROR)"},
 		{name: "plain-text", status: http.StatusNotFound, body: "root:x:0:0 secret",
 			secret: "root:x:0:0", reason: derive.ReasonTrackingRequestRejected, wantCode: "HTTP 404 Not Found;"},
 		{name: "plain-text-2xx", status: http.StatusOK, body: "root:x:0:0 secret",
@@ -198,7 +214,12 @@ func TestTrackingConditionLeavesTheAnswerOut(t *testing.T) {
 			if strings.Contains(c.Message, tc.secret) || !strings.Contains(c.Message, tc.wantCode) {
 				t.Errorf("message %q: want %q in it, and nothing of the answer", c.Message, tc.wantCode)
 			}
-			if diff := cmp.Diff([]string{string(metav1.ConditionFalse), tc.reason}, []string{string(c.Status), c.Reason}); diff != "" {
+			type condition struct {
+				Status metav1.ConditionStatus
+				Reason string
+			}
+			want := condition{Status: metav1.ConditionFalse, Reason: tc.reason}
+			if diff := cmp.Diff(want, condition{Status: c.Status, Reason: c.Reason}); diff != "" {
 				t.Errorf("ExperimentTracked status, reason (-want +got):\n%s", diff)
 			}
 		})

@@ -29,8 +29,8 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	if !okOld || !okNew {
 		return true
 	}
-	return o.Generation != n.Generation || o.Status.State != n.Status.State || o.Status.Attempt != n.Status.Attempt || !n.DeletionTimestamp.IsZero() ||
-		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
+	return o.Generation != n.Generation || o.Status.State != n.Status.State || o.Status.Attempt != n.Status.Attempt ||
+		!n.DeletionTimestamp.IsZero() || !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }}
 
 // jobControllerEvents are specOrState's events plus the StatusController's facts the JobController acts

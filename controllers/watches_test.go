@@ -11,8 +11,9 @@ import (
 )
 
 func TestSpecOrState(t *testing.T) {
-	base := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "10%",
-		Checkpoint: &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-2", Count: 1}}}
+	base := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 1},
+		Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "10%",
+			Checkpoint: &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-2", Count: 1}}}
 	base.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}}
 	change := func(f func(*mlv1.TrainingJob)) *mlv1.TrainingJob { n := base.DeepCopy(); f(n); return n }
 	cases := []struct {
@@ -20,17 +21,19 @@ func TestSpecOrState(t *testing.T) {
 		new  *mlv1.TrainingJob
 		want bool
 	}{
-		{"progress only", change(func(n *mlv1.TrainingJob) { n.Status.Progress = "20%" }), false},
-		{"workers only", change(func(n *mlv1.TrainingJob) { n.Status.Workers.Active = 3 }), false},
-		{"checkpoint count only", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Count = 2 }), false},
-		{"a newer checkpoint (the CheckpointController moves RESUME_FROM)", change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Latest = "s3://b/ml/a/checkpoint-epoch-4" }), false},
-		{"state", change(func(n *mlv1.TrainingJob) { n.Status.State = mlv1.StateCompleted }), true},
+		{name: "progress only", new: change(func(n *mlv1.TrainingJob) { n.Status.Progress = "20%" }), want: false},
+		{name: "workers only", new: change(func(n *mlv1.TrainingJob) { n.Status.Workers.Active = 3 }), want: false},
+		{name: "checkpoint count only", new: change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Count = 2 }), want: false},
+		{name: "a newer checkpoint (the CheckpointController moves RESUME_FROM)",
+			new:  change(func(n *mlv1.TrainingJob) { n.Status.Checkpoint.Latest = "s3://b/ml/a/checkpoint-epoch-4" }),
+			want: false},
+		{name: "state", new: change(func(n *mlv1.TrainingJob) { n.Status.State = mlv1.StateCompleted }), want: true},
 		// A gang restart decided before every worker ran keeps the state (Initializing) but not the attempt:
 		// the JobController must come back to replace the Job (found by the chaos suite).
-		{"attempt", change(func(n *mlv1.TrainingJob) { n.Status.Attempt = 1 }), true},
-		{"spec", change(func(n *mlv1.TrainingJob) { n.Generation = 2 }), true},
-		{"labels", change(func(n *mlv1.TrainingJob) { n.Labels = map[string]string{"a": "b"} }), true},
-		{"deleting", change(func(n *mlv1.TrainingJob) { now := metav1.Now(); n.DeletionTimestamp = &now }), true},
+		{name: "attempt", new: change(func(n *mlv1.TrainingJob) { n.Status.Attempt = 1 }), want: true},
+		{name: "spec", new: change(func(n *mlv1.TrainingJob) { n.Generation = 2 }), want: true},
+		{name: "labels", new: change(func(n *mlv1.TrainingJob) { n.Labels = map[string]string{"a": "b"} }), want: true},
+		{name: "deleting", new: change(func(n *mlv1.TrainingJob) { now := metav1.Now(); n.DeletionTimestamp = &now }), want: true},
 	}
 	for _, tc := range cases {
 		if got := specOrState.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tc.new}); got != tc.want {
@@ -50,10 +53,10 @@ func TestStatusControllerEvents(t *testing.T) {
 		old, new *mlv1.TrainingJob
 		want     bool
 	}{
-		{"running, newer checkpoint", at(mlv1.StateRunning, "c-1"), at(mlv1.StateRunning, "c-2"), false},
-		{"completed, newer checkpoint", at(mlv1.StateCompleted, "c-5"), at(mlv1.StateCompleted, "c-6"), true},
-		{"failed, newer checkpoint", at(mlv1.StateFailed, "c-5"), at(mlv1.StateFailed, "c-6"), true},
-		{"completed, same checkpoint", at(mlv1.StateCompleted, "c-6"), at(mlv1.StateCompleted, "c-6"), false},
+		{name: "running, newer checkpoint", old: at(mlv1.StateRunning, "c-1"), new: at(mlv1.StateRunning, "c-2"), want: false},
+		{name: "completed, newer checkpoint", old: at(mlv1.StateCompleted, "c-5"), new: at(mlv1.StateCompleted, "c-6"), want: true},
+		{name: "failed, newer checkpoint", old: at(mlv1.StateFailed, "c-5"), new: at(mlv1.StateFailed, "c-6"), want: true},
+		{name: "completed, same checkpoint", old: at(mlv1.StateCompleted, "c-6"), new: at(mlv1.StateCompleted, "c-6"), want: false},
 	}
 	for _, tc := range cases {
 		if got := statusControllerEvents.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {

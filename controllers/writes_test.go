@@ -75,7 +75,11 @@ func TestDetailsAreCoalesced(t *testing.T) {
 	}
 	setActive(2)
 	_, st = step(time.Millisecond)
-	if diff := cmp.Diff([]any{mlv1.StateRunning, int32(2)}, []any{st.State, st.Workers.Active}); diff != "" {
+	type written struct {
+		State  mlv1.State
+		Active int32
+	}
+	if diff := cmp.Diff(written{State: mlv1.StateRunning, Active: 2}, written{State: st.State, Active: st.Workers.Active}); diff != "" {
 		t.Errorf("a state change is written at once, with the details (-want +got):\n%s", diff)
 	}
 }
@@ -89,8 +93,18 @@ func TestCacheBehindOwnWrite(t *testing.T) {
 	}
 	v.wrote(obj("a", "120"))
 	v.wrote(obj("", "5")) // not from an API server: not tracked
-	got := []bool{v.behind(obj("a", "119")), v.behind(obj("b", "1")), v.behind(obj("", "1")), v.behind(obj("a", "120")), v.behind(obj("a", "119"))}
-	if diff := cmp.Diff([]bool{true, false, false, false, false}, got); diff != "" {
+	type behind struct {
+		Older, AnotherObject, Untracked, CaughtUp, AfterCatchingUp bool
+	}
+	got := behind{ // in this order: the first read that has caught up drops the record
+		Older:           v.behind(obj("a", "119")),
+		AnotherObject:   v.behind(obj("b", "1")),
+		Untracked:       v.behind(obj("", "1")),
+		CaughtUp:        v.behind(obj("a", "120")),
+		AfterCatchingUp: v.behind(obj("a", "119")),
+	}
+	want := behind{Older: true, AnotherObject: false, Untracked: false, CaughtUp: false, AfterCatchingUp: false}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("behind: older, another object, untracked, caught up, after catching up (-want +got):\n%s", diff)
 	}
 }

@@ -68,7 +68,10 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobWorkersWaiting", "TrainingJobRestarting", "TrainingJobStalled", "TrainingJobLowGPUUtilization"} {
+	for _, want := range []string{
+		"TrainingJobFailed", "TrainingJobStuckPending", "TrainingJobWorkersWaiting", "TrainingJobRestarting", "TrainingJobStalled",
+		"TrainingJobLowGPUUtilization",
+	} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing (have %v)", want, alerts)
 		}
@@ -100,7 +103,10 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 		checkExpr(t, "variable "+name, m[1])
 	}
-	for _, want := range []string{"TrainingJobs by state", "Progress", "Loss", "Accuracy", "GPU utilisation", "Operator reconcile time (p50, p99)", "Operator reconciles and errors"} {
+	for _, want := range []string{
+		"TrainingJobs by state", "Progress", "Loss", "Accuracy", "GPU utilisation", "Operator reconcile time (p50, p99)",
+		"Operator reconciles and errors",
+	} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("panel %q missing (have %v)", want, titles)
 		}
@@ -132,7 +138,7 @@ func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 	for _, c := range []struct {
 		in  map[string]any
 		out any
-	}{{sm[0].Object, &monitor}, {svc[0].Object, &service}} {
+	}{{in: sm[0].Object, out: &monitor}, {in: svc[0].Object, out: &service}} {
 		data, _ := yaml.Marshal(c.in)
 		if err := yaml.Unmarshal(data, c.out); err != nil {
 			t.Fatal(err)
@@ -143,7 +149,8 @@ func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 			t.Errorf("ServiceMonitor selects %s=%s; the Service has %v", k, v, service.Metadata.Labels)
 		}
 	}
-	if len(monitor.Spec.Endpoints) != 1 || monitor.Spec.Endpoints[0].Port != service.Spec.Ports[0].Name || monitor.Spec.Endpoints[0].Path != "/metrics" {
+	if len(monitor.Spec.Endpoints) != 1 || monitor.Spec.Endpoints[0].Port != service.Spec.Ports[0].Name ||
+		monitor.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("endpoints %+v, service ports %+v", monitor.Spec.Endpoints, service.Spec.Ports)
 	}
 }
@@ -161,7 +168,15 @@ func TestScrapeConfigAuthMatchesServiceMonitor(t *testing.T) {
 	}
 	ep, _, _ := unstructured.NestedSlice(sm[0].Object, "spec", "endpoints")
 	endpoint := ep[0].(map[string]any)
-	monitor := []any{endpoint["scheme"], endpoint["bearerTokenFile"], endpoint["tlsConfig"].(map[string]any)["insecureSkipVerify"]}
+	// scrapeAuth is how a scrape authenticates, as the YAML says it (any: the values as read).
+	type scrapeAuth struct {
+		Scheme, TokenFile, SkipVerify any
+	}
+	monitor := scrapeAuth{
+		Scheme:     endpoint["scheme"],
+		TokenFile:  endpoint["bearerTokenFile"],
+		SkipVerify: endpoint["tlsConfig"].(map[string]any)["insecureSkipVerify"],
+	}
 	jobs, _, _ := unstructured.NestedSlice(cfg[0].Object, "scrape_configs")
 	for _, j := range jobs {
 		job := j.(map[string]any)
@@ -170,8 +185,8 @@ func TestScrapeConfigAuthMatchesServiceMonitor(t *testing.T) {
 		}
 		auth, _ := job["authorization"].(map[string]any)
 		tlsConfig, _ := job["tls_config"].(map[string]any)
-		plain := []any{job["scheme"], auth["credentials_file"], tlsConfig["insecure_skip_verify"]}
-		if diff := cmp.Diff(monitor, plain); diff != "" || monitor[0] != "https" {
+		plain := scrapeAuth{Scheme: job["scheme"], TokenFile: auth["credentials_file"], SkipVerify: tlsConfig["insecure_skip_verify"]}
+		if diff := cmp.Diff(monitor, plain); diff != "" || monitor.Scheme != "https" {
 			t.Errorf("scheme, token file, skip verify: ServiceMonitor (-) vs scrape config (+):\n%s", diff)
 		}
 		return

@@ -21,18 +21,30 @@ var used = map[string][]string{
 	// JobController: the cache (list, watch; get is served by it, and list reveals no less), createOwned
 	// (create), ensure (update: ensureConfigMap's config.json, ensureService's ports and selector), TTL
 	// cleanup (delete: deleteChildren).
-	"core/configmaps":                    {"create", "delete", "get", "list", "patch", "update", "watch"}, // patch: the CheckpointController's RESUME_FROM, the TrackingController's MLFLOW_RUN_ID
-	"core/services":                      {"create", "delete", "get", "list", "update", "watch"},
-	"batch/jobs":                         {"create", "delete", "get", "list", "patch", "watch"},           // patch: suspend; delete: a replaced attempt
-	"core/pods":                          {"delete", "deletecollection", "get", "list", "patch", "watch"}, // delete, patch: a gang restart stops the old attempt's pods and releases their Job tracking finalizers once their Job is gone (stopPod); deletecollection: cleanPodPolicy All (deletePods' DeleteAllOf)
-	"core/pods/log":                      {"get"},                                                         // the StatusController: each rank's last log lines in a hang's message
-	"core/events":                        {"list"},                                                        // an unbound claim's events (read, not cached)
-	"core/nodes":                         {"get"},                                                         // a failed attempt's nodes: one lost or not Ready makes the failure a disruption
-	"core/persistentvolumeclaims":        {"create", "get", "list", "watch"},
-	"core/secrets":                       {"create", "get"}, // create: an MPI job's SSH keys, in its namespace; get: MLflow credentials, read uncached (no Secret is cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
-	"events.k8s.io/events":               {"create", "patch"},
-	"ml.example.com/trainingjobs":        {"delete", "get", "list", "watch"}, // delete: ttl with deleteTrainingJob
-	"ml.example.com/trainingjobs/status": {"patch"},                          // server-side apply, one field manager per controller
+	//
+	// configmaps' patch: the CheckpointController's RESUME_FROM, the TrackingController's MLFLOW_RUN_ID
+	"core/configmaps": {"create", "delete", "get", "list", "patch", "update", "watch"},
+	"core/services":   {"create", "delete", "get", "list", "update", "watch"},
+	// patch: suspend; delete: a replaced attempt
+	"batch/jobs": {"create", "delete", "get", "list", "patch", "watch"},
+	// delete, patch: a gang restart stops the old attempt's pods and releases their Job tracking finalizers
+	// once their Job is gone (stopPod); deletecollection: cleanPodPolicy All (deletePods' DeleteAllOf)
+	"core/pods": {"delete", "deletecollection", "get", "list", "patch", "watch"},
+	// the StatusController: each rank's last log lines in a hang's message
+	"core/pods/log": {"get"},
+	// an unbound claim's events (read, not cached)
+	"core/events": {"list"},
+	// a failed attempt's nodes: one lost or not Ready makes the failure a disruption
+	"core/nodes":                  {"get"},
+	"core/persistentvolumeclaims": {"create", "get", "list", "watch"},
+	// create: an MPI job's SSH keys, in its namespace; get: MLflow credentials, read uncached (no Secret is
+	// cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
+	"core/secrets":         {"create", "get"},
+	"events.k8s.io/events": {"create", "patch"},
+	// delete: ttl with deleteTrainingJob
+	"ml.example.com/trainingjobs": {"delete", "get", "list", "watch"},
+	// server-side apply, one field manager per controller
+	"ml.example.com/trainingjobs/status": {"patch"},
 	"scheduling.volcano.sh/podgroups":    {"create", "get"},
 	// Kueue (controllers/job_kueue.go): one Workload per job (cache; create; patch: active, queue, pod set,
 	// finalizer; delete: an admitted elastic job resized), its status (update: PodsReady, Finished, the
@@ -94,7 +106,8 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		granted[k] = slices.Compact(v)
 	}
 	if diff := cmp.Diff(used, granted); diff != "" {
-		t.Errorf("granted permissions differ from what the code uses (-used +granted):\n%s\n(change the +kubebuilder:rbac markers, run make generate, and say here why a verb is needed)", strings.TrimSpace(diff))
+		t.Errorf("granted permissions differ from what the code uses (-used +granted):\n%s\n"+
+			"(change the +kubebuilder:rbac markers, run make generate, and say here why a verb is needed)", strings.TrimSpace(diff))
 	}
 }
 

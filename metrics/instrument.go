@@ -45,7 +45,8 @@ func ErrorType(err error) string {
 		return "invalid"
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return "forbidden"
-	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &netErr) && netErr.Timeout()):
 		return "timeout"
 	}
 	return "other"

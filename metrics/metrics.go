@@ -25,19 +25,30 @@ func jobGauge(name, help string) *prometheus.GaugeVec {
 
 // Per-job gauges.
 var (
-	ProgressPercent  = jobGauge("trainingjob_progress_percent", "Training progress of the job in percent (epochs or steps done over planned).")
-	CurrentEpoch     = jobGauge("trainingjob_current_epoch", "Epoch rank 0 last reported.")
-	Loss             = jobGauge("trainingjob_loss", "Training loss rank 0 last reported.")
-	Accuracy         = jobGauge("trainingjob_accuracy", "Accuracy (0 to 1) rank 0 last reported.")
-	GPUUtilization   = jobGauge("trainingjob_gpu_utilization_percent", "GPU utilisation rank 0 (or its DCGM exporter) last reported, in percent.")
+	ProgressPercent = jobGauge("trainingjob_progress_percent", "Training progress of the job in percent (epochs or steps done over planned).")
+	CurrentEpoch    = jobGauge("trainingjob_current_epoch", "Epoch rank 0 last reported.")
+	Loss            = jobGauge("trainingjob_loss", "Training loss rank 0 last reported.")
+	Accuracy        = jobGauge("trainingjob_accuracy", "Accuracy (0 to 1) rank 0 last reported.")
+	GPUUtilization  = jobGauge("trainingjob_gpu_utilization_percent",
+		"GPU utilisation rank 0 (or its DCGM exporter) last reported, in percent.")
 	AllocatedGPUs    = jobGauge("trainingjob_allocated_gpus", "GPUs held by the job's running workers.")
 	AllocatedWorkers = jobGauge("trainingjob_allocated_workers", "Worker pods of the job that are running.")
 	DurationSeconds  = jobGauge("trainingjob_duration_seconds", "Seconds since the job's workers started (until it finished).")
-	Restarts         = jobGauge("trainingjob_restarts", "Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).")
-	WaitingSince     = jobGauge("trainingjob_waiting_since_timestamp_seconds", "When the job's workers started waiting (Pending or Initializing: not scheduled, pulling images, restarting), as a Unix time; 0 while they run or the job is over.")
-	SinceProgress    = jobGauge("trainingjob_seconds_since_progress", "Seconds since rank 0 last advanced (a new epoch or step), or since every worker of the attempt started running when it has not advanced in this attempt; 0 while the job does not run.")
-	HangTimeout      = jobGauge("trainingjob_hang_timeout_seconds", "The timeout trainingjob_seconds_since_progress is held to now: failurePolicy.startupTimeoutSeconds before rank 0 advances, the stall timeout after; 0 when no check applies.")
-	perJob           = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds, Restarts, WaitingSince, SinceProgress, HangTimeout}
+	Restarts         = jobGauge("trainingjob_restarts",
+		"Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).")
+	WaitingSince = jobGauge("trainingjob_waiting_since_timestamp_seconds",
+		"When the job's workers started waiting (Pending or Initializing: not scheduled, pulling images, restarting), "+
+			"as a Unix time; 0 while they run or the job is over.")
+	SinceProgress = jobGauge("trainingjob_seconds_since_progress",
+		"Seconds since rank 0 last advanced (a new epoch or step), or since every worker of the attempt started running "+
+			"when it has not advanced in this attempt; 0 while the job does not run.")
+	HangTimeout = jobGauge("trainingjob_hang_timeout_seconds",
+		"The timeout trainingjob_seconds_since_progress is held to now: failurePolicy.startupTimeoutSeconds before rank 0 advances, "+
+			"the stall timeout after; 0 when no check applies.")
+	perJob = []*prometheus.GaugeVec{
+		ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds, Restarts,
+		WaitingSince, SinceProgress, HangTimeout,
+	}
 )
 
 // Checkpoint series, per job, from rank 0's checkpoint agent.
@@ -63,14 +74,16 @@ var (
 		Name: "trainingjob_failed_total", Help: "TrainingJobs that failed, by reason (BackoffLimitExceeded, DeadlineExceeded, ...).",
 	}, []string{"reason"})
 	Reconciliations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trainingjob_reconciliation_total", Help: "Reconciles of TrainingJobs by controller (trainingjob, trainingjob-status) and result: success, requeue or error.",
+		Name: "trainingjob_reconciliation_total",
+		Help: "Reconciles of TrainingJobs by controller (trainingjob, trainingjob-status) and result: success, requeue or error.",
 	}, []string{"controller", "result"})
 	ReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "trainingjob_reconciliation_duration_seconds", Help: "Time one reconcile of a TrainingJob took, by controller.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	}, []string{"controller"})
 	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trainingjob_reconciliation_errors_total", Help: "Failed reconciles by controller and error type: conflict, not_found, invalid, forbidden, timeout, scrape or other.",
+		Name: "trainingjob_reconciliation_errors_total",
+		Help: "Failed reconciles by controller and error type: conflict, not_found, invalid, forbidden, timeout, scrape or other.",
 	}, []string{"controller", "error_type"})
 )
 
@@ -95,7 +108,7 @@ func DeleteJob(namespace, name string) {
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// Names are the names of every series the operator exports; a histogram's are its _bucket, _sum and
+// Names returns the names of every series the operator exports; a histogram's are its _bucket, _sum and
 // _count series. Dashboards and alert rules may refer to these (tests check they do not refer to others).
 func Names() []string {
 	collectors := []prometheus.Collector{Created, Completed, Failed, Reconciliations, ReconcileErrors, states,

@@ -20,7 +20,8 @@ import (
 func TestNames(t *testing.T) {
 	want := []string{
 		"trainingjob_accuracy", "trainingjob_allocated_gpus", "trainingjob_allocated_workers", "trainingjob_badput_seconds_total",
-		"trainingjob_checkpoint_created_total", "trainingjob_checkpoint_deleted_total", "trainingjob_checkpoint_size_bytes", "trainingjob_completed_total",
+		"trainingjob_checkpoint_created_total", "trainingjob_checkpoint_deleted_total", "trainingjob_checkpoint_size_bytes",
+		"trainingjob_completed_total",
 		"trainingjob_created_total", "trainingjob_current_epoch", "trainingjob_duration_seconds", "trainingjob_failed_total",
 		"trainingjob_goodput_ratio", "trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total",
 		"trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
@@ -90,7 +91,8 @@ func TestGoodputSeries(t *testing.T) {
 	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(accounted, fresh).Build())
 	defer SetStateReader(nil)
 	want := `
-# HELP trainingjob_badput_seconds_total Seconds of the job's wall time that did not train the model, by category: queued, scheduling, startup, restart, lost_work, hang, checkpoint.
+# HELP trainingjob_badput_seconds_total Seconds of the job's wall time that did not train the model, by category: ` +
+		`queued, scheduling, startup, restart, lost_work, hang, checkpoint.
 # TYPE trainingjob_badput_seconds_total counter
 trainingjob_badput_seconds_total{category="checkpoint",namespace="ml",training_job="a"} 0
 trainingjob_badput_seconds_total{category="hang",namespace="ml",training_job="a"} 0
@@ -102,7 +104,8 @@ trainingjob_badput_seconds_total{category="startup",namespace="ml",training_job=
 # HELP trainingjob_goodput_ratio Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).
 # TYPE trainingjob_goodput_ratio gauge
 trainingjob_goodput_ratio{namespace="ml",training_job="a"} 0.75
-# HELP trainingjob_goodput_seconds_total Productive training seconds of the job that no restart can take back any more (status.goodput.productiveSeconds less the training since the newest checkpoint).
+# HELP trainingjob_goodput_seconds_total Productive training seconds of the job that no restart can take back any more ` +
+		`(status.goodput.productiveSeconds less the training since the newest checkpoint).
 # TYPE trainingjob_goodput_seconds_total counter
 trainingjob_goodput_seconds_total{namespace="ml",training_job="a"} 260
 # HELP trainingjob_gpu_seconds_total GPU-seconds held by the job's running workers.

@@ -18,9 +18,11 @@ var totalDesc = prometheus.NewDesc("trainingjob_total", "TrainingJobs by namespa
 // what the status says, for as long as the job exists.
 var (
 	goodputDesc = prometheus.NewDesc("trainingjob_goodput_seconds_total",
-		"Productive training seconds of the job that no restart can take back any more (status.goodput.productiveSeconds less the training since the newest checkpoint).", jobLabels, nil)
+		"Productive training seconds of the job that no restart can take back any more "+
+			"(status.goodput.productiveSeconds less the training since the newest checkpoint).", jobLabels, nil)
 	badputDesc = prometheus.NewDesc("trainingjob_badput_seconds_total",
-		"Seconds of the job's wall time that did not train the model, by category: queued, scheduling, startup, restart, lost_work, hang, checkpoint.",
+		"Seconds of the job's wall time that did not train the model, by category: "+
+			"queued, scheduling, startup, restart, lost_work, hang, checkpoint.",
 		append(append([]string{}, jobLabels...), "category"), nil)
 	gpuSecondsDesc   = prometheus.NewDesc("trainingjob_gpu_seconds_total", "GPU-seconds held by the job's running workers.", jobLabels, nil)
 	goodputRatioDesc = prometheus.NewDesc("trainingjob_goodput_ratio",
@@ -91,13 +93,13 @@ func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob) {
 	}
 }
 
-// SecuredGoodput is trainingjob_goodput_seconds_total: productive seconds less those a restart would
+// SecuredGoodput returns the value of trainingjob_goodput_seconds_total: productive seconds less those a restart would
 // still turn into lost work, so that the counter never goes back.
 func SecuredGoodput(g *mlv1.GoodputStatus) float64 {
 	return max(0, g.ProductiveSeconds-g.SinceCheckpointSeconds)
 }
 
-// BadputByLabel is each badput category's seconds by its label value.
+// BadputByLabel returns each badput category's seconds by its label value.
 func BadputByLabel(b mlv1.BadputSeconds) map[string]float64 {
 	return map[string]float64{"queued": b.Queued, "scheduling": b.Scheduling, "startup": b.Startup, "restart": b.Restart,
 		"lost_work": b.LostWork, "hang": b.Hang, "checkpoint": b.Checkpoint}
@@ -107,7 +109,9 @@ func BadputByLabel(b mlv1.BadputSeconds) map[string]float64 {
 // state that empties reads 0 instead of vanishing.
 func CountByState(jobs []mlv1.TrainingJob) map[[2]string]int {
 	out := map[[2]string]int{}
-	states := []mlv1.State{mlv1.StatePending, mlv1.StateInitializing, mlv1.StateRunning, mlv1.StateCompleted, mlv1.StateFailed, mlv1.StateSuspended}
+	states := []mlv1.State{
+		mlv1.StatePending, mlv1.StateInitializing, mlv1.StateRunning, mlv1.StateCompleted, mlv1.StateFailed, mlv1.StateSuspended,
+	}
 	for _, j := range jobs {
 		for _, s := range states {
 			k := [2]string{j.Namespace, string(s)}

@@ -65,7 +65,12 @@ func TestClientAcknowledgesWithTheToken(t *testing.T) {
 			if tc.wantErr != "" {
 				wantRefused = 1
 			}
-			if diff := cmp.Diff([]any{tc.wantAcked, wantRefused}, []any{acked, refused}); diff != "" {
+			type outcome struct {
+				Acked   []string
+				Refused int
+			}
+			want, got := outcome{Acked: tc.wantAcked, Refused: wantRefused}, outcome{Acked: acked, Refused: refused}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("acknowledged, refused (-want +got):\n%s", diff)
 			}
 		})

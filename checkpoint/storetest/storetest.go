@@ -36,7 +36,9 @@ func Run(t *testing.T, newStore func(t *testing.T) checkpoint.Store) {
 				t.Errorf("object %+v lacks size or time", o)
 			}
 		}
-		if err := s.Delete(ctx, []string{"ml/a/checkpoint-epoch-1/model.bin", "ml/a/checkpoint-epoch-1/_COMPLETE", "ml/a/never-there"}); err != nil {
+		if err := s.Delete(ctx, []string{
+			"ml/a/checkpoint-epoch-1/model.bin", "ml/a/checkpoint-epoch-1/_COMPLETE", "ml/a/never-there",
+		}); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 		if got := keys(t, s, "ml/a/"); len(got) != 0 {

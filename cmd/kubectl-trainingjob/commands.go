@@ -25,7 +25,7 @@ func (x *cli) get(ctx context.Context, name string) (*mlv1.TrainingJob, error) {
 	return tj, nil
 }
 
-// pods are the job's worker pods of its current attempt, by rank.
+// pods returns the job's worker pods of its current attempt, by rank.
 func (x *cli) pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := x.c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{
@@ -41,7 +41,7 @@ func (x *cli) pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, err
 	return pods, nil
 }
 
-// events are the events recorded about the object, oldest first.
+// events returns the events recorded about the object, oldest first.
 func (x *cli) events(ctx context.Context, obj client.Object) ([]corev1.Event, error) {
 	list, err := x.cs.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(obj.GetUID())).String()})
@@ -95,7 +95,8 @@ func (x *cli) logs(ctx context.Context, name string, o options) error {
 	}
 	pod := rankPod(pods, o.rank)
 	if pod == nil {
-		return fmt.Errorf("trainingjob %s has no pod of rank %d in attempt %d (%d workers, state %s)", name, o.rank, tj.Status.Attempt, tj.Spec.NumWorkers, tj.Status.State)
+		return fmt.Errorf("trainingjob %s has no pod of rank %d in attempt %d (%d workers, state %s)",
+			name, o.rank, tj.Status.Attempt, tj.Spec.NumWorkers, tj.Status.State)
 	}
 	opts := &corev1.PodLogOptions{Container: names.ContainerName, Follow: o.follow}
 	if o.tail >= 0 {
@@ -110,7 +111,7 @@ func (x *cli) logs(ctx context.Context, name string, o options) error {
 	return err
 }
 
-// rankPod is the newest pod of the rank among pods (sorted by pods).
+// rankPod returns the newest pod of the rank among pods (sorted by pods).
 func rankPod(pods []corev1.Pod, rank int) *corev1.Pod {
 	for i := range pods {
 		if pods[i].Labels[names.RankLabel] == strconv.Itoa(rank) {
@@ -130,7 +131,8 @@ func (x *cli) setSuspend(ctx context.Context, name string, suspend bool) error {
 		return fmt.Errorf("setting suspend=%t on trainingjob %s: %w", suspend, name, err)
 	}
 	if suspend {
-		fmt.Fprintf(x.out, "trainingjob %s/%s suspended: its workers stop; `kubectl trainingjob resume %s` continues from the newest checkpoint\n", tj.Namespace, name, name)
+		fmt.Fprintf(x.out, "trainingjob %s/%s suspended: its workers stop; "+
+			"`kubectl trainingjob resume %s` continues from the newest checkpoint\n", tj.Namespace, name, name)
 	} else {
 		fmt.Fprintf(x.out, "trainingjob %s/%s resumed\n", tj.Namespace, name)
 	}

@@ -101,7 +101,7 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 	return b.String()
 }
 
-// stateLine is the state with the reason and message of the condition that explains it.
+// stateLine returns the state with the reason and message of the condition that explains it.
 func stateLine(tj *mlv1.TrainingJob) string {
 	st := tj.Status
 	if st.State == "" {
@@ -120,7 +120,7 @@ func stateLine(tj *mlv1.TrainingJob) string {
 	return string(st.State)
 }
 
-// trainsWhat is "MODEL on DATASET, " when the job names them (a script of one's own may not).
+// trainsWhat returns "MODEL on DATASET, " when the job names them (a script of one's own may not).
 func trainsWhat(tj *mlv1.TrainingJob) string {
 	if tj.Spec.Model == "" && tj.Spec.Dataset == "" {
 		return ""
@@ -176,7 +176,10 @@ func metricsLine(m *mlv1.TrainingMetrics, epoch int32) string {
 	for _, kv := range []struct {
 		name string
 		v    *float64
-	}{{"loss", m.Loss}, {"accuracy", m.Accuracy}, {"learning rate", m.LearningRate}, {"samples/s", m.Throughput}, {"GPU %", m.GPUUtilization}} {
+	}{
+		{"loss", m.Loss}, {"accuracy", m.Accuracy}, {"learning rate", m.LearningRate},
+		{"samples/s", m.Throughput}, {"GPU %", m.GPUUtilization},
+	} {
 		if kv.v != nil {
 			parts = append(parts, kv.name+" "+strconv.FormatFloat(*kv.v, 'g', 4, 64))
 		}
@@ -196,7 +199,7 @@ func metricsLine(m *mlv1.TrainingMetrics, epoch int32) string {
 	return line
 }
 
-// checkpointStory is the `checkpoints` command's output.
+// checkpointStory returns the `checkpoints` command's output.
 func checkpointStory(tj *mlv1.TrainingJob, resumeFrom string, now time.Time) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -338,7 +341,7 @@ func unknownWords(tj *mlv1.TrainingJob) string {
 	return fmt.Sprintf("productive time unknown for the %s the workers %s with no progress source (%s)", seconds(g.UnknownSeconds), ran, why)
 }
 
-// gpuHoursWords is the GPU-hours held and how many were productive (at least, when some time is unknown).
+// gpuHoursWords returns the GPU-hours held and how many were productive (at least, when some time is unknown).
 func gpuHoursWords(g *mlv1.GoodputStatus) string {
 	switch {
 	case g.GPUSeconds <= 0:

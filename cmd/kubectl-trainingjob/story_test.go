@@ -18,28 +18,40 @@ import (
 func TestStory(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	at := func(ago time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-ago)} }
-	tj := tjtest.NewTJ("vision", "resnet").Workers(2).GPUs(1).Epochs(20).Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}).Obj()
+	tj := tjtest.NewTJ("vision", "resnet").Workers(2).GPUs(1).Epochs(20).
+		Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}).Obj()
 	tj.Status = mlv1.TrainingJobStatus{
 		State: mlv1.StateRunning, Progress: "45%", CurrentEpoch: 9, TotalEpochs: 20, ETA: "12m30s", LastProgressTime: at(5 * time.Second),
 		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.2313), Accuracy: ptr.To(0.9121), Custom: map[string]string{"f1": "0.88"}},
 		Workers: mlv1.WorkerCounts{Active: 2, Ready: 2}, RestartCount: 2, Attempt: 2,
-		Goodput: &mlv1.GoodputStatus{Percent: "82%", ProductiveSeconds: 3690, GPUSeconds: 8280, ProductiveGPUSeconds: 7380, Category: mlv1.GoodputProductive,
-			BadputSeconds: mlv1.BadputSeconds{Queued: 360, Restart: 180, LostWork: 240, Scheduling: 20, Startup: 10}},
-		Checkpoint: &mlv1.CheckpointStatus{Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3, LastTime: at(2 * time.Minute)},
-		MLflow:     &mlv1.MLflowStatus{URL: "http://mlflow/#/experiments/1/runs/r1", RunID: "r1", RunStatus: "RUNNING", LoggedEpoch: 9},
-		Conditions: []metav1.Condition{{Type: "Running", Status: "True", Reason: "AllWorkersRunning", Message: "2 of 2 workers running\nmore", LastTransitionTime: *at(time.Hour)}},
+		Goodput: &mlv1.GoodputStatus{
+			Percent: "82%", ProductiveSeconds: 3690, GPUSeconds: 8280, ProductiveGPUSeconds: 7380, Category: mlv1.GoodputProductive,
+			BadputSeconds: mlv1.BadputSeconds{Queued: 360, Restart: 180, LostWork: 240, Scheduling: 20, Startup: 10},
+		},
+		Checkpoint: &mlv1.CheckpointStatus{
+			Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3, LastTime: at(2 * time.Minute),
+		},
+		MLflow: &mlv1.MLflowStatus{URL: "http://mlflow/#/experiments/1/runs/r1", RunID: "r1", RunStatus: "RUNNING", LoggedEpoch: 9},
+		Conditions: []metav1.Condition{{
+			Type: "Running", Status: "True", Reason: "AllWorkersRunning", Message: "2 of 2 workers running\nmore",
+			LastTransitionTime: *at(time.Hour),
+		}},
 	}
 	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "resnet-worker-0-abc", Labels: map[string]string{names.RankLabel: "0"}},
-		Spec: corev1.PodSpec{NodeName: "gpu-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{RestartCount: 1}}}}}
-	events := []corev1.Event{{Type: "Normal", Reason: "Running", Message: "Initializing -> Running: 2 of 2 workers running", LastTimestamp: *at(time.Hour)}}
+		Spec:   corev1.PodSpec{NodeName: "gpu-1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{RestartCount: 1}}}}}
+	events := []corev1.Event{{
+		Type: "Normal", Reason: "Running", Message: "Initializing -> Running: 2 of 2 workers running", LastTimestamp: *at(time.Hour),
+	}}
 	want := `TrainingJob  vision/resnet
 State        Running (AllWorkersRunning: 2 of 2 workers running)
 Trains       cnn on mnist, pytorch, 2 workers, 1 GPUs each
 Progress     45%, epoch 9/20, ETA 12m30s, read 5s ago
 Metrics      loss 0.2313, accuracy 0.9121, f1 0.88
 Workers      2 active, 2 ready, 0 pending, 0 succeeded, 0 failed (attempt 2, 2 restarts)
-Goodput      82% goodput: 6m queued, 4m of training done again after restarts, 3m restarting (2 restarts), 20s scheduling and pulling images, 10s starting up; 2.0 of 2.3 GPU-hours productive
-Checkpoint   epoch 8, 3 kept, written 2m ago: /checkpoints/vision/resnet/checkpoint-epoch-8
+` + "Goodput      82% goodput: 6m queued, 4m of training done again after restarts, 3m restarting (2 restarts), " +
+		"20s scheduling and pulling images, 10s starting up; 2.0 of 2.3 GPU-hours productive\n" +
+		`Checkpoint   epoch 8, 3 kept, written 2m ago: /checkpoints/vision/resnet/checkpoint-epoch-8
 MLflow       http://mlflow/#/experiments/1/runs/r1 (run r1, RUNNING, epoch 9 logged)
 
 Conditions:
@@ -58,14 +70,19 @@ Workers of attempt 2:
 		t.Errorf("story (-want +got):\n%s", diff)
 	}
 	fetching := tj.DeepCopy()
-	fetching.Status.Conditions = append(fetching.Status.Conditions, metav1.Condition{Type: mlv1.ConditionInputsReady, Status: "False", Reason: "Fetching",
+	fetching.Status.Conditions = append(fetching.Status.Conditions, metav1.Condition{
+		Type: mlv1.ConditionInputsReady, Status: "False", Reason: "Fetching",
 		Message: "rank 0 is fetching dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache"})
-	if got, line := story(fetching, pods, events, now), "Inputs       Fetching: rank 0 is fetching dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache\n"; !strings.Contains(got, line) {
+	fetchingLine := "Inputs       Fetching: rank 0 is fetching dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache\n"
+	if got, line := story(fetching, pods, events, now), fetchingLine; !strings.Contains(got, line) {
 		t.Errorf("story lacks %q:\n%s", line, got)
 	}
 	got := checkpointStory(tj, "/checkpoints/vision/resnet/checkpoint-epoch-8", now)
-	for _, line := range []string{"Storage              pvc claim ckpt", "Newest               /checkpoints/vision/resnet/checkpoint-epoch-8 (epoch 8, 0 bytes, written 2m ago)",
-		"Workers resume from  /checkpoints/vision/resnet/checkpoint-epoch-8"} {
+	for _, line := range []string{
+		"Storage              pvc claim ckpt",
+		"Newest               /checkpoints/vision/resnet/checkpoint-epoch-8 (epoch 8, 0 bytes, written 2m ago)",
+		"Workers resume from  /checkpoints/vision/resnet/checkpoint-epoch-8",
+	} {
 		if !strings.Contains(got, line) {
 			t.Errorf("checkpoints output lacks %q:\n%s", line, got)
 		}
@@ -80,10 +97,12 @@ func TestParse(t *testing.T) {
 		o       options
 		wantErr bool
 	}{
-		{[]string{"logs", "resnet", "--rank", "2", "-f", "-n", "vision"}, "logs", "resnet", options{rank: 2, follow: true, namespace: "vision", tail: -1}, false},
-		{[]string{"status", "-n", "vision", "resnet", "--kubeconfig", "k"}, "status", "resnet", options{namespace: "vision", kubeconfig: "k", tail: -1}, false},
-		{[]string{"status"}, "", "", options{}, true},
-		{[]string{"status", "a", "b"}, "", "", options{}, true},
+		{args: []string{"logs", "resnet", "--rank", "2", "-f", "-n", "vision"}, cmd: "logs", name: "resnet",
+			o: options{rank: 2, follow: true, namespace: "vision", tail: -1}, wantErr: false},
+		{args: []string{"status", "-n", "vision", "resnet", "--kubeconfig", "k"}, cmd: "status", name: "resnet",
+			o: options{namespace: "vision", kubeconfig: "k", tail: -1}, wantErr: false},
+		{args: []string{"status"}, cmd: "", name: "", o: options{}, wantErr: true},
+		{args: []string{"status", "a", "b"}, cmd: "", name: "", o: options{}, wantErr: true},
 	}
 	for _, tc := range cases {
 		cmd, o, name, err := parse(tc.args)
@@ -91,7 +110,12 @@ func TestParse(t *testing.T) {
 			t.Fatalf("%v: err %v", tc.args, err)
 		}
 		if err == nil {
-			if diff := cmp.Diff([]any{tc.cmd, tc.name, tc.o}, []any{cmd, name, o}, cmp.AllowUnexported(options{})); diff != "" {
+			type parsed struct {
+				Cmd, Name string
+				O         options
+			}
+			want, got := parsed{Cmd: tc.cmd, Name: tc.name, O: tc.o}, parsed{Cmd: cmd, Name: name, O: o}
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(options{})); diff != "" {
 				t.Errorf("%v (-want +got):\n%s", tc.args, diff)
 			}
 		}
@@ -134,7 +158,8 @@ func TestGoodputLineUnknown(t *testing.T) {
 		name: "never read",
 		g:    mlv1.GoodputStatus{Percent: "unknown", UnknownSeconds: 30, Category: mlv1.GoodputUnknown},
 		cond: []metav1.Condition{{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "ScrapeFailed"}},
-		want: "unknown goodput: productive time unknown for the 30s the workers have run with no progress source (rank 0's progress could never be read)",
+		want: "unknown goodput: productive time unknown for the 30s the workers have run with no progress source " +
+			"(rank 0's progress could never be read)",
 	}}
 	for _, tc := range cases {
 		tj := tjtest.NewTJ("ml", "a").Obj()
@@ -152,11 +177,14 @@ func TestProgressLineSaysTheSource(t *testing.T) {
 		cond metav1.Condition
 		want string
 	}{
-		{name: "the endpoint", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "True", Reason: "Scraped"}, want: "40%, epoch 4/10"},
+		{name: "the endpoint", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "True", Reason: "Scraped"},
+			want: "40%, epoch 4/10"},
 		{name: "the output", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "True", Reason: "FromOutput",
-			Message: "rank 0 serves no progress endpoint; its output shows progress (tqdm)"}, want: "40%, epoch 4/10, from rank 0's output (tqdm)"},
+			Message: "rank 0 serves no progress endpoint; its output shows progress (tqdm)"},
+			want: "40%, epoch 4/10, from rank 0's output (tqdm)"},
 		{name: "nowhere", cond: metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "NoProgressSource"},
-			want: "40%, epoch 4/10, no progress source: rank 0 serves no figures and prints no line recognised as progress (see the ProgressReported condition)"},
+			want: "40%, epoch 4/10, no progress source: rank 0 serves no figures and prints no line recognised as progress " +
+				"(see the ProgressReported condition)"},
 	}
 	for _, tc := range cases {
 		st := mlv1.TrainingJobStatus{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10, Conditions: []metav1.Condition{tc.cond}}

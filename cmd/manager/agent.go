@@ -47,9 +47,11 @@ func runAgent(ctx context.Context, args []string) error {
 	fs.IntVar(&retention, "retention", 3, "newest complete checkpoints to keep")
 	fs.StringVar(&protect, "protect", "", "a checkpoint never to delete (resumeFrom)")
 	fs.DurationVar(&interval, "interval", 30*time.Second, "time between two rotations")
-	fs.DurationVar(&abandoned, "abandoned-after", time.Hour, "an incomplete checkpoint older than the newest complete one is deleted once untouched this long")
+	fs.DurationVar(&abandoned, "abandoned-after", time.Hour,
+		"an incomplete checkpoint older than the newest complete one is deleted once untouched this long")
 	fs.StringVar(&listen, "listen", ":8082", "address of the /status endpoint")
-	fs.StringVar(&termLog, "termination-log", "", "file that receives the final report when the agent stops (the container's terminationMessagePath)")
+	fs.StringVar(&termLog, "termination-log", "",
+		"file that receives the final report when the agent stops (the container's terminationMessagePath)")
 	fs.StringVar(&check, "check-resume-from", "", "only check that this checkpoint (resumeFrom) exists and is complete, then exit")
 	zo := zap.Options{}
 	zo.BindFlags(fs)
@@ -80,15 +82,23 @@ func runAgent(ctx context.Context, args []string) error {
 	// RESUME_FROM (the job's ConfigMap, read when this container started) is what the workers of this pod
 	// resumed from: kept until the operator names a newer one, which only the operator may do: it knows
 	// the job's token (AGENT_TOKEN, see agentapi).
-	a := &checkpoint.Agent{Store: store, Root: root, Interval: interval, Log: log, ResumeFrom: os.Getenv("RESUME_FROM"), TerminationLog: termLog,
-		Policy: checkpoint.Policy{Retention: retention, AbandonedAfter: abandoned}, Token: os.Getenv(agentapi.TokenEnv)}
+	a := &checkpoint.Agent{
+		Store:          store,
+		Root:           root,
+		Interval:       interval,
+		Log:            log,
+		ResumeFrom:     os.Getenv("RESUME_FROM"),
+		TerminationLog: termLog,
+		Policy:         checkpoint.Policy{Retention: retention, AbandonedAfter: abandoned},
+		Token:          os.Getenv(agentapi.TokenEnv),
+	}
 	if protect != "" {
 		a.Policy.Protect = []string{protect}
 	}
 	return a.Run(ctx, l)
 }
 
-// checkResume is the resume check that runs before the workers: it fails (and the pod with it) with a
+// checkResume runs the resume check before the workers: it fails (and the pod with it) with a
 // message naming the URI when resumeFrom is missing or incomplete.
 func checkResume(ctx context.Context, st *mlv1.CheckpointStorage, dir, resumeFrom string) error {
 	// resumeFrom may be in another bucket of the same kind of storage (admission checks the kind).
@@ -122,7 +132,7 @@ const (
 	serviceAccountNamespace  = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
-// operatorNamespace is the manager's namespace: POD_NAMESPACE, else the in-cluster service account's
+// operatorNamespace returns the manager's namespace: POD_NAMESPACE, else the in-cluster service account's
 // (nsFile); known is false when neither says and it is defaultOperatorNamespace.
 func operatorNamespace(nsFile string) (ns string, known bool) {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
@@ -134,7 +144,7 @@ func operatorNamespace(nsFile string) (ns string, known bool) {
 	return defaultOperatorNamespace, false
 }
 
-// agentTokenKey is the key of the checkpoint agents' tokens: the content of keyFile (--agent-token-key-file)
+// agentTokenKey returns the key of the checkpoint agents' tokens: the content of keyFile (--agent-token-key-file)
 // when set; else the Secret agentTokenKeySecret in the operator's namespace (ns), made with 32 random
 // bytes when missing (when another replica makes it at the same time, its key is read back). Where the
 // namespace is not known (outside a cluster: make run, a test) or not on the API server, and the Secret

@@ -45,7 +45,9 @@ func TestCheckResumeFromAnotherBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, key := range []string{"ml/a/checkpoint-epoch-4/model.bin", "ml/a/checkpoint-epoch-4/_COMPLETE", "ml/a/checkpoint-epoch-5/model.bin"} {
+	for _, key := range []string{
+		"ml/a/checkpoint-epoch-4/model.bin", "ml/a/checkpoint-epoch-4/_COMPLETE", "ml/a/checkpoint-epoch-5/model.bin",
+	} {
 		if err := old.Put(ctx, key, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
@@ -54,9 +56,9 @@ func TestCheckResumeFromAnotherBucket(t *testing.T) {
 		return &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "new-runs", Endpoint: endpoint}
 	}
 	cases := []struct{ from, wantErr string }{
-		{"s3://old-runs/ml/a/checkpoint-epoch-4", ""},
-		{"s3://old-runs/ml/a/checkpoint-epoch-5", "s3://old-runs/ml/a/checkpoint-epoch-5 is not a complete checkpoint"},
-		{"s3://new-runs/ml/a/checkpoint-epoch-4", "s3://new-runs/ml/a/checkpoint-epoch-4 does not exist"},
+		{from: "s3://old-runs/ml/a/checkpoint-epoch-4", wantErr: ""},
+		{from: "s3://old-runs/ml/a/checkpoint-epoch-5", wantErr: "s3://old-runs/ml/a/checkpoint-epoch-5 is not a complete checkpoint"},
+		{from: "s3://new-runs/ml/a/checkpoint-epoch-4", wantErr: "s3://new-runs/ml/a/checkpoint-epoch-4 does not exist"},
 	}
 	for _, tc := range cases {
 		err := checkResume(ctx, st(), "", tc.from)
@@ -74,7 +76,10 @@ func TestAgentTokenKey(t *testing.T) {
 	const ns = "trainingjob-system"
 	existing := bytes.Repeat([]byte{7}, 32)
 	secret := func(key []byte) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentTokenKeySecret}, Data: map[string][]byte{agentTokenKeyField: key}}
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentTokenKeySecret},
+			Data:       map[string][]byte{agentTokenKeyField: key},
+		}
 	}
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, append(bytes.Repeat([]byte("f"), 40), '\n'), 0o600); err != nil {
@@ -115,7 +120,8 @@ func TestAgentTokenKey(t *testing.T) {
 		{name: "a short key file", keyFile: shortFile, nsKnown: true, wantErr: true},
 		{name: "a short key in the Secret", objs: []client.Object{secret([]byte("short"))}, wantErr: true},
 		{name: "outside a cluster, no namespace: a random key", funcs: noNamespace, wantLog: true},
-		{name: "a namespace not on this API server (a test's control plane seen from a pod): a random key", funcs: noNamespace, nsKnown: true, wantLog: true},
+		{name: "a namespace not on this API server (a test's control plane seen from a pod): a random key",
+			funcs: noNamespace, nsKnown: true, wantLog: true},
 		{name: "in a cluster, no Secret to be had: an error", funcs: forbidden, nsKnown: true, wantErr: true},
 		{name: "outside a cluster, no Secret to be had: a random key", funcs: forbidden, wantLog: true},
 	}
@@ -143,7 +149,12 @@ func TestAgentTokenKey(t *testing.T) {
 				tc.want = key // random, and of the right size
 			}
 			gotLog := len(logs) > 0 && strings.Contains(logs[0], "random key")
-			if diff := cmp.Diff([]any{tc.want, tc.wantLog}, []any{[]byte(key), gotLog}); diff != "" {
+			type outcome struct {
+				Key       []byte
+				RandomLog bool
+			}
+			want, got := outcome{Key: tc.want, RandomLog: tc.wantLog}, outcome{Key: []byte(key), RandomLog: gotLog}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("key, random key logged (-want +got):\n%s", diff)
 			}
 			for _, l := range logs {
@@ -181,7 +192,12 @@ func TestOperatorNamespace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("POD_NAMESPACE", tc.env)
 			ns, known := operatorNamespace(tc.file)
-			if diff := cmp.Diff([]any{tc.want, tc.wantKnown}, []any{ns, known}); diff != "" {
+			type outcome struct {
+				Namespace string
+				Known     bool
+			}
+			want, got := outcome{Namespace: tc.want, Known: tc.wantKnown}, outcome{Namespace: ns, Known: known}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("namespace, known (-want +got):\n%s", diff)
 			}
 		})

@@ -22,15 +22,16 @@ func TestDefaultCheckpointStorageFlags(t *testing.T) {
 		want    *mlv1.CheckpointStorage
 		wantErr bool
 	}{
-		{"no flags: a claim per job of 20Gi on the default StorageClass", nil,
-			&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("20Gi"))}, false},
-		{"claim size and class", []string{"--default-checkpoint-claim-size=1Ti", "--default-checkpoint-storage-class=efs"},
-			&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("1Ti")), StorageClassName: ptr.To("efs")}, false},
-		{"object storage", []string{"--default-checkpoint-storage=gs://team/runs"},
-			&mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "team", Prefix: "runs"}, false},
-		{"zero claim size", []string{"--default-checkpoint-claim-size=0"}, nil, true},
-		{"not a size", []string{"--default-checkpoint-claim-size=big"}, nil, true},
-		{"unknown scheme", []string{"--default-checkpoint-storage=azure://c"}, nil, true},
+		{name: "no flags: a claim per job of 20Gi on the default StorageClass", args: nil,
+			want: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("20Gi"))}, wantErr: false},
+		{name: "claim size and class", args: []string{"--default-checkpoint-claim-size=1Ti", "--default-checkpoint-storage-class=efs"},
+			want:    &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("1Ti")), StorageClassName: ptr.To("efs")},
+			wantErr: false},
+		{name: "object storage", args: []string{"--default-checkpoint-storage=gs://team/runs"},
+			want: &mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "team", Prefix: "runs"}, wantErr: false},
+		{name: "zero claim size", args: []string{"--default-checkpoint-claim-size=0"}, want: nil, wantErr: true},
+		{name: "not a size", args: []string{"--default-checkpoint-claim-size=big"}, want: nil, wantErr: true},
+		{name: "unknown scheme", args: []string{"--default-checkpoint-storage=azure://c"}, want: nil, wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,11 +55,12 @@ func TestMLflowFlags(t *testing.T) {
 		want    client.ObjectKey
 		wantErr bool
 	}{
-		{"no flags: only jobs that name a server are tracked", nil, client.ObjectKey{}, false},
-		{"a default server and its credentials", []string{"--mlflow-tracking-uri=https://mlflow.example.com", "--mlflow-credentials-secret=trainingjob-system/mlflow"},
-			client.ObjectKey{Namespace: "trainingjob-system", Name: "mlflow"}, false},
-		{"not a URL", []string{"--mlflow-tracking-uri=mlflow:5000"}, client.ObjectKey{}, true},
-		{"a Secret without its namespace", []string{"--mlflow-credentials-secret=mlflow"}, client.ObjectKey{}, true},
+		{name: "no flags: only jobs that name a server are tracked", args: nil, want: client.ObjectKey{}, wantErr: false},
+		{name: "a default server and its credentials",
+			args: []string{"--mlflow-tracking-uri=https://mlflow.example.com", "--mlflow-credentials-secret=trainingjob-system/mlflow"},
+			want: client.ObjectKey{Namespace: "trainingjob-system", Name: "mlflow"}, wantErr: false},
+		{name: "not a URL", args: []string{"--mlflow-tracking-uri=mlflow:5000"}, want: client.ObjectKey{}, wantErr: true},
+		{name: "a Secret without its namespace", args: []string{"--mlflow-credentials-secret=mlflow"}, want: client.ObjectKey{}, wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,10 +83,12 @@ func TestWorkerDefaultsFile(t *testing.T) {
 		name, yaml string
 		want       string // an error's text; "": read
 	}{
-		{"the platform's", "labels: {cost-center: ml}\ntolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\nsharedMemory: 16Gi\n" +
-			"env: [{name: NCCL_DEBUG, value: WARN}]\npriorityClassName: batch\n", ""},
-		{"a misspelt field", "tolerationz: []\n", `unknown field "tolerationz"`},
-		{"a reserved variable", "env: [{name: RANK, value: '0'}]\n", "env: RANK"},
+		{name: "the platform's",
+			yaml: "labels: {cost-center: ml}\ntolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\nsharedMemory: 16Gi\n" +
+				"env: [{name: NCCL_DEBUG, value: WARN}]\npriorityClassName: batch\n",
+			want: ""},
+		{name: "a misspelt field", yaml: "tolerationz: []\n", want: `unknown field "tolerationz"`},
+		{name: "a reserved variable", yaml: "env: [{name: RANK, value: '0'}]\n", want: "env: RANK"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +101,8 @@ func TestWorkerDefaultsFile(t *testing.T) {
 			if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("readWorkerDefaults() = %v, want %q", err, tc.want)
 			}
-			if tc.want == "" && (d.Labels["cost-center"] != "ml" || len(d.Tolerations) != 1 || d.SharedMemory.String() != "16Gi" || d.PriorityClassName != "batch") {
+			if tc.want == "" && (d.Labels["cost-center"] != "ml" || len(d.Tolerations) != 1 ||
+				d.SharedMemory.String() != "16Gi" || d.PriorityClassName != "batch") {
 				t.Errorf("read %+v", d)
 			}
 		})

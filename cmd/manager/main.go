@@ -65,41 +65,74 @@ type config struct {
 func parseFlags(args []string) (config, zap.Options) {
 	fs := flag.NewFlagSet("manager", flag.ExitOnError)
 	c := config{images: map[mlv1.Framework]*string{}}
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (HTTPS; a scraper needs a token allowed to get /metrics, as the metrics-reader ClusterRole allows); 0 disables it")
-	fs.BoolVar(&c.metricsInsecureHTTP, "metrics-insecure-http", false, "serve the metrics over plain HTTP to anyone who reaches the port: no TLS, no authentication, no authorization")
-	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "", "directory of the metrics endpoint's tls.crt and tls.key (a mounted kubernetes.io/tls Secret), reloaded when they change; empty: a self-signed certificate")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443",
+		"address of the Prometheus metrics endpoint (HTTPS; a scraper needs a token allowed to get /metrics, "+
+			"as the metrics-reader ClusterRole allows); 0 disables it")
+	fs.BoolVar(&c.metricsInsecureHTTP, "metrics-insecure-http", false,
+		"serve the metrics over plain HTTP to anyone who reaches the port: no TLS, no authentication, no authorization")
+	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "",
+		"directory of the metrics endpoint's tls.crt and tls.key (a mounted kubernetes.io/tls Secret), reloaded when they change; "+
+			"empty: a self-signed certificate")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles; 0 disables them")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
-	fs.DurationVar(&c.progressInterval, "progress-interval", 5*time.Second, "time between two reads of a running job's rank-0 progress (monitoring.scrapeIntervalSeconds overrides it)")
+	fs.DurationVar(&c.progressInterval, "progress-interval", 5*time.Second,
+		"time between two reads of a running job's rank-0 progress (monitoring.scrapeIntervalSeconds overrides it)")
 	fs.DurationVar(&c.scrapeTimeout, "scrape-timeout", 2*time.Second, "time limit of one read of rank 0's progress")
-	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16, "reads of rank-0 progress and of checkpoint agents that may run at once, over all jobs (the status and checkpoint controllers' concurrent reconciles)")
-	fs.IntVar(&c.jobWorkers, "max-concurrent-reconciles", 10, "TrainingJobs the job controller reconciles at once (its reconciles mostly wait on the API server)")
-	fs.Float64Var(&c.qps, "kube-api-qps", -1, "client-side limit of requests per second to the API server; negative: none (the API server's priority and fairness protects it)")
+	fs.IntVar(&c.scrapeWorkers, "scrape-workers", 16,
+		"reads of rank-0 progress and of checkpoint agents that may run at once, over all jobs "+
+			"(the status and checkpoint controllers' concurrent reconciles)")
+	fs.IntVar(&c.jobWorkers, "max-concurrent-reconciles", 10,
+		"TrainingJobs the job controller reconciles at once (its reconciles mostly wait on the API server)")
+	fs.Float64Var(&c.qps, "kube-api-qps", -1,
+		"client-side limit of requests per second to the API server; negative: none (the API server's priority and fairness protects it)")
 	fs.IntVar(&c.burst, "kube-api-burst", 0, "requests above --kube-api-qps allowed in a burst (with a positive --kube-api-qps)")
-	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage, "image of the checkpoint agent beside the workers (the operator's own)")
+	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage,
+		"image of the checkpoint agent beside the workers (the operator's own)")
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
-	fs.StringVar(&c.supervisorCommand, "supervisor-command", builders.DefaultSupervisorCommand, "command, in the checkpoint agent's image, of the supervisor "+
-		"copied into worker pods (it reads progress from the trainer's output); empty: "+builders.DefaultSupervisorCommand)
+	fs.StringVar(&c.supervisorCommand, "supervisor-command", builders.DefaultSupervisorCommand,
+		"command, in the checkpoint agent's image, of the supervisor "+
+			"copied into worker pods (it reads progress from the trainer's output); empty: "+builders.DefaultSupervisorCommand)
 	fs.DurationVar(&c.agentInterval, "checkpoint-sync-interval", 30*time.Second, "time between two checkpoint rotations by the agent")
 	fs.StringVar(&c.agentTokenKeyFile, "agent-token-key-file", "", "file holding the key (at least 32 bytes) from which each job's "+
 		"checkpoint agent token is derived; empty: the Secret "+agentTokenKeySecret+" in the operator's namespace, made when missing")
-	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "", "storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); empty: a claim per job, NAME-checkpoints")
-	fs.StringVar(&c.gpuResource, "gpu-resource-name", string(builders.DefaultGPUResource), "extended resource that gpusPerWorker counts when a job's gpuResourceName is empty (nvidia.com/gpu, amd.com/gpu, a MIG slice such as nvidia.com/mig-1g.10gb)")
-	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(), "size of a per-job checkpoint claim whose storage names no size")
-	fs.StringVar(&c.checkpointStorageClass, "default-checkpoint-storage-class", "", "StorageClass of a per-job checkpoint claim whose storage names none; empty: the cluster's default StorageClass")
-	fs.StringVar(&c.mlflowURI, "mlflow-tracking-uri", "", "MLflow tracking server of jobs whose monitoring.mlflowTrackingUri is empty (http:// or https://); empty: only jobs that name one are tracked")
-	fs.StringVar(&c.mlflowCredentials, "mlflow-credentials-secret", "", "NAMESPACE/NAME of a Secret with the tracking server's credentials (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) for jobs whose monitoring.mlflowCredentialsSecret is empty")
-	fs.DurationVar(&c.mlflowTimeout, "mlflow-timeout", 5*time.Second, "time limit of one round of calls to a tracking server; a tracked job's first workers wait at most this long for its run")
-	fs.StringVar(&c.workerDefaults, "worker-defaults", "", "YAML file of the cluster's worker defaults (labels, annotations, nodeSelector, tolerations, priorityClassName, env, imagePullSecrets, volumes, volumeMounts, sharedMemory), applied beneath each job's own settings; the chart's workerDefaults")
-	fs.StringVar(&c.inputsCache, "inputs-cache", string(mlv1.InputsCacheShared), "input cache of jobs whose inputs.cache is unset: Shared (a claim per job, ReadWriteMany with more than one worker) or PerNode (--inputs-node-cache-dir on each node)")
-	fs.StringVar(&c.inputsNodeCacheDir, "inputs-node-cache-dir", "", "absolute directory on every node for PerNode input caches (a hostPath written as root, a directory per job); empty: PerNode jobs are refused")
+	fs.StringVar(&c.checkpointStorage, "default-checkpoint-storage", "",
+		"storage of jobs whose checkpoints name none: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&secret=NAME], "+
+			"gs://BUCKET[/PREFIX][?secret=NAME] or pvc://CLAIM[/PREFIX] (a claim of that name in each job's namespace); "+
+			"empty: a claim per job, NAME-checkpoints")
+	fs.StringVar(&c.gpuResource, "gpu-resource-name", string(builders.DefaultGPUResource),
+		"extended resource that gpusPerWorker counts when a job's gpuResourceName is empty "+
+			"(nvidia.com/gpu, amd.com/gpu, a MIG slice such as nvidia.com/mig-1g.10gb)")
+	fs.StringVar(&c.checkpointClaimSize, "default-checkpoint-claim-size", builders.DefaultClaimSize.String(),
+		"size of a per-job checkpoint claim whose storage names no size")
+	fs.StringVar(&c.checkpointStorageClass, "default-checkpoint-storage-class", "",
+		"StorageClass of a per-job checkpoint claim whose storage names none; empty: the cluster's default StorageClass")
+	fs.StringVar(&c.mlflowURI, "mlflow-tracking-uri", "",
+		"MLflow tracking server of jobs whose monitoring.mlflowTrackingUri is empty (http:// or https://); "+
+			"empty: only jobs that name one are tracked")
+	fs.StringVar(&c.mlflowCredentials, "mlflow-credentials-secret", "",
+		"NAMESPACE/NAME of a Secret with the tracking server's credentials "+
+			"(MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) "+
+			"for jobs whose monitoring.mlflowCredentialsSecret is empty")
+	fs.DurationVar(&c.mlflowTimeout, "mlflow-timeout", 5*time.Second,
+		"time limit of one round of calls to a tracking server; a tracked job's first workers wait at most this long for its run")
+	fs.StringVar(&c.workerDefaults, "worker-defaults", "",
+		"YAML file of the cluster's worker defaults (labels, annotations, nodeSelector, tolerations, priorityClassName, env, "+
+			"imagePullSecrets, volumes, volumeMounts, sharedMemory), applied beneath each job's own settings; the chart's workerDefaults")
+	fs.StringVar(&c.inputsCache, "inputs-cache", string(mlv1.InputsCacheShared),
+		"input cache of jobs whose inputs.cache is unset: Shared (a claim per job, ReadWriteMany with more than one worker) "+
+			"or PerNode (--inputs-node-cache-dir on each node)")
+	fs.StringVar(&c.inputsNodeCacheDir, "inputs-node-cache-dir", "",
+		"absolute directory on every node for PerNode input caches (a hostPath written as root, a directory per job); "+
+			"empty: PerNode jobs are refused")
 	fs.StringVar(&c.inputsNodeCacheMax, "inputs-node-cache-max-size", "100Gi", "the most one PerNode job's inputs may take on a node "+
 		"(a quantity); a job's smaller inputs.cacheSize is its limit; empty: inputs.cacheSize alone")
-	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second, "how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once); 10 times less often for queued and suspended jobs")
+	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second,
+		"how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once); "+
+			"10 times less often for queued and suspended jobs")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
@@ -146,9 +179,13 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	rc := restConfig()
 	rc.QPS, rc.Burst = float32(c.qps), c.burst
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
-		Scheme:                  controllers.NewScheme(),
-		Cache:                   controllers.CacheOptions(rc, namespaces),
-		Metrics:                 metrics.Serving{BindAddress: c.metricsAddr, InsecureHTTP: c.metricsInsecureHTTP, CertDir: c.metricsCertDir}.Options(),
+		Scheme: controllers.NewScheme(),
+		Cache:  controllers.CacheOptions(rc, namespaces),
+		Metrics: metrics.Serving{
+			BindAddress:  c.metricsAddr,
+			InsecureHTTP: c.metricsInsecureHTTP,
+			CertDir:      c.metricsCertDir,
+		}.Options(),
 		HealthProbeBindAddress:  c.probeAddr,
 		PprofBindAddress:        c.pprofAddr,
 		LeaderElection:          c.leaderElect,
@@ -161,8 +198,14 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage, AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval,
-		GPUResource: corev1.ResourceName(c.gpuResource), MLflowTrackingURI: c.mlflowURI}
+	opts := builders.Options{
+		DefaultImages:     map[mlv1.Framework]string{},
+		AgentImage:        c.agentImage,
+		AgentCommand:      []string{c.agentCommand},
+		AgentInterval:     c.agentInterval,
+		GPUResource:       corev1.ResourceName(c.gpuResource),
+		MLflowTrackingURI: c.mlflowURI,
+	}
 	if c.supervisorCommand != "" {
 		opts.SupervisorCommand = []string{c.supervisorCommand}
 	}
@@ -190,8 +233,16 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {
 		return fmt.Errorf("--gpu-resource-name %q is not an extended resource name (DOMAIN/NAME, as nvidia.com/gpu)", c.gpuResource)
 	}
-	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout, ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers,
-		MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry, GoodputInterval: c.goodputInterval}
+	cfg := controllers.Config{
+		Builders:         opts,
+		ProgressInterval: c.progressInterval,
+		ScrapeTimeout:    c.scrapeTimeout,
+		ScrapeWorkers:    c.scrapeWorkers,
+		JobWorkers:       c.jobWorkers,
+		MLflowTimeout:    c.mlflowTimeout,
+		MLflowRetry:      c.mlflowRetry,
+		GoodputInterval:  c.goodputInterval,
+	}
 	if cfg.MLflowCredentials, err = mlflowFlags(c); err != nil {
 		return err
 	}
@@ -208,7 +259,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	return mgr.Start(ctx)
 }
 
-// defaultCheckpointStorage is the storage of jobs whose checkpoints name none: --default-checkpoint-storage,
+// defaultCheckpointStorage returns the storage of jobs whose checkpoints name none: --default-checkpoint-storage,
 // else a claim per job with --default-checkpoint-claim-size and --default-checkpoint-storage-class.
 func defaultCheckpointStorage(c config) (*mlv1.CheckpointStorage, error) {
 	if c.checkpointStorage != "" {

@@ -24,10 +24,10 @@ func checkMetricsAccess(t *testing.T, ctx context.Context, env *testenv.Env, add
 		name, token string
 		want        int
 	}{
-		{"no token", "", http.StatusUnauthorized},
-		{"a token the API server does not know", "not-a-token", http.StatusUnauthorized},
-		{"another tenant's ServiceAccount", other, http.StatusForbidden},
-		{"a ServiceAccount bound to the metrics reader", reader, http.StatusOK},
+		{name: "no token", token: "", want: http.StatusUnauthorized},
+		{name: "a token the API server does not know", token: "not-a-token", want: http.StatusUnauthorized},
+		{name: "another tenant's ServiceAccount", token: other, want: http.StatusForbidden},
+		{name: "a ServiceAccount bound to the metrics reader", token: reader, want: http.StatusOK},
 	}
 	for _, tc := range cases {
 		code, body, err := benchkit.Fetch(ctx, benchkit.MetricsURL(addr, true), tc.token)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,12 +71,13 @@ func TestPruneNodeCache(t *testing.T) {
 		ttl  time.Duration
 		want []string
 	}{
-		{"a day", 24 * time.Hour, []string{"a-file", "a-link", "locked-old", "recent"}},
-		{"a week", 7 * 24 * time.Hour, []string{"a-file", "a-link", "locked-old", "old", "recent"}},
+		{name: "a day", ttl: 24 * time.Hour, want: []string{"a-file", "a-link", "locked-old", "recent"}},
+		{name: "a week", ttl: 7 * 24 * time.Hour, want: []string{"a-file", "a-link", "locked-old", "old", "recent"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			for name, age := range map[string]time.Duration{"older": 30 * 24 * time.Hour, "old": 48 * time.Hour, "recent": time.Hour, "locked-old": 48 * time.Hour} {
+			ages := map[string]time.Duration{"older": 30 * 24 * time.Hour, "old": 48 * time.Hour, "recent": time.Hour, "locked-old": 48 * time.Hour}
+			for name, age := range ages {
 				dir := filepath.Join(root, name)
 				if err := os.MkdirAll(filepath.Join(dir, "dataset"), 0o755); err != nil {
 					t.Fatal(err)
@@ -124,26 +124,28 @@ func TestPruneNodeCache(t *testing.T) {
 func TestInputsFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name, cache, dir string
+		max              string // --inputs-node-cache-max-size; "": not given
 		want             builders.Options
 		wantErr          bool
 	}{
-		{"defaults", "Shared", "", builders.Options{InputsCache: mlv1.InputsCacheShared}, false},
-		{"a node cache", "Shared", "/var/lib/tj/", builders.Options{InputsCache: mlv1.InputsCacheShared, InputsNodeCacheDir: "/var/lib/tj"}, false},
-		{"PerNode by default", "PerNode", "/var/lib/tj", builders.Options{InputsCache: mlv1.InputsCachePerNode, InputsNodeCacheDir: "/var/lib/tj"}, false},
-		{"PerNode without a directory", "PerNode", "", builders.Options{}, true},
-		{"a relative directory", "Shared", "var/lib/tj", builders.Options{}, true},
-		{"an unknown cache", "Local", "", builders.Options{}, true},
-		{"a node cache limit", "PerNode", "/var/lib/tj", builders.Options{InputsCache: mlv1.InputsCachePerNode, InputsNodeCacheDir: "/var/lib/tj", InputsNodeCacheMaxSize: ptrQ("20Gi")}, false},
-		{"a node cache limit of 0", "PerNode", "/var/lib/tj", builders.Options{}, true},
+		{name: "defaults", cache: "Shared", dir: "", want: builders.Options{InputsCache: mlv1.InputsCacheShared}, wantErr: false},
+		{name: "a node cache", cache: "Shared", dir: "/var/lib/tj/",
+			want: builders.Options{InputsCache: mlv1.InputsCacheShared, InputsNodeCacheDir: "/var/lib/tj"}, wantErr: false},
+		{name: "PerNode by default", cache: "PerNode", dir: "/var/lib/tj",
+			want: builders.Options{InputsCache: mlv1.InputsCachePerNode, InputsNodeCacheDir: "/var/lib/tj"}, wantErr: false},
+		{name: "PerNode without a directory", cache: "PerNode", dir: "", want: builders.Options{}, wantErr: true},
+		{name: "a relative directory", cache: "Shared", dir: "var/lib/tj", want: builders.Options{}, wantErr: true},
+		{name: "an unknown cache", cache: "Local", dir: "", want: builders.Options{}, wantErr: true},
+		{name: "a node cache limit", cache: "PerNode", dir: "/var/lib/tj", max: ptrQ("20Gi").String(),
+			want: builders.Options{
+				InputsCache: mlv1.InputsCachePerNode, InputsNodeCacheDir: "/var/lib/tj", InputsNodeCacheMaxSize: ptrQ("20Gi"),
+			},
+			wantErr: false},
+		{name: "a node cache limit of 0", cache: "PerNode", dir: "/var/lib/tj", max: "0", want: builders.Options{}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got builders.Options
-			c := config{inputsCache: tc.cache, inputsNodeCacheDir: tc.dir}
-			if tc.want.InputsNodeCacheMaxSize != nil {
-				c.inputsNodeCacheMax = tc.want.InputsNodeCacheMaxSize.String()
-			} else if strings.Contains(tc.name, "limit of 0") {
-				c.inputsNodeCacheMax = "0"
-			}
+			c := config{inputsCache: tc.cache, inputsNodeCacheDir: tc.dir, inputsNodeCacheMax: tc.max}
 			err := inputsFlags(c, &got)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want one: %v", err, tc.wantErr)

@@ -210,7 +210,7 @@ func TestExitCodes(t *testing.T) {
 			got := struct {
 				Code   int
 				Stderr string
-			}{r.Code, string(r.Stderr)}
+			}{Code: r.Code, Stderr: string(r.Stderr)}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("exit (-want +got):\n%s", diff)
 			}
@@ -226,7 +226,7 @@ func want(code int, stderr string) struct {
 	return struct {
 		Code   int
 		Stderr string
-	}{code, stderr}
+	}{Code: code, Stderr: stderr}
 }
 
 // trapper is a program that says "ready" once it handles the signals, and on one says "got N", takes
@@ -262,7 +262,8 @@ func TestSignalsForwarded(t *testing.T) {
 		{name: "SIGUSR2", argv: []string{python, "-c", trapper}, sig: syscall.SIGUSR2, wantOut: "ready\ngot 12\n", wantCode: 7},
 		{name: "SIGWINCH", argv: []string{python, "-c", trapper}, sig: syscall.SIGWINCH, wantOut: "ready\ngot 28\n", wantCode: 7},
 		{name: "real-time signal 40", argv: []string{python, "-c", trapper}, sig: syscall.Signal(40), wantOut: "ready\ngot 40\n", wantCode: 7},
-		{name: "SIGTERM not handled", argv: []string{"sh", "-c", "echo ready; exec sleep 30"}, sig: syscall.SIGTERM, wantOut: "ready\n", wantCode: 143},
+		{name: "SIGTERM not handled", argv: []string{"sh", "-c", "echo ready; exec sleep 30"}, sig: syscall.SIGTERM,
+			wantOut: "ready\n", wantCode: 143},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,11 +284,11 @@ func TestSignalsForwarded(t *testing.T) {
 			got := struct {
 				Out  string
 				Code int
-			}{ready + string(rest), cmd.ProcessState.ExitCode()}
+			}{Out: ready + string(rest), Code: cmd.ProcessState.ExitCode()}
 			if diff := cmp.Diff(struct {
 				Out  string
 				Code int
-			}{tt.wantOut, tt.wantCode}, got); diff != "" {
+			}{Out: tt.wantOut, Code: tt.wantCode}, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -360,7 +361,7 @@ func TestOrphansReaped(t *testing.T) {
 	time.Sleep(1200 * time.Millisecond)
 	after := children(t, cmd.Process.Pid)
 	want := struct{ During, After []string }{During: []string{"sh S", "sleep S"}, After: []string{"sh S"}}
-	got := struct{ During, After []string }{sorted(during), after}
+	got := struct{ During, After []string }{During: sorted(during), After: after}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the supervisor's children (-want +got):\n%s", diff)
 	}
@@ -387,11 +388,11 @@ func TestOrphanHoldingOutput(t *testing.T) {
 	got := struct {
 		Stdout string
 		Code   int
-	}{string(r.Stdout), r.Code}
+	}{Stdout: string(r.Stdout), Code: r.Code}
 	if diff := cmp.Diff(struct {
 		Stdout string
 		Code   int
-	}{"started\n", 4}, got); diff != "" {
+	}{Stdout: "started\n", Code: 4}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if elapsed > 2500*time.Millisecond {
@@ -422,11 +423,11 @@ sys.stdout.flush(); sys.stderr.write("done\n"); sys.exit(5)`)[1:]...)
 	got := struct {
 		Stderr string
 		Code   int
-	}{stderr.String(), cmd.ProcessState.ExitCode()}
+	}{Stderr: stderr.String(), Code: cmd.ProcessState.ExitCode()}
 	if diff := cmp.Diff(struct {
 		Stderr string
 		Code   int
-	}{"done\n", 5}, got); diff != "" {
+	}{Stderr: "done\n", Code: 5}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
@@ -617,11 +618,15 @@ func TestListenFails(t *testing.T) {
 	got := struct {
 		Stdout, Stderr string
 		Code           int
-	}{string(r.Stdout), string(r.Stderr), r.Code}
+	}{Stdout: string(r.Stdout), Stderr: string(r.Stderr), Code: r.Code}
 	want := struct {
 		Stdout, Stderr string
 		Code           int
-	}{"hi\n", fmt.Sprintf("supervisor: not serving progress on %s: listen tcp %s: bind: address already in use\n", addr, addr), 3}
+	}{
+		Stdout: "hi\n",
+		Stderr: fmt.Sprintf("supervisor: not serving progress on %s: listen tcp %s: bind: address already in use\n", addr, addr),
+		Code:   3,
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -635,7 +640,8 @@ sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))
 // TestTerminal: on a terminal the program gets the terminal itself, in its foreground, and its exit code
 // is kept.
 func TestTerminal(t *testing.T) {
-	program := `test -t 0 && test -t 1 && test -t 2 && echo tty; test "$(ps -o tpgid= -p $$)" -eq "$(ps -o pgid= -p $$)" && echo foreground; exit 3`
+	program := `test -t 0 && test -t 1 && test -t 2 && echo tty; ` +
+		`test "$(ps -o tpgid= -p $$)" -eq "$(ps -o pgid= -p $$)" && echo foreground; exit 3`
 	if _, err := exec.LookPath("ps"); err != nil {
 		program = `test -t 0 && test -t 1 && test -t 2 && echo tty; echo foreground; exit 3`
 	}
@@ -643,11 +649,11 @@ func TestTerminal(t *testing.T) {
 	got := struct {
 		Stdout string
 		Code   int
-	}{strings.ReplaceAll(string(r.Stdout), "\r\n", "\n"), r.Code}
+	}{Stdout: strings.ReplaceAll(string(r.Stdout), "\r\n", "\n"), Code: r.Code}
 	if diff := cmp.Diff(struct {
 		Stdout string
 		Code   int
-	}{"tty\nforeground\n", 3}, got); diff != "" {
+	}{Stdout: "tty\nforeground\n", Code: 3}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -27,7 +27,8 @@ func TestDemo(t *testing.T) {
 	}
 	root := testenv.RepoRoot()
 	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager", "./cmd/supervisor") // manager: the checkpoint agent
+	// manager: the checkpoint agent
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/manager", "./cmd/supervisor")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the trainer: %v\n%s", err, out)
@@ -86,7 +87,8 @@ func TestUpWithKueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseUp([]string{"--assets", assets, "--kueue", "--kueue-assets", ""}); err == nil || !strings.Contains(err.Error(), "hack/kueue.sh") {
+	_, err = parseUp([]string{"--assets", assets, "--kueue", "--kueue-assets", ""})
+	if err == nil || !strings.Contains(err.Error(), "hack/kueue.sh") {
 		t.Errorf("--kueue without its assets: %v, want an error naming hack/kueue.sh", err)
 	}
 	root := testenv.RepoRoot()
@@ -97,8 +99,8 @@ func TestUpWithKueue(t *testing.T) {
 		t.Fatalf("building the trainer: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	err = up(context.Background(), &out, []string{"--assets", assets, "--state-dir", state, "--path", bin, "--kueue", "--kueue-assets", kueueAssets,
-		"-f", filepath.Join(root, "examples", "kueue.yaml"), "--exit-when-done"})
+	err = up(context.Background(), &out, []string{"--assets", assets, "--state-dir", state, "--path", bin,
+		"--kueue", "--kueue-assets", kueueAssets, "-f", filepath.Join(root, "examples", "kueue.yaml"), "--exit-when-done"})
 	t.Logf("output:\n%s", out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +114,8 @@ func TestUpWithKueue(t *testing.T) {
 	queued := regexp.MustCompile(`demo/` + waited + `\s+Suspended .*insufficient unused quota for cpu`).FindStringIndex(s)
 	otherDone := regexp.MustCompile(`demo/` + ran + `\s+Completed`).FindStringIndex(s)
 	runs := regexp.MustCompile(`demo/` + waited + `\s+Running`).FindStringIndex(s)
-	if queued == nil || otherDone == nil || runs == nil || runs[0] < otherDone[0] || !regexp.MustCompile(`demo/`+waited+`\s+Completed`).MatchString(s[runs[0]:]) {
+	if queued == nil || otherDone == nil || runs == nil || runs[0] < otherDone[0] ||
+		!regexp.MustCompile(`demo/`+waited+`\s+Completed`).MatchString(s[runs[0]:]) {
 		t.Errorf("want one job Suspended for quota, then running only after the other Completed, then Completed")
 	}
 }

@@ -59,23 +59,37 @@ func parseUp(args []string) (upFlags, error) {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	fs.Func("f", "a YAML file of objects to create (repeatable)", func(s string) error { f.files = append(f.files, s); return nil })
 	fs.StringVar(&f.dir, "state-dir", defaultStateDir(), "directory of the kubeconfig, logs and node data")
-	fs.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "directory of etcd, kube-apiserver, kube-controller-manager and kube-scheduler (hack/testbin.sh prints it)")
+	fs.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"),
+		"directory of etcd, kube-apiserver, kube-controller-manager and kube-scheduler (hack/testbin.sh prints it)")
 	fs.IntVar(&f.nodes, "nodes", 1, "number of process nodes")
 	fs.IntVar(&f.gpus, "gpus", 0, "GPUs each node advertises when the host has no NVIDIA GPU")
-	fs.StringVar(&f.gpuResource, "gpu-resource-name", "nvidia.com/gpu", "extended resource the nodes advertise their GPUs as, and the operator's default for gpusPerWorker (amd.com/gpu, nvidia.com/mig-1g.10gb, ...)")
+	fs.StringVar(&f.gpuResource, "gpu-resource-name", "nvidia.com/gpu",
+		"extended resource the nodes advertise their GPUs as, and the operator's default for gpusPerWorker "+
+			"(amd.com/gpu, nvidia.com/mig-1g.10gb, ...)")
 	fs.StringVar(&f.path, "path", "bin", "colon-separated directories searched first for pod commands")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the operator's metrics endpoint (HTTPS, for a token allowed to get /metrics, as in a cluster); 0 disables it")
-	fs.BoolVar(&f.metricsHTTP, "metrics-insecure-http", false, "serve the operator's metrics over plain HTTP to anyone who reaches the port")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0",
+		"address of the operator's metrics endpoint (HTTPS, for a token allowed to get /metrics, as in a cluster); 0 disables it")
+	fs.BoolVar(&f.metricsHTTP, "metrics-insecure-http", false,
+		"serve the operator's metrics over plain HTTP to anyone who reaches the port")
 	fs.DurationVar(&f.progress, "progress-interval", 2*time.Second, "how often the operator reads rank 0's progress")
 	fs.DurationVar(&f.ckptInterval, "checkpoint-sync-interval", 2*time.Second, "how often the checkpoint agent rotates and reports")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
-	fs.BoolVar(&f.keepData, "keep-data", false, "keep the claim directories of an earlier run (by default they are removed, since the earlier cluster is gone)")
-	fs.StringVar(&f.runtime, "nodes-runtime", "process", "where pods run: process (process nodes, no containers) or containerd (real nodes: kubelet, containerd, runc, cluster DNS, images built from this repository; root only)")
+	fs.BoolVar(&f.keepData, "keep-data", false,
+		"keep the claim directories of an earlier run (by default they are removed, since the earlier cluster is gone)")
+	fs.StringVar(&f.runtime, "nodes-runtime", "process",
+		"where pods run: process (process nodes, no containers) or containerd "+
+			"(real nodes: kubelet, containerd, runc, cluster DNS, images built from this repository; root only)")
 	fs.IntVar(&f.realNodes, "real-nodes", 2, "number of real nodes with --nodes-runtime containerd")
-	fs.StringVar(&f.nodeAssets, "node-assets", os.Getenv("NODE_ASSETS"), "directory of kubelet and coredns (hack/node.sh prints it), for --nodes-runtime containerd")
-	fs.BoolVar(&f.kueue, "kueue", false, "also run Kueue (its CRDs and manager, TrainingJob as an external framework) so that queued TrainingJobs are admitted by it; docs/kueue.md")
-	fs.StringVar(&f.kueueAssets, "kueue-assets", os.Getenv("KUEUE_ASSETS"), "directory of the Kueue manager and its CRDs (hack/kueue.sh prints it), for --kueue")
-	fs.StringVar(&f.rootfs, "runner-rootfs", os.Getenv("RUNNER_ROOTFS"), "Debian root filesystem tarball (hack/rootfs.sh prints it): with --nodes-runtime containerd, also build the default runner's image, so a TrainingJob without image and command runs")
+	fs.StringVar(&f.nodeAssets, "node-assets", os.Getenv("NODE_ASSETS"),
+		"directory of kubelet and coredns (hack/node.sh prints it), for --nodes-runtime containerd")
+	fs.BoolVar(&f.kueue, "kueue", false,
+		"also run Kueue (its CRDs and manager, TrainingJob as an external framework) so that queued TrainingJobs are admitted by it; "+
+			"docs/kueue.md")
+	fs.StringVar(&f.kueueAssets, "kueue-assets", os.Getenv("KUEUE_ASSETS"),
+		"directory of the Kueue manager and its CRDs (hack/kueue.sh prints it), for --kueue")
+	fs.StringVar(&f.rootfs, "runner-rootfs", os.Getenv("RUNNER_ROOTFS"),
+		"Debian root filesystem tarball (hack/rootfs.sh prints it): with --nodes-runtime containerd, "+
+			"also build the default runner's image, so a TrainingJob without image and command runs")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -85,13 +99,15 @@ func parseUp(args []string) (upFlags, error) {
 	case f.runtime != "containerd":
 		return f, fmt.Errorf("--nodes-runtime %q: want process or containerd", f.runtime)
 	case f.nodeAssets == "":
-		return f, fmt.Errorf("--node-assets (or NODE_ASSETS) is required with --nodes-runtime containerd: run `make demo NODES_RUNTIME=containerd`, or pass the directory hack/node.sh prints")
+		return f, fmt.Errorf("--node-assets (or NODE_ASSETS) is required with --nodes-runtime containerd: " +
+			"run `make demo NODES_RUNTIME=containerd`, or pass the directory hack/node.sh prints")
 	}
 	if f.assets == "" {
 		return f, fmt.Errorf("--assets (or KUBEBUILDER_ASSETS) is required: run `make demo`, or pass the directory hack/testbin.sh prints")
 	}
 	if f.kueue && f.kueueAssets == "" {
-		return f, fmt.Errorf("--kueue-assets (or KUEUE_ASSETS) is required with --kueue: run `make up KUEUE=1`, or pass the directory hack/kueue.sh prints")
+		return f, fmt.Errorf("--kueue-assets (or KUEUE_ASSETS) is required with --kueue: " +
+			"run `make up KUEUE=1`, or pass the directory hack/kueue.sh prints")
 	}
 	return f, nil
 }
@@ -122,15 +138,18 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel))
 	ctrl.SetLogger(log)
 	opts := local.Options{
-		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, GPUResource: corev1.ResourceName(f.gpuResource), Path: absPaths(f.path), WorkDir: wd,
-		MetricsAddr: f.metricsAddr, MetricsInsecureHTTP: f.metricsHTTP, ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
+		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, GPUResource: corev1.ResourceName(f.gpuResource),
+		Path: absPaths(f.path), WorkDir: wd,
+		MetricsAddr: f.metricsAddr, MetricsInsecureHTTP: f.metricsHTTP,
+		ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
 		RealNodes: f.realNodes, NodeAssets: f.nodeAssets,
 	}
 	if f.kueue {
 		opts.Kueue = f.kueueAssets
 	}
 	if f.realNodes > 0 {
-		fmt.Fprintln(out, "building the images (operator, example trainer, pause; the runner with --runner-rootfs) from this repository, once per content")
+		fmt.Fprintln(out, "building the images (operator, example trainer, pause; the runner with --runner-rootfs) "+
+			"from this repository, once per content")
 		if opts.Images, err = images.Build(wd, images.CacheDir(), f.rootfs); err != nil {
 			return err
 		}
@@ -150,7 +169,8 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 	if err == nil {
 		err = watch(ctx, out, s.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
 	}
-	fmt.Fprintln(out, "stopping: operator, Kueue (with --kueue), nodes and their pods, kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
+	fmt.Fprintln(out, "stopping: operator, Kueue (with --kueue), nodes and their pods, "+
+		"kube-scheduler, kube-controller-manager, kube-apiserver, etcd")
 	if derr := s.Down(); derr != nil && err == nil {
 		err = derr
 	}
@@ -242,7 +262,7 @@ func watch(ctx context.Context, out io.Writer, cfg *rest.Config, keys []client.O
 	return nil
 }
 
-// allSettled: every finished job's progress is final (no ETA; 100% when its workers all succeeded).
+// allSettled reports whether every finished job's progress is final (no ETA; 100% when its workers all succeeded).
 func allSettled(tjs map[client.ObjectKey]*mlv1.TrainingJob) bool {
 	for _, tj := range tjs {
 		settled := *tj.Status.DeepCopy()

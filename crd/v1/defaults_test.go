@@ -57,8 +57,8 @@ func leaves(prefix string, v any, out map[string]string) {
 }
 
 // TestDefaultsMatchTheCRD: Default sets exactly the fields the CRD's +kubebuilder:default markers default,
-// to the same values, and the one default derived from another field (networking.backend), on a TrainingJob whose every optional section is present and empty (where the API
-// server applies them).
+// to the same values, and the one default derived from another field (networking.backend), on a
+// TrainingJob whose every optional section is present and empty (where the API server applies them).
 func TestDefaultsMatchTheCRD(t *testing.T) {
 	tj := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{
 		Checkpoint: &mlv1.CheckpointSpec{Storage: &mlv1.CheckpointStorage{}}, Elastic: &mlv1.ElasticSpec{},

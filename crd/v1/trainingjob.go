@@ -21,6 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="Goodput",type=string,JSONPath=`.status.goodput.percent`,priority=1
 // +kubebuilder:printcolumn:name="MLflow",type=string,JSONPath=`.status.mlflow.url`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 52",message="metadata.name must be a DNS-1035 label of at most 52 characters (it names the workers' host names)"
+// +gen-api:begin=immutable-while-running (hack/gen-api writes these rules from its table immutableWhileRunning)
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (self.spec.model == oldSelf.spec.model)",message="spec.model is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.model"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (self.spec.dataset == oldSelf.spec.dataset)",message="spec.dataset is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.dataset"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (self.spec.numWorkers == oldSelf.spec.numWorkers) || (has(self.spec.elastic) && has(oldSelf.spec.elastic))",message="spec.numWorkers is immutable while the job is Initializing or Running, unless it is elastic; suspend it first",fieldPath=".spec.numWorkers"
@@ -32,6 +33,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (has(self.spec.args) == has(oldSelf.spec.args) && (!has(self.spec.args) || self.spec.args == oldSelf.spec.args))",message="spec.args is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.args"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (has(self.spec.hyperparameters) == has(oldSelf.spec.hyperparameters) && (!has(self.spec.hyperparameters) || self.spec.hyperparameters == oldSelf.spec.hyperparameters))",message="spec.hyperparameters is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.hyperparameters"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (has(self.spec.networking) == has(oldSelf.spec.networking) && (!has(self.spec.networking) || self.spec.networking == oldSelf.spec.networking))",message="spec.networking is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.networking"
+// +gen-api:end
 type TrainingJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -4,16 +4,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// WorkerPodSpec is what a team's job adds to its workers' pods beyond what the operator builds: their
-// metadata, identity, registry credentials, volumes mounted in the trainer, environment from Secrets and
-// ConfigMaps, runtime class, and init and sidecar containers. The operator's own pod wiring (its environment,
-// ports, volumes and mount paths, the checkpoint agent, the names it derives) cannot be replaced: admission
-// refuses what would collide with it, naming the field.
+// WorkerPodSpec is what a team's job adds to its workers' pods beyond what the operator builds. The
+// operator's own wiring (its environment, ports, volumes, mount paths and container names) cannot be
+// replaced: admission refuses what would collide with it, naming the field.
 // +kubebuilder:validation:XValidation:rule="!has(self.initContainers) || !has(self.sidecars) || !self.initContainers.exists(i, self.sidecars.exists(s, s.name == i.name))",message="workerPod.initContainers and workerPod.sidecars must not share a name",fieldPath=".sidecars"
 type WorkerPodSpec struct {
-	// labels are added to every worker pod (cost allocation, a service mesh's, a policy engine's). Keys of
-	// the operator (ml.example.com/), of the Job controller (batch.kubernetes.io/, controller-uid, job-name)
-	// and of the queue (kueue.x-k8s.io/) are refused.
+	// labels are added to every worker pod; the keys of the operator, of the Job controller and of Kueue
+	// are refused.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('ml.example.com/') && !k.startsWith('batch.kubernetes.io/') && !k.startsWith('kueue.x-k8s.io/') && !(k in ['controller-uid', 'job-name', 'app.kubernetes.io/managed-by']))",message="workerPod.labels must not set the operator's (ml.example.com/*, app.kubernetes.io/managed-by), the Job controller's (batch.kubernetes.io/*, controller-uid, job-name) or the queue's (kueue.x-k8s.io/*) labels"
@@ -26,9 +23,8 @@ type WorkerPodSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('ml.example.com/'))",message="workerPod.annotations must not set the operator's annotations (ml.example.com/*)"
 	Annotations map[string]string `json:"annotations,omitempty"`
 
-	// serviceAccountName is the ServiceAccount the workers (and the checkpoint agent beside them) run as:
-	// the identity a cloud gives a pod (EKS's IAM roles for service accounts, GKE's workload identity), which
-	// object storage then uses when checkpoint.storage names no secretRef. Unset: the namespace's default.
+	// serviceAccountName is the ServiceAccount the workers and the checkpoint agent run as, the identity
+	// object storage is reached with when no secretRef is named; unset, the namespace's default.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
@@ -40,34 +36,31 @@ type WorkerPodSpec struct {
 	// +listType=atomic
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 
-	// volumes are added to every worker pod: a dataset's claim, a Secret, a ConfigMap, an emptyDir. Mount
-	// them in the trainer with volumeMounts. The operator's volume names are refused (trainingjob-config,
-	// checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials,
-	// model-source, dataset-source, trainingjob-bin).
+	// volumes are added to every worker pod (a dataset's claim, a Secret, a ConfigMap, an emptyDir) to be
+	// mounted with volumeMounts; the operator's volume names and hostPath volumes are refused.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name
+	// +gen-api:begin=workerpod-volumes (hack/gen-api writes this rule from builders.ReservedVolumeNames)
 	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source', 'trainingjob-bin']))",message="workerPod.volumes must not use a volume name of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source, trainingjob-bin)"
+	// +gen-api:end
 	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="workerPod.volumes must not be hostPath volumes: a worker would read and write its node's files"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
 	// volumeMounts mount volumes of workerPod.volumes in the trainer container, for example a dataset's
-	// claim at /data (readOnly). A mount of one of the operator's volumes is refused here; a mount of a
-	// volume workerPod.volumes lacks, or at, above or below a path of the operator (/etc/trainingjob,
-	// /checkpoints, /dev/shm, /etc/mpi, /var/run/secrets/trainingjob, /inputs), by the
-	// ValidatingAdmissionPolicy trainingjob-worker-pod (beyond a CRD rule's cost budget) and by the operator
-	// (CreateRejected).
+	// claim at /data; a mount of the operator's volumes, or at one of its paths, is refused.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=mountPath
+	// +gen-api:begin=workerpod-volumemounts (hack/gen-api writes this rule from builders.ReservedVolumeNames)
 	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source', 'trainingjob-bin']))",message="workerPod.volumeMounts must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source, trainingjob-bin)"
+	// +gen-api:end
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
-	// envFrom sets the trainer's environment from every key of Secrets and ConfigMaps, for example a W&B
-	// key (WANDB_API_KEY) from a Secret. The operator's own variables (the environment contract) take
-	// precedence over a key of the same name, as env does over envFrom in every pod.
+	// envFrom sets the trainer's environment from every key of Secrets and ConfigMaps; the operator's own
+	// variables win over a key of the same name.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
@@ -78,18 +71,16 @@ type WorkerPodSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
-	// initContainers run in every worker pod, one after the other, before the trainer (after the operator's
-	// own: the checkpoint agent, the resume check), for example to warm a cache on a volume of
-	// workerPod.volumes. A failing one fails its rank as the trainer would.
+	// initContainers run in every worker pod, one after the other, after the operator's own and before the
+	// trainer; a failing one fails its rank as the trainer would.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name
 	InitContainers []WorkerContainer `json:"initContainers,omitempty"`
 
-	// sidecars run beside the trainer in every worker pod for as long as it runs (Kubernetes' native
-	// sidecars: started before it, stopped after it, so a finished trainer still completes its pod), for
-	// example a log or metrics shipper. They may not serve the trainer's or the checkpoint agent's ports.
+	// sidecars run beside the trainer in every worker pod for as long as it runs (native sidecars); they may
+	// not serve the trainer's or the operator's ports.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
@@ -97,16 +88,17 @@ type WorkerPodSpec struct {
 	Sidecars []WorkerContainer `json:"sidecars,omitempty"`
 }
 
-// WorkerContainer is an init or sidecar container of the workers' pods: what such containers need, run as
-// hardened as the operator's own (the workers' user, no privilege escalation, no capabilities).
+// WorkerContainer is an init or sidecar container of the workers' pods, run as hardened as the operator's
+// own (the workers' user, no privilege escalation, no capabilities).
 type WorkerContainer struct {
-	// name of the container; the operator's (trainer, checkpoint-agent, resume-check, fetch-inputs, supervisor) are
-	// refused.
+	// name of the container; the operator's container names are refused.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +gen-api:begin=container-names (hack/gen-api writes this rule from builders.ReservedContainerNames)
 	// +kubebuilder:validation:XValidation:rule="!(self in ['trainer', 'checkpoint-agent', 'resume-check', 'fetch-inputs', 'supervisor'])",message="the container names trainer, checkpoint-agent, resume-check, fetch-inputs and supervisor are the operator's"
+	// +gen-api:end
 	Name string `json:"name"`
 
 	// image of the container.
@@ -150,7 +142,9 @@ type WorkerContainer struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=mountPath
+	// +gen-api:begin=container-volumemounts (hack/gen-api writes this rule from builders.ReservedVolumeNames)
 	// +kubebuilder:validation:XValidation:rule="self.all(m, !(m.name in ['trainingjob-config', 'checkpoints', 'checkpoint-credentials', 'mpi-ssh', 'mpi-run', 'dshm', 'inputs-cache', 'inputs-credentials', 'model-source', 'dataset-source', 'trainingjob-bin']))",message="an init or sidecar container must not mount a volume of the operator (trainingjob-config, checkpoints, checkpoint-credentials, mpi-ssh, mpi-run, dshm, inputs-cache, inputs-credentials, model-source, dataset-source, trainingjob-bin)"
+	// +gen-api:end
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
 	// resources are the container's requests and limits (a sidecar's add to the pod's; an init container's

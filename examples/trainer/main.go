@@ -70,10 +70,13 @@ func loadConfig(args []string) (config, error) {
 	fs.DurationVar(&c.epochDelay, "epoch-delay", 0, "pause after each epoch, to watch progress")
 	fs.DurationVar(&c.rendezvousTO, "rendezvous-timeout", 5*time.Minute, "how long ranks wait for each other")
 	fs.DurationVar(&c.storageWait, "storage-wait", 5*time.Minute, "how long rank 0 waits for unreachable checkpoint storage when it resumes")
-	fs.Var(&c.fail, "fail-at", "inject a fault: RANK:EPOCH:CODE exits (or, for CODE > 128, kills itself with signal CODE-128) as that epoch starts, in a run that did not resume from a checkpoint")
-	fs.Var(hang{&c.fail}, "hang-at", "inject a hang: RANK:EPOCH stops working (alive, silent) as that epoch starts (0: before the rendezvous), in a run that did not resume from a checkpoint")
+	fs.Var(&c.fail, "fail-at", "inject a fault: RANK:EPOCH:CODE exits (or, for CODE > 128, kills itself with signal CODE-128) "+
+		"as that epoch starts, in a run that did not resume from a checkpoint")
+	fs.Var(hang{&c.fail}, "hang-at", "inject a hang: RANK:EPOCH stops working (alive, silent) as that epoch starts "+
+		"(0: before the rendezvous), in a run that did not resume from a checkpoint")
 	fs.BoolVar(&c.fail.always, "fail-always", false, "inject the --fail-at fault in resumed runs too")
-	fs.BoolVar(&c.blockOnPeerLoss, "block-on-peer-loss", false, "wait forever when a peer is lost, as a rank blocked in an NCCL collective does")
+	fs.BoolVar(&c.blockOnPeerLoss, "block-on-peer-loss", false,
+		"wait forever when a peer is lost, as a rank blocked in an NCCL collective does")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -135,6 +138,6 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// bindAddr is where this rank listens: its pod IP when known (several pods may share a host), else every
+// bindAddr returns where this rank listens: its pod IP when known (several pods may share a host), else every
 // interface.
 func (c config) bindAddr(port int) string { return net.JoinHostPort(c.podIP, strconv.Itoa(port)) }

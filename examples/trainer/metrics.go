@@ -17,9 +17,10 @@ type progress struct {
 }
 
 var help = map[string]string{
-	"training_epoch":              "Epochs completed.",
-	"training_epochs_total":       "Epochs the run will train.",
-	"training_step":               "Optimizer steps this rank has done its part of (its gradient computed; the all-reduce may still wait for others).",
+	"training_epoch":        "Epochs completed.",
+	"training_epochs_total": "Epochs the run will train.",
+	"training_step": "Optimizer steps this rank has done its part of " +
+		"(its gradient computed; the all-reduce may still wait for others).",
 	"training_steps_total":        "Optimizer steps the run will take.",
 	"training_loss":               "Training loss after the last epoch.",
 	"training_accuracy":           "Training accuracy after the last epoch, 0 to 1.",

@@ -21,8 +21,9 @@ const (
 	ReasonAgentUnreachable = "AgentUnreachable"
 )
 
-// ApplyAgentError says, until the agent first answers, why it cannot be read. Once it has reported, a
-// failed read (the pod stopping, a restart) leaves its last report in place.
+// ApplyAgentError sets CheckpointStorageReady to Unknown with why the agent cannot be read, until the
+// agent first answers. Once it has reported, a failed read (the pod stopping, a restart) leaves its last
+// report in place.
 func ApplyAgentError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	if c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointStorageReady); c != nil && c.Status != metav1.ConditionUnknown {
 		return
@@ -56,7 +57,7 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 	st.Checkpoint = c
 }
 
-// FinalReport is the report a stopped checkpoint agent of rank 0 left as its termination message (its
+// FinalReport returns the report a stopped checkpoint agent of rank 0 left as its termination message (its
 // last sync, after the trainer ended), the newest among the pods; ok is false when there is none. It
 // covers what cannot be read from a running agent any more: the end of a run or of an attempt.
 func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
@@ -82,7 +83,8 @@ func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
 // ApplyFinalReport applies a stopped agent's final report unless the status already knows a newer
 // checkpoint.
 func ApplyFinalReport(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.Time) {
-	if st.Checkpoint != nil && (int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch || agentapi.Newer(st.Checkpoint.Latest, a.Latest) && a.Latest != "") {
+	if st.Checkpoint != nil &&
+		(int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch || agentapi.Newer(st.Checkpoint.Latest, a.Latest) && a.Latest != "") {
 		return
 	}
 	ApplyCheckpoints(st, a, now)
@@ -102,7 +104,7 @@ func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string) {
 	st.Checkpoint = c
 }
 
-// checkpointCopy is a copy of status.checkpoint to change, empty when there is none.
+// checkpointCopy returns a copy of status.checkpoint to change, empty when there is none.
 func checkpointCopy(st *mlv1.TrainingJobStatus) *mlv1.CheckpointStatus {
 	if st.Checkpoint == nil {
 		return &mlv1.CheckpointStatus{}
@@ -110,7 +112,7 @@ func checkpointCopy(st *mlv1.TrainingJobStatus) *mlv1.CheckpointStatus {
 	return st.Checkpoint.DeepCopy()
 }
 
-// Increase is how much a cumulative count of the agent grew; a restarted agent counts from 0 again.
+// Increase returns how much a cumulative count of the agent grew; a restarted agent counts from 0 again.
 func Increase(prev, now int) int {
 	if now < prev {
 		return now
@@ -137,7 +139,7 @@ func ApplyResumed(st *mlv1.TrainingJobStatus, from string) {
 	st.Checkpoint = c
 }
 
-// ResumedMessage describes a checkpoint the workers resumed from.
+// ResumedMessage returns a description of a checkpoint the workers resumed from; "" for none.
 func ResumedMessage(from string) string {
 	p, ok := agentapi.PositionOf(from)
 	switch {

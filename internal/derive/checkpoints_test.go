@@ -23,7 +23,8 @@ func (b *podB) agentStopped(sec int, message string) *podB {
 }
 
 func report(epoch int) string {
-	return `{"latest":"s3://b/ml/a/checkpoint-epoch-` + itoa(epoch) + `","latestEpoch":` + itoa(epoch) + `,"count":2,"sizeBytes":10,"time":"2026-01-01T00:00:00Z"}`
+	return `{"latest":"s3://b/ml/a/checkpoint-epoch-` + itoa(epoch) + `","latestEpoch":` + itoa(epoch) +
+		`,"count":2,"sizeBytes":10,"time":"2026-01-01T00:00:00Z"}`
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -41,13 +42,28 @@ func TestFinalCheckpointsFromTheAgentsTerminationMessage(t *testing.T) {
 		wantEpoch int32
 		wantCount int32
 	}{
-		{"no stopped agent", pods(pod("0", corev1.PodRunning)), 5, 3},
-		{"the final report", pods(pod("0", corev1.PodSucceeded).agentStopped(10, report(7))), 7, 2},
-		{"same epoch, rotated once more", pods(pod("0", corev1.PodSucceeded).agentStopped(10, report(5))), 5, 2},
-		{"an older pod's report is not newer", pods(pod("0", corev1.PodFailed).agentStopped(10, report(4))), 5, 3},
-		{"rank 1's agent is idle", pods(pod("1", corev1.PodSucceeded).agentStopped(10, report(9))), 5, 3},
-		{"the newest pod of rank 0 wins", pods(pod("0", corev1.PodSucceeded).agentStopped(20, report(8)), pod("0", corev1.PodFailed).agentStopped(10, report(6))), 8, 2},
-		{"not JSON", pods(pod("0", corev1.PodFailed).agentStopped(10, "panic: boom")), 5, 3},
+		{name: "no stopped agent", pods: pods(pod("0", corev1.PodRunning)), wantEpoch: 5, wantCount: 3},
+		{name: "the final report", pods: pods(pod("0", corev1.PodSucceeded).agentStopped(10, report(7))), wantEpoch: 7, wantCount: 2},
+		{
+			name:      "same epoch, rotated once more",
+			pods:      pods(pod("0", corev1.PodSucceeded).agentStopped(10, report(5))),
+			wantEpoch: 5,
+			wantCount: 2,
+		},
+		{
+			name:      "an older pod's report is not newer",
+			pods:      pods(pod("0", corev1.PodFailed).agentStopped(10, report(4))),
+			wantEpoch: 5,
+			wantCount: 3,
+		},
+		{name: "rank 1's agent is idle", pods: pods(pod("1", corev1.PodSucceeded).agentStopped(10, report(9))), wantEpoch: 5, wantCount: 3},
+		{
+			name:      "the newest pod of rank 0 wins",
+			pods:      pods(pod("0", corev1.PodSucceeded).agentStopped(20, report(8)), pod("0", corev1.PodFailed).agentStopped(10, report(6))),
+			wantEpoch: 8,
+			wantCount: 2,
+		},
+		{name: "not JSON", pods: pods(pod("0", corev1.PodFailed).agentStopped(10, "panic: boom")), wantEpoch: 5, wantCount: 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,11 +91,16 @@ func TestApplyResumeFrom(t *testing.T) {
 		resumeFrom string
 		want       *mlv1.CheckpointStatus
 	}{
-		{"nothing known: restored", nil, own + "3", &mlv1.CheckpointStatus{Latest: own + "3", LatestEpoch: 3}},
-		{"newer: moved, the rest kept", at(2), own + "4", &mlv1.CheckpointStatus{Latest: own + "4", LatestEpoch: 4, Count: 2}},
-		{"same or older: kept", at(4), own + "4", at(4)},
-		{"the spec's resumeFrom is not the job's own", nil, spec, nil},
-		{"empty", at(1), "", at(1)},
+		{name: "nothing known: restored", status: nil, resumeFrom: own + "3", want: &mlv1.CheckpointStatus{Latest: own + "3", LatestEpoch: 3}},
+		{
+			name:       "newer: moved, the rest kept",
+			status:     at(2),
+			resumeFrom: own + "4",
+			want:       &mlv1.CheckpointStatus{Latest: own + "4", LatestEpoch: 4, Count: 2},
+		},
+		{name: "same or older: kept", status: at(4), resumeFrom: own + "4", want: at(4)},
+		{name: "the spec's resumeFrom is not the job's own", status: nil, resumeFrom: spec, want: nil},
+		{name: "empty", status: at(1), resumeFrom: "", want: at(1)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +139,8 @@ func TestApplyResumed(t *testing.T) {
 		{name: "an older one: its time unknown", status: newest(4, written(60)), attempt: 2, from: own + "3",
 			want: resumed(newest(4, written(60)), own+"3", nil, 2)},
 		{name: "a new attempt from the same checkpoint of unknown time: still unknown",
-			status: resumed(newest(4, written(60)), own+"3", written(30), 1), attempt: 2, from: own + "3", want: resumed(newest(4, written(60)), own+"3", nil, 2)},
+			status: resumed(newest(4, written(60)), own+"3", written(30), 1), attempt: 2, from: own + "3",
+			want: resumed(newest(4, written(60)), own+"3", nil, 2)},
 		{name: "nothing, with checkpoints known: the attempt recorded", status: newest(3, written(30)), attempt: 1,
 			want: resumed(newest(3, written(30)), "", nil, 1)},
 		{name: "nothing, and no checkpoint: no status", attempt: 1},

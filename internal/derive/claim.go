@@ -31,8 +31,8 @@ func SetClaimCondition(st *mlv1.TrainingJobStatus, obs Observed, now metav1.Time
 	set(st, mlv1.ConditionCheckpointClaimBound, false, reason, msg, now)
 }
 
-// notBound says why a claim is not bound: its newest event's reason when that is a warning (else
-// Pending), and a message naming the claim, what it asks for and the event.
+// notBound returns why a claim is not bound: its newest event's reason when that is a warning or
+// FailedBinding (else Pending), and a message naming the claim, what it asks for and the event.
 func notBound(c *corev1.PersistentVolumeClaim, e *corev1.Event) (reason, msg string) {
 	reason, why := ReasonClaimPending, "no event explains it yet"
 	if e != nil {
@@ -44,7 +44,7 @@ func notBound(c *corev1.PersistentVolumeClaim, e *corev1.Event) (reason, msg str
 	return reason, fmt.Sprintf("claim %s (%s) is not bound: %s", c.Name, describeClaim(c), why)
 }
 
-// describeClaim is what a claim asks for, for example "ReadWriteMany, 20Gi, default StorageClass".
+// describeClaim returns what a claim asks for, for example "ReadWriteMany, 20Gi, default StorageClass".
 func describeClaim(c *corev1.PersistentVolumeClaim) string {
 	modes := make([]string, len(c.Spec.AccessModes))
 	for i, m := range c.Spec.AccessModes {
@@ -58,7 +58,7 @@ func describeClaim(c *corev1.PersistentVolumeClaim) string {
 	return fmt.Sprintf("%s, %s, %s", strings.Join(modes, ","), size.String(), class)
 }
 
-// ClaimFault is the CheckpointClaimBound reason when the claim cannot bind, "" otherwise.
+// ClaimFault returns the CheckpointClaimBound reason when the claim cannot bind, "" otherwise.
 func ClaimFault(st mlv1.TrainingJobStatus) string {
 	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCheckpointClaimBound)
 	if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonClaimPending {

@@ -29,20 +29,39 @@ func TestClaimCondition(t *testing.T) {
 		obs  Observed
 		want *metav1.Condition
 	}{
-		{"no claim managed", Observed{}, nil},
-		{"bound", Observed{Claim: bound}, &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionTrue, Reason: "Bound",
-			Message: "claim a-checkpoints is bound to volume pv-1"}},
-		{"pending, nothing said yet", Observed{Claim: pending}, &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse,
-			Reason: ReasonClaimPending, Message: what + "no event explains it yet"}},
-		{"waiting for the first consumer", Observed{Claim: pending, ClaimEvent: event("Normal", "WaitForFirstConsumer", "waiting for first consumer to be created before binding")},
-			&metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse, Reason: ReasonClaimPending,
-				Message: what + "WaitForFirstConsumer: waiting for first consumer to be created before binding"}},
-		{"no storage class and no volume (a Normal event of the binder)", Observed{Claim: pending, ClaimEvent: event("Normal", "FailedBinding", "no persistent volumes available for this claim and no storage class is set")},
-			&metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse, Reason: "FailedBinding",
-				Message: what + "FailedBinding: no persistent volumes available for this claim and no storage class is set"}},
-		{"driver refuses", Observed{Claim: pending, ClaimEvent: event("Warning", "ProvisioningFailed", "access mode ReadWriteMany is not supported\n")},
-			&metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse, Reason: "ProvisioningFailed",
-				Message: what + "ProvisioningFailed: access mode ReadWriteMany is not supported"}},
+		{name: "no claim managed", obs: Observed{}, want: nil},
+		{
+			name: "bound",
+			obs:  Observed{Claim: bound},
+			want: &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionTrue, Reason: "Bound",
+				Message: "claim a-checkpoints is bound to volume pv-1"},
+		},
+		{
+			name: "pending, nothing said yet",
+			obs:  Observed{Claim: pending},
+			want: &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse,
+				Reason: ReasonClaimPending, Message: what + "no event explains it yet"},
+		},
+		{
+			name: "waiting for the first consumer",
+			obs: Observed{Claim: pending,
+				ClaimEvent: event("Normal", "WaitForFirstConsumer", "waiting for first consumer to be created before binding")},
+			want: &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse, Reason: ReasonClaimPending,
+				Message: what + "WaitForFirstConsumer: waiting for first consumer to be created before binding"},
+		},
+		{
+			name: "no storage class and no volume (a Normal event of the binder)",
+			obs: Observed{Claim: pending,
+				ClaimEvent: event("Normal", "FailedBinding", "no persistent volumes available for this claim and no storage class is set")},
+			want: &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse, Reason: "FailedBinding",
+				Message: what + "FailedBinding: no persistent volumes available for this claim and no storage class is set"},
+		},
+		{
+			name: "driver refuses",
+			obs:  Observed{Claim: pending, ClaimEvent: event("Warning", "ProvisioningFailed", "access mode ReadWriteMany is not supported\n")},
+			want: &metav1.Condition{Type: mlv1.ConditionCheckpointClaimBound, Status: metav1.ConditionFalse, Reason: "ProvisioningFailed",
+				Message: what + "ProvisioningFailed: access mode ReadWriteMany is not supported"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 func setConditions(st *mlv1.TrainingJobStatus, created bool, ph phase, now metav1.Time) {
 	if created {
 		set(st, mlv1.ConditionCreated, true, "ChildrenCreated", "Job, headless Service and ConfigMap created", now)
-	} else if c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCreated); c == nil || ph.reason == ReasonCreateRejected || c.Reason == ReasonCreateRejected {
+	} else if c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionCreated); c == nil || ph.reason == ReasonCreateRejected ||
+		c.Reason == ReasonCreateRejected {
 		set(st, mlv1.ConditionCreated, false, ph.reason, ph.message, now)
 	}
 	set(st, mlv1.ConditionRunning, ph.state == mlv1.StateRunning, ph.reason, ph.message, now)

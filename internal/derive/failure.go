@@ -12,8 +12,8 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
-// failureMessage explains a failed Job: the Job's own reason, then the first rank whose trainer exited
-// with a non-zero code, so "exit code 137 (OOMKilled)" reaches the user without reading pods.
+// failureMessage returns the explanation of a failed Job: the Job's own reason, then the first rank whose
+// trainer exited with a non-zero code, so "exit code 137 (OOMKilled)" reaches the user without reading pods.
 func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod, logs map[string]string) string {
 	msg := c.Reason
 	if c.Message != "" {
@@ -29,11 +29,12 @@ func failureMessage(c *batchv1.JobCondition, pods []corev1.Pod, logs map[string]
 	return msg
 }
 
-// failedRank describes the rank whose failure most likely caused the others: the earliest non-zero exit
-// (current or last state); among exits in the same second (the API's resolution), one killed by a signal
-// other than SIGTERM (137: OOM or SIGKILL) comes before a plain error exit, which comes before SIGTERM
-// (143, what stopping the other ranks sends); then the lowest rank. A rank that loses its peer usually
-// exits with an error right after the peer dies, so the lowest failing rank alone would blame a bystander.
+// failedRank returns a description of the rank whose failure most likely caused the others ("" when no
+// container exited with a non-zero code): the earliest non-zero exit (current or last state); among exits
+// in the same second (the API's resolution), one killed by a signal other than SIGTERM (137: OOM or
+// SIGKILL) comes before a plain error exit, which comes before SIGTERM (143, what stopping the other ranks
+// sends); then the lowest rank. A rank that loses its peer usually exits with an error right after the peer
+// dies, so the lowest failing rank alone would blame a bystander.
 func failedRank(pods []corev1.Pod, logs map[string]string) string {
 	if e := firstExit(pods); e != nil {
 		return e.describe(logs)
@@ -41,7 +42,7 @@ func failedRank(pods []corev1.Pod, logs map[string]string) string {
 	return ""
 }
 
-// firstExit is the exit failedRank describes, nil when no container exited with a non-zero code. Other
+// firstExit returns the exit failedRank describes, nil when no container exited with a non-zero code. Other
 // ranks whose exit cannot be told apart from it (same second, same kind) are named with it: which one
 // caused the other is then not known.
 func firstExit(pods []corev1.Pod) *rankExit {
@@ -65,11 +66,11 @@ func firstExit(pods []corev1.Pod) *rankExit {
 	return best
 }
 
-// nonZeroExits are the non-zero exits (current or last run) of the pods' containers: the checkpoint agent's
-// only (agent), or every other's. A failed resume check (an init container) names the missing checkpoint;
-// the agent, a sidecar that ends with its pod, is no cause while a trainer's exit is there: under load its
-// own end (stopped with the attempt, or failing its final report) can be the earliest, and it blamed the
-// agent for a failure the trainer had (a run of the demo).
+// nonZeroExits returns the non-zero exits (current or last run) of the pods' containers: the checkpoint
+// agent's only (agent), or every other's. A failed resume check (an init container) names the missing
+// checkpoint; the agent, a sidecar that ends with its pod, is no cause while a trainer's exit is there:
+// under load its own end (stopped with the attempt, or failing its final report) can be the earliest, and
+// it blamed the agent for a failure the trainer had (a run of the demo).
 func nonZeroExits(pods []corev1.Pod, agent bool) []*rankExit {
 	var exits []*rankExit
 	for _, p := range ByRank(pods) {
@@ -96,13 +97,13 @@ type rankExit struct {
 	tied []*rankExit
 }
 
-// describe says how the rank exited; logs (Observed.Logs) may hold more of its log than its termination
-// message, where a hint's cause may be.
+// describe returns how the rank exited; logs (Observed.Logs) may hold more of its log than its
+// termination message, where a hint's cause may be.
 func (e *rankExit) describe(logs map[string]string) string {
 	return describeExit(e.pod, e.container, e.t, logs[e.pod.Name], e.ties...)
 }
 
-// before orders exits by time, then by exitClass; byRank order breaks ties.
+// before reports whether e comes before o: by time, then by exitClass; byRank order breaks ties.
 func (e *rankExit) before(o *rankExit) bool {
 	if !e.t.FinishedAt.Equal(&o.t.FinishedAt) {
 		return e.t.FinishedAt.Before(&o.t.FinishedAt)
@@ -110,7 +111,7 @@ func (e *rankExit) before(o *rankExit) bool {
 	return exitClass(e.t.ExitCode) < exitClass(o.t.ExitCode)
 }
 
-// exitClass: 0 killed by a signal other than SIGTERM, 1 error exit, 2 SIGTERM.
+// exitClass returns an exit code's class: 0 killed by a signal other than SIGTERM, 1 error exit, 2 SIGTERM.
 func exitClass(code int32) int {
 	switch {
 	case code == 143:
@@ -121,7 +122,7 @@ func exitClass(code int32) int {
 	return 1
 }
 
-// describeExit says how a container exited: its code and reason, a hint when its last lines (the
+// describeExit returns how a container exited: its code and reason, a hint when its last lines (the
 // termination message, and more of the log when known) show a cause the operator recognises, and the last
 // lines.
 func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated, moreLog string, ties ...string) string {
@@ -141,9 +142,9 @@ func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTermi
 	return s
 }
 
-// lastLines is the end of a termination message (which may be a log tail, with
-// FallbackToLogsOnError): its last n non-empty lines, at most max bytes. The end of a crash's log is where
-// its error is (a Python traceback ends with the exception).
+// lastLines returns the end of a termination message (which may be a log tail, with
+// FallbackToLogsOnError): its last n lines once surrounding white space is trimmed, at most max bytes. The
+// end of a crash's log is where its error is (a Python traceback ends with the exception).
 func lastLines(msg string, n, max int) string {
 	lines := strings.Split(strings.TrimSpace(msg), "\n")
 	if len(lines) > n {

@@ -25,7 +25,7 @@ import (
 // next attempt resumed from is known. What is accumulated lives in the status, so an operator restart
 // loses nothing: the time it was down goes to the category the job is in when it is back.
 
-// GoodputCategory is what a job's time goes to now, "" once it is over, and since when where the status
+// GoodputCategory returns what a job's time goes to now, "" once it is over, and since when where the status
 // tells: the Running condition's last change for the phases it starts or ends (a new attempt, all
 // workers running), rank 0's last progress for a hang; else the zero time. Workers that run with no
 // progress source (ProgressUnknown) and have not progressed in the attempt are Unknown.
@@ -69,13 +69,13 @@ func pick(cond bool, a, b string) string {
 	return b
 }
 
-// ProgressedInAttempt: rank 0 has advanced since the current attempt's workers all ran.
+// ProgressedInAttempt reports whether rank 0 has advanced since the current attempt's workers all ran.
 func ProgressedInAttempt(st *mlv1.TrainingJobStatus) bool {
 	running := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
 	return st.LastProgressTime != nil && (running == nil || !st.LastProgressTime.Before(&running.LastTransitionTime))
 }
 
-// AccountGoodput is the job's goodput accounted up to now (or up to its end, once it is over), from the
+// AccountGoodput returns the job's goodput accounted up to now (or up to its end, once it is over), from the
 // status's accounting. checkpointSeconds is the trainer's own count of seconds spent saving checkpoints in
 // this attempt when it reports one (training_checkpoint_seconds_total), else nil. It is pure, and
 // accounting its own result again at the same now changes nothing.
@@ -128,10 +128,10 @@ func (a accounting) elapse(category string, since, now time.Time) {
 	}
 }
 
-// settleUnknown: once an attempt whose workers ran with no progress source has one (its category leaves
-// Unknown for startup or productive), its time without one is known: it was starting up (restarting, for a
-// retry) until rank 0's first progress, and productive after it. from is the last step's time: workers
-// that (re)started running since have no Unknown time of their own.
+// settleUnknown settles an attempt's Unknown time: once an attempt whose workers ran with no progress
+// source has one (its category leaves Unknown for startup or productive), its time without one is known: it
+// was starting up (restarting, for a retry) until rank 0's first progress, and productive after it. from is
+// the last step's time: workers that (re)started running since have no Unknown time of their own.
 func (a accounting) settleUnknown(tj *mlv1.TrainingJob, category string, from, now time.Time) {
 	st := &tj.Status
 	running := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
@@ -153,7 +153,8 @@ func (a accounting) settleUnknown(tj *mlv1.TrainingJob, category string, from, n
 }
 
 // unknownResidue is less Unknown time than the accounting's rounding can leave behind (a few ms): once an
-// attempt's Unknown time is settled, that much is noise and goes with it, so that the percent is one figure.
+// attempt's Unknown time is settled, that much is noise and goes with it, so that the percent is one
+// figure.
 const unknownResidue = 0.01
 
 // endAttempt accounts the end of the attempt the accounting last saw: from the failing rank's exit to now
@@ -221,8 +222,9 @@ func (a accounting) checkpointSaves(reported float64) {
 	a.g.CheckpointReportedSeconds = reported
 }
 
-// startAccounting is a copy of the status's accounting, or a new one: from the job's creation when it
-// has not run yet, else (a job the operator sees only now: the operator was upgraded) from now.
+// startAccounting returns a copy of the status's accounting, or a new one: from the job's creation when it
+// has not run yet, else (a job the operator sees only now: the operator was upgraded) from now; nil for a
+// job that is over without one.
 func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1.GoodputStatus {
 	if g := tj.Status.Goodput; g != nil && g.AccountedTime != nil {
 		return g.DeepCopy()
@@ -238,7 +240,8 @@ func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1
 	return g
 }
 
-// endTime is when a finished job ended: its completion time, else the Completed or Failed condition's.
+// endTime returns when a finished job ended: its completion time, else the Completed or Failed condition's;
+// nil when neither is known.
 func endTime(tj *mlv1.TrainingJob) *time.Time {
 	if c := tj.Status.CompletionTime; c != nil {
 		return &c.Time
@@ -272,8 +275,9 @@ func boundSinceCheckpoint(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, now time.
 	}
 }
 
-// midSecond is a time the status keeps to the second (cut down to it) taken at the middle of that second:
-// the estimate without bias, where the goodput adds up many such times.
+// midSecond returns a time the status keeps to the second (cut down to it) taken at the middle of that
+// second: the estimate without bias, where the goodput adds up many such times. A time with a fraction of a
+// second is returned as it is.
 func midSecond(t time.Time) time.Time {
 	if t.Truncate(time.Second).Equal(t) {
 		return t.Add(500 * time.Millisecond)
@@ -347,7 +351,7 @@ func (a accounting) slot(category string) *float64 {
 	return &a.g.ProductiveSeconds
 }
 
-// goodputPercent is productive time over all accounted time, rounded down: "82%"; "" before any time.
+// goodputPercent returns productive time over all accounted time, rounded down: "82%"; "" before any time.
 // With time of unknown productivity: "unknown" when none is known productive, else the range from
 // counting it as badput to counting it as productive, "80%-95%" (one figure when both round alike).
 func goodputPercent(g *mlv1.GoodputStatus) string {
@@ -372,5 +376,5 @@ func floorPercent(part, total float64) int { return int(math.Floor(part/total*10
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// millis keeps seconds to the millisecond, so that the status does not carry float noise.
+// millis returns seconds rounded to the millisecond, so that the status does not carry float noise.
 func millis(s float64) float64 { return math.Round(s*1000) / 1000 }

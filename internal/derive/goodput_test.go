@@ -208,17 +208,62 @@ func TestGoodputTimelines(t *testing.T) {
 		want    want
 		percent string
 	}{
-		{"scheduling, startup, productive", plain, "", 1, want{"Scheduling": 10, "Startup": 5, "Productive": 100}, "86%"},
-		{"the same, accounted only at the changes", plain, "", 0, want{"Scheduling": 10, "Startup": 5, "Productive": 100}, "86%"},
-		{"a restart: lost work since the checkpoint, restart overhead", restart, "", 1,
-			want{"Scheduling": 10, "Startup": 2, "Productive": 38.5 + 102, "LostWork": 29, "Restart": 18.5}, "70%"},
-		{"a hang, acted on: the hang from the last progress, lost work before it", hang, "", 1,
-			want{"Scheduling": 10, "Startup": 2, "Productive": 38.5 + 70, "LostWork": 29.5, "Hang": 35, "Restart": 15}, "54%"},
-		{"queued by Kueue, then suspended", queued, "team-a", 1,
-			want{"Queued": 60 + 30, "Scheduling": 2, "Startup": 1, "Productive": 18, "LostWork": 17, "Restart": 2}, "13%"},
-		{"an operator down while the workers started: split where the Running condition changed (their startup counts as productive)", operatorDown, "", 1,
-			want{"Scheduling": 10, "Productive": 90}, "90%"},
-		{"checkpoint saves the trainer reports", checkpointSaves, "", 1, want{"Scheduling": 1, "Startup": 1, "Productive": 55, "Checkpoint": 5}, "88%"},
+		{
+			name:    "scheduling, startup, productive",
+			tl:      plain,
+			queue:   "",
+			tick:    1,
+			want:    want{"Scheduling": 10, "Startup": 5, "Productive": 100},
+			percent: "86%",
+		},
+		{
+			name:    "the same, accounted only at the changes",
+			tl:      plain,
+			queue:   "",
+			tick:    0,
+			want:    want{"Scheduling": 10, "Startup": 5, "Productive": 100},
+			percent: "86%",
+		},
+		{
+			name:    "a restart: lost work since the checkpoint, restart overhead",
+			tl:      restart,
+			queue:   "",
+			tick:    1,
+			want:    want{"Scheduling": 10, "Startup": 2, "Productive": 38.5 + 102, "LostWork": 29, "Restart": 18.5},
+			percent: "70%",
+		},
+		{
+			name:    "a hang, acted on: the hang from the last progress, lost work before it",
+			tl:      hang,
+			queue:   "",
+			tick:    1,
+			want:    want{"Scheduling": 10, "Startup": 2, "Productive": 38.5 + 70, "LostWork": 29.5, "Hang": 35, "Restart": 15},
+			percent: "54%",
+		},
+		{
+			name:    "queued by Kueue, then suspended",
+			tl:      queued,
+			queue:   "team-a",
+			tick:    1,
+			want:    want{"Queued": 60 + 30, "Scheduling": 2, "Startup": 1, "Productive": 18, "LostWork": 17, "Restart": 2},
+			percent: "13%",
+		},
+		{
+			name:    "an operator down while the workers started: split where the Running condition changed (their startup counts as productive)",
+			tl:      operatorDown,
+			queue:   "",
+			tick:    1,
+			want:    want{"Scheduling": 10, "Productive": 90},
+			percent: "90%",
+		},
+		{
+			name:    "checkpoint saves the trainer reports",
+			tl:      checkpointSaves,
+			queue:   "",
+			tick:    1,
+			want:    want{"Scheduling": 1, "Startup": 1, "Productive": 55, "Checkpoint": 5},
+			percent: "88%",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "a").Queue(tc.queue).Obj()

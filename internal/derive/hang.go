@@ -39,8 +39,8 @@ const (
 // DefaultStartupTimeout is failurePolicy.startupTimeoutSeconds when unset, for a run with a progress source.
 const DefaultStartupTimeout = 10 * time.Minute
 
-// StartupTimeout is failurePolicy.startupTimeoutSeconds, DefaultStartupTimeout when unset; ok is false when
-// the check is off, set says the job set it.
+// StartupTimeout returns failurePolicy.startupTimeoutSeconds, DefaultStartupTimeout when unset; ok is false
+// when the check is off (0), set reports whether the job set it.
 func StartupTimeout(tj *mlv1.TrainingJob) (d time.Duration, ok, set bool) {
 	if f := tj.Spec.FailurePolicy; f.StartupTimeoutSeconds != nil {
 		s := *f.StartupTimeoutSeconds
@@ -49,7 +49,7 @@ func StartupTimeout(tj *mlv1.TrainingJob) (d time.Duration, ok, set bool) {
 	return DefaultStartupTimeout, true, false
 }
 
-// StallTimeout is failurePolicy.stallTimeoutSeconds, or (unset) the longer of StallFloor and
+// StallTimeout returns failurePolicy.stallTimeoutSeconds, or (unset) the longer of StallFloor and
 // StallPaceFactor times slowest, the slowest epoch seen; ok is false when the check is off.
 func StallTimeout(tj *mlv1.TrainingJob, slowest time.Duration) (time.Duration, bool) {
 	if d, set := explicitStall(tj); set {
@@ -58,7 +58,7 @@ func StallTimeout(tj *mlv1.TrainingJob, slowest time.Duration) (time.Duration, b
 	return max(StallFloor, StallPaceFactor*slowest), true
 }
 
-// explicitStall is failurePolicy.stallTimeoutSeconds when the job set it.
+// explicitStall returns failurePolicy.stallTimeoutSeconds and whether the job set it.
 func explicitStall(tj *mlv1.TrainingJob) (time.Duration, bool) {
 	if f := tj.Spec.FailurePolicy; f.StallTimeoutSeconds != nil {
 		return time.Duration(*f.StallTimeoutSeconds) * time.Second, true
@@ -66,8 +66,8 @@ func explicitStall(tj *mlv1.TrainingJob) (time.Duration, bool) {
 	return 0, false
 }
 
-// RunningSince is when every worker of the current attempt ran (the Running condition turned True), and
-// whether they all run now.
+// RunningSince returns when every worker of the current attempt ran (the Running condition turned True),
+// and whether they all run now.
 func RunningSince(st mlv1.TrainingJobStatus) (time.Time, bool) {
 	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
 	if st.State != mlv1.StateRunning || c == nil || c.Status != metav1.ConditionTrue {
@@ -76,9 +76,9 @@ func RunningSince(st mlv1.TrainingJobStatus) (time.Time, bool) {
 	return c.LastTransitionTime.Time, true
 }
 
-// SinceProgress is how long the running attempt has gone without advancing: since rank 0 last advanced,
-// or since the workers all ran when it has not in this attempt; started says which. ok is false when the
-// run is not Running.
+// SinceProgress returns how long the running attempt has gone without advancing: since rank 0 last
+// advanced, or since the workers all ran when it has not in this attempt; started says which. ok is false
+// when the run is not Running.
 func SinceProgress(st mlv1.TrainingJobStatus, now time.Time) (d time.Duration, started, ok bool) {
 	since, running := RunningSince(st)
 	if !running {
@@ -102,11 +102,11 @@ type Hang struct {
 	Unknown bool
 }
 
-// DetectHang decides whether a Running run is hung: its workers all run and rank 0 has not advanced
-// within startupTimeoutSeconds of their start, or has advanced and then stood still for the stall timeout
-// (slowest is the slowest epoch seen, for the default). A run with no progress source is judged only by
-// the timeouts the job set (lastOutput, when rank 0's supervisor told it, is when rank 0 last printed). It
-// is pure.
+// DetectHang returns the verdict on whether a Running run is hung: its workers all run and rank 0 has not
+// advanced within startupTimeoutSeconds of their start, or has advanced and then stood still for the stall
+// timeout (slowest is the slowest epoch seen, for the default). A run with no progress source is judged
+// only by the timeouts the job set (lastOutput, when rank 0's supervisor told it, is when rank 0 last
+// printed). It is pure.
 func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Duration, lastOutput, now time.Time) Hang {
 	since, started, ok := SinceProgress(st, now)
 	if !ok {
@@ -132,7 +132,7 @@ func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Du
 	return h
 }
 
-// startupHang is the verdict of the startup timeout on an attempt whose rank 0 has not advanced.
+// startupHang returns the verdict of the startup timeout on an attempt whose rank 0 has not advanced.
 func startupHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, since, timeout time.Duration, note string) Hang {
 	h := Hang{Timeout: timeout, Since: since, Reason: ReasonNoProgressSinceStart, Hung: since >= timeout}
 	h.Message = fmt.Sprintf("no progress for %s since all %d workers of attempt %d started running (failurePolicy.startupTimeoutSeconds %s)%s",
@@ -140,9 +140,9 @@ func startupHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, since, timeout
 	return h
 }
 
-// unknownHang judges a run with no progress source by what the job set: startupTimeoutSeconds as for any
-// run, stallTimeoutSeconds against the silence of rank 0's output when its supervisor reports it. With
-// neither set nothing acts: no healthy run is restarted for not reporting.
+// unknownHang returns the verdict on a run with no progress source, judged by what the job set:
+// startupTimeoutSeconds as for any run, stallTimeoutSeconds against the silence of rank 0's output when its
+// supervisor reports it. With neither set nothing acts: no healthy run is restarted for not reporting.
 func unknownHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, since time.Duration, lastOutput, now time.Time) Hang {
 	const note = "; rank 0 has no progress source (no endpoint, no recognised output line)"
 	if timeout, on, set := StartupTimeout(tj); set && on {
@@ -195,7 +195,8 @@ func ApplyHang(st *mlv1.TrainingJobStatus, h Hang, logs string, now metav1.Time)
 	return true
 }
 
-// TurnsHung: h says the run is hung and the Stalled condition does not say so yet (with h's reason).
+// TurnsHung reports whether h says the run is hung and the Stalled condition does not say so yet (with h's
+// reason).
 func TurnsHung(st mlv1.TrainingJobStatus, h Hang) bool {
 	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
 	return h.Hung && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != h.Reason)
@@ -214,9 +215,9 @@ func progressingMessage(h Hang) string {
 	return fmt.Sprintf("rank 0 advances within the %s timeout", round(h.Timeout))
 }
 
-// hungCondition is the Stalled condition when it says the current attempt is hung: True, and turned so
-// after every worker of this attempt ran (a verdict on an earlier attempt, not yet cleared by the
-// StatusController, is not this attempt's).
+// hungCondition returns the Stalled condition when it says the current attempt is hung, else nil: True,
+// and turned so after every worker of this attempt ran (a verdict on an earlier attempt, not yet cleared by
+// the StatusController, is not this attempt's).
 func hungCondition(st mlv1.TrainingJobStatus) *metav1.Condition {
 	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
 	since, running := RunningSince(st)
@@ -226,8 +227,8 @@ func hungCondition(st mlv1.TrainingJobStatus) *metav1.Condition {
 	return c
 }
 
-// hungPhase acts on a hung attempt by failurePolicy.onHang (Restart: a counted gang restart; Fail) after
-// failurePolicy.rules, which may match it by kind Hang or by the ranks' last log lines.
+// hungPhase returns the phase of a hung attempt, acted on by failurePolicy.onHang (Restart: a counted gang
+// restart; Fail) after failurePolicy.rules, which may match it by kind Hang or by the ranks' last log lines.
 func hungPhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, c *metav1.Condition) phase {
 	f := failure{kind: retryable, class: mlv1.FailureHang, what: "Hang: " + c.Message, text: c.Message}
 	if tj.OnHang() == mlv1.HangFail {

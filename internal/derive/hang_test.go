@@ -46,30 +46,86 @@ func TestDetectHang(t *testing.T) {
 		now     time.Duration // after t0
 		want    Hang
 	}{
-		{"not running", def, notRunning, 0, time.Hour, Hang{}},
-		{"no progress yet, within the default startup timeout", def, runningSinceT0(nil, 0, 0), 0, 5 * time.Minute,
-			Hang{Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 5 * time.Minute,
-				Message: "no progress for 5m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"}},
-		{"no progress past the startup timeout", def, runningSinceT0(nil, 0, 0), 0, 10 * time.Minute,
-			Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 10 * time.Minute,
-				Message: "no progress for 10m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"}},
-		{"an earlier attempt's progress is none of this attempt's", def, runningSinceT0(at(-time.Minute), 3, 0), 0, 11 * time.Minute,
-			Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 11 * time.Minute,
-				Message: "no progress for 11m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"}},
-		{"startup check off", policy(ptr.To[int32](0), nil), runningSinceT0(nil, 0, 0), 0, time.Hour, Hang{Since: time.Hour}},
-		{"stood still within the default floor", def, runningSinceT0(at(time.Minute), 7, 1200), time.Minute, 10*time.Minute + 59*time.Second,
-			Hang{Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 9*time.Minute + 59*time.Second,
-				Message: "no progress for 9m59s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s)"}},
-		{"stood still past the default floor", def, runningSinceT0(at(time.Minute), 7, 1200), time.Minute, 13 * time.Minute,
-			Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 12 * time.Minute,
-				Message: "no progress for 12m0s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s)"}},
-		{"slow epochs stretch the default: 5 × 3m", def, runningSinceT0(at(time.Minute), 7, 0), 3 * time.Minute, 13 * time.Minute,
-			Hang{Reason: ReasonProgressStalled, Timeout: 15 * time.Minute, Since: 12 * time.Minute,
-				Message: "no progress for 12m0s since epoch 7 (last advanced at 2026-01-01T00:01:00Z; stall timeout 15m0s)"}},
-		{"an explicit stall timeout", policy(nil, ptr.To[int32](60)), runningSinceT0(at(time.Minute), 2, 0), time.Hour, 3 * time.Minute,
-			Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: time.Minute, Since: 2 * time.Minute,
-				Message: "no progress for 2m0s since epoch 2 (last advanced at 2026-01-01T00:01:00Z; stall timeout 1m0s)"}},
-		{"stall check off", policy(nil, ptr.To[int32](0)), runningSinceT0(at(time.Minute), 2, 0), 0, time.Hour, Hang{Since: 59 * time.Minute}},
+		{name: "not running", tj: def, st: notRunning, slowest: 0, now: time.Hour, want: Hang{}},
+		{
+			name:    "no progress yet, within the default startup timeout",
+			tj:      def,
+			st:      runningSinceT0(nil, 0, 0),
+			slowest: 0,
+			now:     5 * time.Minute,
+			want: Hang{Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 5 * time.Minute,
+				Message: "no progress for 5m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"},
+		},
+		{
+			name:    "no progress past the startup timeout",
+			tj:      def,
+			st:      runningSinceT0(nil, 0, 0),
+			slowest: 0,
+			now:     10 * time.Minute,
+			want: Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 10 * time.Minute,
+				Message: "no progress for 10m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"},
+		},
+		{
+			name:    "an earlier attempt's progress is none of this attempt's",
+			tj:      def,
+			st:      runningSinceT0(at(-time.Minute), 3, 0),
+			slowest: 0,
+			now:     11 * time.Minute,
+			want: Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 11 * time.Minute,
+				Message: "no progress for 11m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s)"},
+		},
+		{
+			name:    "startup check off",
+			tj:      policy(ptr.To[int32](0), nil),
+			st:      runningSinceT0(nil, 0, 0),
+			slowest: 0,
+			now:     time.Hour,
+			want:    Hang{Since: time.Hour},
+		},
+		{
+			name:    "stood still within the default floor",
+			tj:      def,
+			st:      runningSinceT0(at(time.Minute), 7, 1200),
+			slowest: time.Minute,
+			now:     10*time.Minute + 59*time.Second,
+			want: Hang{Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 9*time.Minute + 59*time.Second,
+				Message: "no progress for 9m59s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s)"},
+		},
+		{
+			name:    "stood still past the default floor",
+			tj:      def,
+			st:      runningSinceT0(at(time.Minute), 7, 1200),
+			slowest: time.Minute,
+			now:     13 * time.Minute,
+			want: Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 12 * time.Minute,
+				Message: "no progress for 12m0s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s)"},
+		},
+		{
+			name:    "slow epochs stretch the default: 5 × 3m",
+			tj:      def,
+			st:      runningSinceT0(at(time.Minute), 7, 0),
+			slowest: 3 * time.Minute,
+			now:     13 * time.Minute,
+			want: Hang{Reason: ReasonProgressStalled, Timeout: 15 * time.Minute, Since: 12 * time.Minute,
+				Message: "no progress for 12m0s since epoch 7 (last advanced at 2026-01-01T00:01:00Z; stall timeout 15m0s)"},
+		},
+		{
+			name:    "an explicit stall timeout",
+			tj:      policy(nil, ptr.To[int32](60)),
+			st:      runningSinceT0(at(time.Minute), 2, 0),
+			slowest: time.Hour,
+			now:     3 * time.Minute,
+			want: Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: time.Minute, Since: 2 * time.Minute,
+				Message: "no progress for 2m0s since epoch 2 (last advanced at 2026-01-01T00:01:00Z; stall timeout 1m0s)"},
+		},
+		{
+			name:    "stall check off",
+			tj:      policy(nil, ptr.To[int32](0)),
+			st:      runningSinceT0(at(time.Minute), 2, 0),
+			slowest: 0,
+			now:     time.Hour,
+			want:    Hang{Since: 59 * time.Minute},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,7 +154,8 @@ func TestDetectHangWithoutProgressSource(t *testing.T) {
 	}
 	neverRead := runningSinceT0(nil, 0, 0)
 	set(&neverRead, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, "connection refused", t0)
-	silent := "rank 0 printed nothing for 20m0s (failurePolicy.stallTimeoutSeconds 15m0s): it has no progress source, so the silence of its output is what is watched"
+	const unwatched = "(failurePolicy.stallTimeoutSeconds 15m0s): it has no progress source, so the silence of its output is what is watched"
+	silent := "rank 0 printed nothing for 20m0s " + unwatched
 	cases := []struct {
 		name       string
 		tj         *mlv1.TrainingJob
@@ -109,7 +166,8 @@ func TestDetectHangWithoutProgressSource(t *testing.T) {
 	}{
 		{name: "defaults: nothing acts, however long", tj: policy(nil, nil), st: noSource(), lastOutput: time.Minute, now: 10 * time.Hour,
 			want: Hang{Since: 10 * time.Hour, Unknown: true}},
-		{name: "never read counts as no source", tj: policy(nil, nil), st: neverRead, now: time.Hour, want: Hang{Since: time.Hour, Unknown: true}},
+		{name: "never read counts as no source", tj: policy(nil, nil), st: neverRead, now: time.Hour,
+			want: Hang{Since: time.Hour, Unknown: true}},
 		{name: "an explicit startup timeout acts", tj: policy(ptr.To[int32](600), nil), st: noSource(), now: 11 * time.Minute,
 			want: Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Timeout: 10 * time.Minute, Since: 11 * time.Minute, Unknown: true,
 				Message: "no progress for 11m0s since all 2 workers of attempt 0 started running (failurePolicy.startupTimeoutSeconds 10m0s); " +
@@ -117,7 +175,7 @@ func TestDetectHangWithoutProgressSource(t *testing.T) {
 		{name: "an explicit stall timeout watches the output: printing", tj: policy(nil, ptr.To[int32](900)), st: noSource(),
 			lastOutput: 2 * time.Hour, now: 2*time.Hour + time.Minute,
 			want: Hang{Reason: ReasonOutputSilent, Timeout: 15 * time.Minute, Since: time.Minute, Unknown: true,
-				Message: "rank 0 printed nothing for 1m0s (failurePolicy.stallTimeoutSeconds 15m0s): it has no progress source, so the silence of its output is what is watched"}},
+				Message: "rank 0 printed nothing for 1m0s " + unwatched}},
 		{name: "an explicit stall timeout watches the output: silent", tj: policy(nil, ptr.To[int32](900)), st: noSource(),
 			lastOutput: time.Hour, now: time.Hour + 20*time.Minute,
 			want: Hang{Hung: true, Reason: ReasonOutputSilent, Timeout: 15 * time.Minute, Since: 20 * time.Minute, Unknown: true, Message: silent}},
@@ -148,7 +206,12 @@ func TestApplyHang(t *testing.T) {
 	for _, step := range []struct {
 		h    Hang
 		logs string
-	}{{quiet, ""}, {hung, "rank 0, last: x"}, {Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Message: "m3"}, "y"}, {quiet, ""}} {
+	}{
+		{h: quiet, logs: ""},
+		{h: hung, logs: "rank 0, last: x"},
+		{h: Hang{Hung: true, Reason: ReasonNoProgressSinceStart, Message: "m3"}, logs: "y"},
+		{h: quiet, logs: ""},
+	} {
 		turned := ApplyHang(&st, step.h, step.logs, t0)
 		c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionStalled)
 		got = append(got, turned, string(c.Status), c.Reason, c.Message)
@@ -175,7 +238,8 @@ func TestHungPhase(t *testing.T) {
 		obs := Observed{Job: j, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}
 		tj.Status = Status(tj, obs, t0)
 		tj.Status.RestartCount = restarts
-		set(&tj.Status, mlv1.ConditionStalled, true, ReasonProgressStalled, "no progress for 12m0s since epoch 7", metav1.NewTime(t0.Add(stalledAt)))
+		set(&tj.Status, mlv1.ConditionStalled, true, ReasonProgressStalled, "no progress for 12m0s since epoch 7",
+			metav1.NewTime(t0.Add(stalledAt)))
 		return tj, obs
 	}
 	const hang = "Hang: no progress for 12m0s since epoch 7"
@@ -186,22 +250,62 @@ func TestHungPhase(t *testing.T) {
 		stalledAt time.Duration
 		want      []any // state, reason (Running's or Failed's), attempt, restartCount, message
 	}{
-		{"Restart (the default): a counted gang restart", nil, 0, time.Minute,
-			[]any{mlv1.StateInitializing, ReasonRestarting, int32(1), int32(1), "restart 1/3: " + hang + "; starting attempt 1"}},
-		{"Restart with no budget left fails", nil, 3, time.Minute,
-			[]any{mlv1.StateFailed, ReasonBackoffLimitExceeded, int32(0), int32(3), "3 restarts (failurePolicy.backoffLimit 3), last: " + hang}},
-		{"Fail", func(f *mlv1.FailurePolicy) { f.OnHang = mlv1.HangFail }, 0, time.Minute,
-			[]any{mlv1.StateFailed, ReasonHung, int32(0), int32(0), "failurePolicy.onHang Fail: " + hang}},
-		{"None: only the condition", func(f *mlv1.FailurePolicy) { f.OnHang = mlv1.HangNone }, 0, time.Minute,
-			[]any{mlv1.StateRunning, "AllWorkersRunning", int32(0), int32(0), ""}},
-		{"a verdict on an earlier attempt is not this one's", nil, 0, -time.Second,
-			[]any{mlv1.StateRunning, "AllWorkersRunning", int32(0), int32(0), ""}},
-		{"a rule on kind Hang restarts without counting", func(f *mlv1.FailurePolicy) {
-			f.Rules = []mlv1.FailureRule{{Name: "stuck-io", Action: mlv1.RuleRestartWithoutCounting, OnKinds: []mlv1.FailureKind{mlv1.FailureHang}}}
-		}, 3, time.Minute,
-			[]any{mlv1.StateInitializing, ReasonRestarting, int32(1), int32(3), "restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] stuck-io): " + hang + "; starting attempt 1"}},
-		{"restartPolicy Never fails it", func(f *mlv1.FailurePolicy) { f.RestartPolicy = mlv1.RestartNever }, 0, time.Minute,
-			[]any{mlv1.StateFailed, ReasonHung, int32(0), int32(0), "no gang restart (failurePolicy.restartPolicy Never): " + hang}},
+		{
+			name:      "Restart (the default): a counted gang restart",
+			f:         nil,
+			restarts:  0,
+			stalledAt: time.Minute,
+			want:      []any{mlv1.StateInitializing, ReasonRestarting, int32(1), int32(1), "restart 1/3: " + hang + "; starting attempt 1"},
+		},
+		{
+			name:      "Restart with no budget left fails",
+			f:         nil,
+			restarts:  3,
+			stalledAt: time.Minute,
+			want: []any{mlv1.StateFailed, ReasonBackoffLimitExceeded, int32(0), int32(3),
+				"3 restarts (failurePolicy.backoffLimit 3), last: " + hang},
+		},
+		{
+			name:      "Fail",
+			f:         func(f *mlv1.FailurePolicy) { f.OnHang = mlv1.HangFail },
+			restarts:  0,
+			stalledAt: time.Minute,
+			want:      []any{mlv1.StateFailed, ReasonHung, int32(0), int32(0), "failurePolicy.onHang Fail: " + hang},
+		},
+		{
+			name:      "None: only the condition",
+			f:         func(f *mlv1.FailurePolicy) { f.OnHang = mlv1.HangNone },
+			restarts:  0,
+			stalledAt: time.Minute,
+			want:      []any{mlv1.StateRunning, "AllWorkersRunning", int32(0), int32(0), ""},
+		},
+		{
+			name:      "a verdict on an earlier attempt is not this one's",
+			f:         nil,
+			restarts:  0,
+			stalledAt: -time.Second,
+			want:      []any{mlv1.StateRunning, "AllWorkersRunning", int32(0), int32(0), ""},
+		},
+		{
+			name: "a rule on kind Hang restarts without counting",
+			f: func(f *mlv1.FailurePolicy) {
+				f.Rules = []mlv1.FailureRule{
+					{Name: "stuck-io", Action: mlv1.RuleRestartWithoutCounting, OnKinds: []mlv1.FailureKind{mlv1.FailureHang}},
+				}
+			},
+			restarts:  3,
+			stalledAt: time.Minute,
+			want: []any{mlv1.StateInitializing, ReasonRestarting, int32(1), int32(3),
+				"restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] stuck-io): " +
+					hang + "; starting attempt 1"},
+		},
+		{
+			name:      "restartPolicy Never fails it",
+			f:         func(f *mlv1.FailurePolicy) { f.RestartPolicy = mlv1.RestartNever },
+			restarts:  0,
+			stalledAt: time.Minute,
+			want:      []any{mlv1.StateFailed, ReasonHung, int32(0), int32(0), "no gang restart (failurePolicy.restartPolicy Never): " + hang},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,13 +337,18 @@ func TestAdvanced(t *testing.T) {
 		s    Sample
 		want bool
 	}{
-		{"same epoch and step", base, Sample{Epoch: f(3), Step: f(300), Loss: f(0.4)}, false},
-		{"a new step", base, Sample{Epoch: f(3), Step: f(301)}, true},
-		{"a new epoch", base, Sample{Epoch: f(4)}, true},
-		{"epoch 0 served before the rendezvous", mlv1.TrainingJobStatus{}, Sample{Epoch: f(0), Step: f(0)}, false},
-		{"nothing reported", mlv1.TrainingJobStatus{}, Sample{}, false},
-		{"loss only, new", base, Sample{Loss: f(0.3)}, true},
-		{"GPU utilisation only", mlv1.TrainingJobStatus{Metrics: &mlv1.TrainingMetrics{Loss: f(0.5)}}, Sample{Loss: f(0.5), GPUUtilization: f(99)}, false},
+		{name: "same epoch and step", old: base, s: Sample{Epoch: f(3), Step: f(300), Loss: f(0.4)}, want: false},
+		{name: "a new step", old: base, s: Sample{Epoch: f(3), Step: f(301)}, want: true},
+		{name: "a new epoch", old: base, s: Sample{Epoch: f(4)}, want: true},
+		{name: "epoch 0 served before the rendezvous", old: mlv1.TrainingJobStatus{}, s: Sample{Epoch: f(0), Step: f(0)}, want: false},
+		{name: "nothing reported", old: mlv1.TrainingJobStatus{}, s: Sample{}, want: false},
+		{name: "loss only, new", old: base, s: Sample{Loss: f(0.3)}, want: true},
+		{
+			name: "GPU utilisation only",
+			old:  mlv1.TrainingJobStatus{Metrics: &mlv1.TrainingMetrics{Loss: f(0.5)}},
+			s:    Sample{Loss: f(0.5), GPUUtilization: f(99)},
+			want: false,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

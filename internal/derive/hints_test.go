@@ -23,7 +23,8 @@ Traceback (most recent call last):
     if not self._poll(timeout):
   File "/usr/lib/python3/dist-packages/torch/utils/_signal_handling.py", line 66, in handler
     _error_if_any_worker_fails()
-RuntimeError: DataLoader worker (pid 42) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
+RuntimeError: DataLoader worker (pid 42) is killed by signal: Bus error. ` +
+	`It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
 `
 
 // TestFailureHints: a failed rank's cause, recognised anywhere in its last lines, comes ahead of them in
@@ -32,11 +33,27 @@ func TestFailureHints(t *testing.T) {
 	cases := []struct {
 		name, log, more, want string
 	}{
-		{"shared memory", shmCrash, "", "raise resources.sharedMemory"},
-		{"shared memory above the termination message", "RuntimeError: DataLoader worker (pid(s) 7) exited unexpectedly\n", shmCrash, "raise resources.sharedMemory"},
-		{"CUDA out of memory", "step 10\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)\n", "", "the GPU ran out of memory"},
-		{"an NCCL watchdog", "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\nterminate called\n", "", "an NCCL collective timed out"},
-		{"no known cause", "Traceback (most recent call last):\nValueError: bad label 12\n", "epoch 1\n", ""},
+		{name: "shared memory", log: shmCrash, more: "", want: "raise resources.sharedMemory"},
+		{
+			name: "shared memory above the termination message",
+			log:  "RuntimeError: DataLoader worker (pid(s) 7) exited unexpectedly\n",
+			more: shmCrash,
+			want: "raise resources.sharedMemory",
+		},
+		{
+			name: "CUDA out of memory",
+			log:  "step 10\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)\n",
+			more: "",
+			want: "the GPU ran out of memory",
+		},
+		{
+			name: "an NCCL watchdog",
+			log: "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) " +
+				"ran for 600047 milliseconds before timing out.\nterminate called\n",
+			more: "",
+			want: "an NCCL collective timed out",
+		},
+		{name: "no known cause", log: "Traceback (most recent call last):\nValueError: bad label 12\n", more: "epoch 1\n", want: ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,13 +80,25 @@ func TestHintLogPods(t *testing.T) {
 		pods []corev1.Pod
 		want []string
 	}{
-		{"the first exit, not its bystander", []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).at(2).p,
-			pod("1", corev1.PodFailed).exited(137, "Error", false).at(1).p}, []string{"w-1"}},
-		{"two ranks in the same second", []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).at(1).p,
-			pod("1", corev1.PodFailed).exited(1, "Error", false).at(1).p}, []string{"w-0", "w-1"}},
-		{"a cause already in the message", []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).message(shmCrash).p}, nil},
-		{"only the agent failed", []corev1.Pod{pod("0", corev1.PodRunning).agentExited(1, 1).p}, nil},
-		{"nothing failed", []corev1.Pod{pod("0", corev1.PodRunning).p}, nil},
+		{
+			name: "the first exit, not its bystander",
+			pods: []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).at(2).p,
+				pod("1", corev1.PodFailed).exited(137, "Error", false).at(1).p},
+			want: []string{"w-1"},
+		},
+		{
+			name: "two ranks in the same second",
+			pods: []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).at(1).p,
+				pod("1", corev1.PodFailed).exited(1, "Error", false).at(1).p},
+			want: []string{"w-0", "w-1"},
+		},
+		{
+			name: "a cause already in the message",
+			pods: []corev1.Pod{pod("0", corev1.PodFailed).exited(1, "Error", false).message(shmCrash).p},
+			want: nil,
+		},
+		{name: "only the agent failed", pods: []corev1.Pod{pod("0", corev1.PodRunning).agentExited(1, 1).p}, want: nil},
+		{name: "nothing failed", pods: []corev1.Pod{pod("0", corev1.PodRunning).p}, want: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

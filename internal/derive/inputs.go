@@ -36,7 +36,8 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	case obs.InputsClaim != nil && obs.InputsClaim.Status.Phase != corev1.ClaimBound && cs == nil:
 		reason, msg := notBound(obs.InputsClaim, obs.InputsClaimEvent)
 		if len(obs.InputsClaim.Spec.AccessModes) > 0 && obs.InputsClaim.Spec.AccessModes[0] == corev1.ReadWriteMany {
-			msg += "; with more than one worker the input cache needs a StorageClass that offers ReadWriteMany (inputs.storageClassName), or inputs.cache: PerNode where the operator keeps a cache on each node"
+			msg += "; with more than one worker the input cache needs a StorageClass that offers ReadWriteMany " +
+				"(inputs.storageClassName), or inputs.cache: PerNode where the operator keeps a cache on each node"
 		}
 		set(st, mlv1.ConditionInputsReady, false, reason, "input cache "+msg, now)
 	case fetchFailure(cs) != "":
@@ -46,7 +47,8 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 			set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "waiting for rank 0 to fetch "+describeSources(fetched), now)
 		}
 	case cs.State.Running != nil:
-		set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "rank 0 is "+FetchingText(fetched, obs.InputsProgress)+" into the input cache", now)
+		set(st, mlv1.ConditionInputsReady, false, ReasonFetching,
+			"rank 0 is "+FetchingText(fetched, obs.InputsProgress)+" into the input cache", now)
 		if len(obs.InputsProgress) > 0 {
 			st.Inputs = nil
 			for _, p := range obs.InputsProgress {
@@ -78,7 +80,7 @@ func applyReports(st *mlv1.TrainingJobStatus, t *corev1.ContainerStateTerminated
 	set(st, mlv1.ConditionInputsReady, true, reason, strings.Join(parts, "; "), now)
 }
 
-// Rank0Fetcher is rank 0's pod and its fetch-inputs status, nils when there is none.
+// Rank0Fetcher returns rank 0's pod and its fetch-inputs status, nils when there is none.
 func Rank0Fetcher(pods []corev1.Pod) (*corev1.Pod, *corev1.ContainerStatus) {
 	for i := range pods {
 		if pods[i].Labels[names.RankLabel] != "0" || !pods[i].DeletionTimestamp.IsZero() {
@@ -93,7 +95,7 @@ func Rank0Fetcher(pods []corev1.Pod) (*corev1.Pod, *corev1.ContainerStatus) {
 	return nil, nil
 }
 
-// FetchingText says what rank 0 fetches, with the bytes so far when it reported them: "fetching dataset
+// FetchingText returns what rank 0 fetches, with the bytes so far when it reported them: "fetching dataset
 // s3://datasets/squad 1.2 GiB of 3.4 GiB".
 func FetchingText(fetched []builders.Input, progress []inputs.Status) string {
 	if len(progress) == 0 {
@@ -118,7 +120,7 @@ func describeSources(in []builders.Input) string {
 	return strings.Join(parts, " and ")
 }
 
-// bytesText is a size for people: 1.2 GiB, 340 MiB, 12 KiB, 800 B.
+// bytesText returns n bytes as a size for people: 1.2 GiB, 340 MiB, 12 KiB, 800 B.
 func bytesText(n int64) string {
 	const unit = 1024
 	if n < unit {
@@ -132,7 +134,7 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
-// fetchFailure is what rank 0's fetcher said when it ended with an error of its own (exit codes 1-127: a
+// fetchFailure returns what rank 0's fetcher said when it ended with an error of its own (exit codes 1-127: a
 // source that cannot be fetched, or transient errors that outlasted the retries), now or in its last run
 // (restartPolicy OnFailure restarts it in place); "" when it did not.
 func fetchFailure(cs *corev1.ContainerStatus) string {
@@ -147,8 +149,9 @@ func fetchFailure(cs *corev1.ContainerStatus) string {
 	return ""
 }
 
-// inputsFailedPhase fails the run once rank 0's fetcher failed: with restartPolicy OnFailure the kubelet
-// would otherwise run it again and again (the Job fails only at its backoffLimit) while nothing trains.
+// inputsFailedPhase returns the Failed phase once rank 0's fetcher failed (false before): with restartPolicy
+// OnFailure the kubelet would otherwise run it again and again (the Job fails only at its backoffLimit)
+// while nothing trains.
 func inputsFailedPhase(obs Observed) (phase, bool) {
 	_, cs := Rank0Fetcher(obs.Pods)
 	if msg := fetchFailure(cs); msg != "" {
@@ -157,11 +160,12 @@ func inputsFailedPhase(obs Observed) (phase, bool) {
 	return phase{}, false
 }
 
-// InputsFault is the InputsReady reason when it names a fault the input cache's claim waits on (a
+// InputsFault returns the InputsReady reason when it names a fault the input cache's claim waits on (a
 // provisioner's warning), "" otherwise: a fetch's own failure is told by the Failed transition.
 func InputsFault(st mlv1.TrainingJobStatus) string {
 	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionInputsReady)
-	if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonClaimPending || c.Reason == ReasonFetching || c.Reason == ReasonInputsFailed {
+	if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonClaimPending || c.Reason == ReasonFetching ||
+		c.Reason == ReasonInputsFailed {
 		return ""
 	}
 	return c.Reason

@@ -17,7 +17,8 @@ import (
 
 // fetcher gives rank 0's pod a fetch-inputs init container in state s.
 func (b *podB) fetcher(s corev1.ContainerState) *podB {
-	b.p.Status.InitContainerStatuses = append(b.p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: names.InputsContainerName, State: s})
+	b.p.Status.InitContainerStatuses = append(b.p.Status.InitContainerStatuses,
+		corev1.ContainerStatus{Name: names.InputsContainerName, State: s})
 	return b
 }
 
@@ -30,9 +31,15 @@ func TestInputs(t *testing.T) {
 	tj.Status.State = mlv1.StateInitializing
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
 	done := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: t0,
-		Message: `[{"name":"model","source":"hf://google-bert/bert-base-uncased","bytes":440000000,"files":4,"fetched":0},{"name":"dataset","source":"s3://datasets/squad","bytes":1288490188,"files":2,"fetched":1288490188}]`}}
+		Message: `[{"name":"model","source":"hf://google-bert/bert-base-uncased","bytes":440000000,"files":4,"fetched":0},` +
+			`{"name":"dataset","source":"s3://datasets/squad","bytes":1288490188,"files":2,"fetched":1288490188}]`}}
 	failed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: t0,
-		Message: "fetching dataset s3://datasets/squad: listing s3://datasets/squad/: api error AccessDenied: Access Denied, StatusCode: 403"}}
+		Message: "fetching dataset s3://datasets/squad: listing s3://datasets/squad/: " +
+			"api error AccessDenied: Access Denied, StatusCode: 403"}}
+	// Restarted in place (OnFailure): the fetch's last run failed, the container waits to run again.
+	crashLooping := pod("0", corev1.PodPending).fetcher(corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}})
+	crashLooping.p.Status.InitContainerStatuses[0].LastTerminationState = failed
 	progress := []inputs.Status{{Name: "model", Source: "hf://google-bert/bert-base-uncased", Done: 440000000, Total: 440000000},
 		{Name: "dataset", Source: "s3://datasets/squad", Done: 1288490188 / 3, Total: 1288490188}}
 	failedAt := metav1.NewTime(t0.Add(-time.Minute))
@@ -44,29 +51,78 @@ func TestInputs(t *testing.T) {
 		wantMessage, wantRunning string
 		wantInputs               []mlv1.InputStatus
 	}{
-		{"fetching, no progress read yet", Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).fetcher(running), pod("1", corev1.PodPending))},
-			mlv1.StateInitializing, "False", ReasonFetching, "rank 0 is fetching model hf://google-bert/bert-base-uncased and dataset s3://datasets/squad into the input cache",
-			"0 of 2 workers running; rank 0 is fetching model hf://google-bert/bert-base-uncased and dataset s3://datasets/squad", nil},
-		{"fetching, with progress", Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).fetcher(running), pod("1", corev1.PodPending)), InputsProgress: progress},
-			mlv1.StateInitializing, "False", ReasonFetching, "rank 0 is fetching model hf://google-bert/bert-base-uncased 419.6 MiB (done), dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache",
-			"0 of 2 workers running; rank 0 is fetching model hf://google-bert/bert-base-uncased 419.6 MiB (done), dataset s3://datasets/squad 409.6 MiB of 1.2 GiB",
-			[]mlv1.InputStatus{{Name: "model", Source: "hf://google-bert/bert-base-uncased", Bytes: 440000000, FetchedBytes: 440000000},
-				{Name: "dataset", Source: "s3://datasets/squad", Bytes: 1288490188, FetchedBytes: 1288490188 / 3}}},
-		{"fetched", Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning).fetcher(done), pod("1", corev1.PodRunning))},
-			mlv1.StateRunning, "True", ReasonFetched, "model hf://google-bert/bert-base-uncased: 419.6 MiB in 4 files (0 B read); dataset s3://datasets/squad: 1.2 GiB in 2 files (1.2 GiB read)", "",
-			[]mlv1.InputStatus{{Name: "model", Source: "hf://google-bert/bert-base-uncased", Bytes: 440000000, Files: 4, ReadyTime: &t0},
-				{Name: "dataset", Source: "s3://datasets/squad", Bytes: 1288490188, Files: 2, FetchedBytes: 1288490188, ReadyTime: &t0}}},
-		{"failed", Observed{Job: job(batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: failedAt}),
-			Pods: pods(pod("0", corev1.PodFailed).fetcher(failed), pod("1", corev1.PodFailed))},
-			mlv1.StateFailed, "False", ReasonInputsFailed, failed.Terminated.Message, "", nil},
-		{"failed, restarted in place (OnFailure)", Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).fetcher(corev1.ContainerState{}), pod("1", corev1.PodPending))},
-			mlv1.StateFailed, "False", ReasonInputsFailed, failed.Terminated.Message, "", nil},
+		{
+			name: "fetching, no progress read yet",
+			obs: Observed{
+				Job:  job(),
+				Pods: pods(pod("0", corev1.PodPending).fetcher(running), pod("1", corev1.PodPending)),
+			},
+			wantState:  mlv1.StateInitializing,
+			wantReady:  "False",
+			wantReason: ReasonFetching,
+			wantMessage: "rank 0 is fetching model hf://google-bert/bert-base-uncased and dataset s3://datasets/squad " +
+				"into the input cache",
+			wantRunning: "0 of 2 workers running; " +
+				"rank 0 is fetching model hf://google-bert/bert-base-uncased and dataset s3://datasets/squad",
+			wantInputs: nil,
+		},
+		{
+			name: "fetching, with progress",
+			obs: Observed{
+				Job:            job(),
+				Pods:           pods(pod("0", corev1.PodPending).fetcher(running), pod("1", corev1.PodPending)),
+				InputsProgress: progress,
+			},
+			wantState:  mlv1.StateInitializing,
+			wantReady:  "False",
+			wantReason: ReasonFetching,
+			wantMessage: "rank 0 is fetching model hf://google-bert/bert-base-uncased 419.6 MiB (done), " +
+				"dataset s3://datasets/squad 409.6 MiB of 1.2 GiB into the input cache",
+			wantRunning: "0 of 2 workers running; rank 0 is fetching model hf://google-bert/bert-base-uncased 419.6 MiB (done), " +
+				"dataset s3://datasets/squad 409.6 MiB of 1.2 GiB",
+			wantInputs: []mlv1.InputStatus{{Name: "model", Source: "hf://google-bert/bert-base-uncased", Bytes: 440000000, FetchedBytes: 440000000},
+				{Name: "dataset", Source: "s3://datasets/squad", Bytes: 1288490188, FetchedBytes: 1288490188 / 3}},
+		},
+		{
+			name:       "fetched",
+			obs:        Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning).fetcher(done), pod("1", corev1.PodRunning))},
+			wantState:  mlv1.StateRunning,
+			wantReady:  "True",
+			wantReason: ReasonFetched,
+			wantMessage: "model hf://google-bert/bert-base-uncased: 419.6 MiB in 4 files (0 B read); " +
+				"dataset s3://datasets/squad: 1.2 GiB in 2 files (1.2 GiB read)",
+			wantRunning: "",
+			wantInputs: []mlv1.InputStatus{
+				{Name: "model", Source: "hf://google-bert/bert-base-uncased", Bytes: 440000000, Files: 4, ReadyTime: &t0},
+				{Name: "dataset", Source: "s3://datasets/squad", Bytes: 1288490188, Files: 2, FetchedBytes: 1288490188, ReadyTime: &t0},
+			},
+		},
+		{
+			name: "failed",
+			obs: Observed{
+				Job: job(batchv1.JobCondition{
+					Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: failedAt,
+				}),
+				Pods: pods(pod("0", corev1.PodFailed).fetcher(failed), pod("1", corev1.PodFailed)),
+			},
+			wantState:   mlv1.StateFailed,
+			wantReady:   "False",
+			wantReason:  ReasonInputsFailed,
+			wantMessage: failed.Terminated.Message,
+			wantRunning: "",
+			wantInputs:  nil,
+		},
+		{
+			name:        "failed, restarted in place (OnFailure)",
+			obs:         Observed{Job: job(), Pods: pods(crashLooping, pod("1", corev1.PodPending))},
+			wantState:   mlv1.StateFailed,
+			wantReady:   "False",
+			wantReason:  ReasonInputsFailed,
+			wantMessage: failed.Terminated.Message,
+			wantRunning: "",
+			wantInputs:  nil,
+		},
 	} {
-		if tc.name == "failed, restarted in place (OnFailure)" {
-			cs := &tc.obs.Pods[0].Status.InitContainerStatuses[0]
-			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}}
-			cs.LastTerminationState = failed
-		}
 		t.Run(tc.name, func(t *testing.T) {
 			st := Status(tj, tc.obs, t0)
 			if st.State != tc.wantState {
@@ -76,13 +132,15 @@ func TestInputs(t *testing.T) {
 			if c == nil || string(c.Status) != tc.wantReady || c.Reason != tc.wantReason || c.Message != tc.wantMessage {
 				t.Errorf("InputsReady %+v, want %s %s %q", c, tc.wantReady, tc.wantReason, tc.wantMessage)
 			}
-			if r := findCond(st.Conditions, mlv1.ConditionRunning); tc.wantRunning != "" && (r == nil || r.Message != tc.wantRunning || r.Reason != ReasonFetchingInputs) {
+			if r := findCond(st.Conditions, mlv1.ConditionRunning); tc.wantRunning != "" &&
+				(r == nil || r.Message != tc.wantRunning || r.Reason != ReasonFetchingInputs) {
 				t.Errorf("Running %+v, want FetchingInputs %q", r, tc.wantRunning)
 			}
 			if diff := cmp.Diff(tc.wantInputs, st.Inputs); diff != "" {
 				t.Errorf("status.inputs (-want +got):\n%s", diff)
 			}
-			if tc.wantState == mlv1.StateFailed && (st.RestartCount != 0 || findCond(st.Conditions, mlv1.ConditionFailed).Reason != ReasonInputsFailed) {
+			if tc.wantState == mlv1.StateFailed &&
+				(st.RestartCount != 0 || findCond(st.Conditions, mlv1.ConditionFailed).Reason != ReasonInputsFailed) {
 				t.Errorf("restarts %d, Failed %+v; want no restart, InputsFailed", st.RestartCount, findCond(st.Conditions, mlv1.ConditionFailed))
 			}
 		})

@@ -16,14 +16,15 @@ import (
 // control plane that does not taint, or a taint pass that failed).
 const NodeUntaintedGrace = 15 * time.Second
 
-// NodeTrouble is why a node can no longer run or report its pods, "" when it can or does not count as lost
-// yet; wait is, for a node that is not Ready but does not count yet, how long until it does (0 otherwise).
-// A node is lost when it is gone (n is nil), or its Ready condition is not True (the node lifecycle
-// controller sets Unknown once the kubelet has not renewed its lease for node-monitor-grace-period, 50 s by
-// default) and the scheduler places no new pod on it: the lifecycle controller taints it NoSchedule
-// (node.kubernetes.io/unreachable or not-ready) in a pass of its own, a moment after it changes the
-// condition. A gang restarted in that moment had a rank of its new attempt placed on the lost node, and the
-// attempt waited for that rank until its rendezvous timed out (found in the chaos suite).
+// NodeTrouble returns why a node can no longer run or report its pods, "" when it can or does not count as
+// lost yet; wait is, for a node that is not Ready but does not count yet, how long until it does (0
+// otherwise). A node is lost when it is gone (n is nil), or its Ready condition is not True (the node
+// lifecycle controller sets Unknown once the kubelet has not renewed its lease for
+// node-monitor-grace-period, 50 s by default) and the scheduler places no new pod on it: the lifecycle
+// controller taints it NoSchedule (node.kubernetes.io/unreachable or not-ready) in a pass of its own, a
+// moment after it changes the condition. A gang restarted in that moment had a rank of its new attempt
+// placed on the lost node, and the attempt waited for that rank until its rendezvous timed out (found in
+// the chaos suite).
 func NodeTrouble(n *corev1.Node, now time.Time) (why string, wait time.Duration) {
 	if n == nil {
 		return "is gone", 0
@@ -41,8 +42,8 @@ func NodeTrouble(n *corev1.Node, now time.Time) (why string, wait time.Duration)
 	return "", 0
 }
 
-// lifecycleTainted: the node carries a NoSchedule taint that the node lifecycle controller gives a node
-// that is not Ready.
+// lifecycleTainted reports whether the node carries a NoSchedule taint that the node lifecycle controller
+// gives a node that is not Ready.
 func lifecycleTainted(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Effect == corev1.TaintEffectNoSchedule && (t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady) {
@@ -52,20 +53,21 @@ func lifecycleTainted(n *corev1.Node) bool {
 	return false
 }
 
-// Ended: the pod reached a terminal phase.
+// Ended reports whether the pod reached a terminal phase.
 func Ended(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-// Stranded: the pod has not ended and its node is in trouble (trouble maps node names to NodeTrouble).
-// Nobody will report its end until the node comes back or the control plane removes the pod (the pod
-// garbage collector does so for a deleted Node, not for an unreachable one), so waiting for it would
-// hang the run.
+// Stranded reports whether the pod has not ended and its node is in trouble (trouble maps node names to
+// NodeTrouble). Nobody will report its end until the node comes back or the control plane removes the pod
+// (the pod garbage collector does so for a deleted Node, not for an unreachable one), so waiting for it
+// would hang the run.
 func Stranded(p *corev1.Pod, trouble map[string]string) bool {
 	return !Ended(p) && p.Spec.NodeName != "" && trouble[p.Spec.NodeName] != ""
 }
 
-// AttemptFailure is the Job condition that says the current attempt failed, as soon as that is known:
+// AttemptFailure returns the Job condition that says the current attempt failed, as soon as that is known
+// (nil before):
 //   - Failed;
 //   - FailureTarget: the Job controller has decided that the Job fails; it stops the pods still running
 //     and adds Failed once they have ended;
@@ -89,9 +91,9 @@ func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 	return failedWorker(tj, obs)
 }
 
-// failedWorker is the FailureTarget condition the Job controller will add for a failed worker of a Job with
-// backoffLimit 0 (nil when none failed, or when the Job restarts containers in place: OnFailure), dated
-// at the worker's end.
+// failedWorker returns the FailureTarget condition the Job controller will add for a failed worker of a Job
+// with backoffLimit 0 (nil when none failed, or when the Job restarts containers in place: OnFailure),
+// dated at the worker's end.
 //
 // A worker that was stopped (its pod being deleted: the Job controller ends the other ranks once a success
 // policy is met, a user deletes a pod, an eviction) does not count here: the Job controller's own verdict
@@ -116,7 +118,7 @@ func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 	return nil
 }
 
-// lostNodeNames maps the nodes of the attempt's workers that are in trouble to why.
+// lostNodeNames returns the nodes of the attempt's workers that are in trouble, mapped to why.
 func lostNodeNames(obs Observed) map[string]string {
 	lost := map[string]string{}
 	for i := range obs.Pods {
@@ -127,7 +129,7 @@ func lostNodeNames(obs Observed) map[string]string {
 	return lost
 }
 
-// lostNodes describes the workers whose node is in trouble, for example "rank 1's node n-2 is gone".
+// lostNodes returns descriptions of the workers whose node is in trouble, for example "rank 1's node n-2 is gone".
 func lostNodes(obs Observed) []string {
 	var lost []string
 	for _, p := range ByRank(obs.Pods) {

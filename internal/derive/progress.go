@@ -18,8 +18,8 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// Series rank 0 exposes (the example trainer and examples/python/trainingjob_progress.py do). docs/monitoring.md's
-// "Progress from rank 0" section documents them.
+// Series rank 0 exposes (the example trainer and examples/python/trainingjob_progress.py do).
+// docs/monitoring.md's "Progress from rank 0" section documents them.
 const (
 	SeriesEpoch        = "training_epoch"
 	SeriesEpochsTotal  = "training_epochs_total"
@@ -63,8 +63,9 @@ type Sample struct {
 	OutputIdle *float64
 }
 
-// Reports: the sample carries a training figure (rank 0 is a progress source): a known series, or one of
-// its own named training_* (an application's other gauges, such as app_build_info, are none).
+// Reports reports whether the sample carries a training figure (rank 0 is a progress source): a known
+// series, or one of its own named training_* (an application's other gauges, such as app_build_info, are
+// none).
 func (s Sample) Reports() bool {
 	for _, v := range []*float64{s.Epoch, s.TotalEpochs, s.Step, s.TotalSteps, s.Loss, s.Accuracy, s.LearningRate, s.Throughput, s.Ratio} {
 		if v != nil {
@@ -79,8 +80,9 @@ func (s Sample) Reports() bool {
 	return false
 }
 
-// ParseSample reads the Prometheus text format with the Prometheus parser and maps the well-known
-// series; a series with several label sets is averaged (for example DCGM's one series per GPU).
+// ParseSample returns the sample a body in the Prometheus text format reports, read with the Prometheus
+// parser: the well-known series mapped to their fields, other training series in Custom; a series with
+// several label sets is averaged (for example DCGM's one series per GPU).
 func ParseSample(r io.Reader) (Sample, error) {
 	families, err := parseText(r)
 	if err != nil {
@@ -118,8 +120,8 @@ func ParseSample(r io.Reader) (Sample, error) {
 	return s, nil
 }
 
-// parseText runs the Prometheus text parser, which panics on some malformed input (found by
-// FuzzParseSample: a body of "{}"); a rank 0 serving that is an error, not a crash.
+// parseText returns the metric families the Prometheus text parser reads, which panics on some malformed
+// input (found by FuzzParseSample: a body of "{}"); a rank 0 serving that is an error, not a crash.
 func parseText(r io.Reader) (families map[string]*dto.MetricFamily, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -130,7 +132,7 @@ func parseText(r io.Reader) (families map[string]*dto.MetricFamily, err error) {
 	return parser.TextToMetricFamilies(r)
 }
 
-// outputFormat is the format label of the supervisor's trainingjob_output_format series, "" without one.
+// outputFormat returns the format label of the supervisor's trainingjob_output_format series, "" without one.
 func outputFormat(f *dto.MetricFamily) string {
 	for _, m := range f.GetMetric() {
 		for _, l := range m.GetLabel() {
@@ -142,8 +144,9 @@ func outputFormat(f *dto.MetricFamily) string {
 	return ""
 }
 
-// runtimeSeries are the series client libraries add on their own (Go and Python runtime, process,
-// promhttp, other DCGM fields) and the supervisor's own (trainingjob_); they are not training metrics.
+// runtimeSeries reports whether name is one of the series client libraries add on their own (Go and
+// Python runtime, process, promhttp, other DCGM fields) or the supervisor's own (trainingjob_); they are
+// not training metrics.
 func runtimeSeries(name string) bool {
 	for _, p := range []string{"go_", "process_", "python_", "promhttp_", "DCGM_", "trainingjob_"} {
 		if strings.HasPrefix(name, p) {
@@ -153,7 +156,7 @@ func runtimeSeries(name string) bool {
 	return false
 }
 
-// familyValue is the mean of a gauge, counter or untyped family's finite values.
+// familyValue returns the mean of a gauge, counter or untyped family's finite values; false when it has none.
 func familyValue(f *dto.MetricFamily) (float64, bool) {
 	sum, n := 0.0, 0
 	for _, m := range f.GetMetric() {
@@ -179,8 +182,9 @@ func familyValue(f *dto.MetricFamily) (float64, bool) {
 	return sum / float64(n), true
 }
 
-// Fraction is how much of the run is done, 0 to 1: rank 0's own ratio, else epochs over planned epochs (from rank 0, else from
-// spec.hyperparameters.epochs), else steps over planned steps. ok is false when it cannot be known.
+// Fraction returns how much of the run is done, 0 to 1: rank 0's own ratio, else epochs over planned
+// epochs (from rank 0, else from spec.hyperparameters.epochs), else steps over planned steps. ok is false
+// when it cannot be known.
 func (s Sample) Fraction(specEpochs int32) (float64, bool) {
 	if s.Ratio != nil {
 		return clamp01(*s.Ratio), true
@@ -207,7 +211,7 @@ type RateWindow struct {
 	Fraction float64
 }
 
-// eta is the time left at the rate observed since w, or "" when the rate is not known yet.
+// eta returns the time left at the rate observed since w, or "" when the rate is not known yet.
 func eta(w RateWindow, fraction float64, now time.Time) string {
 	done, elapsed := fraction-w.Fraction, now.Sub(w.At)
 	if fraction >= 1 {
@@ -255,7 +259,8 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 	setReported(st, s, now)
 }
 
-// setReported says where the run's progress comes from: rank 0's endpoint, or its output.
+// setReported sets ProgressReported to say where the run's progress comes from: rank 0's endpoint, or its
+// output.
 func setReported(st *mlv1.TrainingJobStatus, s Sample, now metav1.Time) {
 	if !s.FromOutput {
 		set(st, mlv1.ConditionProgressReported, true, ReasonScraped, "rank 0 reports progress", now)
@@ -268,10 +273,10 @@ func setReported(st *mlv1.TrainingJobStatus, s Sample, now metav1.Time) {
 	set(st, mlv1.ConditionProgressReported, true, ReasonFromOutput, msg, now)
 }
 
-// Advanced: the run moved from old to next (a sample s applied): a new epoch, step or percentage; when
-// rank 0 reports neither epoch nor step, any new figure. A rank 0 that serves the same figures (a hung
-// collective keeps its gauges; a trainer that serves epoch 0 before its rendezvous) has not advanced,
-// nor has one whose GPU utilisation alone changes.
+// Advanced reports whether the run moved from old to next (a sample s applied): a new epoch, step or
+// percentage; when rank 0 reports neither epoch nor step, any new figure. A rank 0 that serves the same
+// figures (a hung collective keeps its gauges; a trainer that serves epoch 0 before its rendezvous) has not
+// advanced, nor has one whose GPU utilisation alone changes.
 func Advanced(old, next *mlv1.TrainingJobStatus, s Sample) bool {
 	if s.Epoch != nil || s.Step != nil {
 		return old.CurrentEpoch != next.CurrentEpoch || old.CurrentStep != next.CurrentStep || old.Progress != "" && old.Progress != next.Progress
@@ -289,12 +294,12 @@ func metricsOf(st *mlv1.TrainingJobStatus) mlv1.TrainingMetrics {
 	return *st.Metrics.DeepCopy()
 }
 
-// progressOf is the part of the status rank 0's figures decide.
+// progressOf returns the part of the status rank 0's figures decide.
 func progressOf(st *mlv1.TrainingJobStatus) []any {
 	return []any{st.Progress, st.CurrentEpoch, st.CurrentStep, st.TotalEpochs, st.Metrics}
 }
 
-// ApplyScrapeError keeps the last values and says since when progress is stale and why.
+// ApplyScrapeError sets ProgressReported to say since when progress is stale and why; the last values stay.
 func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	since := "never reported"
 	if st.LastProgressTime != nil {
@@ -308,11 +313,11 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 // last figures stay (a scrape between rank 0's exit and the end said ScrapeFailed, which was no fault).
 const ReasonRunEnded = "RunEnded"
 
-// SettleProgress is the StatusController's part of a finished run: no ETA, the epoch and percentage made to
-// agree with how the run ended, and ProgressReported says the run ended. The last scrape may have been
-// before the last epoch ended, so the figures read last are not the end: a checkpoint of epoch N means
-// N epochs were done, and a run whose workers all succeeded did all it planned (100%, epoch
-// totalEpochs). The metrics stay those read last (metrics.epoch says of which epoch).
+// SettleProgress settles a finished run's progress, the StatusController's part of it: no ETA, the epoch
+// and percentage made to agree with how the run ended, and ProgressReported says the run ended. The last
+// scrape may have been before the last epoch ended, so the figures read last are not the end: a checkpoint
+// of epoch N means N epochs were done, and a run whose workers all succeeded did all it planned (100%,
+// epoch totalEpochs). The metrics stay those read last (metrics.epoch says of which epoch).
 func SettleProgress(st *mlv1.TrainingJobStatus, now metav1.Time) {
 	if st.State != mlv1.StateCompleted && st.State != mlv1.StateFailed {
 		return
@@ -356,7 +361,8 @@ func PlannedEpochs(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
 	}
 }
 
-// customStrings formats at most MaxCustomMetrics custom values, the first names in sorted order.
+// customStrings returns at most MaxCustomMetrics custom values formatted, the first names in sorted order;
+// nil for none.
 func customStrings(c map[string]float64) map[string]string {
 	if len(c) == 0 {
 		return nil
@@ -373,7 +379,7 @@ func customStrings(c map[string]float64) map[string]string {
 	return out
 }
 
-// SpecEpochs is spec.hyperparameters.epochs, 0 when unset.
+// SpecEpochs returns spec.hyperparameters.epochs, 0 when unset.
 func SpecEpochs(tj *mlv1.TrainingJob) int32 {
 	if hp := tj.Spec.Hyperparameters; hp != nil && hp.Epochs != nil {
 		return *hp.Epochs
@@ -381,8 +387,8 @@ func SpecEpochs(tj *mlv1.TrainingJob) int32 {
 	return 0
 }
 
-// display rounds loss (4 significant digits) and accuracy (a percentage to 0.1; a figure over 1 is taken
-// as a percentage already) for kubectl get's columns; nil when rank 0 reports neither.
+// display returns loss (4 significant digits) and accuracy (a percentage to 0.1; a figure over 1 is taken
+// as a percentage already) rounded for kubectl get's columns; nil when rank 0 reports neither.
 func display(loss, accuracy *float64) *mlv1.MetricsDisplay {
 	if loss == nil && accuracy == nil {
 		return nil

@@ -23,7 +23,9 @@ func TestParseSample(t *testing.T) {
 		name, text string
 		want       Sample
 	}{
-		{"example trainer", `# HELP training_epoch Epochs completed.
+		{
+			name: "example trainer",
+			text: `# HELP training_epoch Epochs completed.
 # TYPE training_epoch gauge
 training_epoch 3
 training_epochs_total 10
@@ -33,9 +35,13 @@ training_loss 0.25
 training_accuracy 0.9
 training_learning_rate 0.001
 training_samples_per_second 1500.5
-`, Sample{Epoch: ptr.To(3.0), TotalEpochs: ptr.To(10.0), Step: ptr.To(300.0), TotalSteps: ptr.To(1000.0), Loss: ptr.To(0.25),
-			Accuracy: ptr.To(0.9), LearningRate: ptr.To(0.001), Throughput: ptr.To(1500.5), Custom: map[string]float64{}}},
-		{"DCGM utilisation averaged over GPUs; runtime series dropped; custom kept", `# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+`,
+			want: Sample{Epoch: ptr.To(3.0), TotalEpochs: ptr.To(10.0), Step: ptr.To(300.0), TotalSteps: ptr.To(1000.0), Loss: ptr.To(0.25),
+				Accuracy: ptr.To(0.9), LearningRate: ptr.To(0.001), Throughput: ptr.To(1500.5), Custom: map[string]float64{}},
+		},
+		{
+			name: "DCGM utilisation averaged over GPUs; runtime series dropped; custom kept",
+			text: `# TYPE DCGM_FI_DEV_GPU_UTIL gauge
 DCGM_FI_DEV_GPU_UTIL{gpu="0"} 80
 DCGM_FI_DEV_GPU_UTIL{gpu="1"} 60
 DCGM_FI_DEV_FB_USED{gpu="0"} 1000
@@ -45,11 +51,19 @@ python_gc_objects_collected_total{generation="0"} 5
 # TYPE training_tokens_total counter
 training_tokens_total 1e+06
 training_perplexity NaN
-`, Sample{GPUUtilization: ptr.To(70.0), Custom: map[string]float64{"training_tokens_total": 1e6}}},
-		{"rank 0's own GPU figure wins over DCGM", "training_gpu_utilization_percent 40\nDCGM_FI_DEV_GPU_UTIL 90\n",
-			Sample{GPUUtilization: ptr.To(40.0), Custom: map[string]float64{}}},
-		{"histograms and summaries are not single values", "# TYPE lat histogram\nlat_bucket{le=\"1\"} 1\nlat_bucket{le=\"+Inf\"} 2\nlat_sum 3\nlat_count 2\n",
-			Sample{Custom: map[string]float64{}}},
+`,
+			want: Sample{GPUUtilization: ptr.To(70.0), Custom: map[string]float64{"training_tokens_total": 1e6}},
+		},
+		{
+			name: "rank 0's own GPU figure wins over DCGM",
+			text: "training_gpu_utilization_percent 40\nDCGM_FI_DEV_GPU_UTIL 90\n",
+			want: Sample{GPUUtilization: ptr.To(40.0), Custom: map[string]float64{}},
+		},
+		{
+			name: "histograms and summaries are not single values",
+			text: "# TYPE lat histogram\nlat_bucket{le=\"1\"} 1\nlat_bucket{le=\"+Inf\"} 2\nlat_sum 3\nlat_count 2\n",
+			want: Sample{Custom: map[string]float64{}},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,13 +89,19 @@ func TestFractionAndETA(t *testing.T) {
 		want       float64
 		ok         bool
 	}{
-		{"epochs from rank 0", Sample{Epoch: ptr.To(3.0), TotalEpochs: ptr.To(12.0)}, 10, 0.25, true},
-		{"total from the spec", Sample{Epoch: ptr.To(3.0)}, 10, 0.3, true},
-		{"steps when epochs are unknown", Sample{Step: ptr.To(50.0), TotalSteps: ptr.To(200.0)}, 0, 0.25, true},
-		{"epochs win over steps", Sample{Epoch: ptr.To(1.0), Step: ptr.To(50.0), TotalSteps: ptr.To(200.0)}, 4, 0.25, true},
-		{"clamped", Sample{Epoch: ptr.To(12.0)}, 10, 1, true},
-		{"unknown", Sample{Loss: ptr.To(1.0)}, 0, 0, false},
-		{"no total", Sample{Epoch: ptr.To(3.0)}, 0, 0, false},
+		{name: "epochs from rank 0", s: Sample{Epoch: ptr.To(3.0), TotalEpochs: ptr.To(12.0)}, specEpochs: 10, want: 0.25, ok: true},
+		{name: "total from the spec", s: Sample{Epoch: ptr.To(3.0)}, specEpochs: 10, want: 0.3, ok: true},
+		{name: "steps when epochs are unknown", s: Sample{Step: ptr.To(50.0), TotalSteps: ptr.To(200.0)}, specEpochs: 0, want: 0.25, ok: true},
+		{
+			name:       "epochs win over steps",
+			s:          Sample{Epoch: ptr.To(1.0), Step: ptr.To(50.0), TotalSteps: ptr.To(200.0)},
+			specEpochs: 4,
+			want:       0.25,
+			ok:         true,
+		},
+		{name: "clamped", s: Sample{Epoch: ptr.To(12.0)}, specEpochs: 10, want: 1, ok: true},
+		{name: "unknown", s: Sample{Loss: ptr.To(1.0)}, specEpochs: 0, want: 0, ok: false},
+		{name: "no total", s: Sample{Epoch: ptr.To(3.0)}, specEpochs: 0, want: 0, ok: false},
 	}
 	for _, tc := range cases {
 		if got, ok := tc.s.Fraction(tc.specEpochs); got != tc.want || ok != tc.ok {
@@ -96,11 +116,12 @@ func TestFractionAndETA(t *testing.T) {
 		now  time.Time
 		want string
 	}{
-		{"10% per minute, 60% left", RateWindow{t0, 0.3}, 0.4, t0.Add(time.Minute), "6m0s"},
-		{"resumed at 50%: rate from the window", RateWindow{t0, 0.5}, 0.6, t0.Add(10 * time.Minute), "40m0s"},
-		{"no movement yet", RateWindow{t0, 0.3}, 0.3, t0.Add(time.Minute), ""},
-		{"first sample", RateWindow{t0, 0.3}, 0.3, t0, ""},
-		{"done", RateWindow{t0, 0.3}, 1, t0.Add(time.Minute), "0s"},
+		{name: "10% per minute, 60% left", w: RateWindow{At: t0, Fraction: 0.3}, f: 0.4, now: t0.Add(time.Minute), want: "6m0s"},
+		{name: "resumed at 50%: rate from the window", w: RateWindow{At: t0, Fraction: 0.5}, f: 0.6, now: t0.Add(10 * time.Minute),
+			want: "40m0s"},
+		{name: "no movement yet", w: RateWindow{At: t0, Fraction: 0.3}, f: 0.3, now: t0.Add(time.Minute), want: ""},
+		{name: "first sample", w: RateWindow{At: t0, Fraction: 0.3}, f: 0.3, now: t0, want: ""},
+		{name: "done", w: RateWindow{At: t0, Fraction: 0.3}, f: 1, now: t0.Add(time.Minute), want: "0s"},
 	}
 	for _, tc := range etas {
 		if got := eta(tc.w, tc.f, tc.now); got != tc.want {
@@ -115,7 +136,7 @@ func TestApplySample(t *testing.T) {
 	t1 := metav1.NewTime(t0.Add(time.Minute))
 	st := mlv1.TrainingJobStatus{State: mlv1.StateRunning}
 	s := Sample{Epoch: ptr.To(2.0), Loss: ptr.To(0.5), Custom: map[string]float64{"training_b": 2, "training_a": 1.5}}
-	ApplySample(&st, tj, s, RateWindow{t0.Time, 0.1}, t0)
+	ApplySample(&st, tj, s, RateWindow{At: t0.Time, Fraction: 0.1}, t0)
 	want := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Progress: "20%", CurrentEpoch: 2, ETA: "",
 		Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Custom: map[string]string{"training_a": "1.5", "training_b": "2"}, Epoch: 2,
 			Display: &mlv1.MetricsDisplay{Loss: "0.5"}}, LastProgressTime: &t0}
@@ -125,11 +146,11 @@ func TestApplySample(t *testing.T) {
 		t.Errorf("first sample (-want +got):\n%s", diff)
 	}
 	before := st.DeepCopy()
-	ApplySample(&st, tj, s, RateWindow{t0.Time, 0.1}, t1)
+	ApplySample(&st, tj, s, RateWindow{At: t0.Time, Fraction: 0.1}, t1)
 	if diff := cmp.Diff(before, &st); diff != "" {
 		t.Errorf("the same figures changed the status (-before +after):\n%s", diff)
 	}
-	ApplySample(&st, tj, Sample{Epoch: ptr.To(4.0), Loss: ptr.To(0.4)}, RateWindow{t0.Time, 0.2}, t1)
+	ApplySample(&st, tj, Sample{Epoch: ptr.To(4.0), Loss: ptr.To(0.4)}, RateWindow{At: t0.Time, Fraction: 0.2}, t1)
 	if st.Progress != "40%" || st.ETA != "3m0s" || !st.LastProgressTime.Equal(&t1) || st.Metrics.Custom != nil {
 		t.Errorf("new figures: progress %q eta %q last %v custom %v", st.Progress, st.ETA, st.LastProgressTime, st.Metrics.Custom)
 	}
@@ -168,19 +189,61 @@ func TestDecideSuccess(t *testing.T) {
 		tj    *mlv1.TrainingJob
 		steps []step
 	}{
-		{"no policy", tjtest.NewTJ("ml", "a").Obj(), []step{{1, 0.1, 1, ""}}},
-		{"target accuracy", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}), []step{
-			{1, 1, 0.5, ""}, {2, 1, 0.9, "TargetReached: accuracy 0.9 reached targetAccuracy 0.9"}}},
-		{"accuracy printed as a percentage", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.95)}), []step{
-			{1, 1, 12.5, ""}, {2, 1, 94.9, ""}, {3, 1, 95.5, "TargetReached: accuracy 0.955 reached targetAccuracy 0.95"}}},
-		{"target loss", policy(mlv1.SuccessPolicy{TargetLoss: ptr.To(0.2)}), []step{
-			{1, 0.3, 0, ""}, {2, 0.19, 0, "TargetReached: loss 0.19 reached targetLoss 0.2"}}},
-		{"patience on loss", policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}), []step{
-			{1, 0.5, 0, ""}, {2, 0.4, 0, ""}, {3, 0.4, 0, ""}, {3, 0.45, 0, ""}, {4, 0.41, 0, "EarlyStopped: loss did not improve for 2 epochs (best 0.4 at epoch 2)"}}},
-		{"improvement resets patience", policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}), []step{
-			{1, 0.5, 0, ""}, {2, 0.6, 0, ""}, {3, 0.3, 0, ""}, {4, 0.31, 0, ""}}},
-		{"patience on accuracy when only targetAccuracy is set", policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.99), EarlyStoppingPatience: ptr.To[int32](1)}), []step{
-			{1, 0.1, 0.8, ""}, {2, 0.05, 0.8, "EarlyStopped: accuracy did not improve for 1 epochs (best 0.8 at epoch 1)"}}},
+		{name: "no policy", tj: tjtest.NewTJ("ml", "a").Obj(), steps: []step{{epoch: 1, loss: 0.1, acc: 1, want: ""}}},
+		{
+			name: "target accuracy",
+			tj:   policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}),
+			steps: []step{
+				{epoch: 1, loss: 1, acc: 0.5, want: ""},
+				{epoch: 2, loss: 1, acc: 0.9, want: "TargetReached: accuracy 0.9 reached targetAccuracy 0.9"},
+			},
+		},
+		{
+			name: "accuracy printed as a percentage",
+			tj:   policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.95)}),
+			steps: []step{
+				{epoch: 1, loss: 1, acc: 12.5, want: ""},
+				{epoch: 2, loss: 1, acc: 94.9, want: ""},
+				{epoch: 3, loss: 1, acc: 95.5, want: "TargetReached: accuracy 0.955 reached targetAccuracy 0.95"},
+			},
+		},
+		{
+			name: "target loss",
+			tj:   policy(mlv1.SuccessPolicy{TargetLoss: ptr.To(0.2)}),
+			steps: []step{
+				{epoch: 1, loss: 0.3, acc: 0, want: ""},
+				{epoch: 2, loss: 0.19, acc: 0, want: "TargetReached: loss 0.19 reached targetLoss 0.2"},
+			},
+		},
+		{
+			name: "patience on loss",
+			tj:   policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}),
+			steps: []step{
+				{epoch: 1, loss: 0.5, acc: 0, want: ""},
+				{epoch: 2, loss: 0.4, acc: 0, want: ""},
+				{epoch: 3, loss: 0.4, acc: 0, want: ""},
+				{epoch: 3, loss: 0.45, acc: 0, want: ""},
+				{epoch: 4, loss: 0.41, acc: 0, want: "EarlyStopped: loss did not improve for 2 epochs (best 0.4 at epoch 2)"},
+			},
+		},
+		{
+			name: "improvement resets patience",
+			tj:   policy(mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](2)}),
+			steps: []step{
+				{epoch: 1, loss: 0.5, acc: 0, want: ""},
+				{epoch: 2, loss: 0.6, acc: 0, want: ""},
+				{epoch: 3, loss: 0.3, acc: 0, want: ""},
+				{epoch: 4, loss: 0.31, acc: 0, want: ""},
+			},
+		},
+		{
+			name: "patience on accuracy when only targetAccuracy is set",
+			tj:   policy(mlv1.SuccessPolicy{TargetAccuracy: ptr.To(0.99), EarlyStoppingPatience: ptr.To[int32](1)}),
+			steps: []step{
+				{epoch: 1, loss: 0.1, acc: 0.8, want: ""},
+				{epoch: 2, loss: 0.05, acc: 0.8, want: "EarlyStopped: accuracy did not improve for 1 epochs (best 0.8 at epoch 1)"},
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,10 +284,14 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 		return st
 	}
 	done := settled(Observed{Job: job(jobCond("Complete", "CompletionsReached", ""))})
-	failed := settled(Observed{Job: job(jobCond("Failed", "BackoffLimitExceeded", "")), Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false))})
+	failed := settled(Observed{
+		Job:  job(jobCond("Failed", "BackoffLimitExceeded", "")),
+		Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false)),
+	})
 	c := condition(done, mlv1.ConditionProgressReported)
 	got := []string{done.Progress, done.ETA, failed.Progress, failed.ETA, string(c.Status), c.Reason, c.Message}
-	want := []string{"100%", "", "90%", "", "False", ReasonRunEnded, "the run ended: progress is no longer read; the last, read at 1970-01-01T00:16:40Z, is kept"}
+	want := []string{"100%", "", "90%", "", "False", ReasonRunEnded,
+		"the run ended: progress is no longer read; the last, read at 1970-01-01T00:16:40Z, is kept"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("progress, eta of completed and failed runs, ProgressReported (-want +got):\n%s", diff)
 	}
@@ -254,14 +321,70 @@ func TestFinishedRunAgreesWithItself(t *testing.T) {
 		ckpt  *mlv1.CheckpointStatus
 		want  figures
 	}{
-		{"succeeded, last read an epoch before the end", mlv1.StateCompleted, "Succeeded", figures{"83%", 5, 6}, ckpt(6), figures{"100%", 6, 6}},
-		{"succeeded, no checkpoints", mlv1.StateCompleted, "Succeeded", figures{"83%", 5, 6}, nil, figures{"100%", 6, 6}},
-		{"succeeded, read at the end", mlv1.StateCompleted, "Succeeded", figures{"100%", 6, 6}, ckpt(6), figures{"100%", 6, 6}},
-		{"succeeded, no epochs reported", mlv1.StateCompleted, "Succeeded", figures{"40%", 0, 0}, nil, figures{"100%", 0, 0}},
-		{"target reached early keeps its epoch", mlv1.StateCompleted, "TargetReached", figures{"30%", 3, 10}, ckpt(3), figures{"30%", 3, 10}},
-		{"failed after a checkpoint not yet scraped", mlv1.StateFailed, "BackoffLimitExceeded", figures{"40%", 4, 10}, ckpt(5), figures{"50%", 5, 10}},
-		{"failed, older checkpoint", mlv1.StateFailed, "BackoffLimitExceeded", figures{"40%", 4, 10}, ckpt(3), figures{"40%", 4, 10}},
-		{"running is left alone", mlv1.StateRunning, "", figures{"40%", 4, 10}, ckpt(5), figures{"40%", 4, 10}},
+		{
+			name:  "succeeded, last read an epoch before the end",
+			state: mlv1.StateCompleted,
+			why:   "Succeeded",
+			last:  figures{Progress: "83%", CurrentEpoch: 5, TotalEpochs: 6},
+			ckpt:  ckpt(6),
+			want:  figures{Progress: "100%", CurrentEpoch: 6, TotalEpochs: 6},
+		},
+		{
+			name:  "succeeded, no checkpoints",
+			state: mlv1.StateCompleted,
+			why:   "Succeeded",
+			last:  figures{Progress: "83%", CurrentEpoch: 5, TotalEpochs: 6},
+			ckpt:  nil,
+			want:  figures{Progress: "100%", CurrentEpoch: 6, TotalEpochs: 6},
+		},
+		{
+			name:  "succeeded, read at the end",
+			state: mlv1.StateCompleted,
+			why:   "Succeeded",
+			last:  figures{Progress: "100%", CurrentEpoch: 6, TotalEpochs: 6},
+			ckpt:  ckpt(6),
+			want:  figures{Progress: "100%", CurrentEpoch: 6, TotalEpochs: 6},
+		},
+		{
+			name:  "succeeded, no epochs reported",
+			state: mlv1.StateCompleted,
+			why:   "Succeeded",
+			last:  figures{Progress: "40%", CurrentEpoch: 0, TotalEpochs: 0},
+			ckpt:  nil,
+			want:  figures{Progress: "100%", CurrentEpoch: 0, TotalEpochs: 0},
+		},
+		{
+			name:  "target reached early keeps its epoch",
+			state: mlv1.StateCompleted,
+			why:   "TargetReached",
+			last:  figures{Progress: "30%", CurrentEpoch: 3, TotalEpochs: 10},
+			ckpt:  ckpt(3),
+			want:  figures{Progress: "30%", CurrentEpoch: 3, TotalEpochs: 10},
+		},
+		{
+			name:  "failed after a checkpoint not yet scraped",
+			state: mlv1.StateFailed,
+			why:   "BackoffLimitExceeded",
+			last:  figures{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10},
+			ckpt:  ckpt(5),
+			want:  figures{Progress: "50%", CurrentEpoch: 5, TotalEpochs: 10},
+		},
+		{
+			name:  "failed, older checkpoint",
+			state: mlv1.StateFailed,
+			why:   "BackoffLimitExceeded",
+			last:  figures{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10},
+			ckpt:  ckpt(3),
+			want:  figures{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10},
+		},
+		{
+			name:  "running is left alone",
+			state: mlv1.StateRunning,
+			why:   "",
+			last:  figures{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10},
+			ckpt:  ckpt(5),
+			want:  figures{Progress: "40%", CurrentEpoch: 4, TotalEpochs: 10},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := mlv1.TrainingJobStatus{State: tc.state, Progress: tc.last.Progress, CurrentEpoch: tc.last.CurrentEpoch,
@@ -270,7 +393,7 @@ func TestFinishedRunAgreesWithItself(t *testing.T) {
 				st.Conditions = ended(tc.state, tc.why)
 			}
 			SettleProgress(&st, metav1.Now())
-			if diff := cmp.Diff(tc.want, figures{st.Progress, st.CurrentEpoch, st.TotalEpochs}); diff != "" {
+			if diff := cmp.Diff(tc.want, figures{Progress: st.Progress, CurrentEpoch: st.CurrentEpoch, TotalEpochs: st.TotalEpochs}); diff != "" {
 				t.Errorf("progress, epoch, total (-want +got):\n%s", diff)
 			}
 			if st.Metrics.Epoch != tc.last.CurrentEpoch {
@@ -288,13 +411,21 @@ func TestApplyCheckpoints(t *testing.T) {
 		t.Fatalf("an agent that has not synced changed the status: %+v", st)
 	}
 	last := time.Unix(1900, 500)
-	ApplyCheckpoints(&st, agentapi.Status{Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
-	want := &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: &metav1.Time{Time: time.Unix(1900, 0)}}
+	ApplyCheckpoints(&st, agentapi.Status{
+		Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last,
+	}, now)
+	want := &mlv1.CheckpointStatus{
+		Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: &metav1.Time{Time: time.Unix(1900, 0)},
+	}
 	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
 		t.Errorf("status.checkpoint (-want +got):\n%s", diff)
 	}
-	ApplyCheckpoints(&st, agentapi.Status{Time: now.Time, Error: "listing s3://b/ml/a/: connection refused", Latest: want.Latest, LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last}, now)
-	if c := condition(st, mlv1.ConditionCheckpointStorageReady); c.Status != metav1.ConditionFalse || c.Reason != "StorageError" || !strings.Contains(c.Message, "connection refused") {
+	ApplyCheckpoints(&st, agentapi.Status{
+		Time: now.Time, Error: "listing s3://b/ml/a/: connection refused",
+		Latest: want.Latest, LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last,
+	}, now)
+	if c := condition(st, mlv1.ConditionCheckpointStorageReady); c.Status != metav1.ConditionFalse || c.Reason != "StorageError" ||
+		!strings.Contains(c.Message, "connection refused") {
 		t.Errorf("condition %+v", c)
 	}
 	if st.Checkpoint.LatestEpoch != 4 {
@@ -319,12 +450,17 @@ func TestDisplay(t *testing.T) {
 		loss, accuracy *float64
 		want           *mlv1.MetricsDisplay
 	}{
-		{"neither", nil, nil, nil},
-		{"the issue's figures", ptr.To(0.15692955421071692), ptr.To(0.93701171875), &mlv1.MetricsDisplay{Loss: "0.1569", Accuracy: "93.7%"}},
-		{"a large loss", ptr.To(1234.5678), nil, &mlv1.MetricsDisplay{Loss: "1235"}},
-		{"a tiny loss", ptr.To(0.000012345), nil, &mlv1.MetricsDisplay{Loss: "1.234e-05"}},
-		{"accuracy in percent already", nil, ptr.To(87.25), &mlv1.MetricsDisplay{Accuracy: "87.2%"}},
-		{"NaN loss", ptr.To(math.NaN()), ptr.To(1.0), &mlv1.MetricsDisplay{Accuracy: "100.0%"}},
+		{name: "neither", loss: nil, accuracy: nil, want: nil},
+		{
+			name:     "the issue's figures",
+			loss:     ptr.To(0.15692955421071692),
+			accuracy: ptr.To(0.93701171875),
+			want:     &mlv1.MetricsDisplay{Loss: "0.1569", Accuracy: "93.7%"},
+		},
+		{name: "a large loss", loss: ptr.To(1234.5678), accuracy: nil, want: &mlv1.MetricsDisplay{Loss: "1235"}},
+		{name: "a tiny loss", loss: ptr.To(0.000012345), accuracy: nil, want: &mlv1.MetricsDisplay{Loss: "1.234e-05"}},
+		{name: "accuracy in percent already", loss: nil, accuracy: ptr.To(87.25), want: &mlv1.MetricsDisplay{Accuracy: "87.2%"}},
+		{name: "NaN loss", loss: ptr.To(math.NaN()), accuracy: ptr.To(1.0), want: &mlv1.MetricsDisplay{Accuracy: "100.0%"}},
 	} {
 		if diff := cmp.Diff(tc.want, display(tc.loss, tc.accuracy)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)

@@ -33,21 +33,24 @@ const (
 	ReasonEvicted   = "Evicted"
 )
 
-// queuePhase: a queued job that Kueue has not admitted, or whose admission Kueue took back, waits
-// Suspended and says why in Kueue's words.
+// queuePhase returns the phase of a queued job that Kueue has not admitted, or whose admission Kueue took
+// back: it waits Suspended and says why in Kueue's words.
 func queuePhase(q *Queue) phase {
 	switch {
 	case q.Evicted != nil && q.Preempted != nil:
-		return phase{mlv1.StateSuspended, ReasonPreempted, fmt.Sprintf("%s: %s; stopping the workers (a checkpoint at SIGTERM), then queued again in %q",
-			q.Preempted.Reason, q.Preempted.Message, q.Name)}
+		return phase{mlv1.StateSuspended, ReasonPreempted,
+			fmt.Sprintf("%s: %s; stopping the workers (a checkpoint at SIGTERM), then queued again in %q",
+				q.Preempted.Reason, q.Preempted.Message, q.Name)}
 	case q.Evicted != nil:
-		return phase{mlv1.StateSuspended, ReasonEvicted, fmt.Sprintf("Kueue evicted the workload (%s: %s); stopping the workers, then queued again in %q",
-			q.Evicted.Reason, q.Evicted.Message, q.Name)}
+		return phase{mlv1.StateSuspended, ReasonEvicted,
+			fmt.Sprintf("Kueue evicted the workload (%s: %s); stopping the workers, then queued again in %q",
+				q.Evicted.Reason, q.Evicted.Message, q.Name)}
 	case q.Preempted != nil:
 		return phase{mlv1.StateSuspended, ReasonPreempted, fmt.Sprintf("%s: %s; waiting in queue %q to be admitted again%s",
 			q.Preempted.Reason, q.Preempted.Message, q.Name, pendingSuffix(q.Pending))}
 	}
-	return phase{mlv1.StateSuspended, ReasonQueued, fmt.Sprintf("waiting for queue %q (Kueue) to admit workload %s%s", q.Name, q.Workload, pendingSuffix(q.Pending))}
+	return phase{mlv1.StateSuspended, ReasonQueued,
+		fmt.Sprintf("waiting for queue %q (Kueue) to admit workload %s%s", q.Name, q.Workload, pendingSuffix(q.Pending))}
 }
 
 func pendingSuffix(p string) string {
@@ -57,5 +60,5 @@ func pendingSuffix(p string) string {
 	return ": " + p
 }
 
-// waitsForQueue: the job is queued and Kueue does not let its workers run now.
+// waitsForQueue reports whether the job is queued and Kueue does not let its workers run now.
 func waitsForQueue(obs Observed) bool { return obs.Queue != nil && obs.Queue.Admission == nil }

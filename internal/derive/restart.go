@@ -76,7 +76,7 @@ type failure struct {
 	at time.Time
 }
 
-// failedAttempt decides what the failed Job of the current attempt means. With restartPolicy Gang a
+// failedAttempt returns the phase the failed Job of the current attempt leads to. With restartPolicy Gang a
 // disruption or a retryable failure within the budget starts a new attempt (see decide). Anything else
 // fails the run with a reason naming the rank, its exit code and the budget.
 func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed, c *batchv1.JobCondition, now metav1.Time) phase {
@@ -93,7 +93,7 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 	return decide(tj, st, f)
 }
 
-// decide turns a classified failure into the run's next phase. A disruption or a retryable failure
+// decide returns the run's next phase for a classified failure. A disruption or a retryable failure
 // within the budget starts a new attempt: st gets the next attempt number, the restart count (when it
 // counts), lastFailure and the nodes to avoid, and the phase is Initializing/Restarting.
 func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
@@ -104,7 +104,8 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	}
 	switch {
 	case tj.RestartPolicy() != mlv1.RestartGang && f.class == mlv1.FailureHang:
-		return phase{mlv1.StateFailed, ReasonHung, fmt.Sprintf("no gang restart (failurePolicy.restartPolicy %s): %s", tj.RestartPolicy(), f.what)}
+		return phase{mlv1.StateFailed, ReasonHung,
+			fmt.Sprintf("no gang restart (failurePolicy.restartPolicy %s): %s", tj.RestartPolicy(), f.what)}
 	case tj.RestartPolicy() == mlv1.RestartNever:
 		return phase{mlv1.StateFailed, ReasonWorkerFailed, "no restarts (failurePolicy.restartPolicy Never): " + f.what}
 	case f.kind == permanent && f.inputs && f.rule == "":
@@ -114,9 +115,10 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	case f.kind == permanent && f.class == mlv1.FailureHang:
 		return phase{mlv1.StateFailed, ReasonHung, "failurePolicy.onHang Fail: " + f.what}
 	case f.kind == permanent:
-		return phase{mlv1.StateFailed, ReasonNonRetryableExitCode, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): " + f.what}
+		return phase{mlv1.StateFailed, ReasonNonRetryableExitCode, "not retried (failurePolicy.nonRetryableExitCodes, default 1-128): " + f.what}
 	case f.kind == retryable && st.RestartCount >= limit:
-		return phase{mlv1.StateFailed, ReasonBackoffLimitExceeded, fmt.Sprintf("%d restarts (failurePolicy.backoffLimit %d), last: %s", st.RestartCount, limit, f.what)}
+		return phase{mlv1.StateFailed, ReasonBackoffLimitExceeded,
+			fmt.Sprintf("%d restarts (failurePolicy.backoffLimit %d), last: %s", st.RestartCount, limit, f.what)}
 	}
 	avoidNodes(tj, st, f)
 	st.Attempt++
@@ -128,9 +130,11 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	st.Workers = mlv1.WorkerCounts{}
 	if f.kind == retryable {
 		st.RestartCount++
-		return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart %d/%d%s: %s; starting attempt %d", st.RestartCount, limit, by, f.what, st.Attempt)}
+		return phase{mlv1.StateInitializing, ReasonRestarting,
+			fmt.Sprintf("restart %d/%d%s: %s; starting attempt %d", st.RestartCount, limit, by, f.what, st.Attempt)}
 	}
-	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf("restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s; starting attempt %d", by, f.what, st.Attempt)}
+	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf(
+		"restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s; starting attempt %d", by, f.what, st.Attempt)}
 }
 
 // ReasonFailureRule is the Failed reason of a failure a rule of failurePolicy.rules fails.
@@ -143,7 +147,7 @@ const ReasonFailureRule = "FailureRule"
 // failed runs that should have restarted (found on real nodes; a process node reports at once).
 const FailureSettle = 10 * time.Second
 
-// SettleLeft is how long the verdict on a failed attempt still waits for pods of the attempt that have
+// SettleLeft returns how long the verdict on a failed attempt still waits for pods of the attempt that have
 // not reported their end; 0 once they all have, or FailureSettle has passed since the Job failed.
 func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Duration {
 	left := c.LastTransitionTime.Add(FailureSettle).Sub(now.Time)
@@ -158,7 +162,8 @@ func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Dur
 	return 0
 }
 
-// ExitedNonZero: a container of the pod (init containers included) has ended with a non-zero code.
+// ExitedNonZero reports whether a container of the pod (init containers included) has ended with a
+// non-zero code.
 func ExitedNonZero(p *corev1.Pod) bool {
 	for _, cs := range containerStatuses(p) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
@@ -168,7 +173,7 @@ func ExitedNonZero(p *corev1.Pod) bool {
 	return false
 }
 
-// classify finds why an attempt failed: a disrupted pod (the Job's pod failure policy names
+// classify returns why an attempt failed: a disrupted pod (the Job's pod failure policy names
 // DisruptionTarget, or a failed pod carries it), else the first rank that exited non-zero and its exit
 // code's class, else (a pod failed without an exit code) a retryable failure described by the Job.
 func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failure {
@@ -204,18 +209,19 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 	return f
 }
 
-// exitFailure is what rules match of a rank's exit.
+// exitFailure returns the failure of a rank's exit, which rules match.
 func exitFailure(tj *mlv1.TrainingJob, e *rankExit, logs map[string]string) failure {
-	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode, text: e.t.Message, node: e.pod.Spec.NodeName,
-		inputs: e.container == names.InputsContainerName, at: e.t.FinishedAt.Time}
+	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode,
+		text: e.t.Message, node: e.pod.Spec.NodeName, inputs: e.container == names.InputsContainerName, at: e.t.FinishedAt.Time}
 	if e.t.Reason == "OOMKilled" {
 		f.class = mlv1.FailureOOM
 	}
 	return f
 }
 
-// exitKind classifies a trainer's exit code: the spec's lists first, then the default: 128-255 (killed
-// by a signal: OOM-kill 137, SIGTERM 143, a crash) retryable, 1-127 (the program's own error) permanent.
+// exitKind returns the kind of a trainer's exit code: the spec's lists first, then the default: 129-255
+// (killed by a signal: OOM-kill 137, SIGTERM 143, a crash) retryable, anything else up to 128 (1-127: the
+// program's own error) permanent.
 func exitKind(tj *mlv1.TrainingJob, code int32) failureKind {
 	f := tj.Spec.FailurePolicy
 	switch {
@@ -238,8 +244,8 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 	return nil
 }
 
-// restartMessage explains a restart in progress: the failure that caused it and what the new attempt
-// waits for.
+// restartMessage returns the explanation of a restart in progress: the failure that caused it and what the
+// new attempt waits for.
 func restartMessage(st mlv1.TrainingJobStatus, blocked string) string {
 	msg := fmt.Sprintf("attempt %d after: %s", st.Attempt, st.LastFailure)
 	if blocked == "" {
@@ -248,7 +254,8 @@ func restartMessage(st mlv1.TrainingJobStatus, blocked string) string {
 	return msg + "; " + blocked
 }
 
-// setRestartingCondition: True from the restart decision until the new attempt runs all its workers.
+// setRestartingCondition sets the Restarting condition: True from the restart decision until the new
+// attempt runs all its workers.
 func setRestartingCondition(st *mlv1.TrainingJobStatus, ph phase, now metav1.Time) {
 	switch c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRestarting); {
 	case ph.reason == ReasonRestarting && strings.HasPrefix(ph.message, "restart "):

@@ -18,7 +18,9 @@ import (
 
 // disrupted marks a pod as the control plane does before it evicts or preempts it.
 func (b *podB) disrupted(reason string) *podB {
-	b.p.Status.Conditions = append(b.p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason, Message: "evicted"})
+	b.p.Status.Conditions = append(b.p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason, Message: "evicted",
+	})
 	return b
 }
 
@@ -36,66 +38,206 @@ func TestFailedAttempt(t *testing.T) {
 	oom := pods(pod("0", corev1.PodRunning), pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))
 	exit1 := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("ValueError: bad lr"))
 	const oomKilled = "rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)"
-	peerLost := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF").at(2), pod("1", corev1.PodRunning))
-	peerKilled := pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF").at(2), pod("1", corev1.PodFailed).exited(137, "", false).at(1))
-	// after is when a case is derived, after the Job failed (default: at once).
-	after := map[string]time.Duration{
-		"nonRetryableExitCodes makes a signal permanent (once rank 0, still running, has had time to report)": FailureSettle,
-		"an error exit waits for the other ranks to report":                                                   2 * time.Second,
-		"the peer's kill, reported next, restarts the gang":                                                   3 * time.Second,
-		"unreported for FailureSettle, the error exit decides":                                                FailureSettle,
+	const notRetried = "not retried (failurePolicy.nonRetryableExitCodes, default 1-128): "
+	const disruption = "restart after a disruption (not counted against failurePolicy.backoffLimit): "
+	lostPeer := func() *podB {
+		return pod("0", corev1.PodFailed).exited(1, "Error", false).message("lost rank 1: EOF").at(2)
 	}
+	peerLost := pods(lostPeer(), pod("1", corev1.PodRunning))
+	peerKilled := pods(lostPeer(), pod("1", corev1.PodFailed).exited(137, "", false).at(1))
 	cases := []struct {
 		name         string
 		tj           *mlv1.TrainingJob
 		obs          Observed
+		after        time.Duration // when the case is derived, after the Job failed (default: at once)
 		wantState    mlv1.State
 		wantReason   string // of Running, or of Failed
 		wantAttempt  int32
 		wantRestarts int32
 		wantMessage  string // the Restarting condition's, or failureReason
 	}{
-		{"retryable exit restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: oom},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: " + oomKilled + "; starting attempt 1"},
-		{"the last restart of the budget", gang(2, nil), Observed{Job: failedJob, Pods: oom},
-			mlv1.StateInitializing, ReasonRestarting, 1, 3, "restart 3/3: " + oomKilled + "; starting attempt 1"},
-		{"budget exhausted", gang(3, nil), Observed{Job: failedJob, Pods: oom},
-			mlv1.StateFailed, ReasonBackoffLimitExceeded, 0, 3, "3 restarts (failurePolicy.backoffLimit 3), last: " + oomKilled},
-		{"an error exit fails at once", gang(0, nil), Observed{Job: failedJob, Pods: exit1},
-			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr"},
-		{"retryableExitCodes makes it retryable", gang(0, func(f *mlv1.FailurePolicy) { f.RetryableExitCodes = []int32{1} }), Observed{Job: failedJob, Pods: exit1},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr; starting attempt 1"},
-		{"nonRetryableExitCodes makes a signal permanent (once rank 0, still running, has had time to report)", gang(0, func(f *mlv1.FailurePolicy) { f.NonRetryableExitCodes = []int32{137} }), Observed{Job: failedJob, Pods: oom},
-			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): " + oomKilled},
+		{
+			name:         "retryable exit restarts the gang",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: oom},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage:  "restart 1/3: " + oomKilled + "; starting attempt 1",
+		},
+		{
+			name:         "the last restart of the budget",
+			tj:           gang(2, nil),
+			obs:          Observed{Job: failedJob, Pods: oom},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 3,
+			wantMessage:  "restart 3/3: " + oomKilled + "; starting attempt 1",
+		},
+		{
+			name:         "budget exhausted",
+			tj:           gang(3, nil),
+			obs:          Observed{Job: failedJob, Pods: oom},
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonBackoffLimitExceeded,
+			wantAttempt:  0,
+			wantRestarts: 3,
+			wantMessage:  "3 restarts (failurePolicy.backoffLimit 3), last: " + oomKilled,
+		},
+		{
+			name:         "an error exit fails at once",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: exit1},
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + "rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr",
+		},
+		{
+			name:         "retryableExitCodes makes it retryable",
+			tj:           gang(0, func(f *mlv1.FailurePolicy) { f.RetryableExitCodes = []int32{1} }),
+			obs:          Observed{Job: failedJob, Pods: exit1},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage: "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 1: ValueError: bad lr; " +
+				"starting attempt 1",
+		},
+		{
+			name:         "nonRetryableExitCodes makes a signal permanent (once rank 0, still running, has had time to report)",
+			tj:           gang(0, func(f *mlv1.FailurePolicy) { f.NonRetryableExitCodes = []int32{137} }),
+			obs:          Observed{Job: failedJob, Pods: oom},
+			after:        FailureSettle,
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + oomKilled,
+		},
 		// On a cluster each node reports its own pods: the error exit of a rank that lost its peer may be
 		// seen before the peer's kill that caused it.
-		{"an error exit waits for the other ranks to report", gang(0, nil), Observed{Job: failedJob, Pods: peerLost},
-			mlv1.StateRunning, "Running", 0, 0, ""},
-		{"the peer's kill, reported next, restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: peerKilled},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1"},
+		{
+			name:         "an error exit waits for the other ranks to report",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: peerLost},
+			after:        2 * time.Second,
+			wantState:    mlv1.StateRunning,
+			wantReason:   "Running",
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  "",
+		},
+		{
+			name:         "the peer's kill, reported next, restarts the gang",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: peerKilled},
+			after:        3 * time.Second,
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage:  "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1",
+		},
 		// The checkpoint agent, stopped first under load, is no cause while a trainer's exit is there.
-		{"a trainer's exit, not the agent's earlier one, decides", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).exited(137, "", false).at(2).agentExited(1, 1))},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 137; starting attempt 1"},
-		{"the agent's exit alone names it", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).agentExited(1, 1))},
-			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container checkpoint-agent) exited with code 1"},
+		{
+			name: "a trainer's exit, not the agent's earlier one, decides",
+			tj:   gang(0, nil),
+			obs: Observed{
+				Job:  failedJob,
+				Pods: pods(pod("0", corev1.PodFailed).exited(137, "", false).at(2).agentExited(1, 1)),
+			},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage:  "restart 1/3: rank 0 (pod w-0, container trainer) exited with code 137; starting attempt 1",
+		},
+		{
+			name:         "the agent's exit alone names it",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).agentExited(1, 1))},
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + "rank 0 (pod w-0, container checkpoint-agent) exited with code 1",
+		},
 		// The Job controller deleted the killed rank's pod before it was read: its remembered end decides.
-		{"the kill of a pod gone since restarts the gang", gang(0, nil), Observed{Job: failedJob, Pods: peerLost[:1], Gone: peerKilled[1:]},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1"},
-		{"unreported for FailureSettle, the error exit decides", gang(0, nil), Observed{Job: failedJob, Pods: peerLost},
-			mlv1.StateFailed, ReasonNonRetryableExitCode, 0, 0, "not retried (failurePolicy.nonRetryableExitCodes, default 1-127): rank 0 (pod w-0, container trainer) exited with code 1: lost rank 1: EOF"},
-		{"a disruption named by the pod failure policy is not counted", gang(3, nil), Observed{Job: job(jobCond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy,
-			"Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0"))},
-			mlv1.StateInitializing, ReasonRestarting, 1, 3, "restart after a disruption (not counted against failurePolicy.backoffLimit): Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0; starting attempt 1"},
-		{"a disrupted pod is not counted", gang(1, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).disrupted("PreemptionByScheduler"))},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart after a disruption (not counted against failurePolicy.backoffLimit): pod w-0 was disrupted (DisruptionTarget PreemptionByScheduler: evicted); starting attempt 1"},
-		{"a pod failed without an exit code is retried", gang(0, nil), Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed))},
-			mlv1.StateInitializing, ReasonRestarting, 1, 1, "restart 1/3: BackoffLimitExceeded: Job has reached the specified backoff limit; starting attempt 1"},
-		{"Never fails at the first failure", tjtest.NewTJ("ml", "n").BackoffLimit(3, mlv1.RestartNever).Obj(), Observed{Job: failedJob, Pods: oom},
-			mlv1.StateFailed, ReasonWorkerFailed, 0, 0, "no restarts (failurePolicy.restartPolicy Never): " + oomKilled},
+		{
+			name:         "the kill of a pod gone since restarts the gang",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: peerLost[:1], Gone: peerKilled[1:]},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage:  "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1",
+		},
+		{
+			name:         "unreported for FailureSettle, the error exit decides",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: peerLost},
+			after:        FailureSettle,
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + "rank 0 (pod w-0, container trainer) exited with code 1: lost rank 1: EOF",
+		},
+		{
+			name: "a disruption named by the pod failure policy is not counted",
+			tj:   gang(3, nil),
+			obs: Observed{Job: job(jobCond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy,
+				"Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0"))},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 3,
+			wantMessage: disruption +
+				"Pod ml/g-worker-1 has condition DisruptionTarget matching FailJob rule at index 0; starting attempt 1",
+		},
+		{
+			name: "a disrupted pod is not counted",
+			tj:   gang(1, nil),
+			obs: Observed{
+				Job:  failedJob,
+				Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).disrupted("PreemptionByScheduler")),
+			},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage: disruption +
+				"pod w-0 was disrupted (DisruptionTarget PreemptionByScheduler: evicted); starting attempt 1",
+		},
+		{
+			name:         "a pod failed without an exit code is retried",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed))},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage:  "restart 1/3: BackoffLimitExceeded: Job has reached the specified backoff limit; starting attempt 1",
+		},
+		{
+			name:         "Never fails at the first failure",
+			tj:           tjtest.NewTJ("ml", "n").BackoffLimit(3, mlv1.RestartNever).Obj(),
+			obs:          Observed{Job: failedJob, Pods: oom},
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonWorkerFailed,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  "no restarts (failurePolicy.restartPolicy Never): " + oomKilled,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			now := metav1.NewTime(t0.Add(after[tc.name])) // since the Job failed
+			now := metav1.NewTime(t0.Add(tc.after)) // since the Job failed
 			st := Status(tc.tj, tc.obs, now)
 			reason, msg := ConditionReason(st, mlv1.ConditionRunning), ConditionMessage(st, mlv1.ConditionRestarting)
 			if st.State == mlv1.StateFailed {
@@ -110,7 +252,8 @@ func TestFailedAttempt(t *testing.T) {
 				t.Errorf("state, reason, attempt, restartCount, message (-want +got):\n%s", diff)
 			}
 			// A restart after a rank's exit records when it ended (goodput's restart begins there).
-			if first := firstExit(tc.obs.ended()); st.Attempt > 0 && first != nil && !first.t.FinishedAt.IsZero() && strings.Contains(st.LastFailure, "exited with code") &&
+			if first := firstExit(tc.obs.ended()); st.Attempt > 0 && first != nil && !first.t.FinishedAt.IsZero() &&
+				strings.Contains(st.LastFailure, "exited with code") &&
 				(st.LastFailureTime == nil || !st.LastFailureTime.Equal(&first.t.FinishedAt)) {
 				t.Errorf("lastFailureTime %v, want the first exit's %v", st.LastFailureTime, first.t.FinishedAt)
 			}
@@ -129,14 +272,20 @@ func TestFailedAttempt(t *testing.T) {
 // it waits for; once the new attempt runs every worker, Restarting turns False.
 func TestRestartInProgress(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "g").Obj()
-	tj.Status = Status(tj, Observed{Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")), Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false))}, t0)
+	tj.Status = Status(tj, Observed{
+		Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+		Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false)),
+	}, t0)
 	waiting := Status(tj, Observed{StartBlocked: "waiting for 2 workers of attempt 0 to stop"}, t0)
 	newJob := job()
 	newJob.Labels = map[string]string{names.AttemptLabel: "1"}
 	tj.Status = waiting
-	running := Status(tj, Observed{Job: newJob, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, metav1.NewTime(t0.Add(time.Minute)))
-	got := []any{waiting.State, ConditionMessage(waiting, mlv1.ConditionRunning), running.State, ConditionReason(running, mlv1.ConditionRestarting), running.RestartCount}
-	want := []any{mlv1.StateInitializing, "attempt 1 after: rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled); waiting for 2 workers of attempt 0 to stop",
+	running := Status(tj, Observed{Job: newJob, Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))},
+		metav1.NewTime(t0.Add(time.Minute)))
+	got := []any{waiting.State, ConditionMessage(waiting, mlv1.ConditionRunning),
+		running.State, ConditionReason(running, mlv1.ConditionRestarting), running.RestartCount}
+	want := []any{mlv1.StateInitializing,
+		"attempt 1 after: rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled); waiting for 2 workers of attempt 0 to stop",
 		mlv1.StateRunning, "AllWorkersRunning", int32(1)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -168,14 +317,48 @@ func TestDeadlines(t *testing.T) {
 		wantState  mlv1.State
 		wantReason string
 	}{
-		{"within the deadline, a restart in progress", deadline(7200), Observed{}, mlv1.StateInitializing, ReasonRestarting},
-		{"past the deadline, over restarts", deadline(3600), Observed{}, mlv1.StateFailed, ReasonDeadlineExceeded},
-		{"unschedulable within the timeout", timeout, Observed{Job: job(), Pods: unschedulable}, mlv1.StateInitializing, ReasonUnschedulable},
-		{"unschedulable past the timeout", timeout, Observed{Job: created, Pods: unschedulable}, mlv1.StateFailed, ReasonSchedulingTimeout},
-		{"an image that cannot be pulled, past the timeout", timeout, Observed{Job: created, Pods: pods(pod("0", corev1.PodPending).waiting("ImagePullBackOff", "Back-off pulling image"))},
-			mlv1.StateFailed, ReasonSchedulingTimeout},
-		{"still creating containers past the timeout is no fault", timeout, Observed{Job: created, Pods: pods(pod("0", corev1.PodPending).waiting("ContainerCreating", ""))},
-			mlv1.StateInitializing, "WorkersStarting"},
+		{
+			name:       "within the deadline, a restart in progress",
+			tj:         deadline(7200),
+			obs:        Observed{},
+			wantState:  mlv1.StateInitializing,
+			wantReason: ReasonRestarting,
+		},
+		{
+			name:       "past the deadline, over restarts",
+			tj:         deadline(3600),
+			obs:        Observed{},
+			wantState:  mlv1.StateFailed,
+			wantReason: ReasonDeadlineExceeded,
+		},
+		{
+			name:       "unschedulable within the timeout",
+			tj:         timeout,
+			obs:        Observed{Job: job(), Pods: unschedulable},
+			wantState:  mlv1.StateInitializing,
+			wantReason: ReasonUnschedulable,
+		},
+		{
+			name:       "unschedulable past the timeout",
+			tj:         timeout,
+			obs:        Observed{Job: created, Pods: unschedulable},
+			wantState:  mlv1.StateFailed,
+			wantReason: ReasonSchedulingTimeout,
+		},
+		{
+			name:       "an image that cannot be pulled, past the timeout",
+			tj:         timeout,
+			obs:        Observed{Job: created, Pods: pods(pod("0", corev1.PodPending).waiting("ImagePullBackOff", "Back-off pulling image"))},
+			wantState:  mlv1.StateFailed,
+			wantReason: ReasonSchedulingTimeout,
+		},
+		{
+			name:       "still creating containers past the timeout is no fault",
+			tj:         timeout,
+			obs:        Observed{Job: created, Pods: pods(pod("0", corev1.PodPending).waiting("ContainerCreating", ""))},
+			wantState:  mlv1.StateInitializing,
+			wantReason: "WorkersStarting",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,18 +401,46 @@ func TestLostNode(t *testing.T) {
 		want        []any
 		wantFailure string
 	}{
-		{"failed Job, a worker's node gone", Observed{Job: failed, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(137, "Error", false).on("n-2")), NodeTrouble: gone},
-			restarted, "rank 1's node n-2 is gone"},
-		{"failure target, the other worker stranded on an unreachable node", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodRunning).on("n-2")), NodeTrouble: unreachable},
-			restarted, "rank 1's node n-2 is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.)"},
-		{"failure target, the other worker still stopping on a healthy node", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodRunning).on("n-2"))},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
-		{"failure target, a worker not scheduled yet", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodPending)), NodeTrouble: unreachable},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}, ""},
-		{"failure target, every pod ended: decided before Failed", Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
-			[]any{mlv1.StateFailed, int32(0), int32(0)}, ""},
-		{"failed Job, healthy nodes: the survivor's exit code decides", Observed{Job: failed, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
-			[]any{mlv1.StateFailed, int32(0), int32(0)}, ""},
+		{
+			name: "failed Job, a worker's node gone",
+			obs: Observed{
+				Job:         failed,
+				Pods:        pods(survivor(), pod("1", corev1.PodFailed).exited(137, "Error", false).on("n-2")),
+				NodeTrouble: gone,
+			},
+			want:        restarted,
+			wantFailure: "rank 1's node n-2 is gone",
+		},
+		{
+			name:        "failure target, the other worker stranded on an unreachable node",
+			obs:         Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodRunning).on("n-2")), NodeTrouble: unreachable},
+			want:        restarted,
+			wantFailure: "rank 1's node n-2 is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.)",
+		},
+		{
+			name:        "failure target, the other worker still stopping on a healthy node",
+			obs:         Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodRunning).on("n-2"))},
+			want:        []any{mlv1.StateRunning, int32(0), int32(0)},
+			wantFailure: "",
+		},
+		{
+			name:        "failure target, a worker not scheduled yet",
+			obs:         Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodPending)), NodeTrouble: unreachable},
+			want:        []any{mlv1.StateRunning, int32(0), int32(0)},
+			wantFailure: "",
+		},
+		{
+			name:        "failure target, every pod ended: decided before Failed",
+			obs:         Observed{Job: target, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
+			want:        []any{mlv1.StateFailed, int32(0), int32(0)},
+			wantFailure: "",
+		},
+		{
+			name:        "failed Job, healthy nodes: the survivor's exit code decides",
+			obs:         Observed{Job: failed, Pods: pods(survivor(), pod("1", corev1.PodFailed).exited(1, "Error", false).on("n-2"))},
+			want:        []any{mlv1.StateFailed, int32(0), int32(0)},
+			wantFailure: "",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := Status(tj, tc.obs, t0)
@@ -262,15 +473,40 @@ func TestNodeTrouble(t *testing.T) {
 		want     string
 		wantWait time.Duration
 	}{
-		{"gone", nil, "is gone", 0},
-		{"ready", node(corev1.ConditionTrue, time.Hour), "", 0},
-		{"no conditions yet", &corev1.Node{}, "", 0},
-		{"unreachable and tainted", node(corev1.ConditionUnknown, time.Second, corev1.TaintNodeUnreachable), "is not Ready (R: m)", 0},
-		{"not ready and tainted", node(corev1.ConditionFalse, time.Second, corev1.TaintNodeNotReady), "is not Ready (R: m)", 0},
-		{"not tainted yet: the scheduler may still place pods there", node(corev1.ConditionUnknown, time.Second), "", NodeUntaintedGrace - time.Second},
-		{"only a NoExecute taint (tolerated for 300 s by default)", noExecute, "", NodeUntaintedGrace - time.Second},
-		{"another NoSchedule taint", node(corev1.ConditionUnknown, time.Second, "example.com/maintenance"), "", NodeUntaintedGrace - time.Second},
-		{"never tainted: counts after the grace", node(corev1.ConditionUnknown, NodeUntaintedGrace), "is not Ready (R: m)", 0},
+		{name: "gone", node: nil, want: "is gone", wantWait: 0},
+		{name: "ready", node: node(corev1.ConditionTrue, time.Hour), want: "", wantWait: 0},
+		{name: "no conditions yet", node: &corev1.Node{}, want: "", wantWait: 0},
+		{
+			name:     "unreachable and tainted",
+			node:     node(corev1.ConditionUnknown, time.Second, corev1.TaintNodeUnreachable),
+			want:     "is not Ready (R: m)",
+			wantWait: 0,
+		},
+		{
+			name:     "not ready and tainted",
+			node:     node(corev1.ConditionFalse, time.Second, corev1.TaintNodeNotReady),
+			want:     "is not Ready (R: m)",
+			wantWait: 0,
+		},
+		{
+			name:     "not tainted yet: the scheduler may still place pods there",
+			node:     node(corev1.ConditionUnknown, time.Second),
+			want:     "",
+			wantWait: NodeUntaintedGrace - time.Second,
+		},
+		{name: "only a NoExecute taint (tolerated for 300 s by default)", node: noExecute, want: "", wantWait: NodeUntaintedGrace - time.Second},
+		{
+			name:     "another NoSchedule taint",
+			node:     node(corev1.ConditionUnknown, time.Second, "example.com/maintenance"),
+			want:     "",
+			wantWait: NodeUntaintedGrace - time.Second,
+		},
+		{
+			name:     "never tainted: counts after the grace",
+			node:     node(corev1.ConditionUnknown, NodeUntaintedGrace),
+			want:     "is not Ready (R: m)",
+			wantWait: 0,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			why, wait := NodeTrouble(tc.node, now)
@@ -297,19 +533,45 @@ func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 		obs    Observed
 		want   []any
 	}{
-		{"gang: a rank killed, the other still running", mlv1.RestartGang, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
-			[]any{mlv1.StateInitializing, int32(1), int32(1)}},
-		{"gang: every rank running", mlv1.RestartGang, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}},
-		{"never: a rank killed fails the run", mlv1.RestartNever, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
-			[]any{mlv1.StateFailed, int32(0), int32(0)}},
-		{"onFailure: the Job restarts the container itself", mlv1.RestartOnFailure, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}},
-		{"success criteria met: the stopped rank's 143 decides nothing", mlv1.RestartGang,
-			Observed{Job: job(jobCond(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "")), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodFailed).exited(143, "Error", false))},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}},
-		{"a rank stopped by a deletion waits for the Job controller", mlv1.RestartGang, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), stopped())},
-			[]any{mlv1.StateRunning, int32(0), int32(0)}},
+		{
+			name:   "gang: a rank killed, the other still running",
+			policy: mlv1.RestartGang,
+			obs:    Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			want:   []any{mlv1.StateInitializing, int32(1), int32(1)},
+		},
+		{
+			name:   "gang: every rank running",
+			policy: mlv1.RestartGang,
+			obs:    Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))},
+			want:   []any{mlv1.StateRunning, int32(0), int32(0)},
+		},
+		{
+			name:   "never: a rank killed fails the run",
+			policy: mlv1.RestartNever,
+			obs:    Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			want:   []any{mlv1.StateFailed, int32(0), int32(0)},
+		},
+		{
+			name:   "onFailure: the Job restarts the container itself",
+			policy: mlv1.RestartOnFailure,
+			obs:    Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), killed())},
+			want:   []any{mlv1.StateRunning, int32(0), int32(0)},
+		},
+		{
+			name:   "success criteria met: the stopped rank's 143 decides nothing",
+			policy: mlv1.RestartGang,
+			obs: Observed{
+				Job:  job(jobCond(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "")),
+				Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodFailed).exited(143, "Error", false)),
+			},
+			want: []any{mlv1.StateRunning, int32(0), int32(0)},
+		},
+		{
+			name:   "a rank stopped by a deletion waits for the Job controller",
+			policy: mlv1.RestartGang,
+			obs:    Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), stopped())},
+			want:   []any{mlv1.StateRunning, int32(0), int32(0)},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "n").BackoffLimit(3, tc.policy).Obj()

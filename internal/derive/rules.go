@@ -8,9 +8,9 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// applyRules applies failurePolicy.rules to a classified failure: the first rule that matches decides
-// the kind (Restart: retryable, RestartWithoutCounting: a disruption, Fail: permanent) and whether the
-// failing rank's node is avoided; with no match the failure keeps its class's kind.
+// applyRules returns a classified failure with failurePolicy.rules applied: the first rule that matches
+// decides the kind (Restart: retryable, RestartWithoutCounting: a disruption, Fail: permanent) and whether
+// the failing rank's node is avoided; with no match the failure keeps its class's kind.
 func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 	fp := tj.Spec.FailurePolicy
 	if fp == nil {
@@ -33,7 +33,7 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 	return f
 }
 
-// firstMatch is the failure, or the first exit tied with it, that the rule matches.
+// firstMatch returns the failure, or the first exit tied with it, that the rule matches; false when none.
 func firstMatch(r mlv1.FailureRule, f failure) (failure, bool) {
 	for _, c := range append([]failure{f}, f.tied...) {
 		if ruleMatches(r, c) {
@@ -49,9 +49,9 @@ var ruleKind = map[mlv1.RuleAction]failureKind{
 	mlv1.RuleFail:                   permanent,
 }
 
-// ruleMatches: every matcher the rule sets matches the failure. An exit-code matcher never matches a
-// failure without an exit (a hang, a lost node); a pattern that does not compile (the CRD refuses it)
-// matches nothing.
+// ruleMatches reports whether the rule sets a matcher and every matcher it sets matches the failure. An
+// exit-code matcher never matches a failure without an exit (a hang, a lost node); a pattern that does not
+// compile (the CRD refuses it) matches nothing.
 func ruleMatches(r mlv1.FailureRule, f failure) bool {
 	if len(r.OnExitCodes) > 0 && (f.exitCode == 0 || !slices.Contains(r.OnExitCodes, f.exitCode)) {
 		return false

@@ -11,12 +11,15 @@ import (
 
 // TestRules: the first rule whose every matcher matches decides the kind; no match keeps the class's.
 func TestRules(t *testing.T) {
-	nccl := failure{kind: retryable, class: mlv1.FailureError, exitCode: 134, text: "ProcessGroupNCCL: Watchdog caught collective operation timeout", node: "n1"}
+	nccl := failure{kind: retryable, class: mlv1.FailureError, exitCode: 134,
+		text: "ProcessGroupNCCL: Watchdog caught collective operation timeout", node: "n1"}
 	oom := failure{kind: retryable, class: mlv1.FailureOOM, exitCode: 137, node: "n2"}
 	hung := failure{kind: retryable, class: mlv1.FailureHang, text: "no progress for 12m; rank 1, last: NCCL WARN Timeout"}
-	ecc := failure{kind: permanent, class: mlv1.FailureError, exitCode: 1, text: "RuntimeError: CUDA error: uncorrectable ECC error encountered", node: "n3"}
+	ecc := failure{kind: permanent, class: mlv1.FailureError, exitCode: 1,
+		text: "RuntimeError: CUDA error: uncorrectable ECC error encountered", node: "n3"}
 	rules := []mlv1.FailureRule{
-		{Name: "nccl-timeout", Action: mlv1.RuleRestartWithoutCounting, OnMessage: "NCCL.*[Tt]imeout", OnKinds: []mlv1.FailureKind{mlv1.FailureError}},
+		{Name: "nccl-timeout", Action: mlv1.RuleRestartWithoutCounting, OnMessage: "NCCL.*[Tt]imeout",
+			OnKinds: []mlv1.FailureKind{mlv1.FailureError}},
 		{Name: "ecc", Action: mlv1.RuleRestart, OnMessage: "ECC", AvoidNode: true},
 		{Action: mlv1.RuleFail, OnExitCodes: []int32{137}, OnKinds: []mlv1.FailureKind{mlv1.FailureOOM}},
 		{Name: "bad", Action: mlv1.RuleFail, OnMessage: "("}, // refused by the CRD; matches nothing here
@@ -33,19 +36,30 @@ func TestRules(t *testing.T) {
 		f    failure
 		want out
 	}{
-		{"message and kind", nccl, out{disruption, "failurePolicy.rules[0] nccl-timeout", false}},
-		{"the kind does not match the first: the message matches the second", ecc, out{retryable, "failurePolicy.rules[1] ecc", true}},
-		{"exit code and kind", oom, out{permanent, "failurePolicy.rules[2]", false}},
-		{"a hang matches no exit-code rule and no Error rule", hung, out{retryable, "", false}},
-		{"no match keeps the class's kind", failure{kind: permanent, class: mlv1.FailureError, exitCode: 2}, out{permanent, "", false}},
+		{name: "message and kind", f: nccl, want: out{Kind: disruption, Rule: "failurePolicy.rules[0] nccl-timeout", AvoidNode: false}},
+		{
+			name: "the kind does not match the first: the message matches the second",
+			f:    ecc,
+			want: out{Kind: retryable, Rule: "failurePolicy.rules[1] ecc", AvoidNode: true},
+		},
+		{name: "exit code and kind", f: oom, want: out{Kind: permanent, Rule: "failurePolicy.rules[2]", AvoidNode: false}},
+		{name: "a hang matches no exit-code rule and no Error rule", f: hung, want: out{Kind: retryable, Rule: "", AvoidNode: false}},
+		{
+			name: "no match keeps the class's kind",
+			f:    failure{kind: permanent, class: mlv1.FailureError, exitCode: 2},
+			want: out{Kind: permanent, Rule: "", AvoidNode: false},
+		},
 		// A peer's error exit in the same second as the cause cannot be told apart from it: either may match.
-		{"an exit tied with the first matches", failure{kind: permanent, class: mlv1.FailureError, exitCode: 1, text: "lost rank 1", node: "n0", tied: []failure{ecc}},
-			out{retryable, "failurePolicy.rules[1] ecc", true}},
+		{
+			name: "an exit tied with the first matches",
+			f:    failure{kind: permanent, class: mlv1.FailureError, exitCode: 1, text: "lost rank 1", node: "n0", tied: []failure{ecc}},
+			want: out{Kind: retryable, Rule: "failurePolicy.rules[1] ecc", AvoidNode: true},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := applyRules(tj, tc.f)
-			if diff := cmp.Diff(tc.want, out{f.kind, f.rule, f.avoidNode}); diff != "" {
+			if diff := cmp.Diff(tc.want, out{Kind: f.kind, Rule: f.rule, AvoidNode: f.avoidNode}); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if tc.want.AvoidNode && f.node != "n3" {
@@ -76,16 +90,54 @@ func TestAvoidNodes(t *testing.T) {
 		want     []string
 		wantLast string
 	}{
-		{"a lost node", withCap(3), mlv1.TrainingJobStatus{Attempt: 2}, failure{kind: disruption, lost: map[string]string{"n1": "is gone"}},
-			[]string{"n1:node is gone"}, ""},
-		{"a first failure on a node is not enough", withCap(3), mlv1.TrainingJobStatus{}, failure{kind: retryable, node: "n1"}, nil, "n1"},
-		{"the same node in two failed attempts in a row", withCap(3), mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"}, failure{kind: retryable, node: "n1"},
-			[]string{"n1:held the failing rank in attempts 0 and 1"}, "n1"},
-		{"a rule's avoidNode", withCap(3), mlv1.TrainingJobStatus{}, failure{kind: retryable, node: "n2", rule: "failurePolicy.rules[0] ecc", avoidNode: true},
-			[]string{"n2:failurePolicy.rules[0] ecc matched the failure of attempt 0"}, "n2"},
-		{"past the cap the oldest goes", withCap(2), mlv1.TrainingJobStatus{AvoidedNodes: avoid("a", "b")}, failure{kind: disruption, lost: map[string]string{"c": "is gone"}},
-			[]string{"b:", "c:node is gone"}, ""},
-		{"cap 0: none", withCap(0), mlv1.TrainingJobStatus{}, failure{kind: disruption, lost: map[string]string{"c": "is gone"}}, nil, ""},
+		{
+			name:     "a lost node",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 2},
+			f:        failure{kind: disruption, lost: map[string]string{"n1": "is gone"}},
+			want:     []string{"n1:node is gone"},
+			wantLast: "",
+		},
+		{
+			name:     "a first failure on a node is not enough",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{},
+			f:        failure{kind: retryable, node: "n1"},
+			want:     nil,
+			wantLast: "n1",
+		},
+		{
+			name:     "the same node in two failed attempts in a row",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"},
+			f:        failure{kind: retryable, node: "n1"},
+			want:     []string{"n1:held the failing rank in attempts 0 and 1"},
+			wantLast: "n1",
+		},
+		{
+			name:     "a rule's avoidNode",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{},
+			f:        failure{kind: retryable, node: "n2", rule: "failurePolicy.rules[0] ecc", avoidNode: true},
+			want:     []string{"n2:failurePolicy.rules[0] ecc matched the failure of attempt 0"},
+			wantLast: "n2",
+		},
+		{
+			name:     "past the cap the oldest goes",
+			tj:       withCap(2),
+			st:       mlv1.TrainingJobStatus{AvoidedNodes: avoid("a", "b")},
+			f:        failure{kind: disruption, lost: map[string]string{"c": "is gone"}},
+			want:     []string{"b:", "c:node is gone"},
+			wantLast: "",
+		},
+		{
+			name:     "cap 0: none",
+			tj:       withCap(0),
+			st:       mlv1.TrainingJobStatus{},
+			f:        failure{kind: disruption, lost: map[string]string{"c": "is gone"}},
+			want:     nil,
+			wantLast: "",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,8 +25,8 @@ const (
 	ReasonScrapeFailed = "ScrapeFailed"
 )
 
-// ProgressUnknown: the run has no progress source: the last read found neither an endpoint nor a
-// recognised line, or nothing could ever be read. A run that reported before and cannot be read now
+// ProgressUnknown reports whether the run has no progress source: the last read found neither an endpoint
+// nor a recognised line, or nothing could ever be read. A run that reported before and cannot be read now
 // (ScrapeFailed after progress) is not unknown: its source is there, stale.
 func ProgressUnknown(st *mlv1.TrainingJobStatus) bool {
 	switch ConditionReason(*st, mlv1.ConditionProgressReported) {
@@ -38,13 +38,15 @@ func ProgressUnknown(st *mlv1.TrainingJobStatus) bool {
 	return false
 }
 
-// ApplyNoSource says that the run's progress is unknown, why, and how to give it; the last figures stay.
+// ApplyNoSource sets ProgressReported to say that the run's progress is unknown, why, and how to give it;
+// the last figures stay.
 // endpointErr is why rank 0's own endpoint gave nothing (nil: it answered without a training figure).
 func ApplyNoSource(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, endpointErr error, now metav1.Time) {
 	set(st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, truncate(NoSourceMessage(tj, endpointErr), 4096), now)
 }
 
-// NoSourceMessage explains a run without a progress source: what was found, and what to do.
+// NoSourceMessage returns the explanation of a run without a progress source: what was found, and what to
+// do.
 func NoSourceMessage(tj *mlv1.TrainingJob, endpointErr error) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "progress is unknown: rank 0 serves no training figures on its progress endpoint (port %d", tj.MetricsPort())

@@ -66,32 +66,69 @@ func TestProgressSource(t *testing.T) {
 		message string
 		unknown bool
 	}{
-		{name: "the endpoint", tj: tjtest.NewTJ("ml", "a").Obj(), apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
-			ApplySample(st, tj, Sample{Epoch: ptr.To(1.0)}, RateWindow{}, t0)
-		}, reason: ReasonScraped, message: "rank 0 reports progress"},
-		{name: "the output", tj: tjtest.NewTJ("ml", "a").Obj(), apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
-			ApplySample(st, tj, Sample{Epoch: ptr.To(1.0), FromOutput: true, Format: "tqdm"}, RateWindow{}, t0)
-		}, reason: ReasonFromOutput, message: "rank 0 serves no progress endpoint; its output shows progress (tqdm)"},
-		{name: "nothing recognised", tj: tjtest.NewTJ("ml", "a").Obj(), apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
-			ApplyNoSource(st, tj, refused, t0)
-		}, reason: ReasonNoProgressSource, unknown: true,
-			message: "progress is unknown: rank 0 serves no training figures on its progress endpoint (port 8080: GET http://10.0.0.5:8080/metrics: " +
+		{
+			name: "the endpoint",
+			tj:   tjtest.NewTJ("ml", "a").Obj(),
+			apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
+				ApplySample(st, tj, Sample{Epoch: ptr.To(1.0)}, RateWindow{}, t0)
+			},
+			reason:  ReasonScraped,
+			message: "rank 0 reports progress",
+		},
+		{
+			name: "the output",
+			tj:   tjtest.NewTJ("ml", "a").Obj(),
+			apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
+				ApplySample(st, tj, Sample{Epoch: ptr.To(1.0), FromOutput: true, Format: "tqdm"}, RateWindow{}, t0)
+			},
+			reason:  ReasonFromOutput,
+			message: "rank 0 serves no progress endpoint; its output shows progress (tqdm)",
+		},
+		{
+			name: "nothing recognised",
+			tj:   tjtest.NewTJ("ml", "a").Obj(),
+			apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
+				ApplyNoSource(st, tj, refused, t0)
+			},
+			reason:  ReasonNoProgressSource,
+			unknown: true,
+			message: "progress is unknown: rank 0 serves no training figures on its progress endpoint " +
+				"(port 8080: GET http://10.0.0.5:8080/metrics: " +
 				"connection refused) and has printed no line the supervisor recognises (tqdm bars, \"epoch N/M\" or \"step N/M\" lines, Hugging Face " +
 				"Trainer, Lightning or Keras logs). Print such lines, set monitoring.progressPattern, or serve training_epoch on METRICS_PORT. " +
-				"Until then the hang checks act only when failurePolicy sets their timeouts"},
-		{name: "no command: the image's entrypoint, not supervised", tj: tjtest.NewTJ("ml", "a").Image("me/t:1").NoCommand().Obj(),
-			apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) { ApplyNoSource(st, tj, nil, t0) }, reason: ReasonNoProgressSource, unknown: true,
+				"Until then the hang checks act only when failurePolicy sets their timeouts",
+		},
+		{
+			name:    "no command: the image's entrypoint, not supervised",
+			tj:      tjtest.NewTJ("ml", "a").Image("me/t:1").NoCommand().Obj(),
+			apply:   func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) { ApplyNoSource(st, tj, nil, t0) },
+			reason:  ReasonNoProgressSource,
+			unknown: true,
 			message: "progress is unknown: rank 0 serves no training figures on its progress endpoint (port 8080); its output is not read: " +
 				"spec.command is empty, so the image's entrypoint runs as it is, without the supervisor that reads progress from the output " +
 				"(set command to the program to run). Print such lines, set monitoring.progressPattern, or serve training_epoch on METRICS_PORT. " +
-				"Until then the hang checks act only when failurePolicy sets their timeouts"},
-		{name: "a failed read after progress is stale, not unknown", tj: tjtest.NewTJ("ml", "a").Obj(), apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
-			st.LastProgressTime = &metav1.Time{Time: t0.Time}
-			ApplyScrapeError(st, refused, t0)
-		}, reason: ReasonScrapeFailed, message: "progress is stale (last reported at 2026-01-01T00:00:00Z): GET http://10.0.0.5:8080/metrics: connection refused"},
-		{name: "a failed read that never reported is unknown", tj: tjtest.NewTJ("ml", "a").Obj(), apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
-			ApplyScrapeError(st, refused, t0)
-		}, reason: ReasonScrapeFailed, unknown: true, message: "progress is stale (never reported): GET http://10.0.0.5:8080/metrics: connection refused"},
+				"Until then the hang checks act only when failurePolicy sets their timeouts",
+		},
+		{
+			name: "a failed read after progress is stale, not unknown",
+			tj:   tjtest.NewTJ("ml", "a").Obj(),
+			apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
+				st.LastProgressTime = &metav1.Time{Time: t0.Time}
+				ApplyScrapeError(st, refused, t0)
+			},
+			reason:  ReasonScrapeFailed,
+			message: "progress is stale (last reported at 2026-01-01T00:00:00Z): GET http://10.0.0.5:8080/metrics: connection refused",
+		},
+		{
+			name: "a failed read that never reported is unknown",
+			tj:   tjtest.NewTJ("ml", "a").Obj(),
+			apply: func(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob) {
+				ApplyScrapeError(st, refused, t0)
+			},
+			reason:  ReasonScrapeFailed,
+			unknown: true,
+			message: "progress is stale (never reported): GET http://10.0.0.5:8080/metrics: connection refused",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

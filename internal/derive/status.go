@@ -68,7 +68,7 @@ type Observed struct {
 	InputsClaimEvent *corev1.Event
 }
 
-// ended are the pods whose exits explain a failure: the listed ones and those gone since they ended.
+// ended returns the pods whose exits explain a failure: the listed ones and those gone since they ended.
 func (o Observed) ended() []corev1.Pod {
 	return append(o.Pods[:len(o.Pods):len(o.Pods)], o.Gone...)
 }
@@ -83,8 +83,8 @@ type phase struct {
 	message string
 }
 
-// Status computes the JobController's part of a TrainingJob's status from what was observed. It is
-// a pure function: the same inputs give the same status. now is the time of new condition transitions and
+// Status returns the JobController's part of a TrainingJob's status, computed from what was observed. It
+// is a pure function: the same inputs give the same status. now is the time of new condition transitions and
 // the clock deadlines are measured by (failurePolicy.activeDeadlineSeconds,
 // scheduling.schedulingTimeoutSeconds). A failed attempt that may be retried becomes a new attempt here
 // (see restart.go); the JobController then replaces the Job.
@@ -129,7 +129,8 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	case obs.Job == nil && tj.Suspended():
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
 	case obs.Job == nil && obs.CreateRejected != "" && tj.Status.Attempt > 0:
-		return phase{mlv1.StateInitializing, ReasonCreateRejected, fmt.Sprintf("attempt %d: the API server rejected the workers' objects: %s", tj.Status.Attempt, obs.CreateRejected)}
+		return phase{mlv1.StateInitializing, ReasonCreateRejected,
+			fmt.Sprintf("attempt %d: the API server rejected the workers' objects: %s", tj.Status.Attempt, obs.CreateRejected)}
 	case obs.Job == nil && obs.CreateRejected != "":
 		return phase{mlv1.StatePending, ReasonCreateRejected, "the API server rejected the workers' objects: " + obs.CreateRejected}
 	case obs.Job == nil && waitsForQueue(obs):
@@ -168,7 +169,7 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 	return activePhase(tj, obs, now)
 }
 
-// failureReason is status.failureReason: the reason, then what a user can act on.
+// failureReason returns status.failureReason: the reason, then what a user can act on.
 func failureReason(ph phase) string {
 	if strings.HasPrefix(ph.message, ph.reason) {
 		return ph.message
@@ -176,28 +177,29 @@ func failureReason(ph phase) string {
 	return ph.reason + ": " + ph.message
 }
 
-// queuedPhase: the Job is suspended although neither the user nor a queue asked (someone suspended the
-// Job itself).
+// queuedPhase returns the phase of a Job that is suspended although neither the user nor a queue asked
+// (someone suspended the Job itself).
 func queuedPhase(_ *mlv1.TrainingJob) phase {
 	return phase{mlv1.StateSuspended, "JobSuspended", "the workers' Job is suspended"}
 }
 
-// deadlinePhase fails a run whose workers first started more than activeDeadlineSeconds ago: wall time,
-// restarts and suspension included.
+// deadlinePhase returns the Failed phase of a run whose workers first started more than
+// activeDeadlineSeconds ago (wall time, restarts and suspension included); false for any other run.
 func deadlinePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, now metav1.Time) (phase, bool) {
 	left, ok := DeadlineLeft(tj, st.StartTime, now.Time)
 	if !ok || left > 0 {
 		return phase{}, false
 	}
 	d := time.Duration(*tj.Spec.FailurePolicy.ActiveDeadlineSeconds) * time.Second
-	return phase{mlv1.StateFailed, ReasonDeadlineExceeded, fmt.Sprintf("the run started %s ago, past failurePolicy.activeDeadlineSeconds (%s); its workers were stopped",
-		now.Sub(st.StartTime.Time).Round(time.Second), d)}, true
+	return phase{mlv1.StateFailed, ReasonDeadlineExceeded,
+		fmt.Sprintf("the run started %s ago, past failurePolicy.activeDeadlineSeconds (%s); its workers were stopped",
+			now.Sub(st.StartTime.Time).Round(time.Second), d)}, true
 }
 
 // ReasonDeadlineExceeded is the Failed reason of a run past failurePolicy.activeDeadlineSeconds.
 const ReasonDeadlineExceeded = "DeadlineExceeded"
 
-// DeadlineLeft is the time left before failurePolicy.activeDeadlineSeconds, counted from start; ok is
+// DeadlineLeft returns the time left before failurePolicy.activeDeadlineSeconds, counted from start; ok is
 // false when no deadline applies (none set, or not started).
 func DeadlineLeft(tj *mlv1.TrainingJob, start *metav1.Time, now time.Time) (time.Duration, bool) {
 	f := tj.Spec.FailurePolicy
@@ -207,7 +209,7 @@ func DeadlineLeft(tj *mlv1.TrainingJob, start *metav1.Time, now time.Time) (time
 	return start.Add(time.Duration(*f.ActiveDeadlineSeconds) * time.Second).Sub(now), true
 }
 
-// JobCondition is the Job's condition of type t when it is True, else nil.
+// JobCondition returns the Job's condition of type t when it is True, else nil.
 func JobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
 	for i := range job.Status.Conditions {
 		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
@@ -217,7 +219,7 @@ func JobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCond
 	return nil
 }
 
-// ConditionReason is the reason of condition t, or t when it is absent.
+// ConditionReason returns the reason of condition t, or t when it is absent.
 func ConditionReason(st mlv1.TrainingJobStatus, t string) string {
 	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 		return c.Reason
@@ -225,7 +227,7 @@ func ConditionReason(st mlv1.TrainingJobStatus, t string) string {
 	return t
 }
 
-// ConditionMessage is the message of condition t, "" when it is absent.
+// ConditionMessage returns the message of condition t, "" when it is absent.
 func ConditionMessage(st mlv1.TrainingJobStatus, t string) string {
 	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 		return c.Message
@@ -256,8 +258,8 @@ func workerCounts(obs Observed) mlv1.WorkerCounts {
 	}
 }
 
-// inPlaceRestarts (restartPolicy OnFailure) is the number of replaced pods plus in-place container
-// restarts of current pods.
+// inPlaceRestarts returns the number of replaced pods plus in-place container restarts of current pods
+// (restartPolicy OnFailure).
 func inPlaceRestarts(obs Observed) int32 {
 	n := obs.Job.Status.Failed
 	for i := range obs.Pods {
@@ -297,9 +299,9 @@ func finishTime(job *batchv1.Job, ph phase, now metav1.Time) *metav1.Time {
 	return &now
 }
 
-// Significant: st differs from old in what users and the other controllers act on (the state, a
-// condition's status, attempt, restarts, the failure, the checkpoint, times other than startTime) rather
-// than only in details: worker counts, startTime, or a condition's reason and message under the same
+// Significant reports whether st differs from old in what users and the other controllers act on (the
+// state, a condition's status, attempt, restarts, the failure, the checkpoint, times other than startTime)
+// rather than only in details: worker counts, startTime, or a condition's reason and message under the same
 // status. The JobController writes details at most once per interval, or with the next significant change.
 func Significant(old, st mlv1.TrainingJobStatus) bool {
 	return !apiequality.Semantic.DeepEqual(withoutDetails(old), withoutDetails(st))

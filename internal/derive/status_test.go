@@ -22,7 +22,7 @@ var t0 = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 type podB struct{ p corev1.Pod }
 
 func pod(rank string, phase corev1.PodPhase) *podB {
-	return &podB{corev1.Pod{
+	return &podB{p: corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "w-" + rank, Labels: map[string]string{names.RankLabel: rank}},
 		Status:     corev1.PodStatus{Phase: phase},
 	}}
@@ -62,7 +62,9 @@ func (b *podB) sidecarCrashing() *podB {
 // agentExited adds a checkpoint-agent sidecar that exited with code at second sec.
 func (b *podB) agentExited(code int32, sec int) *podB {
 	b.p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "checkpoint-agent", State: corev1.ContainerState{
-		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", FinishedAt: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}}}}
+		Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: "Error", FinishedAt: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)),
+		}}}}
 	return b
 }
 
@@ -86,7 +88,9 @@ func (b *podB) waiting(reason, msg string) *podB {
 }
 
 func (b *podB) unschedulable(msg string) *podB {
-	b.p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}
+	b.p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg},
+	}
 	return b
 }
 
@@ -121,7 +125,9 @@ func TestDeriveStatus(t *testing.T) {
 	inPlace := tjtest.NewTJ("ml", "mnist").BackoffLimit(3, mlv1.RestartOnFailure).Obj()
 	inPlace.Status.State = mlv1.StateRunning
 	failed := base.Obj()
-	failed.Status = mlv1.TrainingJobStatus{State: mlv1.StateFailed, FailureReason: "boom", Conditions: []metav1.Condition{{Type: mlv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "boom"}}}
+	failed.Status = mlv1.TrainingJobStatus{State: mlv1.StateFailed, FailureReason: "boom", Conditions: []metav1.Condition{
+		{Type: mlv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "boom"},
+	}}
 	cases := []struct {
 		name        string
 		tj          *mlv1.TrainingJob
@@ -130,56 +136,240 @@ func TestDeriveStatus(t *testing.T) {
 		wantReason  string
 		wantFailure string
 	}{
-		{"no job yet", base.Obj(), Observed{}, mlv1.StatePending, "Accepted", ""},
-		{"job rejected by the API server", base.Obj(), Observed{CreateRejected: "quota exceeded"}, mlv1.StatePending, "CreateRejected", ""},
-		{"suspended before start", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{}, mlv1.StateSuspended, "Suspended", ""},
-		{"job without pods", base.Obj(), Observed{Job: job()}, mlv1.StateInitializing, "WorkersStarting", ""},
-		{"one of two running", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateInitializing, "WorkersStarting", ""},
-		{"unschedulable", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).unschedulable("0/3 nodes have nvidia.com/gpu"))}, mlv1.StateInitializing, "Unschedulable", ""},
-		{"missing secret", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).waiting("CreateContainerConfigError", `secret "hf" not found`))}, mlv1.StateInitializing, "CreateContainerConfigError", ""},
-		{"all running", base.Obj(), Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))}, mlv1.StateRunning, "AllWorkersRunning", ""},
-		{"crash loop while running names the exit code", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
-			pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s restarting failed container"))},
-			mlv1.StateRunning, "CrashLoopBackOff", ""},
-		{"ranks finishing", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodRunning))}, mlv1.StateRunning, "WorkersFinishing", ""},
-		{"every rank finished, job not complete yet", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodSucceeded))}, mlv1.StateRunning, "WorkersFinishing", ""},
-		{"a crashing sidecar is named", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning).sidecarCrashing(), pod("1", corev1.PodRunning))},
-			mlv1.StateRunning, "CrashLoopBackOff", ""},
-		{"rank restarting stays running", running, Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))}, mlv1.StateRunning, "WorkersRestarting", ""},
-		{"job complete", running, Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
-		{"pytorch's default image runs the runner", tjtest.NewTJ("ml", "mnist").NoCommand().Obj(),
-			Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
-		{"another default image without a command trained nothing", tjtest.NewTJ("ml", "mnist").NoCommand().Framework(mlv1.FrameworkJAX).Obj(),
-			Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateFailed, ReasonNoTrainingProgram, ReasonNoTrainingProgram + ": " + NoTrainingProgramMessage},
-		{"default image with args runs them", tjtest.NewTJ("ml", "mnist").NoCommand().With(func(tj *mlv1.TrainingJob) { tj.Spec.Args = []string{"python3", "t.py"} }).Obj(),
-			Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))}, mlv1.StateCompleted, "Succeeded", ""},
-		{"job failed names the rank", inPlace, Observed{
-			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
-			Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false), pod("0", corev1.PodFailed).exited(1, "Error", true)),
-		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded: Job has reached the specified backoff limit; rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)"},
-		{"job failed names the first rank to fail", inPlace, Observed{
-			Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
-			Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).at(2), pod("1", corev1.PodFailed).exited(2, "Error", false).at(1),
-				pod("2", corev1.PodFailed).exited(137, "Error", false).at(3)),
-		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 2"},
-		{"a stopped rank (SIGTERM) is not blamed", inPlace, Observed{
-			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
-			Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).at(1), pod("1", corev1.PodFailed).exited(1, "Error", false).at(1)),
-		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 1"},
-		{"the end of the crashed rank's log", inPlace, Observed{
-			Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
-			Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("epoch 1/5 loss=0.6\nTraceback (most recent call last):\n  File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied\n")),
-		}, mlv1.StateFailed, "BackoffLimitExceeded", "BackoffLimitExceeded; rank 0 (pod w-0, container trainer) exited with code 1:   File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied"},
-		{"suspended while running", tjtest.NewTJ("ml", "s").Suspend(true).Obj(), Observed{Job: job()}, mlv1.StateSuspended, "Suspended", ""},
-		{"failed is final", failed, Observed{}, mlv1.StateFailed, "BackoffLimitExceeded", "boom"},
-		{"waiting for kueue", tjtest.NewTJ("ml", "q").With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
-		}).Obj(), Observed{Queue: &Queue{Name: "team-a", Workload: "w"}}, mlv1.StateSuspended, "Queued", ""},
-		{"evicted by kueue, workers stopping", tjtest.NewTJ("ml", "q").Obj(), Observed{Job: suspendedJob(), Queue: &Queue{Name: "team-a",
-			Evicted: &metav1.Condition{Reason: "Preempted"}, Preempted: &metav1.Condition{Reason: "InClusterQueue"}}}, mlv1.StateSuspended, "Preempted", ""},
-		{"admitted by kueue", tjtest.NewTJ("ml", "q").Obj(), Observed{Job: job(), Queue: &Queue{Name: "team-a", Admission: &builders.Admission{}}},
-			mlv1.StateInitializing, "WorkersStarting", ""},
-		{"job suspended by someone else", tjtest.NewTJ("ml", "q").Obj(), Observed{Job: suspendedJob()}, mlv1.StateSuspended, "JobSuspended", ""},
+		{name: "no job yet", tj: base.Obj(), obs: Observed{}, wantState: mlv1.StatePending, wantReason: "Accepted", wantFailure: ""},
+		{
+			name:        "job rejected by the API server",
+			tj:          base.Obj(),
+			obs:         Observed{CreateRejected: "quota exceeded"},
+			wantState:   mlv1.StatePending,
+			wantReason:  "CreateRejected",
+			wantFailure: "",
+		},
+		{
+			name:        "suspended before start",
+			tj:          tjtest.NewTJ("ml", "s").Suspend(true).Obj(),
+			obs:         Observed{},
+			wantState:   mlv1.StateSuspended,
+			wantReason:  "Suspended",
+			wantFailure: "",
+		},
+		{
+			name:        "job without pods",
+			tj:          base.Obj(),
+			obs:         Observed{Job: job()},
+			wantState:   mlv1.StateInitializing,
+			wantReason:  "WorkersStarting",
+			wantFailure: "",
+		},
+		{
+			name:        "one of two running",
+			tj:          base.Obj(),
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))},
+			wantState:   mlv1.StateInitializing,
+			wantReason:  "WorkersStarting",
+			wantFailure: "",
+		},
+		{
+			name:        "unschedulable",
+			tj:          base.Obj(),
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodPending).unschedulable("0/3 nodes have nvidia.com/gpu"))},
+			wantState:   mlv1.StateInitializing,
+			wantReason:  "Unschedulable",
+			wantFailure: "",
+		},
+		{
+			name: "missing secret",
+			tj:   base.Obj(),
+			obs: Observed{
+				Job:  job(),
+				Pods: pods(pod("0", corev1.PodPending).waiting("CreateContainerConfigError", `secret "hf" not found`)),
+			},
+			wantState:   mlv1.StateInitializing,
+			wantReason:  "CreateContainerConfigError",
+			wantFailure: "",
+		},
+		{
+			name:        "all running",
+			tj:          base.Obj(),
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodRunning))},
+			wantState:   mlv1.StateRunning,
+			wantReason:  "AllWorkersRunning",
+			wantFailure: "",
+		},
+		{
+			name: "crash loop while running names the exit code",
+			tj:   running,
+			obs: Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning),
+				pod("1", corev1.PodRunning).exited(3, "Error", true).waiting("CrashLoopBackOff", "back-off 20s restarting failed container"))},
+			wantState:   mlv1.StateRunning,
+			wantReason:  "CrashLoopBackOff",
+			wantFailure: "",
+		},
+		{
+			name:        "ranks finishing",
+			tj:          running,
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodRunning))},
+			wantState:   mlv1.StateRunning,
+			wantReason:  "WorkersFinishing",
+			wantFailure: "",
+		},
+		{
+			name:        "every rank finished, job not complete yet",
+			tj:          running,
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodSucceeded), pod("1", corev1.PodSucceeded))},
+			wantState:   mlv1.StateRunning,
+			wantReason:  "WorkersFinishing",
+			wantFailure: "",
+		},
+		{
+			name:        "a crashing sidecar is named",
+			tj:          running,
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning).sidecarCrashing(), pod("1", corev1.PodRunning))},
+			wantState:   mlv1.StateRunning,
+			wantReason:  "CrashLoopBackOff",
+			wantFailure: "",
+		},
+		{
+			name:        "rank restarting stays running",
+			tj:          running,
+			obs:         Observed{Job: job(), Pods: pods(pod("0", corev1.PodRunning), pod("1", corev1.PodPending))},
+			wantState:   mlv1.StateRunning,
+			wantReason:  "WorkersRestarting",
+			wantFailure: "",
+		},
+		{
+			name:        "job complete",
+			tj:          running,
+			obs:         Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))},
+			wantState:   mlv1.StateCompleted,
+			wantReason:  "Succeeded",
+			wantFailure: "",
+		},
+		{
+			name:        "pytorch's default image runs the runner",
+			tj:          tjtest.NewTJ("ml", "mnist").NoCommand().Obj(),
+			obs:         Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))},
+			wantState:   mlv1.StateCompleted,
+			wantReason:  "Succeeded",
+			wantFailure: "",
+		},
+		{
+			name:        "another default image without a command trained nothing",
+			tj:          tjtest.NewTJ("ml", "mnist").NoCommand().Framework(mlv1.FrameworkJAX).Obj(),
+			obs:         Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))},
+			wantState:   mlv1.StateFailed,
+			wantReason:  ReasonNoTrainingProgram,
+			wantFailure: ReasonNoTrainingProgram + ": " + NoTrainingProgramMessage,
+		},
+		{
+			name: "default image with args runs them",
+			tj: tjtest.NewTJ("ml", "mnist").NoCommand().With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Args = []string{"python3", "t.py"}
+			}).Obj(),
+			obs:         Observed{Job: job(jobCond(batchv1.JobComplete, "CompletionsReached", ""))},
+			wantState:   mlv1.StateCompleted,
+			wantReason:  "Succeeded",
+			wantFailure: "",
+		},
+		{
+			name: "job failed names the rank",
+			tj:   inPlace,
+			obs: Observed{
+				Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+				Pods: pods(pod("1", corev1.PodFailed).exited(137, "OOMKilled", false), pod("0", corev1.PodFailed).exited(1, "Error", true)),
+			},
+			wantState:  mlv1.StateFailed,
+			wantReason: "BackoffLimitExceeded",
+			wantFailure: "BackoffLimitExceeded: Job has reached the specified backoff limit; " +
+				"rank 1 (pod w-1, container trainer) exited with code 137 (OOMKilled)",
+		},
+		{
+			name: "job failed names the first rank to fail",
+			tj:   inPlace,
+			obs: Observed{
+				Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+				Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).at(2), pod("1", corev1.PodFailed).exited(2, "Error", false).at(1),
+					pod("2", corev1.PodFailed).exited(137, "Error", false).at(3)),
+			},
+			wantState:   mlv1.StateFailed,
+			wantReason:  "BackoffLimitExceeded",
+			wantFailure: "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 2",
+		},
+		{
+			name: "a stopped rank (SIGTERM) is not blamed",
+			tj:   inPlace,
+			obs: Observed{
+				Job:  job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+				Pods: pods(pod("0", corev1.PodFailed).exited(143, "Error", false).at(1), pod("1", corev1.PodFailed).exited(1, "Error", false).at(1)),
+			},
+			wantState:   mlv1.StateFailed,
+			wantReason:  "BackoffLimitExceeded",
+			wantFailure: "BackoffLimitExceeded; rank 1 (pod w-1, container trainer) exited with code 1",
+		},
+		{
+			name: "the end of the crashed rank's log",
+			tj:   inPlace,
+			obs: Observed{
+				Job: job(jobCond(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+				Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message(
+					"epoch 1/5 loss=0.6\nTraceback (most recent call last):\n  File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied\n")),
+			},
+			wantState:  mlv1.StateFailed,
+			wantReason: "BackoffLimitExceeded",
+			wantFailure: "BackoffLimitExceeded; rank 0 (pod w-0, container trainer) exited with code 1:   " +
+				"File \"train.py\", line 9\n    save(s3)\nPermissionError: AccessDenied",
+		},
+		{
+			name:        "suspended while running",
+			tj:          tjtest.NewTJ("ml", "s").Suspend(true).Obj(),
+			obs:         Observed{Job: job()},
+			wantState:   mlv1.StateSuspended,
+			wantReason:  "Suspended",
+			wantFailure: "",
+		},
+		{
+			name:        "failed is final",
+			tj:          failed,
+			obs:         Observed{},
+			wantState:   mlv1.StateFailed,
+			wantReason:  "BackoffLimitExceeded",
+			wantFailure: "boom",
+		},
+		{
+			name: "waiting for kueue",
+			tj: tjtest.NewTJ("ml", "q").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "team-a"}
+			}).Obj(),
+			obs:         Observed{Queue: &Queue{Name: "team-a", Workload: "w"}},
+			wantState:   mlv1.StateSuspended,
+			wantReason:  "Queued",
+			wantFailure: "",
+		},
+		{
+			name: "evicted by kueue, workers stopping",
+			tj:   tjtest.NewTJ("ml", "q").Obj(),
+			obs: Observed{Job: suspendedJob(), Queue: &Queue{Name: "team-a",
+				Evicted: &metav1.Condition{Reason: "Preempted"}, Preempted: &metav1.Condition{Reason: "InClusterQueue"}}},
+			wantState:   mlv1.StateSuspended,
+			wantReason:  "Preempted",
+			wantFailure: "",
+		},
+		{
+			name:        "admitted by kueue",
+			tj:          tjtest.NewTJ("ml", "q").Obj(),
+			obs:         Observed{Job: job(), Queue: &Queue{Name: "team-a", Admission: &builders.Admission{}}},
+			wantState:   mlv1.StateInitializing,
+			wantReason:  "WorkersStarting",
+			wantFailure: "",
+		},
+		{
+			name:        "job suspended by someone else",
+			tj:          tjtest.NewTJ("ml", "q").Obj(),
+			obs:         Observed{Job: suspendedJob()},
+			wantState:   mlv1.StateSuspended,
+			wantReason:  "JobSuspended",
+			wantFailure: "",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,25 +431,37 @@ func TestCrashLoopMessage(t *testing.T) {
 
 func TestSignificant(t *testing.T) {
 	base := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Conditions: []metav1.Condition{
-		{Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning", Message: "2 of 2 workers running", LastTransitionTime: t0}}}
+		{
+			Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning", Message: "2 of 2 workers running",
+			LastTransitionTime: t0,
+		},
+	}}
 	for _, tc := range []struct {
 		name   string
 		change func(*mlv1.TrainingJobStatus)
 		want   bool
 	}{
-		{"nothing", func(*mlv1.TrainingJobStatus) {}, false},
-		{"worker counts", func(s *mlv1.TrainingJobStatus) { s.Workers.Ready = 2 }, false},
-		{"start time", func(s *mlv1.TrainingJobStatus) { s.StartTime = &t0 }, false},
-		{"a reason and message under the same status", func(s *mlv1.TrainingJobStatus) {
-			s.Conditions[0].Reason, s.Conditions[0].Message = "WorkersFinishing", "1 of 2 workers running, 1 finished"
-		}, false},
-		{"the state", func(s *mlv1.TrainingJobStatus) { s.State = mlv1.StateCompleted }, true},
-		{"a condition's status", func(s *mlv1.TrainingJobStatus) { s.Conditions[0].Status = metav1.ConditionFalse }, true},
-		{"a new condition", func(s *mlv1.TrainingJobStatus) {
-			s.Conditions = append(s.Conditions, metav1.Condition{Type: mlv1.ConditionRestarting, Status: metav1.ConditionTrue})
-		}, true},
-		{"the attempt", func(s *mlv1.TrainingJobStatus) { s.Attempt = 1 }, true},
-		{"the completion time", func(s *mlv1.TrainingJobStatus) { s.CompletionTime = &t0 }, true},
+		{name: "nothing", change: func(*mlv1.TrainingJobStatus) {}, want: false},
+		{name: "worker counts", change: func(s *mlv1.TrainingJobStatus) { s.Workers.Ready = 2 }, want: false},
+		{name: "start time", change: func(s *mlv1.TrainingJobStatus) { s.StartTime = &t0 }, want: false},
+		{
+			name: "a reason and message under the same status",
+			change: func(s *mlv1.TrainingJobStatus) {
+				s.Conditions[0].Reason, s.Conditions[0].Message = "WorkersFinishing", "1 of 2 workers running, 1 finished"
+			},
+			want: false,
+		},
+		{name: "the state", change: func(s *mlv1.TrainingJobStatus) { s.State = mlv1.StateCompleted }, want: true},
+		{name: "a condition's status", change: func(s *mlv1.TrainingJobStatus) { s.Conditions[0].Status = metav1.ConditionFalse }, want: true},
+		{
+			name: "a new condition",
+			change: func(s *mlv1.TrainingJobStatus) {
+				s.Conditions = append(s.Conditions, metav1.Condition{Type: mlv1.ConditionRestarting, Status: metav1.ConditionTrue})
+			},
+			want: true,
+		},
+		{name: "the attempt", change: func(s *mlv1.TrainingJobStatus) { s.Attempt = 1 }, want: true},
+		{name: "the completion time", change: func(s *mlv1.TrainingJobStatus) { s.CompletionTime = &t0 }, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := *base.DeepCopy()

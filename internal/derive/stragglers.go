@@ -16,9 +16,10 @@ type RankProgress struct {
 	Err string
 }
 
-// Stragglers names the ranks that hold a stalled run back: in data-parallel training every rank waits in
-// the same collective, so a rank whose step (else epoch) is behind the most advanced rank's, or whose
-// endpoint does not answer, is the one to look at. "" when no rank reports a step or an epoch.
+// Stragglers returns a description of the ranks that hold a stalled run back: in data-parallel training
+// every rank waits in the same collective, so a rank whose step (else epoch) is behind the most advanced
+// rank's, or whose endpoint does not answer, is the one to look at. "" when no rank reports a step or an
+// epoch.
 func Stragglers(ranks []RankProgress) string {
 	sort.SliceStable(ranks, func(i, j int) bool { return rankNumber(ranks[i].Rank) < rankNumber(ranks[j].Rank) })
 	unit, value := "step", func(r RankProgress) *float64 { return r.Step }
@@ -50,7 +51,8 @@ func Stragglers(ranks []RankProgress) string {
 	}
 	var parts []string
 	if len(behind) > 0 {
-		parts = append(parts, fmt.Sprintf("behind the others (%s at %s %s): %s", strings.Join(ahead, ", "), unit, num(*best), strings.Join(behind, ", ")))
+		parts = append(parts, fmt.Sprintf("behind the others (%s at %s %s): %s",
+			strings.Join(ahead, ", "), unit, num(*best), strings.Join(behind, ", ")))
 	}
 	if len(none) > 0 {
 		parts = append(parts, fmt.Sprintf("reporting no %s yet: %s", unit, strings.Join(none, ", ")))

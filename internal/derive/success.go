@@ -32,8 +32,8 @@ func ApplySuccess(st *mlv1.TrainingJobStatus, d SuccessDecision, now metav1.Time
 	return false
 }
 
-// DecideSuccess applies spec.successPolicy to a sample. It tracks the best value of the early-stopping
-// metric in st.Best (so the verdict survives operator restarts) and is otherwise pure.
+// DecideSuccess returns the verdict of spec.successPolicy on a sample. It tracks the best value of the
+// early-stopping metric in st.Best (so the verdict survives operator restarts) and is otherwise pure.
 func DecideSuccess(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s Sample) SuccessDecision {
 	p := tj.Spec.SuccessPolicy
 	if p == nil {
@@ -65,8 +65,8 @@ func DecideSuccess(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, s Sample) S
 	return SuccessDecision{}
 }
 
-// trackedMetric is the metric early stopping watches: accuracy when only targetAccuracy is set, else loss
-// when reported, else accuracy.
+// trackedMetric returns the metric early stopping watches and its value: accuracy when only targetAccuracy
+// is set, else loss when reported, else accuracy; false when the sample reports neither.
 func trackedMetric(p *mlv1.SuccessPolicy, s Sample) (string, float64, bool) {
 	preferAccuracy := p.TargetAccuracy != nil && p.TargetLoss == nil
 	switch {
@@ -80,7 +80,7 @@ func trackedMetric(p *mlv1.SuccessPolicy, s Sample) (string, float64, bool) {
 	return "", 0, false
 }
 
-// improves: lower loss, higher accuracy.
+// improves reports whether v is better than best: lower loss, higher accuracy.
 func improves(metric string, v, best float64) bool {
 	if metric == "loss" {
 		return v < best
@@ -88,7 +88,7 @@ func improves(metric string, v, best float64) bool {
 	return v > best
 }
 
-// AccuracyFraction is an accuracy as a fraction, 0 to 1: a figure over 1 is a percentage (a script that
+// AccuracyFraction returns an accuracy as a fraction, 0 to 1: a figure over 1 is a percentage (a script that
 // prints "Acc: 91.2%"), as the status's display takes it.
 func AccuracyFraction(a float64) float64 {
 	if a > 1 {

@@ -30,9 +30,10 @@ type MissingCredentialsError struct{ Message string }
 
 func (e *MissingCredentialsError) Error() string { return e.Message }
 
-// TrackingReason classifies an error of the calls to the tracking server: credentials the server
-// refuses, credentials missing, a request the server rejects (a bug, or a deleted experiment), or else a
-// server that does not answer (connection refused, timeouts, 429, 5xx), which may pass on its own.
+// TrackingReason returns the ExperimentTracked reason of an error of the calls to the tracking server:
+// credentials the server refuses, credentials missing, a request the server rejects (a bug, or a deleted
+// experiment), or else a server that does not answer (connection refused, timeouts, 429, 5xx), which may
+// pass on its own.
 func TrackingReason(err error) string {
 	var apiErr *mlflow.Error
 	var missing *MissingCredentialsError
@@ -67,5 +68,6 @@ func ApplyTracking(st *mlv1.TrainingJobStatus, err error, retry time.Duration, n
 			fmt.Sprintf("MLflow run %s of experiment %s is kept in step: %s", run.RunID, run.ExperimentID, run.URL), now)
 		return
 	}
-	set(st, mlv1.ConditionExperimentTracked, true, ReasonRunClosed, fmt.Sprintf("MLflow run %s closed as %s: %s", run.RunID, run.RunStatus, run.URL), now)
+	set(st, mlv1.ConditionExperimentTracked, true, ReasonRunClosed,
+		fmt.Sprintf("MLflow run %s closed as %s: %s", run.RunID, run.RunStatus, run.URL), now)
 }

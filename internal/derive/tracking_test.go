@@ -20,15 +20,15 @@ func TestTrackingReason(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("creating run: %w", &mlflow.Error{Status: 401, Code: "UNAUTHENTICATED"}), ReasonTrackingCredentialsInvalid},
-		{&mlflow.Error{Status: 403, Code: "PERMISSION_DENIED"}, ReasonTrackingCredentialsInvalid},
-		{&MissingCredentialsError{Message: "secret ml/mlflow does not exist"}, ReasonTrackingCredentialsMissing},
-		{&mlflow.Error{Status: 400, Code: mlflow.InvalidParameterValue}, ReasonTrackingRequestRejected},
-		{&mlflow.Error{Status: 404, Code: mlflow.ResourceDoesNotExist}, ReasonTrackingRequestRejected},
-		{&mlflow.Error{Status: 429, Code: "Too Many Requests"}, ReasonTrackingServerUnavailable},
-		{&mlflow.Error{Status: 503, Code: "TEMPORARILY_UNAVAILABLE"}, ReasonTrackingServerUnavailable},
-		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, ReasonTrackingServerUnavailable},
-		{context.DeadlineExceeded, ReasonTrackingServerUnavailable},
+		{err: fmt.Errorf("creating run: %w", &mlflow.Error{Status: 401, Code: "UNAUTHENTICATED"}), want: ReasonTrackingCredentialsInvalid},
+		{err: &mlflow.Error{Status: 403, Code: "PERMISSION_DENIED"}, want: ReasonTrackingCredentialsInvalid},
+		{err: &MissingCredentialsError{Message: "secret ml/mlflow does not exist"}, want: ReasonTrackingCredentialsMissing},
+		{err: &mlflow.Error{Status: 400, Code: mlflow.InvalidParameterValue}, want: ReasonTrackingRequestRejected},
+		{err: &mlflow.Error{Status: 404, Code: mlflow.ResourceDoesNotExist}, want: ReasonTrackingRequestRejected},
+		{err: &mlflow.Error{Status: 429, Code: "Too Many Requests"}, want: ReasonTrackingServerUnavailable},
+		{err: &mlflow.Error{Status: 503, Code: "TEMPORARILY_UNAVAILABLE"}, want: ReasonTrackingServerUnavailable},
+		{err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}, want: ReasonTrackingServerUnavailable},
+		{err: context.DeadlineExceeded, want: ReasonTrackingServerUnavailable},
 	}
 	for _, tc := range cases {
 		if got := TrackingReason(tc.err); got != tc.want {
@@ -48,11 +48,27 @@ func TestApplyTracking(t *testing.T) {
 		err  error
 		want []string // status, reason, message
 	}{
-		{"no run yet, no error: nothing said", nil, nil, nil},
-		{"running", run(mlflow.RunRunning), nil, []string{"True", ReasonRunActive, "MLflow run r1 of experiment 1 is kept in step: http://m/#/experiments/1/runs/r1"}},
-		{"closed", run(mlflow.RunFailed), nil, []string{"True", ReasonRunClosed, "MLflow run r1 closed as FAILED: http://m/#/experiments/1/runs/r1"}},
-		{"server down", nil, errors.New("mlflow: POST runs/create: connection refused"), []string{"False", ReasonTrackingServerUnavailable,
-			"mlflow: POST runs/create: connection refused; the training goes on without it, the operator tries again in 30s and then logs the metrics still in the status"}},
+		{name: "no run yet, no error: nothing said", run: nil, err: nil, want: nil},
+		{
+			name: "running",
+			run:  run(mlflow.RunRunning),
+			err:  nil,
+			want: []string{"True", ReasonRunActive, "MLflow run r1 of experiment 1 is kept in step: http://m/#/experiments/1/runs/r1"},
+		},
+		{
+			name: "closed",
+			run:  run(mlflow.RunFailed),
+			err:  nil,
+			want: []string{"True", ReasonRunClosed, "MLflow run r1 closed as FAILED: http://m/#/experiments/1/runs/r1"},
+		},
+		{
+			name: "server down",
+			run:  nil,
+			err:  errors.New("mlflow: POST runs/create: connection refused"),
+			want: []string{"False", ReasonTrackingServerUnavailable,
+				"mlflow: POST runs/create: connection refused; the training goes on without it, " +
+					"the operator tries again in 30s and then logs the metrics still in the status"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,9 @@ import (
 // Reasons of the Running condition that describe normal progress. Any other reason of an active job is a
 // fault a worker is stuck on (Unschedulable, ImagePullBackOff, CreateContainerConfigError,
 // CrashLoopBackOff, ...), and is also recorded as a Warning event.
-var progressReasons = []string{"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing", ReasonRestarting, ReasonFetchingInputs}
+var progressReasons = []string{
+	"Accepted", "WorkersStarting", "AllWorkersRunning", "WorkersRestarting", "WorkersFinishing", ReasonRestarting, ReasonFetchingInputs,
+}
 
 // Reasons of a job whose workers cannot be placed.
 const (
@@ -24,10 +26,10 @@ const (
 	ReasonSchedulingTimeout = "SchedulingTimeout"
 )
 
-// SchedulingLeft is the time the current attempt's workers have left to be scheduled and started (while a
-// fault holds one: unschedulable, an image that cannot be pulled, a missing Secret) under
-// scheduling.schedulingTimeoutSeconds, counted from the creation of the attempt's Job; ok is false when
-// no timeout applies.
+// SchedulingLeft returns the time the current attempt's workers have left to be scheduled and started
+// (while a fault holds one: unschedulable, an image that cannot be pulled, a missing Secret) under
+// scheduling.schedulingTimeoutSeconds, counted from the creation of the attempt's Job; ok is false when no
+// timeout applies.
 func SchedulingLeft(tj *mlv1.TrainingJob, job *batchv1.Job, now time.Time) (time.Duration, bool) {
 	s := tj.Spec.Scheduling
 	if s == nil || s.SchedulingTimeoutSeconds == nil || job == nil || job.CreationTimestamp.IsZero() {
@@ -41,8 +43,9 @@ func IsFault(state mlv1.State, reason string) bool {
 	return (state == mlv1.StateInitializing || state == mlv1.StateRunning) && !slices.Contains(progressReasons, reason)
 }
 
-// activePhase is Running when every rank runs (or ran and is being restarted), else Initializing. The
-// reason is the first fault a worker is stuck on, if any.
+// activePhase returns Running when every rank runs (or ran and is being restarted), else Initializing. The
+// reason is the first fault a worker is stuck on, if any; Failed once such a fault outlasts
+// scheduling.schedulingTimeoutSeconds.
 func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	succeeded := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
@@ -56,7 +59,8 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 	}
 	reason, why := waitingReason(obs.Pods)
 	if left, ok := SchedulingLeft(tj, obs.Job, now.Time); ok && left <= 0 && state == mlv1.StateInitializing && reason != "" {
-		return phase{mlv1.StateFailed, ReasonSchedulingTimeout, fmt.Sprintf("not all workers could be scheduled and started within scheduling.schedulingTimeoutSeconds (%ds): %s: %s",
+		return phase{mlv1.StateFailed, ReasonSchedulingTimeout, fmt.Sprintf(
+			"not all workers could be scheduled and started within scheduling.schedulingTimeoutSeconds (%ds): %s: %s",
 			*tj.Spec.Scheduling.SchedulingTimeoutSeconds, reason, why)}
 	}
 	switch {
@@ -75,9 +79,9 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 	return phase{state, "WorkersStarting", msg}
 }
 
-// waitingReason finds the first worker (by rank) that cannot run: unschedulable, or a container (init
-// containers and sidecars included) stuck waiting (image pull errors, a missing Secret or ConfigMap, a
-// crash loop with its last exit code).
+// waitingReason returns the reason and a description of the first worker (by rank) that cannot run ("" when
+// every one can): unschedulable, or a container (init containers and sidecars included) stuck waiting
+// (image pull errors, a missing Secret or ConfigMap, a crash loop with its last exit code).
 func waitingReason(pods []corev1.Pod) (string, string) {
 	for _, p := range ByRank(pods) {
 		for _, c := range p.Status.Conditions {
@@ -100,7 +104,7 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 	return "", ""
 }
 
-// containerStatuses are a pod's init container (sidecars included) then main container statuses: init
+// containerStatuses returns a pod's init container (sidecars included) then main container statuses: init
 // containers first, since one stuck or failed there holds the whole pod.
 func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
 	return append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
@@ -109,7 +113,7 @@ func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
 // ReasonFetchingInputs is the Initializing reason while rank 0 fetches the model or dataset sources.
 const ReasonFetchingInputs = "FetchingInputs"
 
-// fetching: rank 0's fetch-inputs init container runs.
+// fetching reports whether rank 0's fetch-inputs init container runs.
 func fetching(pods []corev1.Pod) bool {
 	_, cs := Rank0Fetcher(pods)
 	return cs != nil && cs.State.Running != nil

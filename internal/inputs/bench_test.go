@@ -25,7 +25,8 @@ func BenchmarkFetchArchive(b *testing.B) {
 	src.Kind = HTTP
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Fetch(context.Background(), "dataset", src, b.TempDir(), Env{Client: srv.Client()}, nil, &Budget{MaxBytes: 1 << 30}); err != nil {
+		_, err := Fetch(context.Background(), "dataset", src, b.TempDir(), Env{Client: srv.Client()}, nil, &Budget{MaxBytes: 1 << 30})
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -58,14 +58,17 @@ func TestFetchS3(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "in-access")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "in-secret-key")
 	ctx := context.Background()
-	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: "datasets", Endpoint: endpoint, AccessKey: "in-access", SecretKey: "in-secret-key"})
+	store, err := checkpoint.NewS3Store(ctx,
+		checkpoint.S3Options{Bucket: "datasets", Endpoint: endpoint, AccessKey: "in-access", SecretKey: "in-secret-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("datasets")}); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{"squad/train.json": strings.Repeat("q", 3000), "squad/dev/dev.json": "dev", "squadx/other": "not ours"} {
+	for k, v := range map[string]string{
+		"squad/train.json": strings.Repeat("q", 3000), "squad/dev/dev.json": "dev", "squadx/other": "not ours",
+	} {
 		if err := store.Put(ctx, k, []byte(v)); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +106,8 @@ func TestFetchS3(t *testing.T) {
 		}
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
-	if _, err := Fetch(ctx, "dataset", src, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) || !strings.Contains(err.Error(), "403") {
+	if _, err := Fetch(ctx, "dataset", src, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) ||
+		!strings.Contains(err.Error(), "403") {
 		t.Errorf("a wrong key: %v, want a permanent 403", err)
 	}
 }
@@ -111,12 +115,15 @@ func TestFetchS3(t *testing.T) {
 // TestFetchGCS: a prefix of the GCS emulator, reached the way the init container does
 // (STORAGE_EMULATOR_HOST), fetched once.
 func TestFetchGCS(t *testing.T) {
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Port: 0, PublicHost: "127.0.0.1"})
+	srv, err := fakestorage.NewServerWithOptions(
+		fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Port: 0, PublicHost: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "models", Name: "resnet/weights.pt"}, Content: []byte("weights")})
+	srv.CreateObject(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "models", Name: "resnet/weights.pt"}, Content: []byte("weights"),
+	})
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
 	src, _ := Parse("gs://models/resnet")
 	dir := t.TempDir()
@@ -161,15 +168,18 @@ func TestFetchHub(t *testing.T) {
 		t.Errorf("dataset: %v, files %v", err, files(t, ddir))
 	}
 	missing, _ := Parse("hf://org/missing")
-	if _, err := Fetch(ctx, "model", missing, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) || !strings.Contains(err.Error(), "404") {
+	if _, err := Fetch(ctx, "model", missing, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) ||
+		!strings.Contains(err.Error(), "404") {
 		t.Errorf("a missing repository: %v, want a permanent 404", err)
 	}
 	env.HubToken = ""
-	if _, err := Fetch(ctx, "model", model, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) || !strings.Contains(err.Error(), "spec.inputs.secretRef") {
+	if _, err := Fetch(ctx, "model", model, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) ||
+		!strings.Contains(err.Error(), "spec.inputs.secretRef") {
 		t.Errorf("no token: %v, want a permanent 401 naming the secret", err)
 	}
 	h.Fail.Store(100)
-	if _, err := Fetch(ctx, "model", model, t.TempDir(), env, nil, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("tried %d times", Tries)) {
+	if _, err := Fetch(ctx, "model", model, t.TempDir(), env, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("tried %d times", Tries)) {
 		t.Errorf("a hub that stays busy: %v, want it tried %d times", err, Tries)
 	}
 }
@@ -218,7 +228,8 @@ func TestFetchArchive(t *testing.T) {
 		t.Errorf("again: %+v, %v, %d GETs; want the archive read once", rep, err, gets.Load())
 	}
 	bad, _ := Parse(srv.URL + "/evil.tar.gz")
-	if _, err := Fetch(ctx, "dataset", bad, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) || !strings.Contains(err.Error(), `archive entry "../escape"`) {
+	if _, err := Fetch(ctx, "dataset", bad, t.TempDir(), env, nil, nil); err == nil || IsTransient(err) ||
+		!strings.Contains(err.Error(), `archive entry "../escape"`) {
 		t.Errorf("an escaping entry: %v", err)
 	}
 }

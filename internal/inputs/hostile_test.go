@@ -178,18 +178,21 @@ func TestFetchHostileSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(gcs.Stop)
-	gcs.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "evil", Name: "m/../victim/model.pt"}, Content: []byte("pwned")})
+	gcs.CreateObject(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "evil", Name: "m/../victim/model.pt"}, Content: []byte("pwned"),
+	})
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(gcs.URL(), "http://"))
 	t.Setenv("AWS_ACCESS_KEY_ID", "tenant")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "tenant-secret")
 
 	archives := map[string][]byte{
-		"up.tar.gz":      tarGz(t, tarEntry{name: "../victim/model.pt", content: "pwned"}),
-		"deep.tar.gz":    tarGz(t, tarEntry{name: "a/../../victim/model.pt", content: "pwned"}),
-		"abs.tar.gz":     tarGz(t, tarEntry{name: "/tmp/x", content: "pwned"}),
-		"symlink.tar.gz": tarGz(t, tarEntry{name: "l", kind: tar.TypeSymlink, link: "../victim"}, tarEntry{name: "l/model.pt", content: "pwned"}),
-		"hard.tar.gz":    tarGz(t, tarEntry{name: "h", kind: tar.TypeLink, link: "../victim/model.pt"}),
-		"bomb.tar.gz":    tarGz(t, tarEntry{name: "zeros", size: 64 << 20}),
+		"up.tar.gz":   tarGz(t, tarEntry{name: "../victim/model.pt", content: "pwned"}),
+		"deep.tar.gz": tarGz(t, tarEntry{name: "a/../../victim/model.pt", content: "pwned"}),
+		"abs.tar.gz":  tarGz(t, tarEntry{name: "/tmp/x", content: "pwned"}),
+		"symlink.tar.gz": tarGz(t,
+			tarEntry{name: "l", kind: tar.TypeSymlink, link: "../victim"}, tarEntry{name: "l/model.pt", content: "pwned"}),
+		"hard.tar.gz": tarGz(t, tarEntry{name: "h", kind: tar.TypeLink, link: "../victim/model.pt"}),
+		"bomb.tar.gz": tarGz(t, tarEntry{name: "zeros", size: 64 << 20}),
 		"many.tar.gz": tarGz(t, func() []tarEntry {
 			var e []tarEntry
 			for i := range 50 {
@@ -241,29 +244,48 @@ func TestFetchHostileSources(t *testing.T) {
 		prepare func(t *testing.T, dir string) // the job's input directory, before the fetch
 		wantErr string
 	}{
-		{name: "s3 key with ../", src: mustParse(t, "s3://bkt/m"), env: Env{S3Endpoint: s3Srv.URL}, wantErr: `"../../victim/model.pt"`},
-		{name: "s3 absolute key below the prefix", src: mustParse(t, "s3://bkt/m"), env: Env{S3Endpoint: absS3.URL}, wantErr: `"/etc/x"`},
-		{name: "s3 key naming the manifest", src: mustParse(t, "s3://bkt/m"), env: Env{S3Endpoint: manS3.URL}, wantErr: ManifestFile},
+		{name: "s3 key with ../", src: mustParse(t, "s3://bkt/m"), env: Env{S3Endpoint: s3Srv.URL},
+			wantErr: `"../../victim/model.pt"`},
+		{name: "s3 absolute key below the prefix", src: mustParse(t, "s3://bkt/m"), env: Env{S3Endpoint: absS3.URL},
+			wantErr: `"/etc/x"`},
+		{name: "s3 key naming the manifest", src: mustParse(t, "s3://bkt/m"), env: Env{S3Endpoint: manS3.URL},
+			wantErr: ManifestFile},
 		{name: "gcs object with ../", src: mustParse(t, "gs://evil/m"), wantErr: `"../victim/model.pt"`},
-		{name: "hub file with ../", src: mustParse(t, "hf://evil/up"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()}, wantErr: `"../../victim/model.pt"`},
-		{name: "hub file with a . segment", src: mustParse(t, "hf://evil/dot"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()}, wantErr: `"a/./b"`},
-		{name: "hub absolute file", src: mustParse(t, "hf://evil/abs"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()}, wantErr: `"/etc/x"`},
-		{name: "url whose last segment is ..", src: Source{Kind: HTTP, URI: web.URL + "/x/%2e%2e", Host: "h", Path: "x/.."}, env: Env{Client: web.Client()}, wantErr: `".."`},
-		{name: "archive entry ../", src: webSrc("up.tar.gz"), env: Env{Client: web.Client()}, wantErr: `archive entry "../victim/model.pt"`},
-		{name: "archive entry a/../../", src: webSrc("deep.tar.gz"), env: Env{Client: web.Client()}, wantErr: `archive entry "a/../../victim/model.pt"`},
-		{name: "archive entry absolute", src: webSrc("abs.tar.gz"), env: Env{Client: web.Client()}, wantErr: `archive entry "/tmp/x"`},
-		{name: "archive symlink", src: webSrc("symlink.tar.gz"), env: Env{Client: web.Client()}, wantErr: "not a file or a directory"},
-		{name: "archive hard link", src: webSrc("hard.tar.gz"), env: Env{Client: web.Client()}, wantErr: "not a file or a directory"},
-		{name: "archive entry naming the manifest", src: webSrc("manifest.tar.gz"), env: Env{Client: web.Client()}, wantErr: ManifestFile},
-		{name: "decompression bomb", src: webSrc("bomb.tar.gz"), env: Env{Client: web.Client()}, budget: mib, wantErr: "inputs.cacheSize 1Mi"},
-		{name: "archive over the entry limit", src: webSrc("many.tar.gz"), env: Env{Client: web.Client()}, budget: &Budget{MaxFiles: 10}, wantErr: "more than 10 files and directories"},
-		{name: "endless body", src: webSrc("endless.bin"), env: Env{Client: web.Client()}, budget: mib, wantErr: "inputs.cacheSize 1Mi"},
-		{name: "listed size over the budget", src: mustParse(t, "hf://evil/large"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()}, budget: &Budget{MaxBytes: 4, Limit: "inputs.cacheSize 4"}, wantErr: "lists 5"},
+		{name: "hub file with ../", src: mustParse(t, "hf://evil/up"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()},
+			wantErr: `"../../victim/model.pt"`},
+		{name: "hub file with a . segment", src: mustParse(t, "hf://evil/dot"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()},
+			wantErr: `"a/./b"`},
+		{name: "hub absolute file", src: mustParse(t, "hf://evil/abs"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()},
+			wantErr: `"/etc/x"`},
+		{name: "url whose last segment is ..", src: Source{Kind: HTTP, URI: web.URL + "/x/%2e%2e", Host: "h", Path: "x/.."},
+			env: Env{Client: web.Client()}, wantErr: `".."`},
+		{name: "archive entry ../", src: webSrc("up.tar.gz"), env: Env{Client: web.Client()},
+			wantErr: `archive entry "../victim/model.pt"`},
+		{name: "archive entry a/../../", src: webSrc("deep.tar.gz"), env: Env{Client: web.Client()},
+			wantErr: `archive entry "a/../../victim/model.pt"`},
+		{name: "archive entry absolute", src: webSrc("abs.tar.gz"), env: Env{Client: web.Client()},
+			wantErr: `archive entry "/tmp/x"`},
+		{name: "archive symlink", src: webSrc("symlink.tar.gz"), env: Env{Client: web.Client()},
+			wantErr: "not a file or a directory"},
+		{name: "archive hard link", src: webSrc("hard.tar.gz"), env: Env{Client: web.Client()},
+			wantErr: "not a file or a directory"},
+		{name: "archive entry naming the manifest", src: webSrc("manifest.tar.gz"), env: Env{Client: web.Client()},
+			wantErr: ManifestFile},
+		{name: "decompression bomb", src: webSrc("bomb.tar.gz"), env: Env{Client: web.Client()}, budget: mib,
+			wantErr: "inputs.cacheSize 1Mi"},
+		{name: "archive over the entry limit", src: webSrc("many.tar.gz"), env: Env{Client: web.Client()}, budget: &Budget{MaxFiles: 10},
+			wantErr: "more than 10 files and directories"},
+		{name: "endless body", src: webSrc("endless.bin"), env: Env{Client: web.Client()}, budget: mib,
+			wantErr: "inputs.cacheSize 1Mi"},
+		{name: "listed size over the budget", src: mustParse(t, "hf://evil/large"), env: Env{HubEndpoint: hubSrv.URL, Client: hubSrv.Client()},
+			budget: &Budget{MaxBytes: 4, Limit: "inputs.cacheSize 4"}, wantErr: "lists 5"},
 		{name: "a symlink planted in the cache", src: mustParse(t, "s3://bkt"), env: Env{S3Endpoint: okS3.URL},
-			prepare: func(t *testing.T, dir string) { mustSymlink(t, "../../victim/dataset", filepath.Join(dir, "m")) }, wantErr: "path escapes"},
+			prepare: func(t *testing.T, dir string) { mustSymlink(t, "../../victim/dataset", filepath.Join(dir, "m")) },
+			wantErr: "path escapes"},
 		{name: "a manifest that lies", src: webSrc("up.tar.gz"), env: Env{Client: web.Client()},
 			prepare: func(t *testing.T, dir string) {
-				writeTestFile(t, filepath.Join(dir, ManifestFile), `{"source":"`+webSrc("up.tar.gz").URI+`","files":{"../../victim/model.pt":{"size":5}}}`)
+				writeTestFile(t, filepath.Join(dir, ManifestFile),
+					`{"source":"`+webSrc("up.tar.gz").URI+`","files":{"../../victim/model.pt":{"size":5}}}`)
 			}, wantErr: `archive entry "../victim/model.pt"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,7 +324,8 @@ func TestFetchBudgetShared(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "in-access")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "in-secret-key")
 	ctx := context.Background()
-	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: "data", Endpoint: endpoint, AccessKey: "in-access", SecretKey: "in-secret-key"})
+	store, err := checkpoint.NewS3Store(ctx,
+		checkpoint.S3Options{Bucket: "data", Endpoint: endpoint, AccessKey: "in-access", SecretKey: "in-secret-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +504,8 @@ func TestFetchEndlessListing(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n := pages.Add(1)
 			var b strings.Builder
-			fmt.Fprintf(&b, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><IsTruncated>true</IsTruncated><NextContinuationToken>t%d</NextContinuationToken>`, n)
+			fmt.Fprintf(&b, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name>`+
+				`<IsTruncated>true</IsTruncated><NextContinuationToken>t%d</NextContinuationToken>`, n)
 			for i := range keys {
 				fmt.Fprintf(&b, "<Contents><Key>m/%d-%d</Key><Size>1</Size></Contents>", n, i)
 			}
@@ -490,7 +514,8 @@ func TestFetchEndlessListing(t *testing.T) {
 		}))
 		t.Setenv("AWS_ACCESS_KEY_ID", "tenant")
 		t.Setenv("AWS_SECRET_ACCESS_KEY", "tenant-secret")
-		_, err := Fetch(context.Background(), "dataset", mustParse(t, "s3://bkt/m"), t.TempDir(), Env{S3Endpoint: srv.URL}, nil, &Budget{MaxFiles: 5000})
+		_, err := Fetch(context.Background(), "dataset", mustParse(t, "s3://bkt/m"), t.TempDir(),
+			Env{S3Endpoint: srv.URL}, nil, &Budget{MaxFiles: 5000})
 		srv.Close()
 		if !errors.Is(err, ErrBudget) && !errors.Is(err, checkpoint.ErrEndlessListing) || IsTransient(err) {
 			t.Errorf("%d keys a page: %v, want a permanent error naming the limit", keys, err)

@@ -16,12 +16,15 @@ func TestParse(t *testing.T) {
 		{in: "bert-base-uncased", want: Source{Kind: Name, URI: "bert-base-uncased"}},
 		{in: "pvc://coco/train2017/", want: Source{Kind: PVC, URI: "pvc://coco/train2017/", Host: "coco", Path: "train2017"}},
 		{in: "pvc://coco", want: Source{Kind: PVC, URI: "pvc://coco", Host: "coco"}},
-		{in: "nfs://10.0.0.5/exports/imagenet", want: Source{Kind: NFS, URI: "nfs://10.0.0.5/exports/imagenet", Host: "10.0.0.5", Path: "exports/imagenet"}},
+		{in: "nfs://10.0.0.5/exports/imagenet",
+			want: Source{Kind: NFS, URI: "nfs://10.0.0.5/exports/imagenet", Host: "10.0.0.5", Path: "exports/imagenet"}},
 		{in: "s3://datasets/squad/v2", want: Source{Kind: S3, URI: "s3://datasets/squad/v2", Host: "datasets", Path: "squad/v2"}},
 		{in: "gs://models-eu/resnet50", want: Source{Kind: GCS, URI: "gs://models-eu/resnet50", Host: "models-eu", Path: "resnet50"}},
-		{in: "hf://google-bert/bert-base-uncased", want: Source{Kind: Hub, URI: "hf://google-bert/bert-base-uncased", Host: "google-bert/bert-base-uncased", Revision: "main"}},
+		{in: "hf://google-bert/bert-base-uncased",
+			want: Source{Kind: Hub, URI: "hf://google-bert/bert-base-uncased", Host: "google-bert/bert-base-uncased", Revision: "main"}},
 		{in: "hf://gpt2@v1.0", want: Source{Kind: Hub, URI: "hf://gpt2@v1.0", Host: "gpt2", Revision: "v1.0"}},
-		{in: "https://example.com/data/cifar.tar.gz", want: Source{Kind: HTTPS, URI: "https://example.com/data/cifar.tar.gz", Host: "example.com", Path: "data/cifar.tar.gz"}},
+		{in: "https://example.com/data/cifar.tar.gz",
+			want: Source{Kind: HTTPS, URI: "https://example.com/data/cifar.tar.gz", Host: "example.com", Path: "data/cifar.tar.gz"}},
 		{in: "ftp://host/x", wantErr: `unknown scheme "ftp"`},
 		{in: "s3://A_B/x", wantErr: "bucket's name"},
 		{in: "s3:///x", wantErr: "bucket's name"},
@@ -56,7 +59,9 @@ func TestParse(t *testing.T) {
 // FuzzParse: Parse never panics; what it accepts is a plain name or a source whose parts hold no '..',
 // and parsing its URI again gives the same source.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"squad", "pvc://c/p", "nfs://h/e", "s3://b-1/p/q", "gs://bb/x", "hf://o/n@r", "https://h/f.tgz", "s3://", "hf://@", "http://[::1]/x"} {
+	for _, s := range []string{
+		"squad", "pvc://c/p", "nfs://h/e", "s3://b-1/p/q", "gs://bb/x", "hf://o/n@r", "https://h/f.tgz", "s3://", "hf://@", "http://[::1]/x",
+	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

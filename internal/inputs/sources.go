@@ -97,7 +97,9 @@ func (s storeLister) list(ctx context.Context) ([]remote, error) {
 			continue // a "directory" placeholder
 		}
 		key := o.Key
-		out = append(out, remote{Rel: rel, Size: o.Size, ETag: o.ETag, open: func(ctx context.Context) (io.ReadCloser, error) { return s.store.Open(ctx, key) }})
+		out = append(out, remote{Rel: rel, Size: o.Size, ETag: o.ETag, open: func(ctx context.Context) (io.ReadCloser, error) {
+			return s.store.Open(ctx, key)
+		}})
 	}
 	return sortRemotes(out), nil
 }
@@ -111,7 +113,7 @@ type hubLister struct {
 	dataset bool
 }
 
-// urls are the repository's API URL and the prefix of its files' URLs.
+// urls returns the repository's API URL and the prefix of its files' URLs.
 func (h hubLister) urls() (api, files string) {
 	base := strings.TrimSuffix(h.env.HubEndpoint, "/")
 	rev := url.PathEscape(h.src.Revision)
@@ -145,7 +147,9 @@ func (h hubLister) list(ctx context.Context) ([]remote, error) {
 			size = *s.Size
 		}
 		u := files + escapePath(s.Name)
-		out = append(out, remote{Rel: s.Name, Size: size, ETag: s.BlobID, open: func(ctx context.Context) (io.ReadCloser, error) { return h.env.get(ctx, u, h.env.HubToken) }})
+		out = append(out, remote{Rel: s.Name, Size: size, ETag: s.BlobID, open: func(ctx context.Context) (io.ReadCloser, error) {
+			return h.env.get(ctx, u, h.env.HubToken)
+		}})
 	}
 	return sortRemotes(out), nil
 }
@@ -212,7 +216,7 @@ func (e Env) getJSON(ctx context.Context, u, token string, v any) error {
 	return nil
 }
 
-// statusError is nil for a 2xx response, else the status as a permanent or transient error.
+// statusError returns nil for a 2xx response, else the status as a permanent or transient error.
 func statusError(u string, resp *http.Response) error {
 	if resp.StatusCode/100 == 2 {
 		return nil

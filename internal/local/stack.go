@@ -196,7 +196,7 @@ func (s *Stack) goRun(f func() error) {
 	go func() { s.errs <- f() }()
 }
 
-// operator is the operator's manager, watching every namespace.
+// operator returns the operator's manager, watching every namespace.
 func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 	_, key, err := agentTokenKey(opts)
 	if err != nil {
@@ -267,7 +267,7 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 	return cluster.StartProcess(o.ManagerBinary, append(args, extra...), filepath.Join(o.Dir, name+".log"))
 }
 
-// agentTokenKey is the key the stack's operators derive the checkpoint agents' tokens from, as a cluster's
+// agentTokenKey returns the key the stack's operators derive the checkpoint agents' tokens from, as a cluster's
 // Secret would hold it: made once in the state directory, so every operator of the stack (in process, a
 // restarted process, a second replica) agrees.
 func agentTokenKey(o Options) (file string, key []byte, err error) {
@@ -285,7 +285,7 @@ func agentTokenKey(o Options) (file string, key []byte, err error) {
 	return file, key, nil
 }
 
-// nodeCacheDir is the nodes' input cache (PerNode inputs.cache): a directory of this machine, which
+// nodeCacheDir returns the nodes' input cache (PerNode inputs.cache): a directory of this machine, which
 // every node of the stack shares, as a node's hostPath.
 func nodeCacheDir(o Options) string {
 	dir, err := filepath.Abs(filepath.Join(o.Dir, "inputs-node-cache"))
@@ -295,7 +295,7 @@ func nodeCacheDir(o Options) string {
 	return dir
 }
 
-// NodeCacheDir is the nodes' input cache directory the operator was given.
+// NodeCacheDir returns the nodes' input cache directory the operator was given.
 func (s *Stack) NodeCacheDir() string { return nodeCacheDir(s.opts) }
 
 // The operator's ServiceAccount, as deploy/rbac binds it.
@@ -338,7 +338,8 @@ func (s *Stack) startNode(name string, provision bool) {
 	run := &nodeRun{cancel: cancel, done: make(chan error, 1), provision: provision}
 	s.nodes[name] = run
 	n := node.New(node.Options{
-		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, GPUResource: o.GPUResource, Path: o.Path, HeartbeatInterval: cluster.NodeMonitorGracePeriod / 10,
+		Name: name, DataRoot: s.DataRoot, GPUs: o.GPUs, GPUResource: o.GPUResource,
+		Path: o.Path, HeartbeatInterval: cluster.NodeMonitorGracePeriod / 10,
 		WorkDir: o.WorkDir, RestartBackoff: o.RestartBackoff, Provision: provision, Env: o.NodeEnv, Log: o.Log.WithName("node"),
 		Unschedulable: o.RealNodes > 0,
 	})
@@ -446,7 +447,7 @@ func (s *Stack) waitForReady(ctx context.Context, label, kind string, want int, 
 	}
 }
 
-// stoppedNode is the error of a node that stopped by itself, nil while all run.
+// stoppedNode returns the error of a node that stopped by itself, nil while all run.
 func (s *Stack) stoppedNode() error {
 	for name, run := range s.nodes {
 		select {

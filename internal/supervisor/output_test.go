@@ -65,8 +65,8 @@ func TestTee(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMonitor("", true)
 			tee(tt.dst, strings.NewReader(input), m)
-			got := struct{ Bytes, Lines uint64 }{m.bytes.Load(), m.lines.Load()}
-			if diff := cmp.Diff(struct{ Bytes, Lines uint64 }{uint64(len(input)), 4}, got); diff != "" {
+			got := struct{ Bytes, Lines uint64 }{Bytes: m.bytes.Load(), Lines: m.lines.Load()}
+			if diff := cmp.Diff(struct{ Bytes, Lines uint64 }{Bytes: uint64(len(input)), Lines: 4}, got); diff != "" {
 				t.Errorf("counts (-want +got):\n%s", diff)
 			}
 			if b, ok := tt.dst.(*bytes.Buffer); ok && b.String() != tt.wantOut {

@@ -75,7 +75,7 @@ func (c *slotConn) Close() error {
 	return err
 }
 
-// newServer is the metrics server; its timeouts free a slow or idle client's connection, and it logs
+// newServer returns the metrics server; its timeouts free a slow or idle client's connection, and it logs
 // nothing (its stderr is the program's).
 func newServer(m *Monitor) *http.Server {
 	mux := http.NewServeMux()
@@ -127,13 +127,19 @@ func (m *Monitor) AppendMetrics(b []byte, now time.Time) []byte {
 	if !m.piped {
 		return b
 	}
-	b = appendSeries(b, "trainingjob_output_bytes_total", "counter", "Bytes the program wrote to stdout and stderr.", "", float64(m.bytes.Load()))
-	b = appendSeries(b, "trainingjob_output_lines_total", "counter", "Non-empty lines (ended by a newline or carriage return) the program wrote.", "", float64(m.lines.Load()))
-	b = appendSeries(b, "trainingjob_output_recognized_lines_total", "counter", "Lines that showed progress.", "", float64(m.recognized.Load()))
-	b = appendSeries(b, "trainingjob_output_unread_bytes_total", "counter", "Bytes passed through but not read for progress: the program wrote faster than they could be.", "", float64(m.skipped.Load()))
-	b = appendSeries(b, "trainingjob_output_idle_seconds", "gauge", "Seconds since the program last wrote, or since it started.", "", m.idle(now).Seconds())
+	b = appendSeries(b, "trainingjob_output_bytes_total", "counter",
+		"Bytes the program wrote to stdout and stderr.", "", float64(m.bytes.Load()))
+	b = appendSeries(b, "trainingjob_output_lines_total", "counter",
+		"Non-empty lines (ended by a newline or carriage return) the program wrote.", "", float64(m.lines.Load()))
+	b = appendSeries(b, "trainingjob_output_recognized_lines_total", "counter",
+		"Lines that showed progress.", "", float64(m.recognized.Load()))
+	b = appendSeries(b, "trainingjob_output_unread_bytes_total", "counter",
+		"Bytes passed through but not read for progress: the program wrote faster than they could be.", "", float64(m.skipped.Load()))
+	b = appendSeries(b, "trainingjob_output_idle_seconds", "gauge",
+		"Seconds since the program last wrote, or since it started.", "", m.idle(now).Seconds())
 	if format != "" {
-		b = appendSeries(b, "trainingjob_output_format", "gauge", "Format of the last line that showed progress.", `format="`+escapeLabel(format)+`"`, 1)
+		b = appendSeries(b, "trainingjob_output_format", "gauge",
+			"Format of the last line that showed progress.", `format="`+escapeLabel(format)+`"`, 1)
 	}
 	return b
 }

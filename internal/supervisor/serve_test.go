@@ -30,8 +30,12 @@ func TestAppendProgress(t *testing.T) {
 			p:    recognize.Progress{Epoch: f(1), TotalEpochs: f(3), Fraction: f(0.25), LearningRate: f(1e-05)},
 			want: "# HELP training_epoch Epoch the program printed last.\n# TYPE training_epoch gauge\ntraining_epoch 1\n" +
 				"# HELP training_epochs_total Epochs the program plans.\n# TYPE training_epochs_total gauge\ntraining_epochs_total 3\n" +
-				"# HELP training_progress_ratio Fraction of the run done, 0 to 1.\n# TYPE training_progress_ratio gauge\ntraining_progress_ratio 0.25\n" +
-				"# HELP training_learning_rate Learning rate the program printed last.\n# TYPE training_learning_rate gauge\ntraining_learning_rate 1e-05\n",
+				"# HELP training_progress_ratio Fraction of the run done, 0 to 1.\n" +
+				"# TYPE training_progress_ratio gauge\n" +
+				"training_progress_ratio 0.25\n" +
+				"# HELP training_learning_rate Learning rate the program printed last.\n" +
+				"# TYPE training_learning_rate gauge\n" +
+				"training_learning_rate 1e-05\n",
 		},
 	}
 	for _, tt := range tests {
@@ -55,12 +59,25 @@ func TestOutputSeries(t *testing.T) {
 		{name: "terminal", piped: false, want: ""},
 		{
 			name: "piped", piped: true, format: "tqdm",
-			want: "# HELP trainingjob_output_bytes_total Bytes the program wrote to stdout and stderr.\n# TYPE trainingjob_output_bytes_total counter\ntrainingjob_output_bytes_total 1234\n" +
-				"# HELP trainingjob_output_lines_total Non-empty lines (ended by a newline or carriage return) the program wrote.\n# TYPE trainingjob_output_lines_total counter\ntrainingjob_output_lines_total 5\n" +
-				"# HELP trainingjob_output_recognized_lines_total Lines that showed progress.\n# TYPE trainingjob_output_recognized_lines_total counter\ntrainingjob_output_recognized_lines_total 2\n" +
-				"# HELP trainingjob_output_unread_bytes_total Bytes passed through but not read for progress: the program wrote faster than they could be.\n# TYPE trainingjob_output_unread_bytes_total counter\ntrainingjob_output_unread_bytes_total 0\n" +
-				"# HELP trainingjob_output_idle_seconds Seconds since the program last wrote, or since it started.\n# TYPE trainingjob_output_idle_seconds gauge\ntrainingjob_output_idle_seconds 2.5\n" +
-				"# HELP trainingjob_output_format Format of the last line that showed progress.\n# TYPE trainingjob_output_format gauge\ntrainingjob_output_format{format=\"tqdm\"} 1\n",
+			want: "# HELP trainingjob_output_bytes_total Bytes the program wrote to stdout and stderr.\n" +
+				"# TYPE trainingjob_output_bytes_total counter\n" +
+				"trainingjob_output_bytes_total 1234\n" +
+				"# HELP trainingjob_output_lines_total Non-empty lines (ended by a newline or carriage return) the program wrote.\n" +
+				"# TYPE trainingjob_output_lines_total counter\n" +
+				"trainingjob_output_lines_total 5\n" +
+				"# HELP trainingjob_output_recognized_lines_total Lines that showed progress.\n" +
+				"# TYPE trainingjob_output_recognized_lines_total counter\n" +
+				"trainingjob_output_recognized_lines_total 2\n" +
+				"# HELP trainingjob_output_unread_bytes_total Bytes passed through but not read for progress: " +
+				"the program wrote faster than they could be.\n" +
+				"# TYPE trainingjob_output_unread_bytes_total counter\n" +
+				"trainingjob_output_unread_bytes_total 0\n" +
+				"# HELP trainingjob_output_idle_seconds Seconds since the program last wrote, or since it started.\n" +
+				"# TYPE trainingjob_output_idle_seconds gauge\n" +
+				"trainingjob_output_idle_seconds 2.5\n" +
+				"# HELP trainingjob_output_format Format of the last line that showed progress.\n" +
+				"# TYPE trainingjob_output_format gauge\n" +
+				"trainingjob_output_format{format=\"tqdm\"} 1\n",
 		},
 	}
 	for _, tt := range tests {

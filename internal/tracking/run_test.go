@@ -44,12 +44,12 @@ func TestParams(t *testing.T) {
 		hp   *mlv1.Hyperparameters
 		want []mlflow.Tag
 	}{
-		{"none", nil, nil},
-		{"every field under its spec name, then additionalParams, sorted; a named one wins", &mlv1.Hyperparameters{
+		{name: "none", hp: nil, want: nil},
+		{name: "every field under its spec name, then additionalParams, sorted; a named one wins", hp: &mlv1.Hyperparameters{
 			LearningRate: ptr.To(0.001), BatchSize: ptr.To[int32](64), Epochs: ptr.To[int32](10), WarmupSteps: ptr.To[int32](0),
 			GradientAccumulationSteps: ptr.To[int32](4), Optimizer: "adamw", MixedPrecision: ptr.To(true),
 			AdditionalParams: map[string]string{"dropout": "0.1", "epochs": "99"},
-		}, []mlflow.Tag{
+		}, want: []mlflow.Tag{
 			{Key: "batchSize", Value: "64"}, {Key: "dropout", Value: "0.1"}, {Key: "epochs", Value: "10"},
 			{Key: "gradientAccumulationSteps", Value: "4"}, {Key: "learningRate", Value: "0.001"}, {Key: "mixedPrecision", Value: "true"},
 			{Key: "optimizer", Value: "adamw"}, {Key: "warmupSteps", Value: "0"},
@@ -73,12 +73,13 @@ func TestEpochMetrics(t *testing.T) {
 		st   mlv1.TrainingJobStatus
 		want []mlflow.Metric
 	}{
-		{"nothing reported", mlv1.TrainingJobStatus{CurrentEpoch: 3}, nil},
-		{"every known metric and the numeric custom ones at step = the epoch they were read at (a finished run's epoch is settled past it), stamped when read", mlv1.TrainingJobStatus{
+		{name: "nothing reported", st: mlv1.TrainingJobStatus{CurrentEpoch: 3}, want: nil},
+		{name: "every known metric and the numeric custom ones at step = the epoch they were read at " +
+			"(a finished run's epoch is settled past it), stamped when read", st: mlv1.TrainingJobStatus{
 			CurrentEpoch: 4, LastProgressTime: &metav1.Time{Time: read},
 			Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(0.5), Accuracy: ptr.To(0.9), LearningRate: ptr.To(0.01), Throughput: ptr.To(1200.0),
 				GPUUtilization: ptr.To(87.5), Custom: map[string]string{"f1": "0.8", "phase": "warmup", "loss": "7"}, Epoch: 3},
-		}, []mlflow.Metric{
+		}, want: []mlflow.Metric{
 			{Key: "accuracy", Value: 0.9, Timestamp: read.UnixMilli(), Step: 3},
 			{Key: "f1", Value: 0.8, Timestamp: read.UnixMilli(), Step: 3},
 			{Key: "gpu_utilization", Value: 87.5, Timestamp: read.UnixMilli(), Step: 3},
@@ -86,8 +87,8 @@ func TestEpochMetrics(t *testing.T) {
 			{Key: "loss", Value: 0.5, Timestamp: read.UnixMilli(), Step: 3},
 			{Key: "samples_per_second", Value: 1200, Timestamp: read.UnixMilli(), Step: 3},
 		}},
-		{"no read time: now", mlv1.TrainingJobStatus{Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(1.0)}},
-			[]mlflow.Metric{{Key: "loss", Value: 1, Timestamp: now.UnixMilli()}}},
+		{name: "no read time: now", st: mlv1.TrainingJobStatus{Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(1.0)}},
+			want: []mlflow.Metric{{Key: "loss", Value: 1, Timestamp: now.UnixMilli()}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,14 +100,25 @@ func TestEpochMetrics(t *testing.T) {
 }
 
 func TestRunEndAndLinks(t *testing.T) {
-	got := []string{tracking.FinalStatus(mlv1.StateCompleted), tracking.FinalStatus(mlv1.StateFailed), tracking.FinalStatus(mlv1.StateSuspended),
-		tracking.FinalStatus(mlv1.StateRunning), tracking.RunURL("http://mlflow:5000/", "3", "abc")}
-	want := []string{"FINISHED", "FAILED", "", "", "http://mlflow:5000/#/experiments/3/runs/abc"}
+	type endAndLink struct {
+		Completed, Failed, Suspended, Running string // the run's final status for each state
+		URL                                   string
+	}
+	got := endAndLink{
+		Completed: tracking.FinalStatus(mlv1.StateCompleted),
+		Failed:    tracking.FinalStatus(mlv1.StateFailed),
+		Suspended: tracking.FinalStatus(mlv1.StateSuspended),
+		Running:   tracking.FinalStatus(mlv1.StateRunning),
+		URL:       tracking.RunURL("http://mlflow:5000/", "3", "abc"),
+	}
+	want := endAndLink{Completed: "FINISHED", Failed: "FAILED", Suspended: "", Running: "", URL: "http://mlflow:5000/#/experiments/3/runs/abc"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("final statuses and link (-want +got):\n%s", diff)
 	}
 	st := &mlv1.TrainingJobStatus{Checkpoint: &mlv1.CheckpointStatus{Latest: "s3://b/run/checkpoint-epoch-4", LatestEpoch: 4}}
-	wantTags := []mlflow.Tag{{Key: tracking.CheckpointTag, Value: "s3://b/run/checkpoint-epoch-4"}, {Key: tracking.CheckpointEpochTag, Value: "4"}}
+	wantTags := []mlflow.Tag{
+		{Key: tracking.CheckpointTag, Value: "s3://b/run/checkpoint-epoch-4"}, {Key: tracking.CheckpointEpochTag, Value: "4"},
+	}
 	if diff := cmp.Diff(wantTags, tracking.CheckpointTags(st)); diff != "" {
 		t.Errorf("checkpoint tags (-want +got):\n%s", diff)
 	}

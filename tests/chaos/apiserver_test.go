@@ -48,8 +48,10 @@ func restartAPIServerMidRun(t *testing.T) {
 	if exited, err := stack.OperatorExited(); exited {
 		t.Errorf("the operator exited across the API server's restart: %v", err)
 	}
-	record("API server restarted mid-run (etcd kept)", "serving again → first TrainingJob status write", 1, len(tjs), correct, recovered.Sub(back))
-	t.Logf("API server restart report: down 5 s; %d of %d jobs ended correctly; the operator (never restarted) made %d writes from the restart to the end of both jobs (%s)",
+	record("API server restarted mid-run (etcd kept)", "serving again → first TrainingJob status write",
+		1, len(tjs), correct, recovered.Sub(back))
+	t.Logf("API server restart report: down 5 s; %d of %d jobs ended correctly; "+
+		"the operator (never restarted) made %d writes from the restart to the end of both jobs (%s)",
 		correct, len(tjs), writes(t)-before, time.Since(start).Round(100*time.Millisecond))
 }
 

@@ -46,7 +46,8 @@ func TestLeaderElection(t *testing.T) {
 
 func killLeaderMidRun(t *testing.T) {
 	ctx := context.Background()
-	if err := stack.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainingjob-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainingjob-system"}}
+	if err := stack.Client.Create(ctx, system); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	var replicas []*replica

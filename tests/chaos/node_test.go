@@ -106,10 +106,12 @@ func nodeOfRank(t *testing.T, tj *mlv1.TrainingJob, rank string) string {
 			t.Fatal(err)
 		}
 		var pods corev1.PodList
-		if err := stack.Client.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: rank}); err != nil {
+		if err := stack.Client.List(ctx, &pods, client.InNamespace(tj.Namespace),
+			client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: rank}); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.State == mlv1.StateRunning && got.Status.Checkpoint != nil && got.Status.Checkpoint.LatestEpoch >= 2 && len(pods.Items) == 1 {
+		if got.Status.State == mlv1.StateRunning && got.Status.Checkpoint != nil && got.Status.Checkpoint.LatestEpoch >= 2 &&
+			len(pods.Items) == 1 {
 			return pods.Items[0].Spec.NodeName
 		}
 		if time.Now().After(deadline) {

@@ -78,8 +78,12 @@ func TestOperatorKilled(t *testing.T) {
 		correct += ok
 		record("operator SIGKILLed at random moments, restarted", "restart → first reconcile", len(rec), len(tjs), ok, rec...)
 	}
-	t.Logf("chaos report: %d rounds, %d operator kills (SIGKILL), %d jobs, %d ended correctly, %d not; recovery (restart to first reconcile) p50 %s, p99 %s; %d checkpoints kept beyond retention (unacknowledged, safe); %d finished jobs with status.checkpoint empty (final report missed while down, safe)",
-		cfg.rounds, len(recoveries), jobs, correct, jobs-correct, percentile(recoveries, 50).Round(time.Millisecond), percentile(recoveries, 99).Round(time.Millisecond), extraKept.Load(), missedFinalReports.Load())
+	t.Logf("chaos report: %d rounds, %d operator kills (SIGKILL), %d jobs, %d ended correctly, %d not; "+
+		"recovery (restart to first reconcile) p50 %s, p99 %s; %d checkpoints kept beyond retention (unacknowledged, safe); "+
+		"%d finished jobs with status.checkpoint empty (final report missed while down, safe)",
+		cfg.rounds, len(recoveries), jobs, correct, jobs-correct,
+		percentile(recoveries, 50).Round(time.Millisecond), percentile(recoveries, 99).Round(time.Millisecond),
+		extraKept.Load(), missedFinalReports.Load())
 }
 
 func newNamespace(t *testing.T) string {
@@ -138,10 +142,12 @@ func checkJob(t *testing.T, tj *mlv1.TrainingJob, lc lifecycle, metrics string) 
 		}
 	}
 	if got.Status.State != mlv1.StateCompleted || !contains(lc.reasons, reason) {
-		problems = append(problems, fmt.Sprintf("ended %s/%s (%s), want Completed with %v", got.Status.State, reason, got.Status.FailureReason, lc.reasons))
+		problems = append(problems, fmt.Sprintf("ended %s/%s (%s), want Completed with %v",
+			got.Status.State, reason, got.Status.FailureReason, lc.reasons))
 	}
 	if got.Status.RestartCount != lc.wantRestarts || got.Status.Attempt != lc.wantRestarts+lc.disruptions {
-		problems = append(problems, fmt.Sprintf("restartCount %d, attempt %d, want %d and %d", got.Status.RestartCount, got.Status.Attempt, lc.wantRestarts, lc.wantRestarts+lc.disruptions))
+		problems = append(problems, fmt.Sprintf("restartCount %d, attempt %d, want %d and %d",
+			got.Status.RestartCount, got.Status.Attempt, lc.wantRestarts, lc.wantRestarts+lc.disruptions))
 	}
 	problems = append(problems, countChildren(ctx, got)...)
 	problems = append(problems, checkMetrics(got, metrics)...)

@@ -45,16 +45,21 @@ func reliabilityTable() string {
 	reportMu.Lock()
 	defer reportMu.Unlock()
 	var b strings.Builder
-	b.WriteString("| fault | iterations | faults injected | jobs | ended correctly | lost or duplicated | recovery p50 | recovery p99 | recovery measured as |\n")
+	b.WriteString("| fault | iterations | faults injected | jobs | ended correctly | lost or duplicated | " +
+		"recovery p50 | recovery p99 | recovery measured as |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		p50, p99 := "-", "-"
 		if len(r.recoveries) > 0 {
-			p50, p99 = percentile(r.recoveries, 50).Round(10*time.Millisecond).String(), percentile(r.recoveries, 99).Round(10*time.Millisecond).String()
+			p50 = percentile(r.recoveries, 50).Round(10 * time.Millisecond).String()
+			p99 = percentile(r.recoveries, 99).Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", r.kind, r.iterations, r.faults, r.jobs, r.correct, r.jobs-r.correct, p50, p99, r.recovery)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s |\n",
+			r.kind, r.iterations, r.faults, r.jobs, r.correct, r.jobs-r.correct, p50, p99, r.recovery)
 	}
-	fmt.Fprintf(&b, "\nCheckpoints kept beyond retention (an acknowledgement missed while the operator was down; safe): %d. Finished jobs whose status.checkpoint stayed empty because their only report of a checkpoint came in the final report of a pod that was gone before the operator came back (safe: nothing deleted, the run had ended): %d.\n",
+	fmt.Fprintf(&b, "\nCheckpoints kept beyond retention (an acknowledgement missed while the operator was down; safe): %d. "+
+		"Finished jobs whose status.checkpoint stayed empty because their only report of a checkpoint came in the final report "+
+		"of a pod that was gone before the operator came back (safe: nothing deleted, the run had ended): %d.\n",
 		extraKept.Load(), missedFinalReports.Load())
 	return b.String()
 }

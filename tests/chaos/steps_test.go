@@ -23,16 +23,16 @@ type step struct {
 
 // steps are the points of a gang-restart lifecycle at which the operator is killed, in order.
 var steps = []step{
-	{"accepted (first status write)", func(tj *mlv1.TrainingJob) bool { return tj.Status.State != "" }},
-	{"Initializing", func(tj *mlv1.TrainingJob) bool {
+	{name: "accepted (first status write)", at: func(tj *mlv1.TrainingJob) bool { return tj.Status.State != "" }},
+	{name: "Initializing", at: func(tj *mlv1.TrainingJob) bool {
 		return tj.Status.State == mlv1.StateInitializing || tj.Status.State == mlv1.StateRunning
 	}},
-	{"Running", func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateRunning }},
-	{"checkpoint rotation", func(tj *mlv1.TrainingJob) bool {
+	{name: "Running", at: func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateRunning }},
+	{name: "checkpoint rotation", at: func(tj *mlv1.TrainingJob) bool {
 		return tj.Status.Checkpoint != nil && tj.Status.Checkpoint.LatestEpoch >= 2
 	}},
-	{"gang restart recorded", func(tj *mlv1.TrainingJob) bool { return tj.Status.Attempt == 1 }},
-	{"Completed", func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateCompleted }},
+	{name: "gang restart recorded", at: func(tj *mlv1.TrainingJob) bool { return tj.Status.Attempt == 1 }},
+	{name: "Completed", at: func(tj *mlv1.TrainingJob) bool { return tj.Status.State == mlv1.StateCompleted }},
 }
 
 // TestOperatorKilledAtEachStep: one gang-restart lifecycle with the operator SIGKILLed as soon as each

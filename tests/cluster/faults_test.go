@@ -64,7 +64,9 @@ func TestDeletionCascades(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.ConfigMap{}} {
-		name := map[string]string{"*v1.Job": names.JobName(tj), "*v1.Service": names.ServiceName(tj), "*v1.ConfigMap": names.ConfigMapName(tj)}[fmt.Sprintf("%T", obj)]
+		name := map[string]string{
+			"*v1.Job": names.JobName(tj), "*v1.Service": names.ServiceName(tj), "*v1.ConfigMap": names.ConfigMapName(tj),
+		}[fmt.Sprintf("%T", obj)]
 		eventually(t, time.Minute, fmt.Sprintf("%T %s deleted", obj, name), func() error {
 			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)

@@ -82,8 +82,10 @@ func TestPreemptionKeepsTheWork(t *testing.T) {
 	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
 	c := done.Status.Checkpoint
 	if done.Status.State != mlv1.StateCompleted || done.Status.RestartCount != 0 || done.Status.Attempt != 1 || c == nil ||
-		!strings.Contains(c.ResumedFrom, "-step-") || !strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption") {
-		t.Fatalf("state %s, restartCount %d, attempt %d, checkpoint %+v: want Completed after one uncounted restart, resumed from the checkpoint written at preemption",
+		!strings.Contains(c.ResumedFrom, "-step-") ||
+		!strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption") {
+		t.Fatalf("state %s, restartCount %d, attempt %d, checkpoint %+v: "+
+			"want Completed after one uncounted restart, resumed from the checkpoint written at preemption",
 			done.Status.State, done.Status.RestartCount, done.Status.Attempt, c)
 	}
 	pods := workerPods(t, ns, tj.Name, 1)

@@ -38,14 +38,17 @@ import (
 func TestInputsOnRealNodes(t *testing.T) {
 	ctx := context.Background()
 	ns := stacktest.NewNamespace(t, stack.Client, "inputs")
-	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "datasets"}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "datasets"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
 	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "make-inputs"}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{Name: "make", Image: images.Runner, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{"python3", "-c", stacktest.MakeRunnerInputs, "/data/weights", "/data/set1"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "datasets"}}}}}}
+			Command:      []string{"python3", "-c", stacktest.MakeRunnerInputs, "/data/weights", "/data/set1"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "datasets"}}}}}}
 	stacktest.Create(t, stack.Client, claim, filler)
 	stacktest.Eventually(t, 3*time.Minute, "the inputs are made", func() error {
 		p := &corev1.Pod{}
@@ -60,7 +63,8 @@ func TestInputsOnRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := storetest.NewVersityGWOn(t, host, "rn-access", "rn-secret-key")
-	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: "models", Endpoint: gw.Endpoint, AccessKey: "rn-access", SecretKey: "rn-secret-key"})
+	store, err := checkpoint.NewS3Store(ctx,
+		checkpoint.S3Options{Bucket: "models", Endpoint: gw.Endpoint, AccessKey: "rn-access", SecretKey: "rn-secret-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +90,8 @@ func TestInputsOnRealNodes(t *testing.T) {
 	if in := done.Status.Inputs; len(in) != 1 || in[0].Bytes != total || in[0].FetchedBytes != total || in[0].Files != 2 {
 		t.Errorf("status.inputs %+v; want the model's %d bytes in 2 files, all read once", in, total)
 	}
-	if c := meta.FindStatusCondition(done.Status.Conditions, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Fetched" {
+	c := meta.FindStatusCondition(done.Status.Conditions, mlv1.ConditionInputsReady)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Fetched" {
 		t.Errorf("InputsReady %+v, want True/Fetched", c)
 	}
 	var log string
@@ -94,7 +99,10 @@ func TestInputsOnRealNodes(t *testing.T) {
 		l := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName)
 		log += l
 		if rank == "0" {
-			for _, want := range []string{`fine-tuning from /inputs/cache/model/model\.pt: 6 of 6 tensors loaded`, `dataset /inputs/dataset/set1: 512 samples of 1x8x8, 4 classes`} {
+			for _, want := range []string{
+				`fine-tuning from /inputs/cache/model/model\.pt: 6 of 6 tensors loaded`,
+				`dataset /inputs/dataset/set1: 512 samples of 1x8x8, 4 classes`,
+			} {
 				if !regexp.MustCompile(want).MatchString(l) {
 					t.Errorf("rank 0's log does not say %q:\n%s", want, l)
 				}
@@ -109,7 +117,8 @@ func TestInputsOnRealNodes(t *testing.T) {
 	// it and finds the copy.
 	perNode := tjtest.NewTJ(ns, "finetune-pernode").NoCommand().Workers(2).GPUs(0).Epochs(2).With(func(pn *mlv1.TrainingJob) {
 		pn.Spec.Image, pn.Spec.Model, pn.Spec.Dataset = "", tj.Spec.Model, tj.Spec.Dataset
-		pn.Spec.Inputs = &mlv1.InputsSpec{Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}, Cache: mlv1.InputsCachePerNode}
+		pn.Spec.Inputs = &mlv1.InputsSpec{Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"},
+			Cache: mlv1.InputsCachePerNode}
 		pn.Spec.Hyperparameters.BatchSize = ptr.To[int32](32)
 		pn.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
 		pn.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
@@ -129,7 +138,8 @@ func TestInputsOnRealNodes(t *testing.T) {
 		if rank != "0" {
 			continue // rank 0 says what it loaded
 		}
-		if l := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName); !strings.Contains(l, "fine-tuning from /inputs/cache/model/model.pt: 6 of 6 tensors loaded") {
+		l := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName)
+		if !strings.Contains(l, "fine-tuning from /inputs/cache/model/model.pt: 6 of 6 tensors loaded") {
 			t.Errorf("rank 0 of %s does not fine-tune from the node cache:\n%s", perNode.Name, l)
 		}
 	}
@@ -144,7 +154,8 @@ func claimPath(t *testing.T, ns, name string) string {
 	var dir string
 	stacktest.Eventually(t, time.Minute, "claim "+name+" bound", func() error {
 		pvc := &corev1.PersistentVolumeClaim{}
-		if err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil || pvc.Spec.VolumeName == "" {
+		err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc)
+		if err != nil || pvc.Spec.VolumeName == "" {
 			return fmt.Errorf("not bound (%v)", err)
 		}
 		pv := &corev1.PersistentVolume{}

@@ -45,7 +45,8 @@ const (
 func TestMain(m *testing.M) {
 	assets, helm, rootfs := os.Getenv("NODE_ASSETS"), os.Getenv("HELM"), os.Getenv("RUNNER_ROOTFS")
 	if assets == "" || helm == "" || rootfs == "" {
-		fmt.Fprintln(os.Stderr, "cluster: NODE_ASSETS, HELM or RUNNER_ROOTFS is not set: run make test-cluster (hack/node.sh, hack/helm.sh and hack/rootfs.sh build them)")
+		fmt.Fprintln(os.Stderr, "cluster: NODE_ASSETS, HELM or RUNNER_ROOTFS is not set: "+
+			"run make test-cluster (hack/node.sh, hack/helm.sh and hack/rootfs.sh build them)")
 		os.Exit(1)
 	}
 	tars, err := images.Build(testenv.RepoRoot(), images.CacheDir(), rootfs)
@@ -88,9 +89,11 @@ func installOperator(s *local.Stack, helm string) error {
 		"--set", `nodeSelector.kubernetes\.io/hostname=`+operatorNode,
 		"--set", "inputs.nodeCacheDir="+s.NodeCacheDir(), // TestInputsOnRealNodes' PerNode job
 		// The pruner on the real nodes (a process node cannot run an image's entrypoint), in its namespace.
-		"--set", "inputs.nodeCachePruner.namespace="+prunerNamespace, "--set-string", `inputs.nodeCachePruner.nodeSelector.ml\.example\.com/real-node=true`,
+		"--set", "inputs.nodeCachePruner.namespace="+prunerNamespace,
+		"--set-string", `inputs.nodeCachePruner.nodeSelector.ml\.example\.com/real-node=true`,
 		// The platform team's worker defaults, beneath every job's own settings (TestWorkerPodOverrides).
-		"--set-json", `workerDefaults={"labels": {"cost-center": "ml-platform", "billing": "gpu"}, "env": [{"name": "TEAM_PROXY", "value": "`+defaultProxy+`"}]}`)
+		"--set-json", `workerDefaults={"labels": {"cost-center": "ml-platform", "billing": "gpu"}, `+
+			`"env": [{"name": "TEAM_PROXY", "value": "`+defaultProxy+`"}]}`)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm install: %w\n%s", err, out)
 	}

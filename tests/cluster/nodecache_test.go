@@ -51,7 +51,8 @@ func TestNodeCachePrunerOnRealNodes(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the directory unused for 30 days is still in the node cache after 2 minutes (%v): is the pruner running? kubectl -n %s get pods", err, prunerNamespace)
+			t.Fatalf("the directory unused for 30 days is still in the node cache after 2 minutes (%v): "+
+				"is the pruner running? kubectl -n %s get pods", err, prunerNamespace)
 		}
 		time.Sleep(time.Second)
 	}

@@ -41,7 +41,8 @@ func operatorPod(t *testing.T) corev1.Pod {
 func TestInClusterOperator(t *testing.T) {
 	p := operatorPod(t)
 	node := &corev1.Node{}
-	if err := stack.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil || node.Labels[realnode.RealNodeLabel] != "true" {
+	err := stack.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node)
+	if err != nil || node.Labels[realnode.RealNodeLabel] != "true" {
 		t.Errorf("the operator runs on %q, not a real node (%v)", p.Spec.NodeName, err)
 	}
 	ready := false
@@ -67,11 +68,13 @@ func TestInClusterOperator(t *testing.T) {
 	for _, cs := range p.Status.ContainerStatuses {
 		id = cs.ContainerID
 	}
-	if status := procFile(t, stack.RealNodes[p.Spec.NodeName], id, "status"); !strings.Contains(status, "\nUid:\t65532\t65532\t65532\t65532\n") {
+	status := procFile(t, stack.RealNodes[p.Spec.NodeName], id, "status")
+	if !strings.Contains(status, "\nUid:\t65532\t65532\t65532\t65532\n") {
 		t.Errorf("the operator's process is not the image's user 65532:\n%s", status)
 	}
 	lease := &coordinationv1.Lease{}
-	if err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: "trainingjob-operator.ml.example.com"}, lease); err != nil {
+	leaseKey := client.ObjectKey{Namespace: operatorNamespace, Name: "trainingjob-operator.ml.example.com"}
+	if err := stack.Client.Get(context.Background(), leaseKey, lease); err != nil {
 		t.Fatal(err)
 	}
 	if holder := ptrString(lease.Spec.HolderIdentity); !strings.HasPrefix(holder, p.Name) {
@@ -99,11 +102,16 @@ func TestInClusterMetrics(t *testing.T) {
 	for _, tc := range []struct {
 		token string
 		want  int
-	}{{"", http.StatusUnauthorized}, {token, http.StatusOK}} {
+	}{
+		{token: "", want: http.StatusUnauthorized},
+		{token: token, want: http.StatusOK},
+	} {
 		code, body, err := benchkit.Fetch(ctx, benchkit.MetricsURL(addr, true), tc.token)
 		// The controllers' series are there from the start, whether or not a TrainingJob exists.
-		if err != nil || code != tc.want || (code == http.StatusOK) != strings.Contains(body, `controller_runtime_active_workers{controller="trainingjob"}`) {
-			t.Errorf("GET https://%s/metrics (token %t): %d %v, want %d (body %.200q)", addr, tc.token != "", code, err, tc.want, body)
+		served := strings.Contains(body, `controller_runtime_active_workers{controller="trainingjob"}`)
+		if err != nil || code != tc.want || (code == http.StatusOK) != served {
+			t.Errorf("GET https://%s/metrics (token %t): %d %v, want %d (body %.200q)",
+				addr, tc.token != "", code, err, tc.want, body)
 		}
 	}
 }

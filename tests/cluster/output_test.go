@@ -24,7 +24,8 @@ const bars = `import sys, time
 out = sys.stdout.buffer
 for epoch in range(1, 4):
     for step in range(11):
-        out.write(f"\rEpoch {epoch}/3: {step * 10:3d}%|{'#' * step}{' ' * (10 - step)}| {step}/10 [00:01<00:01,  9.00it/s, loss=0.{9 - epoch}]".encode())
+        out.write((f"\rEpoch {epoch}/3: {step * 10:3d}%|{'#' * step}{' ' * (10 - step)}| {step}/10 "
+                   f"[00:01<00:01,  9.00it/s, loss=0.{9 - epoch}]").encode())
         out.flush()
         time.sleep(0.1)
     out.write(f"\nepoch {epoch}/3 loss 0.{9 - epoch}\n".encode() + b"\xff\xfe raw\n")
@@ -59,7 +60,8 @@ func TestOwnScriptOnRealNodes(t *testing.T) {
 	eventually(t, 2*time.Minute, "progress from the output", func() error {
 		got := getTJ(t, ns, tj.Name)
 		c := meta.FindStatusCondition(got.Status.Conditions, mlv1.ConditionProgressReported)
-		if c == nil || c.Reason != derive.ReasonFromOutput || got.Status.CurrentEpoch < 1 || got.Status.Metrics == nil || got.Status.Metrics.Loss == nil {
+		if c == nil || c.Reason != derive.ReasonFromOutput || got.Status.CurrentEpoch < 1 ||
+			got.Status.Metrics == nil || got.Status.Metrics.Loss == nil {
 			return fmt.Errorf("progress %q epoch %d condition %+v", got.Status.Progress, got.Status.CurrentEpoch, c)
 		}
 		return nil

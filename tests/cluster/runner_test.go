@@ -51,7 +51,8 @@ func TestMinimalYAMLOnRunnerImage(t *testing.T) {
 	stacktest.Create(t, stack.Client, tj)
 	done := waitForEnd(t, ns, tj.Name, 5*time.Minute)
 	if st := done.Status; st.State != mlv1.StateCompleted || st.TotalEpochs != 3 || st.Metrics == nil || st.Metrics.Loss == nil {
-		t.Fatalf("state %s, %d epochs, metrics %+v: want Completed after 3 epochs with a loss: %s", st.State, st.TotalEpochs, st.Metrics, st.FailureReason)
+		t.Fatalf("state %s, %d epochs, metrics %+v: want Completed after 3 epochs with a loss: %s",
+			st.State, st.TotalEpochs, st.Metrics, st.FailureReason)
 	}
 	pods := workerPods(t, ns, tj.Name, 0)
 	var log string
@@ -84,5 +85,6 @@ func TestMPIInContainers(t *testing.T) {
 		t.Fatalf("state %s: %s", done.Status.State, done.Status.FailureReason)
 	}
 	pod := workerPods(t, ns, tj.Name, 0)["0"]
-	sameChecksum(t, "rank 0's pod (mpirun gathers both processes' output)", kubectl(t, "logs", "-n", ns, pod.Name, "-c", names.ContainerName), 2)
+	log := kubectl(t, "logs", "-n", ns, pod.Name, "-c", names.ContainerName)
+	sameChecksum(t, "rank 0's pod (mpirun gathers both processes' output)", log, 2)
 }

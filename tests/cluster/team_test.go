@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -59,13 +60,14 @@ func TestSharedMemoryForDataLoaders(t *testing.T) {
 	if with.Status.State != mlv1.StateCompleted {
 		t.Errorf("with /dev/shm: state %s: %s", with.Status.State, with.Status.FailureReason)
 	}
-	if log := kubectl(t, "logs", "-n", ns, workerPods(t, ns, "with-shm", 0)["0"].Name, "-c", names.ContainerName); !strings.Contains(log, "shm MiB 8192") ||
-		!strings.Contains(log, "loaded 6 batches") {
+	log := kubectl(t, "logs", "-n", ns, workerPods(t, ns, "with-shm", 0)["0"].Name, "-c", names.ContainerName)
+	if !strings.Contains(log, "shm MiB 8192") || !strings.Contains(log, "loaded 6 batches") {
 		t.Errorf("with /dev/shm, want 8 GiB of it and every batch loaded:\n%s", log)
 	}
 	without := waitForEnd(t, ns, "without-shm", 4*time.Minute)
 	if without.Status.State != mlv1.StateFailed || !strings.Contains(without.Status.FailureReason, "raise resources.sharedMemory") {
-		t.Errorf("without /dev/shm: state %s, reason %q: want Failed, naming resources.sharedMemory", without.Status.State, without.Status.FailureReason)
+		t.Errorf("without /dev/shm: state %s, reason %q: want Failed, naming resources.sharedMemory",
+			without.Status.State, without.Status.FailureReason)
 	}
 	if note := eventNote(t, ns, "without-shm", string(mlv1.StateFailed)); !strings.Contains(note, "raise resources.sharedMemory") {
 		t.Errorf("the Failed event %q does not name resources.sharedMemory", note)
@@ -114,16 +116,20 @@ except OSError as e:
 func TestWorkerPodOverrides(t *testing.T) {
 	ctx := context.Background()
 	ns := stacktest.NewNamespace(t, stack.Client, "team")
-	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coco"}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coco"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
 	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fill-coco"}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{Name: "fill", Image: images.MPIExamples, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command:      []string{"bash", "-c", "mkdir -p /data/coco && head -c 1048576 /dev/zero > /data/coco/annotations.json && chmod -R a+rX /data/coco"},
+			Command: []string{"bash", "-c",
+				"mkdir -p /data/coco && head -c 1048576 /dev/zero > /data/coco/annotations.json && chmod -R a+rX /data/coco"},
 			VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data"}}}},
-		Volumes: []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco"}}}}}}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wandb"}, StringData: map[string]string{"WANDB_API_KEY": "key-of-team-a"}}
+		Volumes: []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco"}}}}}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wandb"},
+		StringData: map[string]string{"WANDB_API_KEY": "key-of-team-a"}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trainer"}}
 	stacktest.Create(t, stack.Client, claim, secret, sa, filler)
 	stacktest.Eventually(t, 3*time.Minute, "the filler pod succeeds", func() error {
@@ -137,7 +143,8 @@ func TestWorkerPodOverrides(t *testing.T) {
 	tj := tjtest.NewTJ(ns, "detector").Workers(1).GPUs(0).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Image, tj.Spec.Command, tj.Spec.Args = images.MPIExamples, []string{"python3", "-c", readDataset}, nil
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)}
-		tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
+		tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+			RunAsGroup: ptr.To[int64](1000)}
 		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
 			Labels:             map[string]string{"cost-center": "vision"},
 			Annotations:        map[string]string{"sidecar.istio.io/inject": "false"},
@@ -148,11 +155,14 @@ func TestWorkerPodOverrides(t *testing.T) {
 			VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data", ReadOnly: true}, {Name: "scratch", MountPath: "/scratch"}},
 			// An init container prepares the scratch volume; a sidecar runs until the trainer is done (it
 			// never exits by itself: the pod completes only because the kubelet stops a native sidecar).
-			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: images.MPIExamples, Command: []string{"bash", "-c", "echo warmed as $(id -u) > /scratch/ready"},
+			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: images.MPIExamples,
+				Command:      []string{"bash", "-c", "echo warmed as $(id -u) > /scratch/ready"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
-			Sidecars: []mlv1.WorkerContainer{{Name: "shipper", Image: images.MPIExamples, Command: []string{"bash", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
+			Sidecars: []mlv1.WorkerContainer{{Name: "shipper", Image: images.MPIExamples,
+				Command:      []string{"bash", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
-			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
 		}
 	}).Obj()
 	stacktest.Create(t, stack.Client, tj)
@@ -164,19 +174,32 @@ func TestWorkerPodOverrides(t *testing.T) {
 	log := kubectl(t, "logs", "-n", ns, pod.Name, "-c", names.ContainerName)
 	for _, want := range []string{
 		"dataset sha256 30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58 uid 1000", // 1 MiB of zeros
-		"wandb key key-of-team-a proxy " + defaultProxy, "token subject system:serviceaccount:" + ns + ":trainer", "dataset read-only: Read-only file system",
+		"wandb key key-of-team-a proxy " + defaultProxy, "token subject system:serviceaccount:" + ns + ":trainer",
+		"dataset read-only: Read-only file system",
 		"scratch warmed as 1000",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the trainer's log lacks %q:\n%s", want, log)
 		}
 	}
-	if pod.Spec.ServiceAccountName != "trainer" || pod.Annotations["sidecar.istio.io/inject"] != "false" || pod.Labels["cost-center"] != "vision" ||
-		pod.Labels["billing"] != "gpu" {
-		t.Errorf("pod: serviceAccountName %q, annotations %v, labels %v: want trainer, the Istio annotation, the job's cost-center over the "+
-			"cluster's, and the cluster's billing label", pod.Spec.ServiceAccountName, pod.Annotations, pod.Labels)
+	type workerPod struct {
+		ServiceAccountName, IstioInject, CostCenter, Billing string
 	}
-	if applied := eventNote(t, ns, tj.Name, derive.ReasonWorkerDefaultsApplied); !strings.Contains(applied, "labels billing") || !strings.Contains(applied, "env TEAM_PROXY") || strings.Contains(applied, "cost-center") {
-		t.Errorf("event %s: %q, want the cluster's billing label and TEAM_PROXY, not cost-center (the job's own)", derive.ReasonWorkerDefaultsApplied, applied)
+	gotPod := workerPod{
+		ServiceAccountName: pod.Spec.ServiceAccountName,
+		IstioInject:        pod.Annotations["sidecar.istio.io/inject"],
+		CostCenter:         pod.Labels["cost-center"],
+		Billing:            pod.Labels["billing"],
+	}
+	wantPod := workerPod{ServiceAccountName: "trainer", IstioInject: "false", CostCenter: "vision", Billing: "gpu"}
+	if diff := cmp.Diff(wantPod, gotPod); diff != "" {
+		t.Errorf("pod: annotations %v, labels %v: want trainer, the Istio annotation, the job's cost-center over the "+
+			"cluster's, and the cluster's billing label (-want +got):\n%s", pod.Annotations, pod.Labels, diff)
+	}
+	applied := eventNote(t, ns, tj.Name, derive.ReasonWorkerDefaultsApplied)
+	if !strings.Contains(applied, "labels billing") || !strings.Contains(applied, "env TEAM_PROXY") ||
+		strings.Contains(applied, "cost-center") {
+		t.Errorf("event %s: %q, want the cluster's billing label and TEAM_PROXY, not cost-center (the job's own)",
+			derive.ReasonWorkerDefaultsApplied, applied)
 	}
 }

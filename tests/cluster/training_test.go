@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,18 +120,21 @@ func TestExampleOverClusterDNS(t *testing.T) {
 		t.Errorf("no metrics scraped from rank 0: %+v", st.Metrics)
 	}
 	pods := &corev1.PodList{}
-	if err := stack.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{names.NameLabel: tj.Name}); err != nil {
+	if err := stack.Client.List(context.Background(), pods, client.InNamespace(ns),
+		client.MatchingLabels{names.NameLabel: tj.Name}); err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[string]bool{}
 	for _, p := range pods.Items {
 		nodes[p.Spec.NodeName] = true
 		node := &corev1.Node{}
-		if err := stack.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil || node.Labels[realnode.RealNodeLabel] != "true" {
+		err := stack.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node)
+		if err != nil || node.Labels[realnode.RealNodeLabel] != "true" {
 			t.Errorf("pod %s ran on %q, not a real node (%v)", p.Name, p.Spec.NodeName, err)
 		}
 		if p.Labels[names.RankLabel] == "0" {
-			if log := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName); !strings.Contains(log, "training complete: 10 epochs on 2 ranks") {
+			log := kubectl(t, "logs", "-n", ns, p.Name, "-c", names.ContainerName)
+			if !strings.Contains(log, "training complete: 10 epochs on 2 ranks") {
 				t.Errorf("kubectl logs of rank 0:\n%s", log)
 			}
 		}
@@ -234,8 +238,13 @@ func TestGangRestartResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
-	if done.Status.State != mlv1.StateCompleted || done.Status.RestartCount != 1 {
-		t.Fatalf("state %s, %d restarts, want Completed after 1: %s", done.Status.State, done.Status.RestartCount, done.Status.FailureReason)
+	type ended struct {
+		State        mlv1.State
+		RestartCount int32
+	}
+	want := ended{State: mlv1.StateCompleted, RestartCount: 1}
+	if diff := cmp.Diff(want, ended{State: done.Status.State, RestartCount: done.Status.RestartCount}); diff != "" {
+		t.Fatalf("want Completed after 1 restart (-want +got):\n%s\nfailureReason: %s", diff, done.Status.FailureReason)
 	}
 	pods := workerPods(t, ns, tj.Name, 1)
 	if len(pods) != 2 {
@@ -262,7 +271,8 @@ func TestSecurityContextIsEnforced(t *testing.T) {
 	tj := example(t, "trainingjob-local.yaml", ns)
 	tj.Spec.Args = []string{"--epoch-delay=500ms"}
 	tj.Spec.Checkpoint.Frequency, tj.Spec.Checkpoint.Retention = ptr.To[int32](1), ptr.To[int32](2)
-	tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
+	tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+		RunAsGroup: ptr.To[int64](1000)}
 	stacktest.Create(t, stack.Client, tj)
 	node, id := runningContainer(t, ns, tj.Name, "0")
 	if status := procFile(t, node, id, "status"); !strings.Contains(status, "\nUid:\t1000\t1000\t1000\t1000\n") {

@@ -67,7 +67,8 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 	eventually(t, 2*time.Minute, "status.checkpoint with 2 kept", func() error {
 		tj := getTJ(t, ns, name)
 		c := tj.Status.Checkpoint
-		if c == nil || c.Count != 2 || c.LatestEpoch < 3 || !strings.HasSuffix(c.Latest, fmt.Sprintf("checkpoint-epoch-%d", c.LatestEpoch)) || c.SizeBytes == 0 {
+		if c == nil || c.Count != 2 || c.LatestEpoch < 3 ||
+			!strings.HasSuffix(c.Latest, fmt.Sprintf("checkpoint-epoch-%d", c.LatestEpoch)) || c.SizeBytes == 0 {
 			return fmt.Errorf("status.checkpoint %+v (state %s)", c, tj.Status.State)
 		}
 		return nil

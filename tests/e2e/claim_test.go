@@ -83,7 +83,8 @@ func TestCheckpointClaimReadWriteManyUnsupported(t *testing.T) {
 			return err
 		}
 		for _, e := range events.Items {
-			if e.Regarding.Kind == "TrainingJob" && e.Type == corev1.EventTypeWarning && e.Reason == "ProvisioningFailed" && strings.Contains(e.Note, want) {
+			if e.Regarding.Kind == "TrainingJob" && e.Type == corev1.EventTypeWarning && e.Reason == "ProvisioningFailed" &&
+				strings.Contains(e.Note, want) {
 				return nil
 			}
 		}

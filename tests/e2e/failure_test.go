@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -64,7 +65,8 @@ func TestFailureHandling(t *testing.T) {
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
 			assertGone(t, pids)
-			if logs := node.AllLogs(stack.DataRoot, tj.Namespace, "blocked-worker-0-*", names.ContainerName); !strings.Contains(logs, "blocking, as a rank in a collective does") {
+			logs := node.AllLogs(stack.DataRoot, tj.Namespace, "blocked-worker-0-*", names.ContainerName)
+			if !strings.Contains(logs, "blocking, as a rank in a collective does") {
 				t.Errorf("rank 0 of the first attempt did not block on losing rank 2:\n%s", logs)
 			}
 			if log := readLog(t, tj.Namespace, "blocked-worker-0-*", names.ContainerName); !strings.Contains(log, "training complete") {
@@ -79,7 +81,8 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateFailed, wantReason: "NonRetryableExitCode",
 		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
-			assertContains(t, "failureReason", tj.Status.FailureReason, "NonRetryableExitCode: not retried", "rank 0 (pod permanent-worker-0-", "exited with code 1", "injected fault at epoch 2")
+			assertContains(t, "failureReason", tj.Status.FailureReason, "NonRetryableExitCode: not retried",
+				"rank 0 (pod permanent-worker-0-", "exited with code 1", "injected fault at epoch 2")
 			assertGone(t, pids)
 		},
 	}, {
@@ -90,7 +93,8 @@ func TestFailureHandling(t *testing.T) {
 		fault:     evictRank1,
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
-			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit)", "DisruptionTarget")
+			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit)",
+				"DisruptionTarget")
 		},
 	}, {
 		name: "stall: a rank stops mid-run, rank 0 blocks in the collective; a counted gang restart resumes",
@@ -135,7 +139,8 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateFailed, wantReason: "FailureRule",
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
-			assertContains(t, "failureReason", tj.Status.FailureReason, "FailureRule: failed by failurePolicy.rules[1] injected: rank 1", "exited with code 137")
+			assertContains(t, "failureReason", tj.Status.FailureReason, "FailureRule: failed by failurePolicy.rules[1] injected: rank 1",
+				"exited with code 137")
 			logExitToAction(t, tj, 1, "Failed")
 		},
 	}, {
@@ -148,7 +153,8 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
-			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] ecc)", "exited with code 3")
+			assertEvent(t, tj.Namespace, "Restarting",
+				"restart after a disruption (not counted against failurePolicy.backoffLimit) (failurePolicy.rules[0] ecc)", "exited with code 3")
 			assertPlacedAway(t, tj)
 			logExitToAction(t, tj, 1, "Restarting")
 		},
@@ -164,7 +170,8 @@ func TestFailureHandling(t *testing.T) {
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
 			c := tj.Status.Checkpoint
-			if c == nil || !strings.Contains(c.ResumedFrom, "-step-") || !strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption, epoch") {
+			if c == nil || !strings.Contains(c.ResumedFrom, "-step-") ||
+				!strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption, epoch") {
 				t.Errorf("status.checkpoint does not say the run resumed from the checkpoint written at preemption: %+v", c)
 			}
 			all := node.AllLogs(stack.DataRoot, tj.Namespace, "preempted-worker-0-*", names.ContainerName)
@@ -178,12 +185,14 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateFailed, wantReason: "BackoffLimitExceeded", wantRestarts: 1, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
-			assertContains(t, "failureReason", tj.Status.FailureReason, "BackoffLimitExceeded: 1 restarts (failurePolicy.backoffLimit 1), last: rank 1 (pod budget-worker-1-", "exited with code 137")
+			assertContains(t, "failureReason", tj.Status.FailureReason,
+				"BackoffLimitExceeded: 1 restarts (failurePolicy.backoffLimit 1), last: rank 1 (pod budget-worker-1-", "exited with code 137")
 		},
 	}, {
 		name: "deadline over a restart: failed and no worker left",
 		job: func(ns string) *tjtest.TJ {
-			return withCheckpoints(trainerJob(ns, "deadline", 2, 100000, "--epoch-delay=200ms", "--fail-at=1:2:137")).With(func(tj *mlv1.TrainingJob) {
+			job := trainerJob(ns, "deadline", 2, 100000, "--epoch-delay=200ms", "--fail-at=1:2:137")
+			return withCheckpoints(job).With(func(tj *mlv1.TrainingJob) {
 				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To[int64](8)}
 			})
 		},
@@ -214,7 +223,8 @@ func TestFailureHandling(t *testing.T) {
 		},
 		wantState: mlv1.StateFailed, wantReason: "SchedulingTimeout",
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
-			assertContains(t, "failureReason", tj.Status.FailureReason, "within scheduling.schedulingTimeoutSeconds (6s): Unschedulable: pod nogpu-worker-", "Insufficient nvidia.com/gpu")
+			assertContains(t, "failureReason", tj.Status.FailureReason,
+				"within scheduling.schedulingTimeoutSeconds (6s): Unschedulable: pod nogpu-worker-", "Insufficient nvidia.com/gpu")
 			assertEvent(t, tj.Namespace, "Unschedulable", "Insufficient nvidia.com/gpu")
 		},
 	}, {
@@ -228,7 +238,8 @@ func TestFailureHandling(t *testing.T) {
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
 			eventually(t, time.Minute, "Job, Service, ConfigMap and pods deleted", func() error {
 				for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.ConfigMap{}} {
-					if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: childName(tj.Name, obj)}, obj); !apierrors.IsNotFound(err) {
+					key := client.ObjectKey{Namespace: tj.Namespace, Name: childName(tj.Name, obj)}
+					if err := stack.Client.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
 						return fmt.Errorf("%T still there (%v)", obj, err)
 					}
 				}
@@ -271,10 +282,14 @@ func runFailureScenario(t *testing.T, sc failureScenario) {
 	if reason == nil {
 		t.Fatalf("no %s condition: %+v", sc.wantState, got.Status.Conditions)
 	}
-	gotFields := []any{reason.Reason, got.Status.RestartCount, got.Status.Attempt}
-	wantFields := []any{sc.wantReason, sc.wantRestarts, sc.wantAttempt}
-	if fmt.Sprint(gotFields) != fmt.Sprint(wantFields) {
-		t.Errorf("reason, restartCount, attempt = %v, want %v", gotFields, wantFields)
+	type ended struct {
+		Reason                string
+		RestartCount, Attempt int32
+	}
+	gotEnd := ended{Reason: reason.Reason, RestartCount: got.Status.RestartCount, Attempt: got.Status.Attempt}
+	wantEnd := ended{Reason: sc.wantReason, RestartCount: sc.wantRestarts, Attempt: sc.wantAttempt}
+	if diff := cmp.Diff(wantEnd, gotEnd); diff != "" {
+		t.Errorf("reason, restartCount, attempt (-want +got):\n%s", diff)
 	}
 	if sc.check != nil {
 		sc.check(t, got, pids)

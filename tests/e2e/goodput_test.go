@@ -44,7 +44,8 @@ func TestGoodputUnderFaults(t *testing.T) {
 	}
 	ns, name := newNamespace(t), "goodput"
 	epochs := int32(run/time.Second) + 10 // an epoch takes a little over its 1 s delay
-	tj := trainerJob(ns, name, 2, epochs, "--epoch-delay=1s").BackoffLimit(int32(faults)+2, mlv1.RestartGang).With(withPVCCheckpoints(3)).With(func(tj *mlv1.TrainingJob) {
+	job := trainerJob(ns, name, 2, epochs, "--epoch-delay=1s").BackoffLimit(int32(faults)+2, mlv1.RestartGang)
+	tj := job.With(withPVCCheckpoints(3)).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.FailurePolicy.StallTimeoutSeconds = ptr.To[int32](3)
 		tj.Spec.FailurePolicy.MaxAvoidedNodes = ptr.To[int32](0) // the kills are the test's, not the nodes'; the stack has two
 		tj.Spec.Monitoring = &mlv1.MonitoringSpec{ScrapeIntervalSeconds: ptr.To[int32](1)}
@@ -63,10 +64,12 @@ func TestGoodputUnderFaults(t *testing.T) {
 	truth := o.truth(got)
 	status := statusShares(got.Status.Goodput)
 	wall := got.Status.CompletionTime.Sub(got.CreationTimestamp.Time).Seconds()
-	t.Logf("%d faults (%d kills, 1 hang) over %.1f s of wall time; %s goodput; category: truth / status, in seconds and %% of wall time", faults, faults-1, wall, got.Status.Goodput.Percent)
+	t.Logf("%d faults (%d kills, 1 hang) over %.1f s of wall time; %s goodput; category: truth / status, in seconds and %% of wall time",
+		faults, faults-1, wall, got.Status.Goodput.Percent)
 	for _, c := range categories {
 		diff := math.Abs(truth[c]-status[c]) / wall * 100
-		t.Logf("  %-10s %7.1f s %5.1f%%   %7.1f s %5.1f%%   (%.1f points apart)", c, truth[c], truth[c]/wall*100, status[c], status[c]/wall*100, diff)
+		t.Logf("  %-10s %7.1f s %5.1f%%   %7.1f s %5.1f%%   (%.1f points apart)",
+			c, truth[c], truth[c]/wall*100, status[c], status[c]/wall*100, diff)
 		if diff > tolerance {
 			t.Errorf("%s: truth %.1f s, status %.1f s: %.1f points of wall time apart, more than %.0f", c, truth[c], status[c], diff, tolerance)
 		}
@@ -123,12 +126,14 @@ func TestGoodputLostWorkFromTheCheckpointResumedFrom(t *testing.T) {
 	}
 }
 
-var categories = []string{mlv1.GoodputProductive, mlv1.BadputScheduling, mlv1.BadputStartup, mlv1.BadputRestart, mlv1.BadputLostWork, mlv1.BadputHang, mlv1.BadputCheckpoint, mlv1.BadputQueued}
+var categories = []string{mlv1.GoodputProductive, mlv1.BadputScheduling, mlv1.BadputStartup, mlv1.BadputRestart, mlv1.BadputLostWork,
+	mlv1.BadputHang, mlv1.BadputCheckpoint, mlv1.BadputQueued}
 
 func statusShares(g *mlv1.GoodputStatus) map[string]float64 {
 	b := g.BadputSeconds
 	return map[string]float64{mlv1.GoodputProductive: g.ProductiveSeconds, mlv1.BadputScheduling: b.Scheduling, mlv1.BadputStartup: b.Startup,
-		mlv1.BadputRestart: b.Restart, mlv1.BadputLostWork: b.LostWork, mlv1.BadputHang: b.Hang, mlv1.BadputCheckpoint: b.Checkpoint, mlv1.BadputQueued: b.Queued}
+		mlv1.BadputRestart: b.Restart, mlv1.BadputLostWork: b.LostWork, mlv1.BadputHang: b.Hang, mlv1.BadputCheckpoint: b.Checkpoint,
+		mlv1.BadputQueued: b.Queued}
 }
 
 // observer keeps the test's own timeline of a job.

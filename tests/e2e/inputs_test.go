@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,12 +68,27 @@ func TestInputsFetchedOnce(t *testing.T) {
 		return nil
 	})
 	tj := getTJ(t, ns, name)
-	if tj.Status.RestartCount != 1 || len(tj.Status.Inputs) != 1 {
-		t.Fatalf("restarts %d, inputs %+v; want one restart, one input", tj.Status.RestartCount, tj.Status.Inputs)
+	type restarted struct {
+		Restarts int32
+		Inputs   int
+	}
+	gotRestarts := restarted{Restarts: tj.Status.RestartCount, Inputs: len(tj.Status.Inputs)}
+	if diff := cmp.Diff(restarted{Restarts: 1, Inputs: 1}, gotRestarts); diff != "" {
+		t.Fatalf("inputs %+v; want one restart, one input (-want +got):\n%s", tj.Status.Inputs, diff)
+	}
+	type input struct {
+		Name, Source        string
+		Bytes, FetchedBytes int64
+		Files               int32
+		Ready               bool
 	}
 	in := tj.Status.Inputs[0]
-	if in.Name != "dataset" || in.Source != "s3://datasets/squad" || in.Bytes != total || in.Files != 3 || in.FetchedBytes != 0 || in.ReadyTime == nil {
-		t.Errorf("status.inputs %+v; want the dataset's %d bytes in 3 files, none read by the second attempt", in, total)
+	gotInput := input{Name: in.Name, Source: in.Source, Bytes: in.Bytes, FetchedBytes: in.FetchedBytes, Files: in.Files,
+		Ready: in.ReadyTime != nil}
+	wantInput := input{Name: "dataset", Source: "s3://datasets/squad", Bytes: total, FetchedBytes: 0, Files: 3, Ready: true}
+	if diff := cmp.Diff(wantInput, gotInput); diff != "" {
+		t.Errorf("status.inputs %+v; want the dataset's %d bytes in 3 files, none read by the second attempt (-want +got):\n%s",
+			in, total, diff)
 	}
 	if c := condition(tj, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Reused" {
 		t.Errorf("InputsReady %+v, want True/Reused", c)
@@ -83,8 +99,8 @@ func TestInputsFetchedOnce(t *testing.T) {
 	if !containsInOrder(reasons, "Fetched", "Reused") {
 		t.Errorf("InputsReady reasons %v, want Fetched (the first attempt) then Reused", reasons)
 	}
-	t.Logf("%d bytes, 2 ranks: InputsReady after the job's creation (polled every 100 ms): %s; the first attempt read %d bytes, the restarted one %d",
-		total, strings.Join(seen, ", "), firstRead, in.FetchedBytes)
+	t.Logf("%d bytes, 2 ranks: InputsReady after the job's creation (polled every 100 ms): %s; "+
+		"the first attempt read %d bytes, the restarted one %d", total, strings.Join(seen, ", "), firstRead, in.FetchedBytes)
 }
 
 // TestInputsFailure: a source that cannot be fetched (a bucket that does not exist, keys the server
@@ -98,7 +114,8 @@ func TestInputsFailure(t *testing.T) {
 			tj.Spec.Inputs.SecretRef.Name = "bad-keys"
 		}).Obj(),
 		// Restarted in place, the fetcher would run again and again until the Job's backoffLimit.
-		trainerJob(ns, "inplace", 2, 3).BackoffLimit(100, mlv1.RestartOnFailure).With(withS3Dataset(gw.Endpoint, "s3://no-such-bucket/squad")).Obj())
+		trainerJob(ns, "inplace", 2, 3).BackoffLimit(100, mlv1.RestartOnFailure).
+			With(withS3Dataset(gw.Endpoint, "s3://no-such-bucket/squad")).Obj())
 	for name, want := range map[string]string{"nobucket": "NoSuchBucket", "badkeys": "403", "inplace": "NoSuchBucket"} {
 		eventually(t, 2*time.Minute, name+" Failed/InputsFailed", func() error {
 			tj := getTJ(t, ns, name)
@@ -189,12 +206,14 @@ func TestInputsFromTheHub(t *testing.T) {
 	create(t, fromHub("bert", "hf://google-bert/bert-tiny"), fromHub("missing", "hf://google-bert/no-such-model"))
 	waitForState(t, ns, "bert", mlv1.StateCompleted, 2*time.Minute)
 	in := getTJ(t, ns, "bert").Status.Inputs
-	if len(in) != 1 || in[0].Name != "model" || in[0].Files != 2 || in[0].Bytes != 65536+22 || in[0].FetchedBytes != in[0].Bytes || hub.Served.Load() != in[0].Bytes {
+	if len(in) != 1 || in[0].Name != "model" || in[0].Files != 2 || in[0].Bytes != 65536+22 || in[0].FetchedBytes != in[0].Bytes ||
+		hub.Served.Load() != in[0].Bytes {
 		t.Errorf("status.inputs %+v, hub served %d bytes; want the model's 2 files, read once", in, hub.Served.Load())
 	}
 	eventually(t, time.Minute, "missing Failed/InputsFailed with the hub's 404", func() error {
 		tj := getTJ(t, ns, "missing")
-		if c := condition(tj, mlv1.ConditionFailed); tj.Status.State != mlv1.StateFailed || c == nil || c.Reason != "InputsFailed" || !strings.Contains(c.Message, "404") {
+		c := condition(tj, mlv1.ConditionFailed)
+		if tj.Status.State != mlv1.StateFailed || c == nil || c.Reason != "InputsFailed" || !strings.Contains(c.Message, "404") {
 			return fmt.Errorf("state %s, Failed %+v", tj.Status.State, c)
 		}
 		return nil
@@ -214,7 +233,8 @@ func TestInputsCacheReadWriteManyUnsupported(t *testing.T) {
 	eventually(t, time.Minute, "InputsReady False ProvisioningFailed, and a Warning event", func() error {
 		tj := getTJ(t, ns, name)
 		c := condition(tj, mlv1.ConditionInputsReady)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ProvisioningFailed" || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "inputs.storageClassName") {
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ProvisioningFailed" || !strings.Contains(c.Message, want) ||
+			!strings.Contains(c.Message, "inputs.storageClassName") {
 			return fmt.Errorf("InputsReady %+v (state %s)", c, tj.Status.State)
 		}
 		events := &eventsv1.EventList{}
@@ -222,7 +242,8 @@ func TestInputsCacheReadWriteManyUnsupported(t *testing.T) {
 			return err
 		}
 		for _, e := range events.Items {
-			if e.Regarding.Kind == "TrainingJob" && e.Type == corev1.EventTypeWarning && e.Reason == "ProvisioningFailed" && strings.Contains(e.Note, "input cache") {
+			if e.Regarding.Kind == "TrainingJob" && e.Type == corev1.EventTypeWarning && e.Reason == "ProvisioningFailed" &&
+				strings.Contains(e.Note, "input cache") {
 				return nil
 			}
 		}
@@ -273,10 +294,17 @@ func TestInputsPerNodeCache(t *testing.T) {
 	for _, n := range read {
 		sum += n
 	}
-	if tj.Status.RestartCount != 1 || len(read) != 6 || sum != total {
-		t.Errorf("restarts %d; fetchers seen %d, %v; want one restart, 6 fetchers reading %d bytes in all", tj.Status.RestartCount, len(read), read, total)
+	type fetched struct {
+		Restarts int32
+		Fetchers int
+		Bytes    int64
 	}
-	if c := condition(tj, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || len(tj.Status.Inputs) != 1 || tj.Status.Inputs[0].Bytes != total {
+	gotFetched := fetched{Restarts: tj.Status.RestartCount, Fetchers: len(read), Bytes: sum}
+	if diff := cmp.Diff(fetched{Restarts: 1, Fetchers: 6, Bytes: total}, gotFetched); diff != "" {
+		t.Errorf("fetchers seen %v; want one restart, 6 fetchers reading %d bytes in all (-want +got):\n%s", read, total, diff)
+	}
+	if c := condition(tj, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || len(tj.Status.Inputs) != 1 ||
+		tj.Status.Inputs[0].Bytes != total {
 		t.Errorf("InputsReady %+v, inputs %+v; want True with %d bytes", c, tj.Status.Inputs, total)
 	}
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-inputs"}, &corev1.PersistentVolumeClaim{}); err == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,7 +55,8 @@ func kueueSetup(t *testing.T, ns string, workers int64, flavor *kueue.ResourceFl
 					Resources: []kueue.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: quota}}}}}},
 		},
 	}
-	lq := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lq"}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)}}
+	lq := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lq"},
+		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)}}
 	createClusterScoped(t, flavor, cq)
 	create(t, lq)
 }
@@ -134,7 +136,7 @@ func (tl *timeline) record(jobs []mlv1.TrainingJob, now time.Time) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	for _, tj := range jobs {
-		ch, seen := change{now, tj.Status.State, reasonOf(&tj)}, tl.changes[tj.Name]
+		ch, seen := change{at: now, state: tj.Status.State, reason: reasonOf(&tj)}, tl.changes[tj.Name]
 		if len(seen) == 0 || seen[len(seen)-1].state != ch.state || seen[len(seen)-1].reason != ch.reason {
 			tl.changes[tj.Name] = append(seen, ch)
 		}
@@ -206,7 +208,8 @@ func TestKueueQuotaQueuesJobs(t *testing.T) {
 			switch {
 			case tj.Status.State == mlv1.StateRunning:
 				running = append(running, n)
-			case tj.Status.State == mlv1.StateSuspended && c != nil && c.Reason == "Queued" && strings.Contains(c.Message, "insufficient unused quota for cpu"):
+			case tj.Status.State == mlv1.StateSuspended && c != nil && c.Reason == "Queued" &&
+				strings.Contains(c.Message, "insufficient unused quota for cpu"):
 				queued = append(queued, n)
 			}
 		}
@@ -298,8 +301,10 @@ func TestKueueGangRestartKeepsTheWorkload(t *testing.T) {
 	waitPodsReady(t, ns, name, kueue.WorkloadRecovered)
 	after := workloadOf(t, ns, name)
 	again := meta.FindStatusCondition(after.Status.Conditions, kueue.WorkloadQuotaReserved)
-	if after.UID != before.UID || again == nil || again.Status != metav1.ConditionTrue || !again.LastTransitionTime.Equal(&reserved.LastTransitionTime) {
-		t.Errorf("workload %s (QuotaReserved %v) became %s (QuotaReserved %v); want the same, admitted all along", before.UID, reserved, after.UID, again)
+	if after.UID != before.UID || again == nil || again.Status != metav1.ConditionTrue ||
+		!again.LastTransitionTime.Equal(&reserved.LastTransitionTime) {
+		t.Errorf("workload %s (QuotaReserved %v) became %s (QuotaReserved %v); want the same, admitted all along",
+			before.UID, reserved, after.UID, again)
 	}
 	if c := meta.FindStatusCondition(after.Status.Conditions, kueue.WorkloadRequeued); c != nil && c.Status == metav1.ConditionTrue {
 		t.Errorf("the workload was requeued: %v", c)
@@ -322,7 +327,8 @@ func waitPodsReady(t *testing.T, ns, name, reason string) {
 				mf = append(mf, fmt.Sprintf("%s %s %s %s", m.Manager, m.Operation, m.Subresource, m.FieldsV1))
 			}
 			tj := getTJ(t, ns, name)
-			return fmt.Errorf("PodsReady %+v; job %s attempt %d workers %+v; managed fields:\n%s", c, tj.Status.State, tj.Status.Attempt, tj.Status.Workers, strings.Join(mf, "\n"))
+			return fmt.Errorf("PodsReady %+v; job %s attempt %d workers %+v; managed fields:\n%s",
+				c, tj.Status.State, tj.Status.Attempt, tj.Status.Workers, strings.Join(mf, "\n"))
 		}
 		return nil
 	})
@@ -348,8 +354,13 @@ func TestKueueManagedByMultiKueue(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if tj.Status.State != "" || len(jobs.Items)+len(cms.Items) != 0 {
-			t.Errorf("%s: state %q, %d Jobs, %d ConfigMaps; want it left alone", name, tj.Status.State, len(jobs.Items), len(cms.Items))
+		type untouched struct {
+			State            mlv1.State
+			Jobs, ConfigMaps int
+		}
+		got := untouched{State: tj.Status.State, Jobs: len(jobs.Items), ConfigMaps: len(cms.Items)}
+		if diff := cmp.Diff(untouched{}, got); diff != "" {
+			t.Errorf("%s: state, Jobs, ConfigMaps: want it left alone (-want +got):\n%s", name, diff)
 		}
 	}
 }
@@ -397,8 +408,11 @@ func TestKueuePreemptionKeepsTheWork(t *testing.T) {
 	})
 	waitForState(t, ns, "high", mlv1.StateCompleted, 2*time.Minute)
 	done := waitForState(t, ns, "low", mlv1.StateCompleted, 3*time.Minute)
-	if done.Status.Attempt != 0 || done.Status.RestartCount != 0 {
-		t.Errorf("the preemption was charged: attempt %d, restartCount %d", done.Status.Attempt, done.Status.RestartCount)
+	type charged struct {
+		Attempt, RestartCount int32
+	}
+	if diff := cmp.Diff(charged{}, charged{Attempt: done.Status.Attempt, RestartCount: done.Status.RestartCount}); diff != "" {
+		t.Errorf("the preemption was charged: attempt, restartCount (-want +got):\n%s", diff)
 	}
 	all := node.AllLogs(stack.DataRoot, ns, "low-worker-0-*", names.ContainerName)
 	m := preemptionCheckpoint.FindStringSubmatch(all)
@@ -415,7 +429,8 @@ func TestKueuePreemptionKeepsTheWork(t *testing.T) {
 	preempted := tl.at("low", mlv1.StateSuspended, "Preempted", time.Time{})
 	highDone := tl.at("high", mlv1.StateCompleted, "", preempted)
 	resumed, running := tl.started("low", preempted), tl.at("low", mlv1.StateRunning, "", preempted)
-	t.Logf("preempted -> high completed %.2fs; high completed -> low's workers starting %.2fs, Running %.2fs; preempted -> Running again %.2fs",
+	t.Logf("preempted -> high completed %.2fs; high completed -> low's workers starting %.2fs, Running %.2fs; "+
+		"preempted -> Running again %.2fs",
 		highDone.Sub(preempted).Seconds(), resumed.Sub(highDone).Seconds(), running.Sub(highDone).Seconds(), running.Sub(preempted).Seconds())
 }
 
@@ -431,7 +446,8 @@ func TestKueueUserSuspendDeactivatesTheWorkload(t *testing.T) {
 	setSuspend(t, ns, name, true)
 	eventually(t, time.Minute, "the Workload inactive and its quota released", func() error {
 		wl := workloadOf(t, ns, name)
-		if ptr.Deref(wl.Spec.Active, true) || wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
+		if ptr.Deref(wl.Spec.Active, true) || wl.Status.Admission != nil ||
+			meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
 			return fmt.Errorf("active %v, admission %v", ptr.Deref(wl.Spec.Active, true), wl.Status.Admission)
 		}
 		return nil
@@ -536,7 +552,8 @@ func TestKueueTopologyAwarePlacement(t *testing.T) {
 		Spec: kueue.TopologySpec{Levels: []kueue.TopologyLevel{{NodeLabel: blockLabel}, {NodeLabel: corev1.LabelHostname}}}}
 	createClusterScoped(t, topo)
 	flavor := &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "tas-" + ns},
-		Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{node.ProcessNodeLabel: "true"}, TopologyName: ptr.To(kueue.TopologyReference(topo.Name))}}
+		Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{node.ProcessNodeLabel: "true"},
+			TopologyName: ptr.To(kueue.TopologyReference(topo.Name))}}
 	kueueSetup(t, ns, 4, flavor)
 	create(t, queuedJob(ns, name, 2, 8, "--epoch-delay=200ms").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{Annotations: map[string]string{names.RequiredTopologyAnnotation: blockLabel}}
@@ -553,7 +570,8 @@ func TestKueueTopologyAwarePlacement(t *testing.T) {
 	}
 	for r, p := range workerPods(t, ns, name) {
 		if !want[p.Spec.NodeName] || len(p.Spec.SchedulingGates) != 0 || p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
-			t.Errorf("rank %d on %s (gates %v, nodeSelector %v); Kueue assigned %v", r, p.Spec.NodeName, p.Spec.SchedulingGates, p.Spec.NodeSelector, want)
+			t.Errorf("rank %d on %s (gates %v, nodeSelector %v); Kueue assigned %v",
+				r, p.Spec.NodeName, p.Spec.SchedulingGates, p.Spec.NodeSelector, want)
 		}
 	}
 	waitForState(t, ns, name, mlv1.StateCompleted, 2*time.Minute)

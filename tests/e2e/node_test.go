@@ -72,18 +72,24 @@ func TestProcessNodeEnvAndVolumes(t *testing.T) {
 		{Name: "NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "mode"}}},
-		{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "token"}}},
-		{Name: "OPT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k", Optional: ptr.To(true)}}},
+		{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "mode"}}},
+		{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "token"}}},
+		{Name: "OPT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k", Optional: ptr.To(true)}}},
 	}
-	main.EnvFrom = []corev1.EnvFromSource{{Prefix: "P_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
-	main.VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"}, {Name: "work", MountPath: "/work"}}
+	main.EnvFrom = []corev1.EnvFromSource{{Prefix: "P_",
+		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
+	main.VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"},
+		{Name: "work", MountPath: "/work"}}
 	init := sh("init", `echo "init ran first" > /work/init.txt`)
 	init.VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
 	pod := podOn(ns, "env", corev1.PodSpec{
 		InitContainers: []corev1.Container{init}, Containers: []corev1.Container{main},
 		Volumes: []corev1.Volume{
-			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
 			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sec"}}},
 			{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		},
@@ -169,7 +175,8 @@ func TestProcessNodeRestartsAndFaults(t *testing.T) {
 			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
 				return err
 			}
-			if cs := got.Status.ContainerStatuses; len(cs) == 0 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "CreateContainerConfigError" ||
+			cs := got.Status.ContainerStatuses
+			if len(cs) == 0 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "CreateContainerConfigError" ||
 				!strings.Contains(cs[0].State.Waiting.Message, `configmap "later" not found`) {
 				return fmt.Errorf("container statuses %+v", cs)
 			}
@@ -226,7 +233,8 @@ func TestProcessNodeNativeSidecar(t *testing.T) {
 	ns := newNamespace(t)
 	side := sh("agent", `echo started; trap 'echo stopping; exit 0' TERM; while true; do sleep 0.1; done`)
 	side.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
-	pod := podOn(ns, "sidecar", corev1.PodSpec{InitContainers: []corev1.Container{side}, Containers: []corev1.Container{sh("main", "sleep 0.5; echo done")}})
+	pod := podOn(ns, "sidecar", corev1.PodSpec{InitContainers: []corev1.Container{side},
+		Containers: []corev1.Container{sh("main", "sleep 0.5; echo done")}})
 	create(t, pod)
 	got := waitForPhase(t, pod, corev1.PodSucceeded)
 	if s := got.Status.InitContainerStatuses[0].State.Terminated; s == nil {

@@ -28,7 +28,8 @@ import (
 func TestCheckpointsOnGCS(t *testing.T) {
 	ns := newNamespace(t)
 	gcs.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "ckpt-" + ns})
-	store, err := checkpoint.NewGCSStore(context.Background(), "ckpt-"+ns, option.WithEndpoint(gcs.URL()+"/storage/v1/"), option.WithoutAuthentication())
+	store, err := checkpoint.NewGCSStore(context.Background(), "ckpt-"+ns,
+		option.WithEndpoint(gcs.URL()+"/storage/v1/"), option.WithoutAuthentication())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,8 @@ var resumedURI = regexp.MustCompile(`resuming from (\S+/checkpoint-epoch-(\d+)(?
 func objectStorageScenario(t *testing.T, ns string, store checkpoint.Store, uriPrefix string, storage *mlv1.CheckpointStorage) {
 	const name, epochs = "ckpt", 12
 	tj := trainerJob(ns, name, 2, epochs, "--epoch-delay=400ms").With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2), Storage: storage}
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2),
+			Storage: storage}
 	}).Obj()
 	create(t, tj)
 	pids := runningPIDs(t, ns, name, 2)
@@ -93,7 +95,8 @@ func waitForResumeFrom(t *testing.T, ns, name, prefix string, min int) int {
 		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.ConfigMapName(tj)}, cm); err != nil {
 			return err
 		}
-		if c == nil || c.LatestEpoch < int32(min) || c.Latest != prefix+checkpoint.Dir(int(c.LatestEpoch)) || cm.Data[names.ResumeFromKey] != c.Latest {
+		if c == nil || c.LatestEpoch < int32(min) || c.Latest != prefix+checkpoint.Dir(int(c.LatestEpoch)) ||
+			cm.Data[names.ResumeFromKey] != c.Latest {
 			return fmt.Errorf("status.checkpoint %+v, RESUME_FROM %q", c, cm.Data[names.ResumeFromKey])
 		}
 		epoch = int(c.LatestEpoch)

@@ -172,13 +172,15 @@ func discoverPods(t *testing.T, path string) {
 					labels := map[string]string{
 						"__meta_kubernetes_namespace": p.Namespace, "__meta_kubernetes_pod_name": p.Name,
 						"__meta_kubernetes_pod_phase": string(p.Status.Phase), "__meta_kubernetes_pod_container_name": c.Name,
-						"__meta_kubernetes_pod_container_port_name": port.Name, "__meta_kubernetes_pod_container_port_number": strconv.Itoa(int(port.ContainerPort)),
+						"__meta_kubernetes_pod_container_port_name":   port.Name,
+						"__meta_kubernetes_pod_container_port_number": strconv.Itoa(int(port.ContainerPort)),
 					}
 					for k, v := range p.Labels {
 						labels["__meta_kubernetes_pod_label_"+metaName.ReplaceAllString(k, "_")] = v
 						labels["__meta_kubernetes_pod_labelpresent_"+metaName.ReplaceAllString(k, "_")] = "true"
 					}
-					groups = append(groups, map[string]any{"targets": []string{net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))}, "labels": labels})
+					target := net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))
+					groups = append(groups, map[string]any{"targets": []string{target}, "labels": labels})
 				}
 			}
 		}
@@ -273,7 +275,8 @@ func TestPrometheusScrapesTheOperatorAndRankZero(t *testing.T) {
 	if err != nil || loss[0].Metric["job"] != "trainingjob-rank0" || !strings.Contains(loss[0].Metric["pod"], name+"-worker-0") {
 		t.Errorf("rank 0's loss %v (%v), want it from the trainingjob-rank0 job", loss, err)
 	}
-	if ranks, err := prom.query(`count(up{job="trainingjob-rank0", namespace="` + ns + `"})`); err != nil || len(ranks) != 1 || ranks[0].Value[1] != "1" {
+	if ranks, err := prom.query(`count(up{job="trainingjob-rank0", namespace="` + ns + `"})`); err != nil || len(ranks) != 1 ||
+		ranks[0].Value[1] != "1" {
 		t.Errorf("scrape targets of the job: %v (%v), want rank 0 only", ranks, err)
 	}
 	if up, err := prom.query(`up{job="operator"}`); err != nil || len(up) != 1 || up[0].Value[1] != "1" {

@@ -33,7 +33,8 @@ import (
 func startS3(t *testing.T, bucket string) (*storetest.VersityGW, *checkpoint.S3Store) {
 	t.Helper()
 	gw := storetest.NewVersityGW(t, "e2e-access", "e2e-secret-key")
-	store, err := checkpoint.NewS3Store(context.Background(), checkpoint.S3Options{Bucket: bucket, Endpoint: gw.Endpoint, AccessKey: "e2e-access", SecretKey: "e2e-secret-key"})
+	store, err := checkpoint.NewS3Store(context.Background(),
+		checkpoint.S3Options{Bucket: bucket, Endpoint: gw.Endpoint, AccessKey: "e2e-access", SecretKey: "e2e-secret-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,9 @@ func assertNoSecretLeak(t *testing.T, ns, secret string) {
 	if files < 10 {
 		t.Fatalf("only %d files under %s: the logs were not found", files, root)
 	}
-	for _, l := range []client.ObjectList{&mlv1.TrainingJobList{}, &corev1.ConfigMapList{}, &batchv1.JobList{}, &eventsv1.EventList{}, &corev1.PodList{}} {
+	for _, l := range []client.ObjectList{
+		&mlv1.TrainingJobList{}, &corev1.ConfigMapList{}, &batchv1.JobList{}, &eventsv1.EventList{}, &corev1.PodList{},
+	} {
 		if err := stack.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
@@ -152,8 +155,9 @@ func TestObjectStorageDown(t *testing.T) {
 	gw, _ := startS3(t, "ckpt")
 	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
 	tj := trainerJob(ns, name, 2, 60, "--epoch-delay=300ms").With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2), Storage: &mlv1.CheckpointStorage{
-			Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: gw.Endpoint, SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](2),
+			Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt", Endpoint: gw.Endpoint,
+				SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
 	}).Obj()
 	create(t, tj)
 	pids := runningPIDs(t, ns, name, 2)

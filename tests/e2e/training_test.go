@@ -58,7 +58,8 @@ func TestTrainingCompletes(t *testing.T) {
 			eventually(t, time.Minute, "progress in status while training", func() error {
 				tj := getTJ(t, ns, name)
 				if c := condition(tj, mlv1.ConditionProgressReported); tj.Status.State == mlv1.StateRunning &&
-					(tj.Status.Progress == "" || tj.Status.Metrics == nil || tj.Status.Metrics.Loss == nil || c == nil || c.Status != metav1.ConditionTrue) {
+					(tj.Status.Progress == "" || tj.Status.Metrics == nil || tj.Status.Metrics.Loss == nil ||
+						c == nil || c.Status != metav1.ConditionTrue) {
 					return fmt.Errorf("progress %q metrics %+v condition %+v", tj.Status.Progress, tj.Status.Metrics, c)
 				} else if tj.Status.State != mlv1.StateRunning && tj.Status.Progress == "" {
 					return fmt.Errorf("finished (%s) without ever showing progress", tj.Status.State)

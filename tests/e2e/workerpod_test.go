@@ -16,7 +16,8 @@ import (
 // mounts, and a sidecar that never exits by itself, which the node stops once the trainer is done.
 func TestWorkerPodOnProcessNodes(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wandb"}, StringData: map[string]string{"WANDB_API_KEY": "key-of-team-b"}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wandb"},
+		StringData: map[string]string{"WANDB_API_KEY": "key-of-team-b"}})
 	tj := trainerJob(ns, "team", 1, 2, "--epoch-delay=10ms").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Command = []string{"sh", "-c", `echo "scratch $(cat /scratch/ready) key $WANDB_API_KEY" && exec trainer "$@"`, "sh"}
 		scratch := []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
@@ -24,11 +25,12 @@ func TestWorkerPodOnProcessNodes(t *testing.T) {
 			Labels:       map[string]string{"team": "b"},
 			Volumes:      []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			VolumeMounts: scratch,
-			EnvFrom:      []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
-			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: "busybox:1.36", Command: []string{"sh", "-c", "echo warmed > /scratch/ready"},
-				VolumeMounts: scratch}},
-			Sidecars: []mlv1.WorkerContainer{{Name: "shipper", Image: "busybox:1.36", Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
-				VolumeMounts: scratch}},
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}}}},
+			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: "busybox:1.36",
+				Command: []string{"sh", "-c", "echo warmed > /scratch/ready"}, VolumeMounts: scratch}},
+			Sidecars: []mlv1.WorkerContainer{{Name: "shipper", Image: "busybox:1.36",
+				Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}, VolumeMounts: scratch}},
 		}
 	}).Obj()
 	create(t, tj)

@@ -61,7 +61,8 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-var checksum = regexp.MustCompile(`(?m)^(?:\[\w+\]:)?rank (\d+) of (\d+)\b.*?(?:checksum|model) (\S+)$`) // torchrun --tee prefixes [default0]:
+// torchrun --tee prefixes [default0]:
+var checksum = regexp.MustCompile(`(?m)^(?:\[\w+\]:)?rank (\d+) of (\d+)\b.*?(?:checksum|model) (\S+)$`)
 
 // TestPyTorchDDP: DDP with gloo on two CPU ranks, started with plain python (env://: RANK, WORLD_SIZE,
 // MASTER_*) and with torchrun (only PET_*): the job completes, both ranks end with the same weights,
@@ -122,11 +123,12 @@ func TestPyTorchElastic(t *testing.T) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)}
 		// PET_REDIRECTS/PET_TEE: Debian's torchrun bug (see TestPyTorchDDP); a short last call, so that a
 		// rendezvous below maxWorkers closes quickly.
-		tj.Spec.Env = []corev1.EnvVar{{Name: "PET_REDIRECTS", Value: "1"}, {Name: "PET_TEE", Value: "1"}, {Name: "PET_RDZV_CONF", Value: "last_call_timeout=2"}}
+		tj.Spec.Env = []corev1.EnvVar{{Name: "PET_REDIRECTS", Value: "1"}, {Name: "PET_TEE", Value: "1"},
+			{Name: "PET_RDZV_CONF", Value: "last_call_timeout=2"}}
 	}).Obj())
 	// Each size is reached when some pod's global rank 0 trains with it (ranks move between pods at every
 	// rendezvous); then the next change is made.
-	for _, step := range []struct{ training, next int32 }{{2, 4}, {4, 3}} {
+	for _, step := range []struct{ training, next int32 }{{training: 2, next: 4}, {training: 4, next: 3}} {
 		waitLog(t, ns, "elastic", 4, fmt.Sprintf(`(?m)world=%d$`, step.training))
 		tj := &mlv1.TrainingJob{}
 		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "elastic"}, tj); err != nil {
@@ -259,7 +261,8 @@ func TestDefaultRunner(t *testing.T) {
 			t.Fatalf("unknown model: state %q, err %v; want Failed", tj.Status.State, err)
 		}
 	}
-	if want := "unknown model 'gpt-9': the default runner trains cnn, mlp"; !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(tj.Status.FailureReason) {
+	want := "unknown model 'gpt-9': the default runner trains cnn, mlp"
+	if !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(tj.Status.FailureReason) {
 		t.Errorf("failureReason %q does not say %q", tj.Status.FailureReason, want)
 	}
 }
@@ -348,7 +351,8 @@ func assertSameChecksum(t *testing.T, logs []string, world int) {
 func assertProgress(t *testing.T, tj *mlv1.TrainingJob, epochs int) {
 	t.Helper()
 	if tj.Status.Progress != "100%" || tj.Status.CurrentEpoch < 2 || epochOf(tj) != epochs {
-		t.Errorf("progress %q, epoch %d, newest checkpoint %d; want 100%%, at least 2 and %d", tj.Status.Progress, tj.Status.CurrentEpoch, epochOf(tj), epochs)
+		t.Errorf("progress %q, epoch %d, newest checkpoint %d; want 100%%, at least 2 and %d",
+			tj.Status.Progress, tj.Status.CurrentEpoch, epochOf(tj), epochs)
 	}
 }
 

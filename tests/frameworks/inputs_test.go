@@ -37,13 +37,15 @@ import (
 func TestDefaultRunnerFineTunes(t *testing.T) {
 	ns := newNamespace(t)
 	gw := storetest.NewVersityGW(t, "fw-access", "fw-secret-key")
-	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: "models", Endpoint: gw.Endpoint, AccessKey: "fw-access", SecretKey: "fw-secret-key"})
+	store, err := checkpoint.NewS3Store(ctx,
+		checkpoint.S3Options{Bucket: "models", Endpoint: gw.Endpoint, AccessKey: "fw-access", SecretKey: "fw-secret-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	create(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "datasets", Namespace: ns}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})
+	create(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "datasets", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})
 	dataDir := filepath.Join(claimPath(t, ns, "datasets"), "set1")
 	modelDir := t.TempDir()
 	if err := os.MkdirAll(dataDir, 0o777); err != nil {
@@ -69,7 +71,8 @@ func TestDefaultRunnerFineTunes(t *testing.T) {
 	}).Obj())
 	done := waitFinished(t, ns, "finetune", 4*time.Minute)
 	if done.Status.State != mlv1.StateCompleted {
-		t.Fatalf("state %s: %s; rank logs:\n%s", done.Status.State, done.Status.FailureReason, strings.Join(rankLogs(t, ns, "finetune", 2), "\n---\n"))
+		t.Fatalf("state %s: %s; rank logs:\n%s",
+			done.Status.State, done.Status.FailureReason, strings.Join(rankLogs(t, ns, "finetune", 2), "\n---\n"))
 	}
 	if in := done.Status.Inputs; len(in) != 1 || in[0].Name != "model" || in[0].Bytes != total || in[0].FetchedBytes != total {
 		t.Errorf("status.inputs %+v; want the model's %d bytes, all read once", in, total)
@@ -77,7 +80,10 @@ func TestDefaultRunnerFineTunes(t *testing.T) {
 	// The paths are the pod's (/inputs/cache/model, /inputs/dataset/set1), which a process node maps to its
 	// directories for the volumes.
 	log := rankLogs(t, ns, "finetune", 2)[0]
-	for _, want := range []string{`fine-tuning from \S*/model/model\.pt: 6 of 6 tensors loaded`, `dataset \S*/set1: 512 samples of 1x8x8, 4 classes`} {
+	for _, want := range []string{
+		`fine-tuning from \S*/model/model\.pt: 6 of 6 tensors loaded`,
+		`dataset \S*/set1: 512 samples of 1x8x8, 4 classes`,
+	} {
 		if !regexp.MustCompile(want).MatchString(log) {
 			t.Errorf("rank 0's log does not say %q:\n%s", want, log)
 		}

@@ -38,10 +38,13 @@ func TestOwnDDPScriptWithTqdm(t *testing.T) {
 		tj.Spec.Command = []string{"python3", "examples/python/ddp_tqdm.py", "--epochs=3", "--steps=30", "--step-delay=0.1"}
 	}).Obj())
 	seen := waitStatus(t, ns, "tqdm", 3*time.Minute, func(tj *mlv1.TrainingJob) bool {
-		return fromOutput(tj, "tqdm") && tj.Status.CurrentEpoch >= 1 && tj.Status.Progress != "" && tj.Status.Metrics != nil && tj.Status.Metrics.Loss != nil
+		return fromOutput(tj, "tqdm") && tj.Status.CurrentEpoch >= 1 && tj.Status.Progress != "" &&
+			tj.Status.Metrics != nil && tj.Status.Metrics.Loss != nil
 	})
 	body := scrapeSupervisor(t, ns, "tqdm")
-	for _, series := range []string{"training_epoch ", "training_epochs_total 3", "training_steps_total 30", "training_loss ", `trainingjob_output_format{format="tqdm"} 1`} {
+	for _, series := range []string{
+		"training_epoch ", "training_epochs_total 3", "training_steps_total 30", "training_loss ", `trainingjob_output_format{format="tqdm"} 1`,
+	} {
 		if !strings.Contains(body, series) {
 			t.Errorf("the supervisor's endpoint serves no %q:\n%s", series, body)
 		}
@@ -72,7 +75,9 @@ func TestOwnScriptPlainEpochs(t *testing.T) {
 		t.Errorf("progress %s at epoch %d of 6, want %s", seen.Status.Progress, seen.Status.CurrentEpoch, want)
 	}
 	// The operator's series (its manager runs in this process) follow the same figures.
-	if epoch, loss := testutil.ToFloat64(metrics.CurrentEpoch.WithLabelValues(ns, "plain")), testutil.ToFloat64(metrics.Loss.WithLabelValues(ns, "plain")); epoch < 2 || loss <= 0 || loss >= 0.9 {
+	epoch := testutil.ToFloat64(metrics.CurrentEpoch.WithLabelValues(ns, "plain"))
+	loss := testutil.ToFloat64(metrics.Loss.WithLabelValues(ns, "plain"))
+	if epoch < 2 || loss <= 0 || loss >= 0.9 {
 		t.Errorf("trainingjob_current_epoch %g, trainingjob_loss %g; want at least 2 and the loss printed", epoch, loss)
 	}
 	done := waitFinished(t, ns, "plain", 2*time.Minute)
@@ -111,9 +116,11 @@ func TestOwnScriptWithoutProgress(t *testing.T) {
 	}).Obj())
 	tj := waitStatus(t, ns, "quiet", 2*time.Minute, func(tj *mlv1.TrainingJob) bool {
 		s := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
-		return derive.ConditionReason(tj.Status, mlv1.ConditionProgressReported) == derive.ReasonNoProgressSource && s != nil && s.Reason == derive.ReasonNotWatched
+		return derive.ConditionReason(tj.Status, mlv1.ConditionProgressReported) == derive.ReasonNoProgressSource &&
+			s != nil && s.Reason == derive.ReasonNotWatched
 	})
-	if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported); !strings.Contains(c.Message, "has printed no line the supervisor recognises") {
+	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported)
+	if !strings.Contains(c.Message, "has printed no line the supervisor recognises") {
 		t.Errorf("ProgressReported: %s", c.Message)
 	}
 	done := waitFinished(t, ns, "quiet", 2*time.Minute)
@@ -151,7 +158,8 @@ func fromOutput(tj *mlv1.TrainingJob, format string) bool {
 func scrapeSupervisor(t *testing.T, ns, name string) string {
 	t.Helper()
 	pods := &corev1.PodList{}
-	if err := stack.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{names.NameLabel: name, names.RankLabel: "0"}); err != nil {
+	if err := stack.Client.List(ctx, pods, client.InNamespace(ns),
+		client.MatchingLabels{names.NameLabel: name, names.RankLabel: "0"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
@@ -220,8 +228,10 @@ func TestLibraryFormats(t *testing.T) {
 			if fromOutput(tj, "") && tj.Status.CurrentEpoch == tc.epoch && m != nil && m.Loss != nil && *m.Loss == tc.loss {
 				seen[tc.file] = true
 			}
-			if !seen[tc.file] && (tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed || time.Now().After(deadline)) {
-				t.Fatalf("%s: %s before the status showed epoch %d and loss %g from the output: %+v", tc.file, tj.Status.State, tc.epoch, tc.loss, tj.Status)
+			ended := tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed
+			if !seen[tc.file] && (ended || time.Now().After(deadline)) {
+				t.Fatalf("%s: %s before the status showed epoch %d and loss %g from the output: %+v",
+					tc.file, tj.Status.State, tc.epoch, tc.loss, tj.Status)
 			}
 		}
 	}

@@ -88,7 +88,8 @@ func assertResumedAtPreemption(t *testing.T, tj *mlv1.TrainingJob, midEpoch bool
 	c := tj.Status.Checkpoint
 	if tj.Status.RestartCount != 0 || tj.Status.Attempt != 1 || c == nil || c.ResumedFrom == "" ||
 		midEpoch && !strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption, epoch") {
-		t.Fatalf("restartCount %d, attempt %d, status.checkpoint %+v: want an uncounted restart (attempt 1) resuming from the checkpoint written at preemption",
+		t.Fatalf("restartCount %d, attempt %d, status.checkpoint %+v: "+
+			"want an uncounted restart (attempt 1) resuming from the checkpoint written at preemption",
 			tj.Status.RestartCount, tj.Status.Attempt, c)
 	}
 	all := node.AllLogs(stack.DataRoot, tj.Namespace, tj.Name+"-worker-0-*", names.ContainerName)

@@ -22,17 +22,23 @@ func TestBuiltJobsAreAccepted(t *testing.T) {
 		change func(*mlv1.TrainingJob)
 		opts   builders.Options
 	}{
-		{"three avoided nodes beside the job's own affinity", func(tj *mlv1.TrainingJob) {
-			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
-					{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100", "h100"}}}}}}}}}
-			tj.Status.AvoidedNodes = []mlv1.AvoidedNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}
-		}, builders.Options{}},
-		{"a node input cache", func(tj *mlv1.TrainingJob) {
+		{
+			name: "three avoided nodes beside the job's own affinity",
+			change: func(tj *mlv1.TrainingJob) {
+				tj.Spec.Scheduling = &mlv1.SchedulingSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+						{MatchExpressions: []corev1.NodeSelectorRequirement{
+							{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100", "h100"}},
+						}}}}}}}
+				tj.Status.AvoidedNodes = []mlv1.AvoidedNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}
+			},
+			opts: builders.Options{},
+		},
+		{name: "a node input cache", change: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Dataset = "s3://datasets/squad"
 			tj.Spec.Inputs = &mlv1.InputsSpec{Cache: mlv1.InputsCachePerNode}
 			tj.UID = "0b5e7d2a-1111-2222-3333-444455556666"
-		}, builders.Options{InputsNodeCacheDir: "/var/lib/trainingjob-operator/inputs"}},
+		}, opts: builders.Options{InputsNodeCacheDir: "/var/lib/trainingjob-operator/inputs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ(ns, "built").Workers(4).With(tc.change).With(func(tj *mlv1.TrainingJob) { tj.Spec.Image = "trainer:1" }).Obj()

@@ -194,7 +194,8 @@ func TestOperatorDefaultCheckpointStorage(t *testing.T) {
 		if env["CHECKPOINT_URI"] != "s3://team-ckpt/runs/"+ns+"/to-s3" || env["AWS_REGION"] != "eu-west-1" {
 			return fmt.Errorf("env %v", env)
 		}
-		if from := job.Spec.Template.Spec.Containers[0].EnvFrom; len(from) != 1 || from[0].SecretRef == nil || from[0].SecretRef.Name != "s3-creds" {
+		from := job.Spec.Template.Spec.Containers[0].EnvFrom
+		if len(from) != 1 || from[0].SecretRef == nil || from[0].SecretRef.Name != "s3-creds" {
 			return fmt.Errorf("envFrom %+v", from)
 		}
 		return nil

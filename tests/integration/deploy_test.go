@@ -99,14 +99,18 @@ func TestDeployManagerIsHardened(t *testing.T) {
 	}
 	c := pod.Containers[0]
 	sc := c.SecurityContext
-	got := []bool{
-		pod.SecurityContext != nil && *pod.SecurityContext.RunAsNonRoot,
-		sc != nil && *sc.ReadOnlyRootFilesystem && !*sc.AllowPrivilegeEscalation,
-		sc != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}),
-		c.LivenessProbe != nil && c.ReadinessProbe != nil,
-		c.Resources.Requests.Cpu().MilliValue() > 0 && c.Resources.Requests.Memory().Value() > 0,
+	type hardening struct {
+		NonRoot, ReadOnly, DropAll, Probes, Requests bool
 	}
-	if diff := cmp.Diff([]bool{true, true, true, true, true}, got); diff != "" {
+	got := hardening{
+		NonRoot:  pod.SecurityContext != nil && *pod.SecurityContext.RunAsNonRoot,
+		ReadOnly: sc != nil && *sc.ReadOnlyRootFilesystem && !*sc.AllowPrivilegeEscalation,
+		DropAll:  sc != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}),
+		Probes:   c.LivenessProbe != nil && c.ReadinessProbe != nil,
+		Requests: c.Resources.Requests.Cpu().MilliValue() > 0 && c.Resources.Requests.Memory().Value() > 0,
+	}
+	want := hardening{NonRoot: true, ReadOnly: true, DropAll: true, Probes: true, Requests: true}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("nonRoot, readOnly, dropAll, probes, requests (-want +got):\n%s", diff)
 	}
 }
@@ -212,7 +216,8 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 // coreType reports whether the field's schema comes from a Kubernetes core or meta type.
 func coreType(path string) bool {
 	for _, p := range []string{"spec.env", "spec.scheduling.affinity", "spec.scheduling.tolerations",
-		"spec.checkpoint.storage.secretRef", "spec.inputs.secretRef", "status.checkpointStorage.secretRef", "status.conditions", "spec.resources.limits", "spec.resources.requests",
+		"spec.checkpoint.storage.secretRef", "spec.inputs.secretRef", "status.checkpointStorage.secretRef", "status.conditions",
+		"spec.resources.limits", "spec.resources.requests",
 		"spec.workerPod.imagePullSecrets", "spec.workerPod.volumes", "spec.workerPod.volumeMounts", "spec.workerPod.envFrom"} {
 		if path == p {
 			return true

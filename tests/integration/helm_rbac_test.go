@@ -118,7 +118,8 @@ func TestHelmRBACWatchNamespaces(t *testing.T) {
 		resource, _, _ := strings.Cut(g, ":")
 		scoped, known := clusterScoped[resource]
 		if !known {
-			t.Fatalf("deploy/rbac/role.yaml grants %s: add %s to clusterScoped (and, if it is cluster-scoped, to clusterScopedResources in the chart's _helpers.tpl)", g, resource)
+			t.Fatalf("deploy/rbac/role.yaml grants %s: add %s to clusterScoped (and, if it is cluster-scoped, "+
+				"to clusterScopedResources in the chart's _helpers.tpl)", g, resource)
 		}
 		if scoped {
 			clusterWide = append(clusterWide, g)
@@ -153,7 +154,8 @@ func TestHelmRBACWatchNamespaces(t *testing.T) {
 		name:    "the operator-wide MLflow credentials: that Secret only",
 		set:     "watchNamespaces={team-a},mlflow.credentialsSecret=mlflow",
 		watched: []string{"team-a"},
-		want:    map[string][]string{"cluster": clusterWide, "team-a": namespaced, ns: sortedUnion(grants(leaderElection), []string{"core/secrets:get[mlflow]"})},
+		want: map[string][]string{"cluster": clusterWide, "team-a": namespaced,
+			ns: sortedUnion(grants(leaderElection), []string{"core/secrets:get[mlflow]"})},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

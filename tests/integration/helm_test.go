@@ -82,7 +82,9 @@ func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
 }
 
 // helmOnly are the labels and annotations only the chart's objects carry.
-var helmOnly = []string{"app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart", "helm.sh/resource-policy"}
+var helmOnly = []string{
+	"app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart", "helm.sh/resource-policy",
+}
 
 // byKey indexes objects by kind/namespace/name without Helm's own labels and annotations.
 func byKey(objs []*unstructured.Unstructured) map[string]map[string]any {
@@ -116,8 +118,10 @@ func byKey(objs []*unstructured.Unstructured) map[string]map[string]any {
 func TestHelmChartMatchesKustomize(t *testing.T) {
 	helm(t, "lint", "--strict", chartDir)
 	rendered := helm(t, "template", releaseName, chartDir, "--namespace", releaseNS, "--kube-version", "1.36.3",
-		"--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true")
-	kustomized := append(decode(t, kubectl(t, "kustomize", "deploy")), decode(t, kubectl(t, "kustomize", filepath.Join("deploy", "monitoring")))...)
+		"--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,"+
+			"metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true")
+	kustomized := append(decode(t, kubectl(t, "kustomize", "deploy")),
+		decode(t, kubectl(t, "kustomize", filepath.Join("deploy", "monitoring")))...)
 	kustomized = slices.DeleteFunc(kustomized, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 	if diff := cmp.Diff(byKey(kustomized), byKey(decode(t, rendered))); diff != "" {
 		t.Errorf("kubectl kustomize deploy/ (-) vs helm template (+):\n%s", diff)
@@ -130,7 +134,8 @@ func TestHelmValues(t *testing.T) {
 		"--set", "leaderElection.enabled=false,watchNamespaces={team-a,team-b},defaultImages.pytorch=registry.local/pytorch:2.5",
 		"--set", "gpuResourceName=amd.com/gpu,checkpoint.defaultStorage=s3://ckpt/runs,checkpoint.defaultClaimSize=50Gi",
 		"--set", "checkpoint.defaultStorageClass=efs,mlflow.trackingUri=http://mlflow:5000,mlflow.credentialsSecret=mlflow",
-		"--set", "inputs.cache=PerNode,inputs.nodeCacheDir=/var/lib/tj-inputs,inputs.nodeCacheTTL=72h,inputs.nodeCachePruner.namespace=node-cache",
+		"--set", "inputs.cache=PerNode,inputs.nodeCacheDir=/var/lib/tj-inputs,inputs.nodeCacheTTL=72h,"+
+			"inputs.nodeCachePruner.namespace=node-cache",
 		"--set", "extraArgs={--progress-interval=10s},replicaCount=2,nodeSelector.pool=system,command={/manager}",
 		"--set", "crds.install=false,admissionPolicy.enabled=false,metrics.service.enabled=false")
 	var dep appsv1.Deployment
@@ -149,7 +154,8 @@ func TestHelmValues(t *testing.T) {
 	// The operator's ClusterRole (cluster-scoped rules only) and the metrics reader's; the operator's Role in
 	// ml-system (leader election) and in team-a and team-b (TestHelmRBACWatchNamespaces).
 	// The node cache pruner, a DaemonSet, with inputs.nodeCacheDir.
-	want := []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"}
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "Role", "Role", "Role",
+		"RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
@@ -159,16 +165,58 @@ func TestHelmValues(t *testing.T) {
 		"--default-checkpoint-claim-size=50Gi", "--default-checkpoint-storage-class=efs", "--mlflow-tracking-uri=http://mlflow:5000",
 		"--mlflow-credentials-secret=ml-system/mlflow", "--inputs-cache=PerNode", "--inputs-node-cache-dir=/var/lib/tj-inputs",
 		"--inputs-node-cache-max-size=100Gi", "--progress-interval=10s"}
-	got := []any{dep.Name, *dep.Spec.Replicas, c.Command, c.Args, dep.Spec.Template.Spec.NodeSelector, dep.Spec.Template.Spec.ServiceAccountName}
-	if diff := cmp.Diff([]any{"ml-trainingjob-operator", int32(2), []string{"/manager"}, want, map[string]string{"pool": "system"}, "ml-trainingjob-operator"}, got); diff != "" {
+	type manager struct {
+		Name           string
+		Replicas       int32
+		Command, Args  []string
+		NodeSelector   map[string]string
+		ServiceAccount string
+	}
+	got := manager{
+		Name:           dep.Name,
+		Replicas:       *dep.Spec.Replicas,
+		Command:        c.Command,
+		Args:           c.Args,
+		NodeSelector:   dep.Spec.Template.Spec.NodeSelector,
+		ServiceAccount: dep.Spec.Template.Spec.ServiceAccountName,
+	}
+	wantManager := manager{
+		Name:           "ml-trainingjob-operator",
+		Replicas:       2,
+		Command:        []string{"/manager"},
+		Args:           want,
+		NodeSelector:   map[string]string{"pool": "system"},
+		ServiceAccount: "ml-trainingjob-operator",
+	}
+	if diff := cmp.Diff(wantManager, got); diff != "" {
 		t.Errorf("name, replicas, command, args, nodeSelector, service account (-want +got):\n%s", diff)
 	}
 	// The pruner: in its own namespace, the whole node cache mounted, the TTL given, on every node.
+	type prunerPod struct {
+		Namespace     string
+		Command, Args []string
+		HostPath      string
+		Tolerations   []corev1.Toleration
+		Token         bool
+	}
 	pc := pruner.Spec.Template.Spec
-	got = []any{pruner.Namespace, pc.Containers[0].Command, pc.Containers[0].Args, pc.Volumes[0].HostPath.Path, pc.Tolerations, ptr.Deref(pc.AutomountServiceAccountToken, true)}
-	wantPruner := []any{"node-cache", []string{"/manager"}, []string{"prune-node-cache", "--dir=/node-cache", "--ttl=72h"}, "/var/lib/tj-inputs",
-		[]corev1.Toleration{{Operator: corev1.TolerationOpExists}}, false}
-	if diff := cmp.Diff(wantPruner, got); diff != "" {
+	gotPruner := prunerPod{
+		Namespace:   pruner.Namespace,
+		Command:     pc.Containers[0].Command,
+		Args:        pc.Containers[0].Args,
+		HostPath:    pc.Volumes[0].HostPath.Path,
+		Tolerations: pc.Tolerations,
+		Token:       ptr.Deref(pc.AutomountServiceAccountToken, true),
+	}
+	wantPruner := prunerPod{
+		Namespace:   "node-cache",
+		Command:     []string{"/manager"},
+		Args:        []string{"prune-node-cache", "--dir=/node-cache", "--ttl=72h"},
+		HostPath:    "/var/lib/tj-inputs",
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Token:       false,
+	}
+	if diff := cmp.Diff(wantPruner, gotPruner); diff != "" {
 		t.Errorf("the node cache pruner: namespace, command, args, hostPath, tolerations, token (-want +got):\n%s", diff)
 	}
 }
@@ -185,34 +233,42 @@ func TestHelmMetricsValues(t *testing.T) {
 		}
 		return out
 	}
+	// metricsFlags: the manager has --metrics-insecure-http, --metrics-cert-dir, a mount of the certificate.
+	type metricsFlags struct {
+		InsecureHTTP, CertDir, CertMount bool
+	}
 	cases := []struct {
 		name, set string
 		// want are paths (kind/name:field.field) and their values in the rendered objects.
-		want map[string]any
-		// flags: the manager has --metrics-insecure-http, --metrics-cert-dir, a mount of the certificate.
-		flags []any
+		want  map[string]any
+		flags metricsFlags
 	}{{
 		name: "certificate Secret and NetworkPolicy",
 		set:  "metrics.certSecret=metrics-tls,metrics.networkPolicy.enabled=true",
 		want: map[string]any{
-			"Deployment/ml-trainingjob-operator:spec.template.spec.volumes": []any{map[string]any{"name": "metrics-certs", "secret": map[string]any{"secretName": "metrics-tls"}}},
+			"Deployment/ml-trainingjob-operator:spec.template.spec.volumes": []any{
+				map[string]any{"name": "metrics-certs", "secret": map[string]any{"secretName": "metrics-tls"}},
+			},
 			"ServiceMonitor/ml-trainingjob-operator:spec.endpoints": []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s",
 				"scheme": "https", "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
 				"tlsConfig": map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "metrics-tls", "key": "ca.crt"}},
 					"serverName": "ml-trainingjob-operator-metrics.ml-system.svc"}}},
 			"NetworkPolicy/ml-trainingjob-operator-metrics:spec.ingress": []any{map[string]any{
-				"from":  []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+				"from": []any{map[string]any{"namespaceSelector": map[string]any{
+					"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
 				"ports": []any{map[string]any{"port": "metrics", "protocol": "TCP"}}}},
 		},
-		flags: []any{false, true, true},
+		flags: metricsFlags{InsecureHTTP: false, CertDir: true, CertMount: true},
 	}, {
 		name: "plain HTTP",
 		set:  "metrics.insecureHTTP=true",
 		want: map[string]any{
-			"ServiceMonitor/ml-trainingjob-operator:spec.endpoints":      []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scheme": "http"}},
+			"ServiceMonitor/ml-trainingjob-operator:spec.endpoints": []any{
+				map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scheme": "http"},
+			},
 			"NetworkPolicy/ml-trainingjob-operator-metrics:spec.ingress": nil,
 		},
-		flags: []any{true, false, false},
+		flags: metricsFlags{InsecureHTTP: true, CertDir: false, CertMount: false},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,7 +287,11 @@ func TestHelmMetricsValues(t *testing.T) {
 			manager := containers[0].(map[string]any)
 			args, _, _ := unstructured.NestedStringSlice(manager, "args")
 			mounts, _, _ := unstructured.NestedSlice(manager, "volumeMounts")
-			got := []any{slices.Contains(args, "--metrics-insecure-http"), slices.Contains(args, "--metrics-cert-dir="+metricsCertDir), len(mounts) == 1}
+			got := metricsFlags{
+				InsecureHTTP: slices.Contains(args, "--metrics-insecure-http"),
+				CertDir:      slices.Contains(args, "--metrics-cert-dir="+metricsCertDir),
+				CertMount:    len(mounts) == 1,
+			}
 			if diff := cmp.Diff(tc.flags, got); diff != "" {
 				t.Errorf("--metrics-insecure-http, --metrics-cert-dir, the certificate's mount (-want +got):\n%s\nargs %v", diff, args)
 			}
@@ -255,7 +315,8 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err := bare.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	helm(t, append(kc, "install", releaseName, chartDir, "--namespace", releaseNS, "--create-namespace", "--set", "watchNamespaces={"+ns+"}")...)
+	helm(t, append(kc, "install", releaseName, chartDir, "--namespace", releaseNS, "--create-namespace",
+		"--set", "watchNamespaces={"+ns+"}")...)
 	crd := &unstructured.Unstructured{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	if err := bare.Client.Get(ctx, client.ObjectKey{Name: "trainingjobs.ml.example.com"}, crd); err != nil {
@@ -266,11 +327,13 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("installed args %v lack --watch-namespaces=%s", args, ns)
 	}
 
-	helm(t, append(kc, "upgrade", releaseName, chartDir, "--namespace", releaseNS, "--reuse-values", "--set", "extraArgs={--progress-interval=10s}")...)
+	helm(t, append(kc, "upgrade", releaseName, chartDir, "--namespace", releaseNS, "--reuse-values",
+		"--set", "extraArgs={--progress-interval=10s}")...)
 	if err := bare.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
 		t.Fatal(err)
 	}
-	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--progress-interval=10s") || !slices.Contains(args, "--watch-namespaces="+ns) {
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--progress-interval=10s") ||
+		!slices.Contains(args, "--watch-namespaces="+ns) {
 		t.Errorf("upgraded args %v", args)
 	}
 	if out := string(helm(t, append(kc, "history", releaseName, "--namespace", releaseNS)...)); !strings.Contains(out, "Upgrade complete") {
@@ -369,7 +432,10 @@ func completeJob(t *testing.T, c *testenv.Env, tj *mlv1.TrainingJob) {
 		phase corev1.PodPhase
 		state corev1.ContainerState
 		want  mlv1.State
-	}{{corev1.PodRunning, running(), mlv1.StateRunning}, {corev1.PodSucceeded, terminated(0, "Completed"), mlv1.StateCompleted}} {
+	}{
+		{phase: corev1.PodRunning, state: running(), want: mlv1.StateRunning},
+		{phase: corev1.PodSucceeded, state: terminated(0, "Completed"), want: mlv1.StateCompleted},
+	} {
 		setPodStatusIn(t, c.Client, &pod, step.phase, step.state, 0)
 		eventually(t, "TrainingJob "+string(step.want), func(ctx context.Context) error {
 			got := &mlv1.TrainingJob{}

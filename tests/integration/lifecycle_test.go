@@ -57,7 +57,8 @@ func TestLifecycleCompleted(t *testing.T) {
 	}
 	got = waitForState(t, key, mlv1.StateCompleted)
 	if got.Status.CompletionTime == nil || got.Status.Duration == "" || got.Status.FailureReason != "" {
-		t.Errorf("completed status: completionTime %v, duration %q, failureReason %q", got.Status.CompletionTime, got.Status.Duration, got.Status.FailureReason)
+		t.Errorf("completed status: completionTime %v, duration %q, failureReason %q",
+			got.Status.CompletionTime, got.Status.Duration, got.Status.FailureReason)
 	}
 	for _, c := range []string{mlv1.ConditionCreated, mlv1.ConditionCompleted} {
 		if !conditionTrue(got, c) {
@@ -184,8 +185,14 @@ func assertChildren(t *testing.T, tj *mlv1.TrainingJob) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job); err != nil {
 		t.Fatal(err)
 	}
-	if *job.Spec.CompletionMode != batchv1.IndexedCompletion || *job.Spec.Parallelism != 2 || *job.Spec.Completions != 2 {
-		t.Errorf("job spec: mode %v, parallelism %d, completions %d", *job.Spec.CompletionMode, *job.Spec.Parallelism, *job.Spec.Completions)
+	type jobSpec struct {
+		Mode                     batchv1.CompletionMode
+		Parallelism, Completions int32
+	}
+	gotSpec := jobSpec{Mode: *job.Spec.CompletionMode, Parallelism: *job.Spec.Parallelism, Completions: *job.Spec.Completions}
+	wantSpec := jobSpec{Mode: batchv1.IndexedCompletion, Parallelism: 2, Completions: 2}
+	if diff := cmp.Diff(wantSpec, gotSpec); diff != "" {
+		t.Errorf("job spec: mode, parallelism, completions (-want +got):\n%s", diff)
 	}
 	svc := &corev1.Service{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.ServiceName(tj)}, svc); err != nil {
@@ -260,7 +267,8 @@ func TestRejectedJobIsReported(t *testing.T) {
 			return err
 		}
 		c := condition(got, mlv1.ConditionCreated)
-		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, "spec.template.spec.containers[0].image: Required value") {
+		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" ||
+			!strings.Contains(c.Message, "spec.template.spec.containers[0].image: Required value") {
 			return fmt.Errorf("state %q, Created %+v", got.Status.State, c)
 		}
 		return nil

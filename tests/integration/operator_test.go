@@ -97,7 +97,7 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	poll := func(ctx context.Context) (bool, error) {
 		err := cond(ctx)
 		if dl, ok := ctx.Deadline(); ok && err != nil && last != nil && time.Until(dl) < time.Second {
 			// The client fails on the poll's deadline itself ("rate: Wait(n=1) would exceed context
@@ -106,7 +106,8 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) error)
 		}
 		last = err
 		return last == nil, nil
-	})
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, poll)
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, last)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,16 +42,31 @@ func TestGangSchedulingPodGroups(t *testing.T) {
 		tj                                 *mlv1.TrainingJob
 		wantSpec                           map[string]any
 	}{
-		{"volcano", "", builders.VolcanoGroupAnnotation, "volcano", builders.VolcanoPodGroup,
-			tjtest.NewTJ(ns, "vc").Workers(3).GPUs(2).With(func(tj *mlv1.TrainingJob) {
+		{
+			name:       "volcano",
+			label:      "",
+			annotation: builders.VolcanoGroupAnnotation,
+			scheduler:  "volcano",
+			gvk:        builders.VolcanoPodGroup,
+			tj: tjtest.NewTJ(ns, "vc").Workers(3).GPUs(2).With(func(tj *mlv1.TrainingJob) {
 				tj.Spec.Scheduling = &mlv1.SchedulingSpec{SchedulerName: "volcano", Priority: "training-high"}
 			}).Obj(),
-			map[string]any{"minMember": int64(3), "minResources": map[string]any{"nvidia.com/gpu": "6"}, "priorityClassName": "training-high"}},
-		{"coscheduling", builders.CoschedulingGroupLabel, "", "scheduler-plugins-scheduler", builders.CoschedulingPodGroup,
-			tjtest.NewTJ(ns, "co").Workers(2).GPUs(1).With(func(tj *mlv1.TrainingJob) {
-				tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: mlv1.GangCoscheduling, ScheduleTimeoutSeconds: ptr.To[int32](60)}}
+			wantSpec: map[string]any{"minMember": int64(3), "minResources": map[string]any{"nvidia.com/gpu": "6"},
+				"priorityClassName": "training-high"},
+		},
+		{
+			name:       "coscheduling",
+			label:      builders.CoschedulingGroupLabel,
+			annotation: "",
+			scheduler:  "scheduler-plugins-scheduler",
+			gvk:        builders.CoschedulingPodGroup,
+			tj: tjtest.NewTJ(ns, "co").Workers(2).GPUs(1).With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: mlv1.GangCoscheduling,
+					ScheduleTimeoutSeconds: ptr.To[int32](60)}}
 			}).Obj(),
-			map[string]any{"minMember": int64(2), "minResources": map[string]any{"nvidia.com/gpu": "2"}, "scheduleTimeoutSeconds": int64(60)}},
+			wantSpec: map[string]any{"minMember": int64(2), "minResources": map[string]any{"nvidia.com/gpu": "2"},
+				"scheduleTimeoutSeconds": int64(60)},
+		},
 	}
 	for _, tc := range cases {
 		if err := env.Client.Create(ctx, tc.tj); err != nil {
@@ -64,7 +80,8 @@ func TestGangSchedulingPodGroups(t *testing.T) {
 				return err
 			}
 			c := condition(got, mlv1.ConditionCreated)
-			if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, "install "+string(builders.GangScheduler(tc.tj))+"'s CRDs") {
+			install := "install " + string(builders.GangScheduler(tc.tj)) + "'s CRDs"
+			if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, install) {
 				return fmt.Errorf("state %s, Created %+v", got.Status.State, c)
 			}
 			return nil
@@ -86,15 +103,22 @@ func TestGangSchedulingPodGroups(t *testing.T) {
 				t.Errorf("owners = %+v, want the TrainingJob", owners)
 			}
 			pod := workerPods(t, tc.tj, int(tc.tj.Spec.NumWorkers))[0]
-			got := []string{pod.Spec.SchedulerName, pod.Labels[tc.label], pod.Annotations[tc.annotation]}
-			want := []string{tc.scheduler, "", ""}
-			if tc.label != "" {
-				want[1] = pg.GetName()
-			} else {
-				want[2] = pg.GetName()
+			type placement struct {
+				SchedulerName, GroupLabel, GroupAnnotation string
 			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("pod schedulerName, group label, group annotation = %q, want %q", got, want)
+			got := placement{
+				SchedulerName:   pod.Spec.SchedulerName,
+				GroupLabel:      pod.Labels[tc.label],
+				GroupAnnotation: pod.Annotations[tc.annotation],
+			}
+			want := placement{SchedulerName: tc.scheduler}
+			if tc.label != "" {
+				want.GroupLabel = pg.GetName()
+			} else {
+				want.GroupAnnotation = pg.GetName()
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("pod schedulerName, group label, group annotation (-want +got):\n%s", diff)
 			}
 		})
 	}

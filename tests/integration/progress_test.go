@@ -202,7 +202,8 @@ func TestProgressInStatusAndMetrics(t *testing.T) {
 		return nil
 	})
 	for _, c := range []string{"trainingjob", "trainingjob-status"} {
-		if got := series(t, "trainingjob_reconciliation_total", map[string]string{"controller": c}); got["result=success"]+got["result=requeue"] == 0 {
+		got := series(t, "trainingjob_reconciliation_total", map[string]string{"controller": c})
+		if got["result=success"]+got["result=requeue"] == 0 {
 			t.Errorf("trainingjob_reconciliation_total{controller=%q} = %v", c, got)
 		}
 	}
@@ -283,7 +284,7 @@ func TestEarlyStopped(t *testing.T) {
 	for _, step := range []struct {
 		epoch int
 		loss  float64
-	}{{1, 0.5}, {2, 0.4}, {3, 0.45}} {
+	}{{epoch: 1, loss: 0.5}, {epoch: 2, loss: 0.4}, {epoch: 3, loss: 0.45}} {
 		rank0.set(map[string]float64{"training_epoch": float64(step.epoch), "training_loss": step.loss})
 		eventually(t, fmt.Sprintf("epoch %d seen", step.epoch), func(ctx context.Context) error {
 			got, err := getTJ(ctx, tj)
@@ -301,8 +302,13 @@ func TestEarlyStopped(t *testing.T) {
 // assertStoppedBy checks the Completed condition, the transition event and that the Job was suspended.
 func assertStoppedBy(t *testing.T, tj *mlv1.TrainingJob, reason, message string) {
 	t.Helper()
-	if c := condition(tj, mlv1.ConditionCompleted); c.Status != "True" || c.Reason != reason || c.Message != message {
-		t.Errorf("Completed condition = %+v, want reason %s message %q", c, reason, message)
+	type completed struct {
+		Status, Reason, Message string
+	}
+	c := condition(tj, mlv1.ConditionCompleted)
+	want := completed{Status: "True", Reason: reason, Message: message}
+	if diff := cmp.Diff(want, completed{Status: string(c.Status), Reason: c.Reason, Message: c.Message}); diff != "" {
+		t.Errorf("Completed condition %+v (-want +got):\n%s", c, diff)
 	}
 	if tj.Status.CompletionTime == nil {
 		t.Errorf("no completionTime")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,9 +35,9 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 		// crash leaves what the killed operator had done of the restart.
 		crash func(t *testing.T, tj *mlv1.TrainingJob)
 	}{
-		{"killed before it saw the failure", func(*testing.T, *mlv1.TrainingJob) {}},
-		{"killed after recording the attempt", recordAttempt},
-		{"killed after deleting the old Job", func(t *testing.T, tj *mlv1.TrainingJob) {
+		{name: "killed before it saw the failure", crash: func(*testing.T, *mlv1.TrainingJob) {}},
+		{name: "killed after recording the attempt", crash: recordAttempt},
+		{name: "killed after deleting the old Job", crash: func(t *testing.T, tj *mlv1.TrainingJob) {
 			recordAttempt(t, tj)
 			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: names.JobName(tj)}}
 			if err := env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
@@ -82,8 +83,10 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
 					return err
 				}
-				if len(list.Items) != 1 || list.Items[0].Labels[names.AttemptLabel] != "1" || got.Status.Attempt != 1 || got.Status.RestartCount != 1 {
-					return fmt.Errorf("%d jobs (%v), attempt %d, restartCount %d", len(list.Items), attempts(list.Items), got.Status.Attempt, got.Status.RestartCount)
+				if len(list.Items) != 1 || list.Items[0].Labels[names.AttemptLabel] != "1" ||
+					got.Status.Attempt != 1 || got.Status.RestartCount != 1 {
+					return fmt.Errorf("%d jobs (%v), attempt %d, restartCount %d",
+						len(list.Items), attempts(list.Items), got.Status.Attempt, got.Status.RestartCount)
 				}
 				return nil
 			})
@@ -93,8 +96,14 @@ func TestGangRestartSurvivesOperatorRestarts(t *testing.T) {
 				setPodStatus(t, &pods[i], corev1.PodRunning, running(), 0)
 			}
 			got := waitForState(t, client.ObjectKeyFromObject(tj), mlv1.StateRunning)
-			if got.Status.RestartCount != 1 || condition(got, mlv1.ConditionRestarting).Status != metav1.ConditionFalse {
-				t.Errorf("after the restart: restartCount %d, Restarting %+v", got.Status.RestartCount, condition(got, mlv1.ConditionRestarting))
+			type restarted struct {
+				RestartCount int32
+				Restarting   metav1.ConditionStatus
+			}
+			restarting := condition(got, mlv1.ConditionRestarting)
+			want := restarted{RestartCount: 1, Restarting: metav1.ConditionFalse}
+			if diff := cmp.Diff(want, restarted{RestartCount: got.Status.RestartCount, Restarting: restarting.Status}); diff != "" {
+				t.Errorf("after the restart: restartCount, Restarting %+v (-want +got):\n%s", restarting, diff)
 			}
 		})
 	}
@@ -194,7 +203,8 @@ func TestLostNodeCountsOnceTainted(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
 			return err
 		}
-		if got.Status.Attempt != 1 || got.Status.RestartCount != 0 || !strings.Contains(got.Status.LastFailure, "rank 0's node "+node.Name+" is not Ready") {
+		notReady := "rank 0's node " + node.Name + " is not Ready"
+		if got.Status.Attempt != 1 || got.Status.RestartCount != 0 || !strings.Contains(got.Status.LastFailure, notReady) {
 			return fmt.Errorf("attempt %d, restartCount %d, lastFailure %q", got.Status.Attempt, got.Status.RestartCount, got.Status.LastFailure)
 		}
 		return nil
@@ -262,10 +272,13 @@ func TestRestartRejectedIsReported(t *testing.T) {
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-retry"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: `object.metadata.labels[?"` + names.AttemptLabel + `"].orValue("0") == "0"`,
-				Message: "no second attempts in this namespace"}}}}
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"},
+						Resources: []string{"jobs"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: `object.metadata.labels[?"` + names.AttemptLabel + `"].orValue("0") == "0"`,
+				Message:    "no second attempts in this namespace"}}}}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-retry"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
@@ -303,14 +316,17 @@ func TestRestartRejectedIsReported(t *testing.T) {
 			return err
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, mlv1.ConditionCreated)
-		if got.Status.Attempt != 1 || c == nil || c.Reason != derive.ReasonCreateRejected || !strings.Contains(c.Message, "no second attempts in this namespace") {
+		if got.Status.Attempt != 1 || c == nil || c.Reason != derive.ReasonCreateRejected ||
+			!strings.Contains(c.Message, "no second attempts in this namespace") {
 			var pods corev1.PodList
 			_ = env.Client.List(ctx, &pods, client.InNamespace(ns))
 			var left []string
 			for _, p := range pods.Items {
-				left = append(left, fmt.Sprintf("%s %s deleting=%t finalizers=%v attempt=%s", p.Name, p.Status.Phase, p.DeletionTimestamp != nil, p.Finalizers, p.Labels[names.AttemptLabel]))
+				left = append(left, fmt.Sprintf("%s %s deleting=%t finalizers=%v attempt=%s",
+					p.Name, p.Status.Phase, p.DeletionTimestamp != nil, p.Finalizers, p.Labels[names.AttemptLabel]))
 			}
-			return fmt.Errorf("state %s (%s), attempt %d, Created %+v; pods %v", got.Status.State, derive.ConditionMessage(got.Status, string(got.Status.State)), got.Status.Attempt, c, left)
+			return fmt.Errorf("state %s (%s), attempt %d, Created %+v; pods %v", got.Status.State,
+				derive.ConditionMessage(got.Status, string(got.Status.State)), got.Status.Attempt, c, left)
 		}
 		return nil
 	})

@@ -56,7 +56,8 @@ func TestQueuedWithoutKueue(t *testing.T) {
 			return err
 		}
 		c := condition(got, mlv1.ConditionCreated)
-		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, `queue "team-a" named, but this cluster does not serve Kueue's Workload API`) {
+		const want = `queue "team-a" named, but this cluster does not serve Kueue's Workload API`
+		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" || !strings.Contains(c.Message, want) {
 			return fmt.Errorf("state %s, Created %s: %s", got.Status.State, c.Reason, c.Message)
 		}
 		return nil
@@ -108,16 +109,22 @@ func TestWhyWorkersDoNotRun(t *testing.T) {
 		name, reason, inMessage string
 		status                  func(*corev1.PodStatus)
 	}{
-		{"unschedulable", "Unschedulable", "Insufficient nvidia.com/gpu", func(s *corev1.PodStatus) {
+		{name: "unschedulable", reason: "Unschedulable", inMessage: "Insufficient nvidia.com/gpu", status: func(s *corev1.PodStatus) {
 			s.Phase = corev1.PodPending
 			s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 				Reason: corev1.PodReasonUnschedulable, Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}
 		}},
-		{"missing-secret", "CreateContainerConfigError", `secret "hf" not found`, func(s *corev1.PodStatus) {
-			s.Phase = corev1.PodPending
-			s.ContainerStatuses = []corev1.ContainerStatus{{Name: names.ContainerName, Image: "busybox:1.36",
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: `secret "hf" not found`}}}}
-		}},
+		{
+			name:      "missing-secret",
+			reason:    "CreateContainerConfigError",
+			inMessage: `secret "hf" not found`,
+			status: func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodPending
+				s.ContainerStatuses = []corev1.ContainerStatus{{Name: names.ContainerName, Image: "busybox:1.36",
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError",
+						Message: `secret "hf" not found`}}}}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ(ns, tc.name).Workers(1).GPUs(0).Image("busybox:1.36", "train").Obj()

@@ -92,7 +92,8 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 	ns := newNamespace(t)
 	startControllerManager(t)
 	stop := startOperator(t, ns, trackingOptions)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mlflow", Namespace: ns}, StringData: map[string]string{builders.MLflowTokenKey: token}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mlflow", Namespace: ns},
+		StringData: map[string]string{builders.MLflowTokenKey: token}}
 	if err := env.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
@@ -108,20 +109,46 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.ConfigMapName(tj)}, cm); err != nil {
 		t.Fatal(err)
 	}
-	got := []string{cm.Data[names.MLflowRunIDKey], cm.Data[names.MLflowExperimentIDKey], run.Info.RunName, run.Info.Status, st.URL}
-	want := []string{st.RunID, st.ExperimentID, "tracked", mlflow.RunRunning, s.URL + "/#/experiments/" + st.ExperimentID + "/runs/" + st.RunID}
+	type tracked struct {
+		ConfigMapRunID, ConfigMapExperimentID, RunName, RunStatus, Link string
+	}
+	got := tracked{
+		ConfigMapRunID:        cm.Data[names.MLflowRunIDKey],
+		ConfigMapExperimentID: cm.Data[names.MLflowExperimentIDKey],
+		RunName:               run.Info.RunName,
+		RunStatus:             run.Info.Status,
+		Link:                  st.URL,
+	}
+	want := tracked{
+		ConfigMapRunID:        st.RunID,
+		ConfigMapExperimentID: st.ExperimentID,
+		RunName:               "tracked",
+		RunStatus:             mlflow.RunRunning,
+		Link:                  s.URL + "/#/experiments/" + st.ExperimentID + "/runs/" + st.RunID,
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ConfigMap run and experiment ids, run name and status, link (-want +got):\n%s", diff)
 	}
+	type tagged struct {
+		UIDTag, NamespaceTag, NumWorkersTag, EpochsParam, DropoutParam string
+	}
 	tags, params := tagMap(run.Data.Tags), tagMap(run.Data.Params)
-	if tags[tracking.UIDTag] != string(tj.UID) || tags["trainingjob.namespace"] != ns || tags["trainingjob.num_workers"] != "2" ||
-		params["epochs"] != "10" || params["dropout"] != "0.1" {
-		t.Errorf("tags %v params %v", tags, params)
+	gotTags := tagged{
+		UIDTag:        tags[tracking.UIDTag],
+		NamespaceTag:  tags["trainingjob.namespace"],
+		NumWorkersTag: tags["trainingjob.num_workers"],
+		EpochsParam:   params["epochs"],
+		DropoutParam:  params["dropout"],
+	}
+	wantTags := tagged{UIDTag: string(tj.UID), NamespaceTag: ns, NumWorkersTag: "2", EpochsParam: "10", DropoutParam: "0.1"}
+	if diff := cmp.Diff(wantTags, gotTags); diff != "" {
+		t.Errorf("tags %v params %v (-want +got):\n%s", tags, params, diff)
 	}
 	if row := table(t, ns).Rows[0].Cells; row[len(row)-1] != st.URL {
 		t.Errorf("kubectl get -o wide: last column %v, want the run's link %s", row[len(row)-1], st.URL)
 	}
-	if exp, err := (&mlflow.Client{BaseURL: s.URL, Authorization: s.Authorization}).GetExperimentByName(context.Background(), ns); err != nil || exp.ID != st.ExperimentID {
+	mc := &mlflow.Client{BaseURL: s.URL, Authorization: s.Authorization}
+	if exp, err := mc.GetExperimentByName(context.Background(), ns); err != nil || exp.ID != st.ExperimentID {
 		t.Errorf("experiment named after the namespace: %+v (%v), want id %s", exp, err, st.ExperimentID)
 	}
 
@@ -129,7 +156,8 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 		if epoch == 2 {
 			s.FailNext(http.StatusTooManyRequests, http.StatusTooManyRequests, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 		}
-		rank0.set(map[string]float64{"training_epoch": float64(epoch), "training_loss": 1 / float64(epoch), "training_accuracy": 0.5 + float64(epoch)/10})
+		rank0.set(map[string]float64{"training_epoch": float64(epoch), "training_loss": 1 / float64(epoch),
+			"training_accuracy": 0.5 + float64(epoch)/10})
 		waitLogged(t, tj, int32(epoch))
 	}
 	stop()
@@ -137,7 +165,7 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 	rank0.set(map[string]float64{"training_epoch": 4, "training_loss": 0.25})
 	waitLogged(t, tj, 4)
 	// Workers restarted from the checkpoint of epoch 2 report epochs 3 and 4 again: not logged twice.
-	for _, e := range []struct{ epoch, loss float64 }{{3, 0.3}, {4, 0.24}, {5, 0.2}} {
+	for _, e := range []struct{ epoch, loss float64 }{{epoch: 3, loss: 0.3}, {epoch: 4, loss: 0.24}, {epoch: 5, loss: 0.2}} {
 		rank0.set(map[string]float64{"training_epoch": e.epoch, "training_loss": e.loss})
 		eventually(t, fmt.Sprintf("epoch %g read", e.epoch), func(ctx context.Context) error {
 			got, err := getTJ(ctx, tj)
@@ -170,19 +198,27 @@ func TestMLflowRunFollowsTheJob(t *testing.T) {
 	done := waitForState(t, client.ObjectKeyFromObject(tj), mlv1.StateCompleted)
 	eventually(t, "run FINISHED", func(ctx context.Context) error {
 		got, err := getTJ(ctx, tj)
-		if err != nil || got.Status.MLflow.RunStatus != mlflow.RunFinished || condition(got, mlv1.ConditionExperimentTracked).Reason != derive.ReasonRunClosed {
-			return fmt.Errorf("status.mlflow %+v, condition %+v (%v)", got.Status.MLflow, condition(got, mlv1.ConditionExperimentTracked), err)
+		if err != nil || got.Status.MLflow.RunStatus != mlflow.RunFinished ||
+			condition(got, mlv1.ConditionExperimentTracked).Reason != derive.ReasonRunClosed {
+			return fmt.Errorf("status.mlflow %+v, condition %+v (%v)",
+				got.Status.MLflow, condition(got, mlv1.ConditionExperimentTracked), err)
 		}
 		done = got
 		return nil
 	})
 	_, run = mlflowRun(t, s, s.Authorization, tj)
-	if run.Info.Status != mlflow.RunFinished || run.Info.EndTime != done.Status.CompletionTime.UnixMilli() {
-		t.Errorf("run %+v, want FINISHED at %d", run.Info, done.Status.CompletionTime.UnixMilli())
+	type ended struct {
+		Status  string
+		EndTime int64
+	}
+	wantEnd := ended{Status: mlflow.RunFinished, EndTime: done.Status.CompletionTime.UnixMilli()}
+	if diff := cmp.Diff(wantEnd, ended{Status: run.Info.Status, EndTime: run.Info.EndTime}); diff != "" {
+		t.Errorf("run %+v, want FINISHED at the completion time (-want +got):\n%s", run.Info, diff)
 	}
 	assertNoSecret(t, done, token)
 	reasons, err := eventReasons(context.Background(), done)
-	if err != nil || !slices.Contains(reasons, "Normal/"+derive.ReasonRunActive) || !slices.Contains(reasons, "Normal/"+derive.ReasonRunClosed) {
+	if err != nil || !slices.Contains(reasons, "Normal/"+derive.ReasonRunActive) ||
+		!slices.Contains(reasons, "Normal/"+derive.ReasonRunClosed) {
 		t.Errorf("events %v (%v), want RunActive and RunClosed", reasons, err)
 	}
 }
@@ -237,7 +273,8 @@ func TestMLflowServerDownDoesNotHoldTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(got, mlv1.ConditionExperimentTracked); c.Status != metav1.ConditionFalse || c.Reason != derive.ReasonTrackingServerUnavailable ||
+	c := condition(got, mlv1.ConditionExperimentTracked)
+	if c.Status != metav1.ConditionFalse || c.Reason != derive.ReasonTrackingServerUnavailable ||
 		!strings.Contains(c.Message, "the training goes on") {
 		t.Errorf("ExperimentTracked %+v while the server is down", c)
 	}
@@ -297,8 +334,14 @@ func TestMLflowRunFoundAgain(t *testing.T) {
 	}
 	startOperator(t, ns, trackingOptions)
 	st, _ := mlflowRun(t, s, "", tj)
-	if st.RunID != earlier.RunID || st.LoggedEpoch != 3 || len(s.Runs(exp)) != 1 {
-		t.Errorf("status.mlflow %+v, %d runs; want the earlier run %s, epoch 3 logged, one run", st, len(s.Runs(exp)), earlier.RunID)
+	type resumed struct {
+		RunID       string
+		LoggedEpoch int32
+		Runs        int
+	}
+	want := resumed{RunID: earlier.RunID, LoggedEpoch: 3, Runs: 1}
+	if diff := cmp.Diff(want, resumed{RunID: st.RunID, LoggedEpoch: st.LoggedEpoch, Runs: len(s.Runs(exp))}); diff != "" {
+		t.Errorf("status.mlflow %+v: want the earlier run, epoch 3 logged, one run (-want +got):\n%s", st, diff)
 	}
 }
 
@@ -324,9 +367,10 @@ func TestMLflowRunEnds(t *testing.T) {
 	var jobs []*mlv1.TrainingJob
 	var wg sync.WaitGroup
 	for _, name := range []string{"fails", "deleted"} {
-		tj := tjtest.NewTJ(ns, name).Workers(1).GPUs(0).Image("busybox:1.36", "train").BackoffLimit(0, mlv1.RestartNever).With(func(tj *mlv1.TrainingJob) {
-			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowExperiment: "shared-" + ns}
-		}).Obj()
+		tj := tjtest.NewTJ(ns, name).Workers(1).GPUs(0).Image("busybox:1.36", "train").BackoffLimit(0, mlv1.RestartNever).
+			With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowExperiment: "shared-" + ns}
+			}).Obj()
 		jobs = append(jobs, tj)
 		wg.Add(1)
 		go func() {
@@ -345,8 +389,14 @@ func TestMLflowRunEnds(t *testing.T) {
 	failing, deleted := jobs[0], jobs[1]
 	fst, _ := mlflowRun(t, s, s.Authorization, failing)
 	dst, _ := mlflowRun(t, s, s.Authorization, deleted)
-	if fst.ExperimentID != dst.ExperimentID || len(s.Runs(fst.ExperimentID)) != 2 {
-		t.Errorf("experiments %s and %s, %d runs: want one shared experiment with two runs", fst.ExperimentID, dst.ExperimentID, len(s.Runs(fst.ExperimentID)))
+	type shared struct {
+		ExperimentID string
+		Runs         int
+	}
+	want := shared{ExperimentID: fst.ExperimentID, Runs: 2}
+	if diff := cmp.Diff(want, shared{ExperimentID: dst.ExperimentID, Runs: len(s.Runs(fst.ExperimentID))}); diff != "" {
+		t.Errorf("the deleted job's experiment and the runs in the failing job's %s: "+
+			"want one shared experiment with two runs (-want +got):\n%s", fst.ExperimentID, diff)
 	}
 	pod := workerPods(t, failing, 1)[0]
 	setPodStatus(t, &pod, corev1.PodFailed, terminated(1, "Error"), 0)

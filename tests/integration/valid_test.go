@@ -28,89 +28,105 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 		name string
 		tj   change
 	}{
-		{"minimal", func(*mlv1.TrainingJob) {}},
-		{"a script of one's own names no model or dataset", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "", "" }},
-		{"model and dataset with spaces", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "resnet 50", "image net 1k" }},
-		{"sources of every kind", func(tj *mlv1.TrainingJob) {
-			tj.Spec.Model, tj.Spec.Dataset = "hf://google-bert/bert-base-uncased@main", "s3://datasets/squad/v2"
-			tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "http://minio:9000", HubEndpoint: "https://hf-mirror.example.com", CacheSize: ptr.To(resource.MustParse("1Gi"))}
-		}},
-		{"a claim and an export", func(tj *mlv1.TrainingJob) {
+		{name: "minimal", tj: func(*mlv1.TrainingJob) {}},
+		{name: "a script of one's own names no model or dataset", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "", "" }},
+		{name: "model and dataset with spaces", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Dataset = "resnet 50", "image net 1k" }},
+		{
+			name: "sources of every kind",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.Model, tj.Spec.Dataset = "hf://google-bert/bert-base-uncased@main", "s3://datasets/squad/v2"
+				tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "http://minio:9000", HubEndpoint: "https://hf-mirror.example.com",
+					CacheSize: ptr.To(resource.MustParse("1Gi"))}
+			},
+		},
+		{name: "a claim and an export", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Model, tj.Spec.Dataset = "pvc://models/bert", "nfs://10.0.0.5/exports/squad"
 		}},
-		{"gcs and an archive", func(tj *mlv1.TrainingJob) {
+		{name: "gcs and an archive", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Model, tj.Spec.Dataset = "gs://models/bert", "https://example.com/cifar.tar.gz"
 		}},
-		{"one worker", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1 }},
-		{"1024 workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1024 }},
-		{"cpu only", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](0) }},
-		{"cpu only with gloo", func(tj *mlv1.TrainingJob) {
+		{name: "one worker", tj: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1 }},
+		{name: "1024 workers", tj: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1024 }},
+		{name: "cpu only", tj: func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](0) }},
+		{name: "cpu only with gloo", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.GPUsPerWorker = ptr.To[int32](0)
 			tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendGloo}
 		}},
-		{"16 gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](16) }},
-		{"tensorflow", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkTensorFlow }},
-		{"jax", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkJAX }},
-		{"xgboost with its image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework, tj.Spec.Image = mlv1.FrameworkXGBoost, "xgb:1" }},
-		{"paddle with its image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework, tj.Spec.Image = mlv1.FrameworkPaddle, "paddle:3" }},
-		{"no image and no command (accepted, warned, fails if it trains nothing)", func(tj *mlv1.TrainingJob) { tj.Spec.Command = nil }},
-		{"amd gpus with an equal limit", func(tj *mlv1.TrainingJob) {
+		{name: "16 gpus", tj: func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](16) }},
+		{name: "tensorflow", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkTensorFlow }},
+		{name: "jax", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkJAX }},
+		{name: "xgboost with its image", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework, tj.Spec.Image = mlv1.FrameworkXGBoost, "xgb:1" }},
+		{name: "paddle with its image", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework, tj.Spec.Image = mlv1.FrameworkPaddle, "paddle:3" }},
+		{
+			name: "no image and no command (accepted, warned, fails if it trains nothing)",
+			tj:   func(tj *mlv1.TrainingJob) { tj.Spec.Command = nil },
+		},
+		{name: "amd gpus with an equal limit", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.GPUResourceName = "amd.com/gpu"
 			tj.Spec.Resources = &mlv1.Resources{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
 		}},
-		{"a MIG slice", func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "nvidia.com/mig-1g.10gb" }},
-		{"tiny learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.00005) })},
-		{"largest learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(10.0) })},
-		{"all hyperparameters", hp(func(h *mlv1.Hyperparameters) {
+		{name: "a MIG slice", tj: func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "nvidia.com/mig-1g.10gb" }},
+		{name: "tiny learning rate", tj: hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.00005) })},
+		{name: "largest learning rate", tj: hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(10.0) })},
+		{name: "all hyperparameters", tj: hp(func(h *mlv1.Hyperparameters) {
 			h.BatchSize, h.Epochs, h.WarmupSteps = ptr.To[int32](1), ptr.To[int32](100000), ptr.To[int32](0)
 			h.GradientAccumulationSteps, h.Optimizer, h.MixedPrecision = ptr.To[int32](4096), "adamw", ptr.To(true)
 		})},
-		{"64 additional params", hp(func(h *mlv1.Hyperparameters) { h.AdditionalParams = many })},
-		{"gpu limit equal", func(tj *mlv1.TrainingJob) {
+		{name: "64 additional params", tj: hp(func(h *mlv1.Hyperparameters) { h.AdditionalParams = many })},
+		{name: "gpu limit equal", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.GPUsPerWorker = ptr.To[int32](2)
 			tj.Spec.Resources = &mlv1.Resources{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}
 		}},
-		{"gpu request equal default", gpuResources("requests", "1")},
-		{"cpu and memory only", func(tj *mlv1.TrainingJob) {
+		{name: "gpu request equal default", tj: gpuResources("requests", "1")},
+		{name: "cpu and memory only", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Resources = &mlv1.Resources{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
 			}
 		}},
-		{"env referring to RANK", func(tj *mlv1.TrainingJob) {
+		{name: "env referring to RANK", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Env = []corev1.EnvVar{{Name: "MY_RANK", Value: "$(RANK)"}, {Name: "NCCL_DEBUG", Value: "INFO"}}
 		}},
-		{"env from secret", func(tj *mlv1.TrainingJob) {
+		{name: "env from secret", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Env = []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}}
 		}},
-		{"s3 storage in full", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt.bucket-1", Prefix: "team/a",
+		{name: "s3 storage in full", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "ckpt.bucket-1", Prefix: "team/a",
 			Endpoint: "http://minio.minio:9000", Region: "us-east-1", SecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}})},
-		{"gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "my_bucket.v2"})},
-		{"pvc storage", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt-claim"})},
-		{"nfs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "10.0.0.2", Path: "/exports/ckpt"}})},
-		{"nccl tuning and the operator's defaults in env", func(tj *mlv1.TrainingJob) {
+		{name: "gcs storage", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "my_bucket.v2"})},
+		{name: "pvc storage", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt-claim"})},
+		{
+			name: "nfs storage",
+			tj:   storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "10.0.0.2", Path: "/exports/ckpt"}}),
+		},
+		{name: "nccl tuning and the operator's defaults in env", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Env = []corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}, {Name: "NCCL_IB_DISABLE", Value: "1"},
 				{Name: "NCCL_SOCKET_IFNAME", Value: "eth0"}, {Name: "PYTHONUNBUFFERED", Value: "0"}, {Name: "OMP_NUM_THREADS", Value: "8"},
 				{Name: "AWS_REGION", Value: "eu-west-1"}}
 		}},
-		{"checkpoint enabled without storage", func(tj *mlv1.TrainingJob) {
+		{name: "checkpoint enabled without storage", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1)}
 		}},
-		{"operator's claim with size, class and retention", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC,
+		{name: "operator's claim with size, class and retention", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC,
 			Size: ptr.To(resource.MustParse("500Gi")), StorageClassName: ptr.To("efs"), ClaimRetentionPolicy: mlv1.ClaimDelete})},
-		{"storage with only a size (type defaults to pvc)", storage(mlv1.CheckpointStorage{Size: ptr.To(resource.MustParse("1Ti"))})},
-		{"resume from a path without storage", func(tj *mlv1.TrainingJob) {
+		{name: "storage with only a size (type defaults to pvc)", tj: storage(mlv1.CheckpointStorage{Size: ptr.To(resource.MustParse("1Ti"))})},
+		{name: "resume from a path without storage", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), ResumeFrom: "/checkpoints/ml/old/checkpoint-epoch-3"}
 		}},
-		{"checkpoint disabled without storage", func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)} }},
-		{"resume from s3 uri in another bucket", func(tj *mlv1.TrainingJob) {
+		{
+			name: "checkpoint disabled without storage",
+			tj:   func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(false)} },
+		},
+		{name: "resume from s3 uri in another bucket", tj: func(tj *mlv1.TrainingJob) {
 			storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "runs"})(tj)
 			tj.Spec.Checkpoint.ResumeFrom = "s3://bucket/ns/job/checkpoint-epoch-3/"
 		}},
-		{"resume from pvc:// uri", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "pvc://ns/job/checkpoint-epoch-3" })},
-		{"resume from path, retention 1", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom, c.Retention = "/ckpt/checkpoint-epoch-1", ptr.To[int32](1) })},
-		{"scheduling in full", func(tj *mlv1.TrainingJob) {
+		{name: "resume from pvc:// uri", tj: ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "pvc://ns/job/checkpoint-epoch-3" })},
+		{
+			name: "resume from path, retention 1",
+			tj:   ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom, c.Retention = "/ckpt/checkpoint-epoch-1", ptr.To[int32](1) }),
+		},
+		{name: "scheduling in full", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{
 				Priority: "high", NodeSelector: map[string]string{"gpu": "a100"}, SchedulerName: "volcano", QueueName: "team-a",
 				Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
@@ -119,22 +135,30 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 						Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}}}}}}}},
 			}
 		}},
-		{"monitoring in full", func(tj *mlv1.TrainingJob) {
+		{name: "monitoring in full", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{Enabled: ptr.To(true), MetricsPort: 9090, TensorboardEnabled: ptr.To(true),
 				MLflowTrackingURI: "https://mlflow.example.com", WandbProject: "mnist"}
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true)} // where TensorBoard's logs are kept
 		}},
-		{"mpi with rdma on a custom port", func(tj *mlv1.TrainingJob) {
+		{name: "mpi with rdma on a custom port", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI, RDMAEnabled: ptr.To(true), MasterPort: 23456}
 		}},
-		{"never restart, no retries, deadline", func(tj *mlv1.TrainingJob) {
-			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartNever, BackoffLimit: ptr.To[int32](0), ActiveDeadlineSeconds: ptr.To[int64](3600)}
-		}},
-		{"success policy bounds", func(tj *mlv1.TrainingJob) {
-			tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetAccuracy: ptr.To(1.0), TargetLoss: ptr.To(0.0), EarlyStoppingPatience: ptr.To[int32](1)}
-		}},
-		{"suspended", func(tj *mlv1.TrainingJob) { tj.Spec.Suspend = ptr.To(true) }},
-		{"name of 52 characters", func(tj *mlv1.TrainingJob) { tj.Name = "a" + strings.Repeat("b", 51) }},
+		{
+			name: "never restart, no retries, deadline",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartNever, BackoffLimit: ptr.To[int32](0),
+					ActiveDeadlineSeconds: ptr.To[int64](3600)}
+			},
+		},
+		{
+			name: "success policy bounds",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetAccuracy: ptr.To(1.0), TargetLoss: ptr.To(0.0),
+					EarlyStoppingPatience: ptr.To[int32](1)}
+			},
+		},
+		{name: "suspended", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Suspend = ptr.To(true) }},
+		{name: "name of 52 characters", tj: func(tj *mlv1.TrainingJob) { tj.Name = "a" + strings.Repeat("b", 51) }},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,9 +191,28 @@ func TestAdmissionDefaults(t *testing.T) {
 		MonitoringEnabled                                            bool
 	}
 	s := tj.Spec
-	got := defaults{*s.GPUsPerWorker, *s.Checkpoint.Frequency, *s.Checkpoint.Retention, s.Monitoring.MetricsPort,
-		s.Networking.MasterPort, *s.FailurePolicy.BackoffLimit, s.Framework, s.FailurePolicy.RestartPolicy, *s.Monitoring.Enabled}
-	want := defaults{1, 1, 3, 8080, 29500, 3, mlv1.FrameworkPyTorch, mlv1.RestartGang, true}
+	got := defaults{
+		GPUs:              *s.GPUsPerWorker,
+		Frequency:         *s.Checkpoint.Frequency,
+		Retention:         *s.Checkpoint.Retention,
+		MetricsPort:       s.Monitoring.MetricsPort,
+		MasterPort:        s.Networking.MasterPort,
+		Backoff:           *s.FailurePolicy.BackoffLimit,
+		Framework:         s.Framework,
+		Restart:           s.FailurePolicy.RestartPolicy,
+		MonitoringEnabled: *s.Monitoring.Enabled,
+	}
+	want := defaults{
+		GPUs:              1,
+		Frequency:         1,
+		Retention:         3,
+		MetricsPort:       8080,
+		MasterPort:        29500,
+		Backoff:           3,
+		Framework:         mlv1.FrameworkPyTorch,
+		Restart:           mlv1.RestartGang,
+		MonitoringEnabled: true,
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -209,12 +252,12 @@ func TestAdmissionImmutableWhileRunning(t *testing.T) {
 		field string
 		f     change
 	}{
-		{"spec.numWorkers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 4 }},
-		{"spec.model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "vit" }},
-		{"spec.image", func(tj *mlv1.TrainingJob) { tj.Spec.Image = "other:1" }},
-		{"spec.gpusPerWorker", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](2) }},
-		{"spec.hyperparameters", hp(func(h *mlv1.Hyperparameters) { h.Epochs = ptr.To[int32](99) })},
-		{"spec.networking", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 1234} }},
+		{field: "spec.numWorkers", f: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 4 }},
+		{field: "spec.model", f: func(tj *mlv1.TrainingJob) { tj.Spec.Model = "vit" }},
+		{field: "spec.image", f: func(tj *mlv1.TrainingJob) { tj.Spec.Image = "other:1" }},
+		{field: "spec.gpusPerWorker", f: func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](2) }},
+		{field: "spec.hyperparameters", f: hp(func(h *mlv1.Hyperparameters) { h.Epochs = ptr.To[int32](99) })},
+		{field: "spec.networking", f: func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 1234} }},
 	} {
 		err := update(tc.f)
 		if !apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), tc.field) {
@@ -248,10 +291,10 @@ func TestAdmissionElasticResize(t *testing.T) {
 		change func(*mlv1.TrainingJob)
 		field  string // "" when accepted
 	}{
-		{func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 4 }, ""},
-		{func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1 }, ""},
-		{func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 5 }, "spec.numWorkers"},
-		{func(tj *mlv1.TrainingJob) { tj.Spec.Elastic.MaxWorkers = 8 }, "spec.elastic"},
+		{change: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 4 }, field: ""},
+		{change: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1 }, field: ""},
+		{change: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 5 }, field: "spec.numWorkers"},
+		{change: func(tj *mlv1.TrainingJob) { tj.Spec.Elastic.MaxWorkers = 8 }, field: "spec.elastic"},
 	} {
 		changed := tj.DeepCopy()
 		tc.change(changed)
@@ -285,12 +328,12 @@ func TestPolicyImmutableWhileRunning(t *testing.T) {
 		field string
 		f     change
 	}{
-		{"spec.env", func(tj *mlv1.TrainingJob) { tj.Spec.Env[0].Value = "2" }},
-		{"spec.resources", gpuResources("limits", "1")},
-		{"spec.scheduling", func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{Priority: "high"} }},
-		{"spec.checkpoint.storage", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "c"})},
-		{"spec.monitoring.metricsPort", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 9000} }},
-		{"spec.workerPod", func(tj *mlv1.TrainingJob) { tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{ServiceAccountName: "trainer"} }},
+		{field: "spec.env", f: func(tj *mlv1.TrainingJob) { tj.Spec.Env[0].Value = "2" }},
+		{field: "spec.resources", f: gpuResources("limits", "1")},
+		{field: "spec.scheduling", f: func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{Priority: "high"} }},
+		{field: "spec.checkpoint.storage", f: storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "c"})},
+		{field: "spec.monitoring.metricsPort", f: func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 9000} }},
+		{field: "spec.workerPod", f: func(tj *mlv1.TrainingJob) { tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{ServiceAccountName: "trainer"} }},
 	}
 	for _, e := range edits {
 		eventually(t, e.field+" rejected while Running", func(ctx context.Context) error {
@@ -335,9 +378,9 @@ func TestAdmissionManagedByImmutable(t *testing.T) {
 		tj   *mlv1.TrainingJob
 		f    change
 	}{
-		{"changed", mk, func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("example.com/other") }},
-		{"removed", mk, func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = nil }},
-		{"set later", local, func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }},
+		{name: "changed", tj: mk, f: func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("example.com/other") }},
+		{name: "removed", tj: mk, f: func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = nil }},
+		{name: "set later", tj: local, f: func(tj *mlv1.TrainingJob) { tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }},
 	} {
 		changed := tc.tj.DeepCopy()
 		tc.f(changed)

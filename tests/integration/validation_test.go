@@ -37,7 +37,8 @@ func storage(s mlv1.CheckpointStorage) change {
 
 func ckpt(f func(*mlv1.CheckpointSpec)) change {
 	return func(tj *mlv1.TrainingJob) {
-		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
+		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true),
+			Storage: &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "ckpt"}}
 		f(tj.Spec.Checkpoint)
 	}
 }
@@ -65,171 +66,300 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		tj    change
 		field string
 	}{
-		{"no model for the default runner", func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Command = "", nil }, "spec"},
-		{"blank model", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "   " }, "spec.model"},
-		{"no dataset for the default runner", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset, tj.Spec.Command = "", nil }, "spec"},
-		{"model from an unknown scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "ftp://host/bert" }, "spec.model"},
-		{"model source leaving its prefix", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "s3://models/../secrets" }, "spec.model"},
-		{"dataset source with no host", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "s3:///squad" }, "spec.dataset"},
-		{"dataset URL with an encoded ..", func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "https://host/x/%2e%2e" }, "spec.dataset"},
-		{"model URL with a . segment", func(tj *mlv1.TrainingJob) { tj.Spec.Model = "https://host/a/./b.tgz" }, "spec.model"},
-		{"input cache of zero", func(tj *mlv1.TrainingJob) {
+		{name: "no model for the default runner", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Model, tj.Spec.Command = "", nil }, field: "spec"},
+		{name: "blank model", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Model = "   " }, field: "spec.model"},
+		{name: "no dataset for the default runner", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Dataset, tj.Spec.Command = "", nil }, field: "spec"},
+		{name: "model from an unknown scheme", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Model = "ftp://host/bert" }, field: "spec.model"},
+		{
+			name:  "model source leaving its prefix",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Model = "s3://models/../secrets" },
+			field: "spec.model",
+		},
+		{name: "dataset source with no host", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "s3:///squad" }, field: "spec.dataset"},
+		{
+			name:  "dataset URL with an encoded ..",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Dataset = "https://host/x/%2e%2e" },
+			field: "spec.dataset",
+		},
+		{name: "model URL with a . segment", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Model = "https://host/a/./b.tgz" }, field: "spec.model"},
+		{name: "input cache of zero", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Inputs = &mlv1.InputsSpec{CacheSize: ptr.To(resource.MustParse("0"))}
-		}, "spec.inputs.cacheSize"},
-		{"inputs endpoint without a scheme", func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "minio:9000"} }, "spec.inputs.endpoint"},
-		{"MODEL_DIR in env", envVar("MODEL_DIR"), "spec.env"},
-		{"tensorboard without checkpoints", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.inputs.cacheSize"},
+		{
+			name:  "inputs endpoint without a scheme",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "minio:9000"} },
+			field: "spec.inputs.endpoint",
+		},
+		{name: "MODEL_DIR in env", tj: envVar("MODEL_DIR"), field: "spec.env"},
+		{name: "tensorboard without checkpoints", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{TensorboardEnabled: ptr.To(true)}
-		}, "spec.monitoring.tensorboardEnabled"},
-		{"zero workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 0 }, "spec.numWorkers"},
-		{"too many workers", func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1025 }, "spec.numWorkers"},
-		{"negative gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](-1) }, "spec.gpusPerWorker"},
-		{"too many gpus", func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](17) }, "spec.gpusPerWorker"},
-		{"unknown framework", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = "mxnet" }, "spec.framework"},
-		{"image with space", func(tj *mlv1.TrainingJob) { tj.Spec.Image = "my image:1" }, "spec.image"},
-		{"env overrides RANK", envVar("RANK"), "spec.env"},
-		{"env overrides MASTER_ADDR", envVar("MASTER_ADDR"), "spec.env"},
-		{"env overrides TF_CONFIG", envVar("TF_CONFIG"), "spec.env"},
-		{"env overrides PET_NNODES", envVar("PET_NNODES"), "spec.env"},
-		{"env overrides RESUME_FROM", envVar("RESUME_FROM"), "spec.env"},
-		{"env overrides CHECKPOINT_DIR", envVar("CHECKPOINT_DIR"), "spec.env"},
-		{"env overrides POD_IP", envVar("POD_IP"), "spec.env"},
-		{"gpu limit disagrees", gpuResources("limits", "2"), "spec.resources.limits"},
-		{"gpu request disagrees", gpuResources("requests", "4"), "spec.resources.requests"},
-		{"gpu limit of the named resource disagrees", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.monitoring.tensorboardEnabled"},
+		{name: "zero workers", tj: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 0 }, field: "spec.numWorkers"},
+		{name: "too many workers", tj: func(tj *mlv1.TrainingJob) { tj.Spec.NumWorkers = 1025 }, field: "spec.numWorkers"},
+		{name: "negative gpus", tj: func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](-1) }, field: "spec.gpusPerWorker"},
+		{name: "too many gpus", tj: func(tj *mlv1.TrainingJob) { tj.Spec.GPUsPerWorker = ptr.To[int32](17) }, field: "spec.gpusPerWorker"},
+		{name: "unknown framework", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework = "mxnet" }, field: "spec.framework"},
+		{name: "image with space", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Image = "my image:1" }, field: "spec.image"},
+		{name: "env overrides RANK", tj: envVar("RANK"), field: "spec.env"},
+		{name: "env overrides MASTER_ADDR", tj: envVar("MASTER_ADDR"), field: "spec.env"},
+		{name: "env overrides TF_CONFIG", tj: envVar("TF_CONFIG"), field: "spec.env"},
+		{name: "env overrides PET_NNODES", tj: envVar("PET_NNODES"), field: "spec.env"},
+		{name: "env overrides RESUME_FROM", tj: envVar("RESUME_FROM"), field: "spec.env"},
+		{name: "env overrides CHECKPOINT_DIR", tj: envVar("CHECKPOINT_DIR"), field: "spec.env"},
+		{name: "env overrides POD_IP", tj: envVar("POD_IP"), field: "spec.env"},
+		{name: "gpu limit disagrees", tj: gpuResources("limits", "2"), field: "spec.resources.limits"},
+		{name: "gpu request disagrees", tj: gpuResources("requests", "4"), field: "spec.resources.requests"},
+		{name: "gpu limit of the named resource disagrees", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.GPUResourceName = "amd.com/gpu"
 			tj.Spec.Resources = &mlv1.Resources{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("3")}}
-		}, "spec.resources.limits"},
-		{"gpu resource name without a domain", func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "gpu" }, "spec.gpuResourceName"},
-		{"xgboost without an image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkXGBoost }, "spec.image"},
-		{"numWorkers outside the elastic range", func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 3, MaxWorkers: 4} }, "spec.numWorkers"},
-		{"elastic bounds reversed", func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 4, MaxWorkers: 2} }, "spec.elastic.minWorkers"},
-		{"elastic tensorflow", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.resources.limits"},
+		{
+			name:  "gpu resource name without a domain",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.GPUResourceName = "gpu" },
+			field: "spec.gpuResourceName",
+		},
+		{name: "xgboost without an image", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkXGBoost }, field: "spec.image"},
+		{
+			name:  "numWorkers outside the elastic range",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 3, MaxWorkers: 4} },
+			field: "spec.numWorkers",
+		},
+		{
+			name:  "elastic bounds reversed",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 4, MaxWorkers: 2} },
+			field: "spec.elastic.minWorkers",
+		},
+		{name: "elastic tensorflow", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Framework, tj.Spec.Elastic = mlv1.FrameworkTensorFlow, &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 4}
-		}, "spec.elastic"},
-		{"mpi without a command", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.elastic"},
+		{name: "mpi without a command", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Command, tj.Spec.Networking = nil, &mlv1.NetworkingSpec{Backend: mlv1.BackendMPI}
-		}, "spec.command"},
-		{"paddle without an image", func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkPaddle }, "spec.image"},
-		{"env overrides LOCAL_RANK", envVar("LOCAL_RANK"), "spec.env"},
-		{"env overrides DMLC_TASK_ID", envVar("DMLC_TASK_ID"), "spec.env"},
-		{"env overrides PADDLE_MASTER", envVar("PADDLE_MASTER"), "spec.env"},
-		{"zero learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.0) }), "spec.hyperparameters.learningRate"},
-		{"negative learning rate", hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(-0.1) }), "spec.hyperparameters.learningRate"},
-		{"zero batch size", hp(func(h *mlv1.Hyperparameters) { h.BatchSize = ptr.To[int32](0) }), "spec.hyperparameters.batchSize"},
-		{"zero epochs", hp(func(h *mlv1.Hyperparameters) { h.Epochs = ptr.To[int32](0) }), "spec.hyperparameters.epochs"},
-		{"unknown optimizer", hp(func(h *mlv1.Hyperparameters) { h.Optimizer = "lion" }), "spec.hyperparameters.optimizer"},
-		{"zero accumulation", hp(func(h *mlv1.Hyperparameters) { h.GradientAccumulationSteps = ptr.To[int32](0) }), "spec.hyperparameters.gradientAccumulationSteps"},
-		{"s3 without bucket", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3}), "spec.checkpoint.storage.s3Bucket"},
-		{"gcs without bucket", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS}), "spec.checkpoint.storage.gcsBucket"},
-		{"size on a user's claim", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine", Size: ptr.To(resource.MustParse("1Gi"))}), "spec.checkpoint.storage.size"},
-		{"size on s3 storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b-1", Size: ptr.To(resource.MustParse("1Gi"))}), "spec.checkpoint.storage.size"},
-		{"zero claim size", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("0"))}), "spec.checkpoint.storage.size"},
-		{"storage class on a user's claim", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine", StorageClassName: ptr.To("fast")}), "spec.checkpoint.storage.storageClassName"},
-		{"claim retention on gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-1", ClaimRetentionPolicy: mlv1.ClaimDelete}), "spec.checkpoint.storage.claimRetentionPolicy"},
-		{"unknown claim retention", storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimRetentionPolicy: "Archive"}), "spec.checkpoint.storage.claimRetentionPolicy"},
-		{"nfs without export", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS}), "spec.checkpoint.storage.nfs"},
-		{"unknown storage type", storage(mlv1.CheckpointStorage{Type: "azure"}), "spec.checkpoint.storage.type"},
-		{"s3 bucket on gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket", S3Bucket: "s-bucket"}), "spec.checkpoint.storage.s3Bucket"},
-		{"endpoint on gcs storage", storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket", Endpoint: "http://x"}), "spec.checkpoint.storage.endpoint"},
-		{"relative nfs path", storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "nfs", Path: "exports"}}), "spec.checkpoint.storage.nfs.path"},
-		{"bucket with upper case", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "MyBucket"}), "spec.checkpoint.storage.s3Bucket"},
-		{"prefix escaping", storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b-1", Prefix: "../other"}), "spec.checkpoint.storage.prefix"},
-		{"zero frequency", ckpt(func(c *mlv1.CheckpointSpec) { c.Frequency = ptr.To[int32](0) }), "spec.checkpoint.frequency"},
-		{"zero retention", ckpt(func(c *mlv1.CheckpointSpec) { c.Retention = ptr.To[int32](0) }), "spec.checkpoint.retention"},
-		{"relative resumeFrom", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "checkpoints/epoch-3" }), "spec.checkpoint.resumeFrom"},
-		{"s3 resumeFrom on pvc storage", ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "s3://b/ml/a/checkpoint-epoch-3" }), "spec.checkpoint.resumeFrom"},
-		{"path resumeFrom on gcs storage", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.command"},
+		{name: "paddle without an image", tj: func(tj *mlv1.TrainingJob) { tj.Spec.Framework = mlv1.FrameworkPaddle }, field: "spec.image"},
+		{name: "env overrides LOCAL_RANK", tj: envVar("LOCAL_RANK"), field: "spec.env"},
+		{name: "env overrides DMLC_TASK_ID", tj: envVar("DMLC_TASK_ID"), field: "spec.env"},
+		{name: "env overrides PADDLE_MASTER", tj: envVar("PADDLE_MASTER"), field: "spec.env"},
+		{
+			name:  "zero learning rate",
+			tj:    hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(0.0) }),
+			field: "spec.hyperparameters.learningRate",
+		},
+		{
+			name:  "negative learning rate",
+			tj:    hp(func(h *mlv1.Hyperparameters) { h.LearningRate = ptr.To(-0.1) }),
+			field: "spec.hyperparameters.learningRate",
+		},
+		{
+			name:  "zero batch size",
+			tj:    hp(func(h *mlv1.Hyperparameters) { h.BatchSize = ptr.To[int32](0) }),
+			field: "spec.hyperparameters.batchSize",
+		},
+		{name: "zero epochs", tj: hp(func(h *mlv1.Hyperparameters) { h.Epochs = ptr.To[int32](0) }), field: "spec.hyperparameters.epochs"},
+		{name: "unknown optimizer", tj: hp(func(h *mlv1.Hyperparameters) { h.Optimizer = "lion" }), field: "spec.hyperparameters.optimizer"},
+		{
+			name:  "zero accumulation",
+			tj:    hp(func(h *mlv1.Hyperparameters) { h.GradientAccumulationSteps = ptr.To[int32](0) }),
+			field: "spec.hyperparameters.gradientAccumulationSteps",
+		},
+		{name: "s3 without bucket", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3}), field: "spec.checkpoint.storage.s3Bucket"},
+		{name: "gcs without bucket", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS}), field: "spec.checkpoint.storage.gcsBucket"},
+		{
+			name:  "size on a user's claim",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine", Size: ptr.To(resource.MustParse("1Gi"))}),
+			field: "spec.checkpoint.storage.size",
+		},
+		{
+			name:  "size on s3 storage",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b-1", Size: ptr.To(resource.MustParse("1Gi"))}),
+			field: "spec.checkpoint.storage.size",
+		},
+		{
+			name:  "zero claim size",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, Size: ptr.To(resource.MustParse("0"))}),
+			field: "spec.checkpoint.storage.size",
+		},
+		{
+			name:  "storage class on a user's claim",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "mine", StorageClassName: ptr.To("fast")}),
+			field: "spec.checkpoint.storage.storageClassName",
+		},
+		{
+			name:  "claim retention on gcs storage",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-1", ClaimRetentionPolicy: mlv1.ClaimDelete}),
+			field: "spec.checkpoint.storage.claimRetentionPolicy",
+		},
+		{
+			name:  "unknown claim retention",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimRetentionPolicy: "Archive"}),
+			field: "spec.checkpoint.storage.claimRetentionPolicy",
+		},
+		{name: "nfs without export", tj: storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS}), field: "spec.checkpoint.storage.nfs"},
+		{name: "unknown storage type", tj: storage(mlv1.CheckpointStorage{Type: "azure"}), field: "spec.checkpoint.storage.type"},
+		{
+			name:  "s3 bucket on gcs storage",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket", S3Bucket: "s-bucket"}),
+			field: "spec.checkpoint.storage.s3Bucket",
+		},
+		{
+			name:  "endpoint on gcs storage",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket", Endpoint: "http://x"}),
+			field: "spec.checkpoint.storage.endpoint",
+		},
+		{
+			name:  "relative nfs path",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageNFS, NFS: &mlv1.NFSStorage{Server: "nfs", Path: "exports"}}),
+			field: "spec.checkpoint.storage.nfs.path",
+		},
+		{
+			name:  "bucket with upper case",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "MyBucket"}),
+			field: "spec.checkpoint.storage.s3Bucket",
+		},
+		{
+			name:  "prefix escaping",
+			tj:    storage(mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b-1", Prefix: "../other"}),
+			field: "spec.checkpoint.storage.prefix",
+		},
+		{name: "zero frequency", tj: ckpt(func(c *mlv1.CheckpointSpec) { c.Frequency = ptr.To[int32](0) }), field: "spec.checkpoint.frequency"},
+		{name: "zero retention", tj: ckpt(func(c *mlv1.CheckpointSpec) { c.Retention = ptr.To[int32](0) }), field: "spec.checkpoint.retention"},
+		{
+			name:  "relative resumeFrom",
+			tj:    ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "checkpoints/epoch-3" }),
+			field: "spec.checkpoint.resumeFrom",
+		},
+		{
+			name:  "s3 resumeFrom on pvc storage",
+			tj:    ckpt(func(c *mlv1.CheckpointSpec) { c.ResumeFrom = "s3://b/ml/a/checkpoint-epoch-3" }),
+			field: "spec.checkpoint.resumeFrom",
+		},
+		{name: "path resumeFrom on gcs storage", tj: func(tj *mlv1.TrainingJob) {
 			storage(mlv1.CheckpointStorage{Type: mlv1.StorageGCS, GCSBucket: "g-bucket"})(tj)
 			tj.Spec.Checkpoint.ResumeFrom = "/checkpoints/ml/a/checkpoint-epoch-3"
-		}, "spec.checkpoint.resumeFrom"},
-		{"metrics port out of range", func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 70000} }, "spec.monitoring.metricsPort"},
-		{"metrics port is master port", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.checkpoint.resumeFrom"},
+		{
+			name:  "metrics port out of range",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 70000} },
+			field: "spec.monitoring.metricsPort",
+		},
+		{name: "metrics port is master port", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MetricsPort: 29500}
 			tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 29500}
-		}, "spec.monitoring.metricsPort"},
-		{"mlflow not http", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.monitoring.metricsPort"},
+		{name: "mlflow not http", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "ftp://mlflow"}
-		}, "spec.monitoring.mlflowTrackingUri"},
-		{"an MLflow URI with a query", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.monitoring.mlflowTrackingUri"},
+		{name: "an MLflow URI with a query", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow.ml:5000/?"}
-		}, "spec.monitoring.mlflowTrackingUri"},
-		{"an MLflow URI with a fragment", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.monitoring.mlflowTrackingUri"},
+		{name: "an MLflow URI with a fragment", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://mlflow.ml:5000/#x"}
-		}, "spec.monitoring.mlflowTrackingUri"},
-		{"an MLflow URI with user info", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.monitoring.mlflowTrackingUri"},
+		{name: "an MLflow URI with user info", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{MLflowTrackingURI: "http://user:pw@mlflow.ml:5000"}
-		}, "spec.monitoring.mlflowTrackingUri"},
-		{"unknown backend", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: "tcp"} }, "spec.networking.backend"},
-		{"nccl without gpus", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.monitoring.mlflowTrackingUri"},
+		{
+			name:  "unknown backend",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: "tcp"} },
+			field: "spec.networking.backend",
+		},
+		{name: "nccl without gpus", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.GPUsPerWorker = ptr.To[int32](0)
 			tj.Spec.Networking = &mlv1.NetworkingSpec{Backend: mlv1.BackendNCCL}
-		}, "spec.networking.backend"},
-		{"master port out of range", func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 65536} }, "spec.networking.masterPort"},
-		{"restart policy Always", func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: "Always"} }, "spec.failurePolicy.restartPolicy"},
-		{"negative backoff", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.networking.backend"},
+		{
+			name:  "master port out of range",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Networking = &mlv1.NetworkingSpec{MasterPort: 65536} },
+			field: "spec.networking.masterPort",
+		},
+		{
+			name:  "restart policy Always",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: "Always"} },
+			field: "spec.failurePolicy.restartPolicy",
+		},
+		{name: "negative backoff", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{BackoffLimit: ptr.To[int32](-1)}
-		}, "spec.failurePolicy.backoffLimit"},
-		{"zero deadline", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.backoffLimit"},
+		{name: "zero deadline", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To[int64](0)}
-		}, "spec.failurePolicy.activeDeadlineSeconds"},
-		{"exit code both retryable and not", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.activeDeadlineSeconds"},
+		{name: "exit code both retryable and not", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{1, 2}, NonRetryableExitCodes: []int32{2}}
-		}, "spec.failurePolicy.retryableExitCodes"},
-		{"exit code 0", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.retryableExitCodes"},
+		{name: "exit code 0", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{0}}
-		}, "spec.failurePolicy.retryableExitCodes[0]"},
-		{"exit code above 255", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.retryableExitCodes[0]"},
+		{name: "exit code above 255", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{NonRetryableExitCodes: []int32{256}}
-		}, "spec.failurePolicy.nonRetryableExitCodes[0]"},
-		{"exit codes with in-place restarts", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.nonRetryableExitCodes[0]"},
+		{name: "exit codes with in-place restarts", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartOnFailure, RetryableExitCodes: []int32{1}}
-		}, "spec.failurePolicy.restartPolicy"},
-		{"a failure rule whose pattern is not RE2", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.restartPolicy"},
+		{name: "a failure rule whose pattern is not RE2", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Action: mlv1.RuleFail, OnMessage: "NCCL (timeout"}}}
-		}, "spec.failurePolicy.rules[0].onMessage"},
-		{"a failure rule that matches nothing", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.rules[0].onMessage"},
+		{name: "a failure rule that matches nothing", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Name: "empty", Action: mlv1.RuleRestart}}}
-		}, "spec.failurePolicy.rules[0]"},
-		{"a failure rule on an unknown kind", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.rules[0]"},
+		{name: "a failure rule on an unknown kind", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Action: mlv1.RuleFail, OnKinds: []mlv1.FailureKind{"Timeout"}}}}
-		}, "spec.failurePolicy.rules[0].onKinds[0]"},
-		{"an unknown onHang", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.rules[0].onKinds[0]"},
+		{name: "an unknown onHang", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{OnHang: "Ignore"}
-		}, "spec.failurePolicy.onHang"},
-		{"a preemption grace over an hour", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.onHang"},
+		{name: "a preemption grace over an hour", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), OnPreemption: true, PreemptionGraceSeconds: ptr.To[int32](7200)}
-		}, "spec.checkpoint.preemptionGraceSeconds"},
-		{"exit code listed twice", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.checkpoint.preemptionGraceSeconds"},
+		{name: "exit code listed twice", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RetryableExitCodes: []int32{137, 137}}
-		}, "spec.failurePolicy.retryableExitCodes[1]"},
-		{"zero scheduling timeout", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.failurePolicy.retryableExitCodes[1]"},
+		{name: "zero scheduling timeout", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{SchedulingTimeoutSeconds: ptr.To[int64](0)}
-		}, "spec.scheduling.schedulingTimeoutSeconds"},
-		{"unknown gang scheduler", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.scheduling.schedulingTimeoutSeconds"},
+		{name: "unknown gang scheduler", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: "yunikorn"}}
-		}, "spec.scheduling.gang.scheduler"},
-		{"zero gang schedule timeout", func(tj *mlv1.TrainingJob) {
-			tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: mlv1.GangCoscheduling, ScheduleTimeoutSeconds: ptr.To[int32](0)}}
-		}, "spec.scheduling.gang.scheduleTimeoutSeconds"},
-		{"root and runAsNonRoot", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.scheduling.gang.scheduler"},
+		{
+			name: "zero gang schedule timeout",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.Scheduling = &mlv1.SchedulingSpec{Gang: &mlv1.GangScheduling{Scheduler: mlv1.GangCoscheduling,
+					ScheduleTimeoutSeconds: ptr.To[int32](0)}}
+			},
+			field: "spec.scheduling.gang.scheduleTimeoutSeconds",
+		},
+		{name: "root and runAsNonRoot", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)}
-		}, "spec.securityContext.runAsUser"},
-		{"negative fsGroup", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.securityContext.runAsUser"},
+		{name: "negative fsGroup", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.SecurityContext = &mlv1.WorkerSecurityContext{FSGroup: ptr.To[int64](-1)}
-		}, "spec.securityContext.fsGroup"},
-		{"unknown clean pod policy", func(tj *mlv1.TrainingJob) { tj.Spec.Cleanup = &mlv1.CleanupPolicy{CleanPodPolicy: "Some"} }, "spec.cleanup.cleanPodPolicy"},
-		{"negative ttl", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.securityContext.fsGroup"},
+		{
+			name:  "unknown clean pod policy",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Cleanup = &mlv1.CleanupPolicy{CleanPodPolicy: "Some"} },
+			field: "spec.cleanup.cleanPodPolicy",
+		},
+		{name: "negative ttl", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Cleanup = &mlv1.CleanupPolicy{TTLSecondsAfterFinished: ptr.To[int32](-1)}
-		}, "spec.cleanup.ttlSecondsAfterFinished"},
-		{"accuracy above 1", func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetAccuracy: ptr.To(1.5)} }, "spec.successPolicy.targetAccuracy"},
-		{"negative target loss", func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetLoss: ptr.To(-1.0)} }, "spec.successPolicy.targetLoss"},
-		{"zero patience", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.cleanup.ttlSecondsAfterFinished"},
+		{
+			name:  "accuracy above 1",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetAccuracy: ptr.To(1.5)} },
+			field: "spec.successPolicy.targetAccuracy",
+		},
+		{
+			name:  "negative target loss",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{TargetLoss: ptr.To(-1.0)} },
+			field: "spec.successPolicy.targetLoss",
+		},
+		{name: "zero patience", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.SuccessPolicy = &mlv1.SuccessPolicy{EarlyStoppingPatience: ptr.To[int32](0)}
-		}, "spec.successPolicy.earlyStoppingPatience"},
-		{"bad queue name", func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "Team_Queue"} }, "spec.scheduling.queueName"},
-		{"name too long", func(tj *mlv1.TrainingJob) { tj.Name = strings.Repeat("a", 53) }, "metadata.name"},
-		{"name starts with digit", func(tj *mlv1.TrainingJob) { tj.Name = "1-resnet" }, "metadata.name"},
+		}, field: "spec.successPolicy.earlyStoppingPatience"},
+		{
+			name:  "bad queue name",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: "Team_Queue"} },
+			field: "spec.scheduling.queueName",
+		},
+		{name: "name too long", tj: func(tj *mlv1.TrainingJob) { tj.Name = strings.Repeat("a", 53) }, field: "metadata.name"},
+		{name: "name starts with digit", tj: func(tj *mlv1.TrainingJob) { tj.Name = "1-resnet" }, field: "metadata.name"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,18 +382,23 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 // field validation (what kubectl apply does by default): the error names the field.
 func TestAdmissionRejectsWhatUsersWriteWrong(t *testing.T) {
 	ns := newNamespace(t)
-	const head = "apiVersion: ml.example.com/v1\nkind: TrainingJob\nmetadata: {name: %s, namespace: %s}\nspec:\n  model: resnet50\n  dataset: imagenet\n"
+	const head = "apiVersion: ml.example.com/v1\nkind: TrainingJob\nmetadata: {name: %s, namespace: %s}\n" +
+		"spec:\n  model: resnet50\n  dataset: imagenet\n"
 	cases := []struct {
 		name, spec, want string
 	}{
-		{"a string where a number goes", "  numWorkers: \"2\"\n", "spec.numWorkers"},
-		{"a word where a number goes", "  numWorkers: two\n", "spec.numWorkers"},
-		{"a fraction of a GPU", "  numWorkers: 1\n  gpusPerWorker: 0.5\n", "spec.gpusPerWorker"},
-		{"a misspelt field", "  numWorkers: 1\n  numworkers: 2\n", "spec.numworkers"},
-		{"a field at the wrong level", "  numWorkers: 1\n  epochs: 10\n", "spec.epochs"},
-		{"a list where an object goes", "  numWorkers: 1\n  hyperparameters: [lr]\n", "spec.hyperparameters"},
-		{"yes for a boolean", "  numWorkers: 1\n  suspend: \"yes\"\n", "spec.suspend"},
-		{"exit codes as one string", "  numWorkers: 1\n  failurePolicy: {retryableExitCodes: \"137,143\"}\n", "spec.failurePolicy.retryableExitCodes"},
+		{name: "a string where a number goes", spec: "  numWorkers: \"2\"\n", want: "spec.numWorkers"},
+		{name: "a word where a number goes", spec: "  numWorkers: two\n", want: "spec.numWorkers"},
+		{name: "a fraction of a GPU", spec: "  numWorkers: 1\n  gpusPerWorker: 0.5\n", want: "spec.gpusPerWorker"},
+		{name: "a misspelt field", spec: "  numWorkers: 1\n  numworkers: 2\n", want: "spec.numworkers"},
+		{name: "a field at the wrong level", spec: "  numWorkers: 1\n  epochs: 10\n", want: "spec.epochs"},
+		{name: "a list where an object goes", spec: "  numWorkers: 1\n  hyperparameters: [lr]\n", want: "spec.hyperparameters"},
+		{name: "yes for a boolean", spec: "  numWorkers: 1\n  suspend: \"yes\"\n", want: "spec.suspend"},
+		{
+			name: "exit codes as one string",
+			spec: "  numWorkers: 1\n  failurePolicy: {retryableExitCodes: \"137,143\"}\n",
+			want: "spec.failurePolicy.retryableExitCodes",
+		},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,21 +34,79 @@ func TestAdmissionRefusesWorkerPodOverrides(t *testing.T) {
 		wp    mlv1.WorkerPodSpec
 		field string // "": accepted
 	}{
-		{"a dataset claim at /data", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco"}}}}, VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data"}}}, ""},
-		{"a mount beside the operator's", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/trainingjob-extra"}}}, ""},
-		{"the operator's label", mlv1.WorkerPodSpec{Labels: map[string]string{"ml.example.com/trainingjob-name": "other"}}, "spec.workerPod.labels"},
-		{"the Job controller's label", mlv1.WorkerPodSpec{Labels: map[string]string{"batch.kubernetes.io/job-completion-index": "3"}}, "spec.workerPod.labels"},
-		{"the queue's label", mlv1.WorkerPodSpec{Labels: map[string]string{"kueue.x-k8s.io/queue-name": "other"}}, "spec.workerPod.labels"},
-		{"the operator's annotation", mlv1.WorkerPodSpec{Annotations: map[string]string{"ml.example.com/spec-hash": "x"}}, "spec.workerPod.annotations"},
-		{"the config volume's name", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("trainingjob-config")}}, "spec.workerPod.volumes"},
-		{"the checkpoint volume's name", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("checkpoints")}}, "spec.workerPod.volumes"},
-		{"the shm volume's name", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("dshm")}}, "spec.workerPod.volumes"},
-		{"a mount at /checkpoints", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/checkpoints"}}}, "spec.workerPod.volumeMounts"},
-		{"a mount above /etc/trainingjob", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc"}}}, "spec.workerPod.volumeMounts"},
-		{"a mount at /", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/"}}}, "spec.workerPod.volumeMounts"},
-		{"a mount below /dev/shm", mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")}, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/dev/shm/cache"}}}, "spec.workerPod.volumeMounts"},
-		{"a mount of no volume", mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "gone", MountPath: "/data"}}}, "spec.workerPod.volumeMounts"},
+		{
+			name: "a dataset claim at /data",
+			wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{{Name: "coco", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "coco"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "coco", MountPath: "/data"}}},
+			field: "",
+		},
+		{
+			name: "a mount beside the operator's",
+			wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/trainingjob-extra"}}},
+			field: "",
+		},
+		{
+			name:  "the operator's label",
+			wp:    mlv1.WorkerPodSpec{Labels: map[string]string{"ml.example.com/trainingjob-name": "other"}},
+			field: "spec.workerPod.labels",
+		},
+		{
+			name:  "the Job controller's label",
+			wp:    mlv1.WorkerPodSpec{Labels: map[string]string{"batch.kubernetes.io/job-completion-index": "3"}},
+			field: "spec.workerPod.labels",
+		},
+		{
+			name:  "the queue's label",
+			wp:    mlv1.WorkerPodSpec{Labels: map[string]string{"kueue.x-k8s.io/queue-name": "other"}},
+			field: "spec.workerPod.labels",
+		},
+		{
+			name:  "the operator's annotation",
+			wp:    mlv1.WorkerPodSpec{Annotations: map[string]string{"ml.example.com/spec-hash": "x"}},
+			field: "spec.workerPod.annotations",
+		},
+		{
+			name:  "the config volume's name",
+			wp:    mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("trainingjob-config")}},
+			field: "spec.workerPod.volumes",
+		},
+		{
+			name:  "the checkpoint volume's name",
+			wp:    mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("checkpoints")}},
+			field: "spec.workerPod.volumes",
+		},
+		{name: "the shm volume's name", wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("dshm")}}, field: "spec.workerPod.volumes"},
+		{
+			name: "a mount at /checkpoints",
+			wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/checkpoints"}}},
+			field: "spec.workerPod.volumeMounts",
+		},
+		{
+			name: "a mount above /etc/trainingjob",
+			wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc"}}},
+			field: "spec.workerPod.volumeMounts",
+		},
+		{
+			name: "a mount at /",
+			wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/"}}},
+			field: "spec.workerPod.volumeMounts",
+		},
+		{
+			name: "a mount below /dev/shm",
+			wp: mlv1.WorkerPodSpec{Volumes: []corev1.Volume{volume("v")},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/dev/shm/cache"}}},
+			field: "spec.workerPod.volumeMounts",
+		},
+		{
+			name:  "a mount of no volume",
+			wp:    mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "gone", MountPath: "/data"}}},
+			field: "spec.workerPod.volumeMounts",
+		},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +120,8 @@ func TestAdmissionRefusesWorkerPodOverrides(t *testing.T) {
 			case tc.field != "" && !slices.Contains(causeFields(err), tc.field) && !strings.Contains(err.Error(), tc.field):
 				t.Errorf("rejection names fields %q, want %q; error: %v", causeFields(err), tc.field, err)
 			}
-			d := builders.WorkerDefaults{Labels: tc.wp.Labels, Annotations: tc.wp.Annotations, Volumes: tc.wp.Volumes, VolumeMounts: tc.wp.VolumeMounts}
+			d := builders.WorkerDefaults{Labels: tc.wp.Labels, Annotations: tc.wp.Annotations, Volumes: tc.wp.Volumes,
+				VolumeMounts: tc.wp.VolumeMounts}
 			if err := d.Check(); (err == nil) != (tc.field == "") {
 				t.Errorf("the same as worker defaults: Check() = %v, want refused %t", err, tc.field != "")
 			}
@@ -73,39 +132,81 @@ func TestAdmissionRefusesWorkerPodOverrides(t *testing.T) {
 		tj    change
 		field string
 	}{
-		{"a hostPath volume", func(tj *mlv1.TrainingJob) {
-			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{Volumes: []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}}
-		}, "spec.workerPod.volumes"},
-		{"a ServiceAccount name with capitals", func(tj *mlv1.TrainingJob) { tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{ServiceAccountName: "Trainer"} }, "spec.workerPod.serviceAccountName"},
-		{"negative shared memory", func(tj *mlv1.TrainingJob) {
+		{
+			name: "a hostPath volume",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{Volumes: []corev1.Volume{{Name: "host",
+					VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}}
+			},
+			field: "spec.workerPod.volumes",
+		},
+		{
+			name:  "a ServiceAccount name with capitals",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{ServiceAccountName: "Trainer"} },
+			field: "spec.workerPod.serviceAccountName",
+		},
+		{name: "negative shared memory", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Resources = &mlv1.Resources{SharedMemory: ptrQty("-1Gi")}
-		}, "spec.resources.sharedMemory"},
-		{"a sidecar named trainer", sidecars(mlv1.WorkerContainer{Name: "trainer", Image: "x"}), "spec.workerPod.sidecars[0].name"},
-		{"an init container named checkpoint-agent", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.resources.sharedMemory"},
+		{
+			name:  "a sidecar named trainer",
+			tj:    sidecars(mlv1.WorkerContainer{Name: "trainer", Image: "x"}),
+			field: "spec.workerPod.sidecars[0].name",
+		},
+		{name: "an init container named checkpoint-agent", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "checkpoint-agent", Image: "x"}}}
-		}, "spec.workerPod.initContainers[0].name"},
-		{"an init container and a sidecar of one name", func(tj *mlv1.TrainingJob) {
-			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "ship", Image: "x"}}, Sidecars: []mlv1.WorkerContainer{{Name: "ship", Image: "x"}}}
-		}, "spec.workerPod.sidecars"},
-		{"a sidecar on the metrics port", sidecars(mlv1.WorkerContainer{Name: "exporter", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}), "spec.workerPod.sidecars"},
-		{"a sidecar on the checkpoint agent's port", sidecars(mlv1.WorkerContainer{Name: "exporter", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 8082}}}), "spec.workerPod.sidecars"},
-		{"a sidecar without an image", sidecars(mlv1.WorkerContainer{Name: "ship"}), "spec.workerPod.sidecars[0].image"},
-		{"a sidecar mounting no volume of the job", sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/c"}}}),
-			"spec.workerPod.initContainers and spec.workerPod.sidecars may mount only volumes"},
+		}, field: "spec.workerPod.initContainers[0].name"},
+		{
+			name: "an init container and a sidecar of one name",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "ship", Image: "x"}},
+					Sidecars: []mlv1.WorkerContainer{{Name: "ship", Image: "x"}}}
+			},
+			field: "spec.workerPod.sidecars",
+		},
+		{
+			name:  "a sidecar on the metrics port",
+			tj:    sidecars(mlv1.WorkerContainer{Name: "exporter", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}),
+			field: "spec.workerPod.sidecars",
+		},
+		{
+			name:  "a sidecar on the checkpoint agent's port",
+			tj:    sidecars(mlv1.WorkerContainer{Name: "exporter", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 8082}}}),
+			field: "spec.workerPod.sidecars",
+		},
+		{name: "a sidecar without an image", tj: sidecars(mlv1.WorkerContainer{Name: "ship"}), field: "spec.workerPod.sidecars[0].image"},
+		{
+			name:  "a sidecar mounting no volume of the job",
+			tj:    sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/c"}}}),
+			field: "spec.workerPod.initContainers and spec.workerPod.sidecars may mount only volumes",
+		},
 		// Refused by the CRD itself (schema validation runs before any admission policy: the message is the
 		// CRD rule's), so a cluster without the optional policy refuses them too.
-		{"a sidecar named fetch-inputs", sidecars(mlv1.WorkerContainer{Name: "fetch-inputs", Image: "x"}), "spec.workerPod.sidecars[0].name"},
-		{"an init container named fetch-inputs", func(tj *mlv1.TrainingJob) {
+		{
+			name:  "a sidecar named fetch-inputs",
+			tj:    sidecars(mlv1.WorkerContainer{Name: "fetch-inputs", Image: "x"}),
+			field: "spec.workerPod.sidecars[0].name",
+		},
+		{name: "an init container named fetch-inputs", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "fetch-inputs", Image: "x"}}}
-		}, "spec.workerPod.initContainers[0].name"},
-		{"a sidecar mounting the checkpoints", sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "checkpoints", MountPath: "/c"}}}),
-			"spec.workerPod.sidecars[0].volumeMounts"},
-		{"an init container mounting the input cache", func(tj *mlv1.TrainingJob) {
-			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "peek", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "inputs-cache", MountPath: "/all"}}}}}
-		}, "spec.workerPod.initContainers[0].volumeMounts"},
-		{"the trainer mounting the inputs' credentials", func(tj *mlv1.TrainingJob) {
+		}, field: "spec.workerPod.initContainers[0].name"},
+		{
+			name: "a sidecar mounting the checkpoints",
+			tj: sidecars(mlv1.WorkerContainer{Name: "ship", Image: "x",
+				VolumeMounts: []corev1.VolumeMount{{Name: "checkpoints", MountPath: "/c"}}}),
+			field: "spec.workerPod.sidecars[0].volumeMounts",
+		},
+		{
+			name: "an init container mounting the input cache",
+			tj: func(tj *mlv1.TrainingJob) {
+				tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{InitContainers: []mlv1.WorkerContainer{{Name: "peek", Image: "x",
+					VolumeMounts: []corev1.VolumeMount{{Name: "inputs-cache", MountPath: "/all"}}}}}
+			},
+			field: "spec.workerPod.initContainers[0].volumeMounts",
+		},
+		{name: "the trainer mounting the inputs' credentials", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{VolumeMounts: []corev1.VolumeMount{{Name: "inputs-credentials", MountPath: "/creds"}}}
-		}, "spec.workerPod.volumeMounts"},
+		}, field: "spec.workerPod.volumeMounts"},
 	}
 	for i, tc := range others {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,9 +234,11 @@ func sidecars(c ...mlv1.WorkerContainer) change {
 func TestAdmissionAcceptsWorkerContainers(t *testing.T) {
 	tj := tjtest.NewTJ(newNamespace(t), "containers").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{
-			Volumes:        []corev1.Volume{volume("cache")},
-			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: "busybox:1.36", VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
-			Sidecars:       []mlv1.WorkerContainer{{Name: "ship", Image: "fluent-bit:3", Ports: []corev1.ContainerPort{{ContainerPort: 2020}}, VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
+			Volumes: []corev1.Volume{volume("cache")},
+			InitContainers: []mlv1.WorkerContainer{{Name: "warm", Image: "busybox:1.36",
+				VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
+			Sidecars: []mlv1.WorkerContainer{{Name: "ship", Image: "fluent-bit:3", Ports: []corev1.ContainerPort{{ContainerPort: 2020}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
 		}
 	}).Obj()
 	if err := env.Client.Create(context.Background(), tj); err != nil {
@@ -158,7 +261,8 @@ func TestReservedVolumesMatchAdmission(t *testing.T) {
 		return slices.Compact(out)
 	}
 	var volumesRule string
-	for _, r := range loadCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["workerPod"].Properties["volumes"].XValidations {
+	spec := loadCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for _, r := range spec.Properties["workerPod"].Properties["volumes"].XValidations {
 		if strings.Contains(r.Rule, "v.name in") {
 			volumesRule = r.Rule
 		}
@@ -179,7 +283,10 @@ func TestReservedVolumesMatchAdmission(t *testing.T) {
 	for _, c := range []struct {
 		what, rule string
 		want       []string
-	}{{"the CRD's workerPod.volumes rule", volumesRule, builders.ReservedVolumeNames}, {"the policy's volumeMounts rule", mountsRule, builders.ReservedMountPaths}} {
+	}{
+		{what: "the CRD's workerPod.volumes rule", rule: volumesRule, want: builders.ReservedVolumeNames},
+		{what: "the policy's volumeMounts rule", rule: mountsRule, want: builders.ReservedMountPaths},
+	} {
 		if diff := cmp.Diff(slices.Sorted(slices.Values(c.want)), names(c.rule)); diff != "" {
 			t.Errorf("%s vs the builders (-want +got):\n%s", c.what, diff)
 		}

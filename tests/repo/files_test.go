@@ -51,21 +51,21 @@ type file struct {
 // and scripts.
 func TestTrackedFilesCheck(t *testing.T) {
 	clean := map[string]file{
-		"main.go":         {[]byte("package main\n"), 0o644},
-		"hack/script.sh":  {[]byte("#!/bin/sh\necho hi\n"), 0o755},
-		"docs/README.md":  {[]byte(strings.Repeat("text\n", 1000)), 0o644},
-		"data/small.json": {[]byte("{}"), 0o644},
+		"main.go":         {data: []byte("package main\n"), mode: 0o644},
+		"hack/script.sh":  {data: []byte("#!/bin/sh\necho hi\n"), mode: 0o755},
+		"docs/README.md":  {data: []byte(strings.Repeat("text\n", 1000)), mode: 0o644},
+		"data/small.json": {data: []byte("{}"), mode: 0o644},
 	}
 	if out, err := checkFiles(t, gitRepo(t, clean)); err != nil {
 		t.Fatalf("a repository of sources and scripts was rejected: %v\n%s", err, out)
 	}
 	for name, bad := range map[string]file{
-		"elf":            {append([]byte{0x7f, 'E', 'L', 'F'}, make([]byte, 64)...), 0o644},
-		"kubectl-plugin": {append([]byte{0x7f, 'E', 'L', 'F'}, make([]byte, 64)...), 0o755},
-		"macho":          {append([]byte{0xcf, 0xfa, 0xed, 0xfe}, make([]byte, 64)...), 0o644},
-		"tool.exe":       {append([]byte("MZ"), make([]byte, 64)...), 0o644},
-		"runme":          {[]byte("no shebang"), 0o755},
-		"data/big.json":  {[]byte(strings.Repeat("x", 1<<20+1)), 0o644},
+		"elf":            {data: append([]byte{0x7f, 'E', 'L', 'F'}, make([]byte, 64)...), mode: 0o644},
+		"kubectl-plugin": {data: append([]byte{0x7f, 'E', 'L', 'F'}, make([]byte, 64)...), mode: 0o755},
+		"macho":          {data: append([]byte{0xcf, 0xfa, 0xed, 0xfe}, make([]byte, 64)...), mode: 0o644},
+		"tool.exe":       {data: append([]byte("MZ"), make([]byte, 64)...), mode: 0o644},
+		"runme":          {data: []byte("no shebang"), mode: 0o755},
+		"data/big.json":  {data: []byte(strings.Repeat("x", 1<<20+1)), mode: 0o644},
 	} {
 		t.Run(name, func(t *testing.T) {
 			files := map[string]file{name: bad}

@@ -48,7 +48,8 @@ func BuildWorkerTools(dir string) (string, error) {
 func Assets() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		return "", fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the control plane with hack/testbin.sh")
+		return "", fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
+			"which builds the control plane with hack/testbin.sh")
 	}
 	return dir, nil
 }

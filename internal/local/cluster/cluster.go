@@ -25,7 +25,9 @@ import (
 // LocalControllers are the kube-controller-manager controllers a local run needs: Jobs, garbage
 // collection of a deleted TrainingJob's children, node health, binding claims to volumes (and releasing
 // deleted ones once no pod uses them), and cleanup.
-var LocalControllers = []string{"job", "garbagecollector", "nodelifecycle", "persistentvolume-binder", "pvc-protection", "podgc", "ttl-after-finished"}
+var LocalControllers = []string{
+	"job", "garbagecollector", "nodelifecycle", "persistentvolume-binder", "pvc-protection", "podgc", "ttl-after-finished",
+}
 
 // NodeMonitorGracePeriod is how long a node may go without renewing its lease before the node lifecycle
 // controller marks it NotReady (Kubernetes' default is 50 s; shorter here so node-loss tests are quick).

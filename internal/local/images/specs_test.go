@@ -93,7 +93,9 @@ func TestImagesFollowTheirDockerfiles(t *testing.T) {
 	for _, img := range append(All("bin"), debian...) {
 		byName[img.Name] = img
 	}
-	for dockerfile, name := range map[string]string{"Dockerfile": Operator, "examples/trainer/Dockerfile": Trainer, "Dockerfile.runner": Runner} {
+	for dockerfile, name := range map[string]string{
+		"Dockerfile": Operator, "examples/trainer/Dockerfile": Trainer, "Dockerfile.runner": Runner,
+	} {
 		want := finalStage(t, filepath.Join("..", "..", "..", dockerfile))
 		if diff := cmp.Diff(want, recipeOf(byName[name], want.Paths)); diff != "" {
 			t.Errorf("%s vs the image %s built here (-Dockerfile +here):\n%s", dockerfile, name, diff)

@@ -17,9 +17,11 @@ import (
 // names in env values and arguments to their addresses: that is how MASTER_ADDR and TF_CONFIG resolve.
 
 // dnsName matches a pod's stable DNS name <hostname>.<subdomain>.<namespace>.svc[.cluster.local].
-var dnsName = regexp.MustCompile(`\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?\b`)
+var dnsName = regexp.MustCompile(`\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.` + // hostname
+	`([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.` + // subdomain
+	`([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?\b`) // namespace
 
-// PodAddr is the loopback address of a pod.
+// PodAddr returns the loopback address of a pod.
 func PodAddr(pod *corev1.Pod) netip.Addr {
 	if pod.Spec.Hostname != "" && pod.Spec.Subdomain != "" {
 		return hashAddr(pod.Spec.Hostname + "." + pod.Spec.Subdomain + "." + pod.Namespace)

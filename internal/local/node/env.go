@@ -26,7 +26,7 @@ type ConfigError struct{ Msg string }
 
 func (e *ConfigError) Error() string { return e.Msg }
 
-// Env is the environment of a container, resolved the way the kubelet resolves it: envFrom first (values
+// Env returns the environment of a container, resolved the way the kubelet resolves it: envFrom first (values
 // as they are, invalid names skipped), then env in order, each value expanded with $(NAME) against the
 // variables defined before it; fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef are read from
 // the pod, its node and the API. Optional references that do not exist are left out.
@@ -54,7 +54,7 @@ func Env(ctx context.Context, src EnvSource, pod *corev1.Pod, c *corev1.Containe
 	return env, nil
 }
 
-// Environ is env as NAME=value pairs sorted by name.
+// Environ returns env as NAME=value pairs sorted by name.
 func Environ(env map[string]string) []string {
 	out := make([]string, 0, len(env))
 	for k, v := range env {
@@ -114,7 +114,9 @@ func secretStrings(s *corev1.Secret) map[string]string {
 	return out
 }
 
-func valueFrom(ctx context.Context, src EnvSource, pod *corev1.Pod, c *corev1.Container, alloc corev1.ResourceList, vf *corev1.EnvVarSource) (string, bool, error) {
+func valueFrom(
+	ctx context.Context, src EnvSource, pod *corev1.Pod, c *corev1.Container, alloc corev1.ResourceList, vf *corev1.EnvVarSource,
+) (string, bool, error) {
 	switch {
 	case vf.FieldRef != nil:
 		v, err := FieldValue(pod, vf.FieldRef.FieldPath)
@@ -152,7 +154,7 @@ func keyRef(ctx context.Context, src EnvSource, ns, kind, name, key string, opti
 	return v, ok, nil
 }
 
-// FieldValue is the downward-API value of a pod field path.
+// FieldValue returns the downward-API value of a pod field path.
 func FieldValue(pod *corev1.Pod, path string) (string, error) {
 	if k, ok := subscript(path, "metadata.annotations"); ok {
 		return pod.Annotations[k], nil
@@ -192,7 +194,7 @@ func subscript(path, prefix string) (string, bool) {
 	return strings.TrimSuffix(rest, "']"), true
 }
 
-// formatMap is the downward API's rendering of labels and annotations: key="value" lines, sorted.
+// formatMap returns the downward API's rendering of labels and annotations: key="value" lines, sorted.
 func formatMap(m map[string]string) string {
 	lines := make([]string, 0, len(m))
 	for k, v := range m {
@@ -202,7 +204,7 @@ func formatMap(m map[string]string) string {
 	return strings.Join(lines, "\n")
 }
 
-// resourceValue is a resourceFieldRef: the container's limit (the node's allocatable when unset) or
+// resourceValue returns the value of a resourceFieldRef: the container's limit (the node's allocatable when unset) or
 // request, divided by the divisor and rounded up, as the kubelet computes it.
 func resourceValue(c *corev1.Container, alloc corev1.ResourceList, ref *corev1.ResourceFieldSelector) (string, error) {
 	kind, name, ok := strings.Cut(ref.Resource, ".")

@@ -90,9 +90,12 @@ func TestEnv(t *testing.T) {
 		}},
 		{name: "resource fields", env: []corev1.EnvVar{
 			{Name: "CPU", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu"}}},
-			{Name: "MCPU", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu", Divisor: resource.MustParse("1m")}}},
-			{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.memory", Divisor: resource.MustParse("1Mi")}}},
-			{Name: "MEMLIM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Gi")}}},
+			{Name: "MCPU", ValueFrom: &corev1.EnvVarSource{
+				ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu", Divisor: resource.MustParse("1m")}}},
+			{Name: "MEM", ValueFrom: &corev1.EnvVarSource{
+				ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.memory", Divisor: resource.MustParse("1Mi")}}},
+			{Name: "MEMLIM", ValueFrom: &corev1.EnvVarSource{
+				ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Gi")}}},
 		}, want: map[string]string{"CPU": "2", "MCPU": "1500", "MEM": "1024", "MEMLIM": "8"}},
 		{name: "config map and secret keys, optional ones left out", env: []corev1.EnvVar{
 			{Name: "MODE", ValueFrom: cmKey("cfg", "mode", false)}, {Name: "TOKEN", ValueFrom: secretKey("sec", "token", false)},
@@ -109,7 +112,8 @@ func TestEnv(t *testing.T) {
 			wantErr: `env M: configmap "absent" not found`},
 		{name: "missing secret key", env: []corev1.EnvVar{{Name: "M", ValueFrom: secretKey("sec", "nope", false)}},
 			wantErr: "env M: couldn't find key nope in secret ml/sec"},
-		{name: "missing envFrom secret", envFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}}}},
+		{name: "missing envFrom secret",
+			envFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}}}},
 			wantErr: `secret "absent" not found`},
 	}
 	for _, tc := range cases {

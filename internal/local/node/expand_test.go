@@ -7,27 +7,27 @@ func TestExpand(t *testing.T) {
 	vars := map[string]string{"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 	lookup := func(n string) (string, bool) { v, ok := vars[n]; return v, ok }
 	cases := []struct{ in, want string }{
-		{"", ""},
-		{"plain", "plain"},
-		{"$(VAR_A)", "A"},
-		{"___$(VAR_B)___", "___B___"},
-		{"$(VAR_A)-$(VAR_B)-$(VAR_C)", "A-B-C"},
-		{"$(VAR_REF)", "$(VAR_A)"}, // values are not expanded again
-		{"$(VAR_EMPTY)", ""},
-		{"$(UNDEFINED)", "$(UNDEFINED)"},
-		{"$$(VAR_A)", "$(VAR_A)"},
-		{"$$$(VAR_A)", "$A"},
-		{"$$$$(VAR_A)", "$$(VAR_A)"},
-		{"$(VAR_A", "$(VAR_A"},
-		{"$(", "$("},
-		{"$", "$"},
-		{"VAR_A$", "VAR_A$"},
-		{"$VAR_A", "$VAR_A"},
-		{"${VAR_A}", "${VAR_A}"},
-		{"$()", "$()"},
-		{"$(VAR_A)$(VAR_A)", "AA"},
-		{"f000-$$VAR_A", "f000-$VAR_A"},
-		{"$(VAR_A)$$(VAR_B)$(UNDEF)$", "A$(VAR_B)$(UNDEF)$"},
+		{in: "", want: ""},
+		{in: "plain", want: "plain"},
+		{in: "$(VAR_A)", want: "A"},
+		{in: "___$(VAR_B)___", want: "___B___"},
+		{in: "$(VAR_A)-$(VAR_B)-$(VAR_C)", want: "A-B-C"},
+		{in: "$(VAR_REF)", want: "$(VAR_A)"}, // values are not expanded again
+		{in: "$(VAR_EMPTY)", want: ""},
+		{in: "$(UNDEFINED)", want: "$(UNDEFINED)"},
+		{in: "$$(VAR_A)", want: "$(VAR_A)"},
+		{in: "$$$(VAR_A)", want: "$A"},
+		{in: "$$$$(VAR_A)", want: "$$(VAR_A)"},
+		{in: "$(VAR_A", want: "$(VAR_A"},
+		{in: "$(", want: "$("},
+		{in: "$", want: "$"},
+		{in: "VAR_A$", want: "VAR_A$"},
+		{in: "$VAR_A", want: "$VAR_A"},
+		{in: "${VAR_A}", want: "${VAR_A}"},
+		{in: "$()", want: "$()"},
+		{in: "$(VAR_A)$(VAR_A)", want: "AA"},
+		{in: "f000-$$VAR_A", want: "f000-$VAR_A"},
+		{in: "$(VAR_A)$$(VAR_B)$(UNDEF)$", want: "A$(VAR_B)$(UNDEF)$"},
 	}
 	for _, c := range cases {
 		if got := Expand(c.in, lookup); got != c.want {

@@ -12,7 +12,9 @@ import (
 // container that asked for none (or for another resource) sees no GPU at all.
 func TestGPUAllocator(t *testing.T) {
 	limit := func(name corev1.ResourceName, n int64) *corev1.Container {
-		return &corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{name: *resource.NewQuantity(n, resource.DecimalSI)}}}
+		return &corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{name: *resource.NewQuantity(n, resource.DecimalSI)},
+		}}
 	}
 	none := map[string]string{"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
 	g := newGPUAllocator("amd.com/gpu", 3)
@@ -34,7 +36,8 @@ func TestGPUAllocator(t *testing.T) {
 		t.Errorf("visibility env (-want +got):\n%s", diff)
 	}
 	g.release("pod-a")
-	if diff := cmp.Diff(map[string]string{"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "0"}, g.env("pod-e", limit("amd.com/gpu", 1))); diff != "" {
+	wantAfter := map[string]string{"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "0"}
+	if diff := cmp.Diff(wantAfter, g.env("pod-e", limit("amd.com/gpu", 1))); diff != "" {
 		t.Errorf("after release (-want +got):\n%s", diff)
 	}
 	if newGPUAllocator("", 1).resource != "nvidia.com/gpu" {

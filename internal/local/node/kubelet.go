@@ -34,7 +34,8 @@ func (n *Node) startKubeletAPI(ctx context.Context) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	l, err := tls.Listen("tcp", net.JoinHostPort(hostIP, "0"), &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	l, err := tls.Listen("tcp", net.JoinHostPort(hostIP, "0"),
+		&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		return 0, err
 	}
@@ -73,7 +74,7 @@ func (n *Node) serveLogs(w http.ResponseWriter, r *http.Request) {
 	n.follow(r.Context(), w, path, ns, pod)
 }
 
-// tail is the last n lines of data ("" or a bad number: all).
+// tail returns the last n lines of data ("" or a bad number: all).
 func tail(data []byte, lines string) []byte {
 	k, err := strconv.Atoi(lines)
 	if err != nil || k < 0 {
@@ -118,7 +119,7 @@ func (n *Node) follow(ctx context.Context, w http.ResponseWriter, path, ns, pod 
 	}
 }
 
-// hasPod: a pod of that name runs (or is being stopped) on this node.
+// hasPod reports whether a pod of that name runs (or is being stopped) on this node.
 func (n *Node) hasPod(ns, name string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -130,7 +131,7 @@ func (n *Node) hasPod(ns, name string) bool {
 	return false
 }
 
-// selfSigned is a certificate for the node's address, valid for a year.
+// selfSigned returns a certificate for the node's address, valid for a year.
 func selfSigned() (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

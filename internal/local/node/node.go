@@ -126,7 +126,8 @@ func (n *Node) Start(ctx context.Context, cfg *rest.Config) error {
 	}
 	n.client, n.reader = mgr.GetClient(), mgr.GetAPIReader()
 	if _, err := BindShim(); err != nil {
-		n.opts.Log.Info("pods share the wildcard address: two jobs listening on the same port will collide", "node", n.opts.Name, "reason", err.Error())
+		n.opts.Log.Info("pods share the wildcard address: two jobs listening on the same port will collide",
+			"node", n.opts.Name, "reason", err.Error())
 	}
 	if n.kubeletPort, err = n.startKubeletAPI(ctx); err != nil {
 		return fmt.Errorf("process node %s: serving container logs: %w", n.opts.Name, err)
@@ -244,7 +245,7 @@ func (n *Node) stopAll() {
 	}
 }
 
-// allRuns are the pods' runs the node has started.
+// allRuns returns the pods' runs the node has started.
 func (n *Node) allRuns() []*podRun {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -271,17 +272,17 @@ func (n *Node) releaseAddr(addr netip.Addr, pod *corev1.Pod) {
 	}
 }
 
-// ClaimDir is the host directory of a PersistentVolumeClaim.
+// ClaimDir returns the host directory of a PersistentVolumeClaim.
 func (n *Node) ClaimDir(namespace, claim string) string {
 	return ClaimDir(n.opts.DataRoot, namespace, claim)
 }
 
-// ClaimDir is the host directory of a PersistentVolumeClaim under a data root.
+// ClaimDir returns the host directory of a PersistentVolumeClaim under a data root.
 func ClaimDir(root, namespace, claim string) string {
 	return filepath.Join(root, "claims", namespace, claim)
 }
 
-// PodDir is the directory of one pod under a data root.
+// PodDir returns the directory of one pod under a data root.
 func PodDir(root string, pod *corev1.Pod) string {
 	return filepath.Join(root, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
 }

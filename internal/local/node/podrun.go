@@ -178,7 +178,9 @@ func (r *podRun) runMain(ctx context.Context, dirs map[string]string) {
 // supervise runs one container, restarting it as policy says; true when it ended with exit code 0. A
 // container that cannot be configured yet (a missing ConfigMap or Secret) is retried whatever the policy,
 // as the kubelet does: it never ran, so it has not failed.
-func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool, stop <-chan struct{}) bool {
+func (r *podRun) supervise(
+	ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool, stop <-chan struct{},
+) bool {
 	backoff := r.n.opts.RestartBackoff
 	for {
 		code, ran := r.runContainer(ctx, c, dirs, init, stop)
@@ -201,7 +203,9 @@ func (r *podRun) supervise(ctx context.Context, c *corev1.Container, dirs map[st
 
 // runContainer starts the container's process, reports it running, waits for it (or stops it when the
 // pod stops) and reports its exit code. ran is false when the container could not be configured.
-func (r *podRun) runContainer(ctx context.Context, c *corev1.Container, dirs map[string]string, init bool, stop <-chan struct{}) (code int32, ran bool) {
+func (r *podRun) runContainer(
+	ctx context.Context, c *corev1.Container, dirs map[string]string, init bool, stop <-chan struct{},
+) (code int32, ran bool) {
 	p, err := r.start(ctx, c, dirs)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
@@ -291,7 +295,8 @@ func (r *podRun) writeStatus(ctx context.Context) error {
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			return nil
-		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, errPartitioned) || ctx.Err() != nil:
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+			errors.Is(err, errPartitioned) || ctx.Err() != nil:
 			return fmt.Errorf("writing status of pod %s: %w", r.key, err)
 		}
 		select {
@@ -342,7 +347,7 @@ func (r *podRun) terminationPath(container string) string {
 	return filepath.Join(r.dir, "termination", container)
 }
 
-// terminationMessage is what the container wrote to its terminationMessagePath: at most 4,096 bytes, as
+// terminationMessage returns what the container wrote to its terminationMessagePath: at most 4,096 bytes, as
 // the kubelet reads it.
 func (r *podRun) terminationMessage(container string) string {
 	data, err := os.ReadFile(r.terminationPath(container))
@@ -355,7 +360,7 @@ func (r *podRun) terminationMessage(container string) string {
 	return string(data)
 }
 
-// logTail is the end of a container's log, as the kubelet takes a termination message from the log with
+// logTail returns the end of a container's log, as the kubelet takes a termination message from the log with
 // terminationMessagePolicy FallbackToLogsOnError: the last 2,048 bytes or 80 lines, whichever is less.
 func (r *podRun) logTail(container string) string {
 	p, err := r.logPath(container)
@@ -376,7 +381,7 @@ func (r *podRun) logTail(container string) string {
 	return strings.Join(lines, "\n")
 }
 
-// logPath is the log file of a container of this pod.
+// logPath returns the log file of a container of this pod.
 func (r *podRun) logPath(container string) (string, error) {
 	dir := filepath.Join(r.dir, "logs")
 	return filepath.Join(dir, container+".log"), os.MkdirAll(dir, 0o755)

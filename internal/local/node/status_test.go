@@ -53,17 +53,30 @@ func TestContainerLifecycleStatus(t *testing.T) {
 		do   func()
 		want view
 	}{
-		{"created", func() {}, view{corev1.PodPending, corev1.ConditionFalse, corev1.ConditionFalse, 0, -1, "PodInitializing", ""}},
-		{"init done", func() {
+		{name: "created", do: func() {},
+			want: view{Phase: corev1.PodPending, Ready: corev1.ConditionFalse, Init: corev1.ConditionFalse, Restarts: 0, LastExit: -1,
+				StateA: "PodInitializing"}},
+		{name: "init done", do: func() {
 			setRunning(&s, "init", true, 1, now)
 			setTerminated(&s, "init", true, 0, "Completed", "", now)
 			setCondition(&s, corev1.PodInitialized, true)
-		}, view{corev1.PodPending, corev1.ConditionFalse, corev1.ConditionTrue, 0, -1, "PodInitializing", ""}},
-		{"a running", func() { setRunning(&s, "a", false, 2, now) }, view{corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, 0, -1, "running", ""}},
-		{"both running: ready", func() { setRunning(&s, "b", false, 3, now) }, view{corev1.PodRunning, corev1.ConditionTrue, corev1.ConditionTrue, 0, -1, "running", ""}},
-		{"a crashed", func() { setTerminated(&s, "a", false, 137, "Error", "", now) }, view{corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, 0, -1, "terminated", ""}},
-		{"a backing off", func() { crashLoop(&s, "a", false, time.Second) }, view{corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, 0, 137, "CrashLoopBackOff", ""}},
-		{"a restarted", func() { setRunning(&s, "a", false, 4, now) }, view{corev1.PodRunning, corev1.ConditionTrue, corev1.ConditionTrue, 1, 137, "running", ""}},
+		}, want: view{Phase: corev1.PodPending, Ready: corev1.ConditionFalse, Init: corev1.ConditionTrue, Restarts: 0, LastExit: -1,
+			StateA: "PodInitializing"}},
+		{name: "a running", do: func() { setRunning(&s, "a", false, 2, now) },
+			want: view{Phase: corev1.PodRunning, Ready: corev1.ConditionFalse, Init: corev1.ConditionTrue, Restarts: 0, LastExit: -1,
+				StateA: "running"}},
+		{name: "both running: ready", do: func() { setRunning(&s, "b", false, 3, now) },
+			want: view{Phase: corev1.PodRunning, Ready: corev1.ConditionTrue, Init: corev1.ConditionTrue, Restarts: 0, LastExit: -1,
+				StateA: "running"}},
+		{name: "a crashed", do: func() { setTerminated(&s, "a", false, 137, "Error", "", now) },
+			want: view{Phase: corev1.PodRunning, Ready: corev1.ConditionFalse, Init: corev1.ConditionTrue, Restarts: 0, LastExit: -1,
+				StateA: "terminated"}},
+		{name: "a backing off", do: func() { crashLoop(&s, "a", false, time.Second) },
+			want: view{Phase: corev1.PodRunning, Ready: corev1.ConditionFalse, Init: corev1.ConditionTrue, Restarts: 0, LastExit: 137,
+				StateA: "CrashLoopBackOff"}},
+		{name: "a restarted", do: func() { setRunning(&s, "a", false, 4, now) },
+			want: view{Phase: corev1.PodRunning, Ready: corev1.ConditionTrue, Init: corev1.ConditionTrue, Restarts: 1, LastExit: 137,
+				StateA: "running"}},
 	}
 	for _, st := range steps {
 		st.do()
@@ -90,7 +103,8 @@ func TestMergeStatusKeepsOthersConditions(t *testing.T) {
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
 		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 	}}
-	ours := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
+	ours := corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
 	got := mergeStatus(current, ours)
 	want := []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},

@@ -59,10 +59,13 @@ func (n *Node) volumeDir(ctx context.Context, pod *corev1.Pod, podDir string, v 
 		files, err := n.projectedFiles(ctx, pod, v.Projected.Sources)
 		return dir, writeFiles(dir, files, v.Projected.DefaultMode, err)
 	}
-	return "", &ConfigError{Msg: "volume type not supported by the process node (supported: emptyDir, persistentVolumeClaim, hostPath, configMap, secret, downwardAPI, projected)"}
+	return "", &ConfigError{Msg: "volume type not supported by the process node " +
+		"(supported: emptyDir, persistentVolumeClaim, hostPath, configMap, secret, downwardAPI, projected)"}
 }
 
-func configMapFiles(ctx context.Context, src EnvSource, ns, name string, items []corev1.KeyToPath, optional *bool) (map[string]string, error) {
+func configMapFiles(
+	ctx context.Context, src EnvSource, ns, name string, items []corev1.KeyToPath, optional *bool,
+) (map[string]string, error) {
 	cm, err := src.ConfigMap(ctx, ns, name)
 	if err != nil {
 		return nil, missing(err, "configmap", name, optional)
@@ -258,7 +261,7 @@ func (ms mounts) at(v string, i int) (mount, bool) {
 	return mount{}, false
 }
 
-// isPathChar is true for bytes that continue a path or a word.
+// isPathChar reports whether c is a byte that continues a path or a word.
 func isPathChar(c byte) bool {
 	return c == '/' || c == '.' || c == '-' || c == '_' || c == '~' ||
 		(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')

@@ -17,16 +17,16 @@ func TestTranslate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ in, want string }{
-		{"/etc/trainingjob/config.json", "/h/cfg/config.json"},
-		{"/etc/trainingjob", "/h/cfg"},
-		{"/checkpoints/demo/job", "/h/claims/ckpt/demo/job"},
-		{"--config=/etc/trainingjob/config.json", "--config=/h/cfg/config.json"},
-		{"cat /work/a.txt && ls '/work/data/x'", "cat /h/work/a.txt && ls '/h/data/x'"},
-		{"/workspace/a", "/workspace/a"},
-		{"/home/work/a", "/home/work/a"},
-		{"/etc/trainingjob2", "/etc/trainingjob2"},
-		{"PATH=/usr/bin:/work/bin", "PATH=/usr/bin:/h/work/bin"},
-		{"no paths here", "no paths here"},
+		{in: "/etc/trainingjob/config.json", want: "/h/cfg/config.json"},
+		{in: "/etc/trainingjob", want: "/h/cfg"},
+		{in: "/checkpoints/demo/job", want: "/h/claims/ckpt/demo/job"},
+		{in: "--config=/etc/trainingjob/config.json", want: "--config=/h/cfg/config.json"},
+		{in: "cat /work/a.txt && ls '/work/data/x'", want: "cat /h/work/a.txt && ls '/h/data/x'"},
+		{in: "/workspace/a", want: "/workspace/a"},
+		{in: "/home/work/a", want: "/home/work/a"},
+		{in: "/etc/trainingjob2", want: "/etc/trainingjob2"},
+		{in: "PATH=/usr/bin:/work/bin", want: "PATH=/usr/bin:/h/work/bin"},
+		{in: "no paths here", want: "no paths here"},
 	}
 	for _, tc := range cases {
 		if got := ms.Translate(tc.in); got != tc.want {
@@ -40,12 +40,12 @@ func TestResolveNames(t *testing.T) {
 	pod.Namespace, pod.Spec.Hostname, pod.Spec.Subdomain = "ml", "mnist-worker-0", "mnist-headless"
 	addr := PodAddr(pod).String()
 	cases := []struct{ in, want string }{
-		{"mnist-worker-0.mnist-headless.ml.svc", addr},
-		{"mnist-worker-0.mnist-headless.ml.svc.cluster.local", addr},
-		{"mnist-worker-0.mnist-headless.ml.svc:29500", addr + ":29500"},
-		{`{"worker":["mnist-worker-0.mnist-headless.ml.svc:1"]}`, `{"worker":["` + addr + `:1"]}`},
-		{"mnist-headless.ml.svc", "mnist-headless.ml.svc"}, // a Service name, not a pod's
-		{"example.com", "example.com"},
+		{in: "mnist-worker-0.mnist-headless.ml.svc", want: addr},
+		{in: "mnist-worker-0.mnist-headless.ml.svc.cluster.local", want: addr},
+		{in: "mnist-worker-0.mnist-headless.ml.svc:29500", want: addr + ":29500"},
+		{in: `{"worker":["mnist-worker-0.mnist-headless.ml.svc:1"]}`, want: `{"worker":["` + addr + `:1"]}`},
+		{in: "mnist-headless.ml.svc", want: "mnist-headless.ml.svc"}, // a Service name, not a pod's
+		{in: "example.com", want: "example.com"},
 	}
 	for _, tc := range cases {
 		if got := ResolveNames(tc.in); got != tc.want {

@@ -52,7 +52,7 @@ func StartDNS(ctx context.Context, assets, dir, kubeconfig string) (*DNS, error)
 	return d, nil
 }
 
-// logEnd is the last line of a component's log (why it stopped: a port taken, a bad Corefile).
+// logEnd returns the last line of a component's log (why it stopped: a port taken, a bad Corefile).
 func logEnd(path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -68,7 +68,8 @@ func (d *DNS) Stop() error {
 		d.proc.Stop()
 		d.proc = nil
 	}
-	if out, err := exec.Command("ip", "addr", "del", ClusterDNS+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot assign") {
+	if out, err := exec.Command("ip", "addr", "del", ClusterDNS+"/32", "dev", "lo").CombinedOutput(); err != nil &&
+		!strings.Contains(string(out), "Cannot assign") {
 		return fmt.Errorf("removing %s from lo: %w: %s", ClusterDNS, err, out)
 	}
 	return nil

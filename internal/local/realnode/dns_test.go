@@ -10,7 +10,8 @@ import (
 // holds was the cause, found by hand).
 func TestLogEnd(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "coredns.log")
-	if err := os.WriteFile(p, []byte("maxprocs: Leaving GOMAXPROCS=2\nlisten tcp 127.0.0.1:18080: bind: address already in use\n"), 0o644); err != nil {
+	log := "maxprocs: Leaving GOMAXPROCS=2\nlisten tcp 127.0.0.1:18080: bind: address already in use\n"
+	if err := os.WriteFile(p, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := logEnd(p), "listen tcp 127.0.0.1:18080: bind: address already in use"; got != want {

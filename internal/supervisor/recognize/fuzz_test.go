@@ -67,7 +67,9 @@ func BenchmarkLine(b *testing.B) {
 		{name: "tqdm", line: "Epoch 3:  45%|████▌     | 45/100 [00:10<00:12,  4.50it/s, loss=0.231, lr=0.001]"},
 		{name: "not-progress", line: "2026-11-27 10:00:01,123 INFO trainer.py:42] Loading model weights from /ckpt/model.safetensors"},
 		{name: "lightning", line: "Epoch 0:  45%|████▌     | 422/938 [00:05<00:06, 80.12it/s, v_num=0, train_loss=0.231]"},
-		{name: "keras3", line: "\x1b[1m469/938\x1b[0m \x1b[32m━━━━━━━━━━\x1b[0m\x1b[37m━━━━━━━━━━\x1b[0m \x1b[1m5s\x1b[0m 3ms/step - accuracy: 0.9140 - loss: 0.2973"},
+		{name: "keras3",
+			line: "\x1b[1m469/938\x1b[0m \x1b[32m━━━━━━━━━━\x1b[0m\x1b[37m━━━━━━━━━━\x1b[0m " +
+				"\x1b[1m5s\x1b[0m 3ms/step - accuracy: 0.9140 - loss: 0.2973"},
 		{name: "huggingface", line: "{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.9e-05, 'epoch': 0.05}"},
 		{name: "plain", line: "Epoch [3/10], Step [100/600], Loss: 0.2345"},
 		{name: "not-progress-4KiB", line: strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing ", 90)[:MaxLineBytes]},

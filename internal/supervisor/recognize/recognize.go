@@ -257,7 +257,7 @@ func (r *Recognizer) apply(rd *reading) {
 	}
 }
 
-// Progress is the latest progress recognised.
+// Progress returns the latest progress recognised.
 func (r *Recognizer) Progress() Progress {
 	var p Progress
 	dst := [numFields]**float64{&p.Epoch, &p.TotalEpochs, &p.Step, &p.TotalSteps, &p.Loss, &p.Accuracy,
@@ -333,7 +333,7 @@ func (rd *reading) fraction(done, total float64, c counter) {
 	rd.frac, rd.hasFrac = math.Max(0, math.Min(1, f)), true
 }
 
-// known is the line's value of f, else the latest one seen.
+// known returns the line's value of f, else the latest one seen.
 func (r *Recognizer) known(rd *reading, f field) (float64, bool) {
 	if v, ok := rd.get(f); ok {
 		return v, true
@@ -341,7 +341,7 @@ func (r *Recognizer) known(rd *reading, f field) (float64, bool) {
 	return r.state.get(f)
 }
 
-// counterFraction is the plain convention: an epoch line is epoch/epochs (the line's total or an earlier
+// counterFraction applies the plain convention: an epoch line is epoch/epochs (the line's total or an earlier
 // one), a step line without an epoch step/steps with the line's own total.
 func (r *Recognizer) counterFraction(rd *reading) {
 	if e, ok := rd.get(fEpoch); ok {

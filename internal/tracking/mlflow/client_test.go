@@ -65,9 +65,9 @@ func TestRetries(t *testing.T) {
 		wantErr  string
 		calls    int
 	}{
-		{"a 429 storm shorter than the attempts", []int{429, 429, 503}, false, 5, "", 4},
-		{"a storm longer than the attempts", []int{429, 429, 429}, false, 2, "429", 2},
-		{"down", nil, true, 3, "503", 3},
+		{name: "a 429 storm shorter than the attempts", fail: []int{429, 429, 503}, down: false, attempts: 5, wantErr: "", calls: 4},
+		{name: "a storm longer than the attempts", fail: []int{429, 429, 429}, down: false, attempts: 2, wantErr: "429", calls: 2},
+		{name: "down", fail: nil, down: true, attempts: 3, wantErr: "503", calls: 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +128,16 @@ func TestLogBatchSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 100 params + 10 tags + 890 metrics, then 50 params + 950 metrics, then 660 metrics.
-	if diff := cmp.Diff([]int{3, 2500, 150, 10}, []int{s.Calls("POST /api/2.0/mlflow/runs/log-batch"), len(s.History(run.RunID, "loss")), len(got.Data.Params), len(got.Data.Tags)}); diff != "" {
+	type logged struct {
+		Calls, Metrics, Params, Tags int
+	}
+	gotLogged := logged{
+		Calls:   s.Calls("POST /api/2.0/mlflow/runs/log-batch"),
+		Metrics: len(s.History(run.RunID, "loss")),
+		Params:  len(got.Data.Params),
+		Tags:    len(got.Data.Tags),
+	}
+	if diff := cmp.Diff(logged{Calls: 3, Metrics: 2500, Params: 150, Tags: 10}, gotLogged); diff != "" {
 		t.Errorf("calls, metrics, params, tags (-want +got):\n%s", diff)
 	}
 }
@@ -166,13 +175,13 @@ func TestRunLifecycle(t *testing.T) {
 		err  error
 		code string
 	}{
-		{func() error { _, err := c.GetExperimentByName(ctx, "none"); return err }(), mlflow.ResourceDoesNotExist},
-		{c.UpdateRun(ctx, created.RunID, "DONE", time.Time{}), mlflow.InvalidParameterValue},
-		{c.UpdateRun(ctx, "run-none", mlflow.RunFailed, time.Time{}), mlflow.ResourceDoesNotExist},
-		{func() error {
+		{err: func() error { _, err := c.GetExperimentByName(ctx, "none"); return err }(), code: mlflow.ResourceDoesNotExist},
+		{err: c.UpdateRun(ctx, created.RunID, "DONE", time.Time{}), code: mlflow.InvalidParameterValue},
+		{err: c.UpdateRun(ctx, "run-none", mlflow.RunFailed, time.Time{}), code: mlflow.ResourceDoesNotExist},
+		{err: func() error {
 			_ = c.LogBatch(ctx, created.RunID, nil, []mlflow.Tag{{Key: "lr", Value: "0.1"}}, nil)
 			return c.LogBatch(ctx, created.RunID, nil, []mlflow.Tag{{Key: "lr", Value: "0.2"}}, nil)
-		}(), mlflow.InvalidParameterValue},
+		}(), code: mlflow.InvalidParameterValue},
 	}
 	for i, e := range errs {
 		if !mlflow.IsCode(e.err, e.code) {

@@ -45,7 +45,11 @@ func TestModesShareAStateDirectory(t *testing.T) {
 	for _, run := range []struct {
 		name string
 		args []string
-	}{{"process nodes", demo}, {"real nodes", real}, {"process nodes after real nodes", demo}} {
+	}{
+		{name: "process nodes", args: demo},
+		{name: "real nodes", args: real},
+		{name: "process nodes after real nodes", args: demo},
+	} {
 		cmd := exec.Command(filepath.Join(bin, "trainingjob-local"), run.args...)
 		cmd.Dir = testenv.RepoRoot()
 		out, err := cmd.CombinedOutput()
@@ -61,7 +65,8 @@ func TestModesShareAStateDirectory(t *testing.T) {
 	// state directory), not the real-node run's before it (under /checkpoints in the container).
 	logs := exec.Command(filepath.Join(bin, "trainingjob-local"), "logs", "--state-dir", state, "-n", "demo", "logistic-regression")
 	out, err := logs.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "checkpoint "+filepath.Join(state, "data")) || strings.Contains(string(out), "checkpoint /checkpoints/") {
+	if err != nil || !strings.Contains(string(out), "checkpoint "+filepath.Join(state, "data")) ||
+		strings.Contains(string(out), "checkpoint /checkpoints/") {
 		t.Errorf("trainingjob-local logs after the process-node run (%v): want its own checkpoints under %s/data:\n%s", err, state, out)
 	}
 }

@@ -13,13 +13,20 @@ import (
 // window count, by kind, with events and conflicts apart; reads and unparsable lines are skipped.
 func TestAuditWrites(t *testing.T) {
 	lines := []string{
-		`{"verb":"create","user":{"username":"op"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":201},"stageTimestamp":"2026-11-26T10:00:01Z"}`,
-		`{"verb":"patch","user":{"username":"op"},"objectRef":{"resource":"trainingjobs","subresource":"status"},"responseStatus":{"code":200},"stageTimestamp":"2026-11-26T10:00:02Z"}`,
-		`{"verb":"patch","user":{"username":"op"},"objectRef":{"resource":"trainingjobs","subresource":"status"},"responseStatus":{"code":409},"stageTimestamp":"2026-11-26T10:00:02Z"}`,
-		`{"verb":"create","user":{"username":"op2"},"objectRef":{"resource":"events"},"responseStatus":{"code":201},"stageTimestamp":"2026-11-26T10:00:03Z"}`,
-		`{"verb":"get","user":{"username":"op"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"stageTimestamp":"2026-11-26T10:00:03Z"}`,
-		`{"verb":"create","user":{"username":"someone"},"objectRef":{"resource":"pods"},"responseStatus":{"code":201},"stageTimestamp":"2026-11-26T10:00:03Z"}`,
-		`{"verb":"delete","user":{"username":"op"},"objectRef":{"resource":"pods"},"responseStatus":{"code":200},"stageTimestamp":"2026-11-26T10:09:00Z"}`,
+		`{"verb":"create","user":{"username":"op"},"objectRef":{"resource":"jobs"},` +
+			`"responseStatus":{"code":201},"stageTimestamp":"2026-11-26T10:00:01Z"}`,
+		`{"verb":"patch","user":{"username":"op"},"objectRef":{"resource":"trainingjobs","subresource":"status"},` +
+			`"responseStatus":{"code":200},"stageTimestamp":"2026-11-26T10:00:02Z"}`,
+		`{"verb":"patch","user":{"username":"op"},"objectRef":{"resource":"trainingjobs","subresource":"status"},` +
+			`"responseStatus":{"code":409},"stageTimestamp":"2026-11-26T10:00:02Z"}`,
+		`{"verb":"create","user":{"username":"op2"},"objectRef":{"resource":"events"},` +
+			`"responseStatus":{"code":201},"stageTimestamp":"2026-11-26T10:00:03Z"}`,
+		`{"verb":"get","user":{"username":"op"},"objectRef":{"resource":"jobs"},` +
+			`"responseStatus":{"code":200},"stageTimestamp":"2026-11-26T10:00:03Z"}`,
+		`{"verb":"create","user":{"username":"someone"},"objectRef":{"resource":"pods"},` +
+			`"responseStatus":{"code":201},"stageTimestamp":"2026-11-26T10:00:03Z"}`,
+		`{"verb":"delete","user":{"username":"op"},"objectRef":{"resource":"pods"},` +
+			`"responseStatus":{"code":200},"stageTimestamp":"2026-11-26T10:09:00Z"}`,
 		`not json`,
 	}
 	path := filepath.Join(t.TempDir(), "audit.log")

@@ -92,7 +92,8 @@ func MetricsURL(addr string, secure bool) string {
 // certificate not verified) and returns the status code and the body.
 func Fetch(ctx context.Context, url, token string) (int, string, error) {
 	hc := http.Client{Timeout: 5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed, as in the ServiceMonitor
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed, as in the ServiceMonitor
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
@@ -136,7 +137,9 @@ func Sum(families map[string]*dto.MetricFamily, name string, match map[string]st
 func hasLabels(m *dto.Metric, match map[string]string) bool {
 	found := 0
 	for _, l := range m.GetLabel() {
-		if v, ok := match[l.GetName()]; ok && (v == l.GetValue() || (strings.HasSuffix(v, "*") && strings.HasPrefix(l.GetValue(), strings.TrimSuffix(v, "*")))) {
+		v, ok := match[l.GetName()]
+		prefix := strings.HasSuffix(v, "*") && strings.HasPrefix(l.GetValue(), strings.TrimSuffix(v, "*"))
+		if ok && (v == l.GetValue() || prefix) {
 			found++
 		}
 	}

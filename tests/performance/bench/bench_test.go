@@ -49,13 +49,16 @@ go_memstats_heap_inuse_bytes 1024
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []float64{
-		Sum(families, "rest_client_requests_total", map[string]string{"method": "PUT", "code": "2*"}),
-		Sum(families, "rest_client_requests_total", nil),
-		Sum(families, "go_memstats_heap_inuse_bytes", nil),
-		Sum(families, "missing", nil),
+	type sums struct {
+		SuccessfulPuts, Requests, HeapInUse, Missing float64
 	}
-	if diff := cmp.Diff([]float64{7, 12, 1024, 0}, got); diff != "" {
+	got := sums{
+		SuccessfulPuts: Sum(families, "rest_client_requests_total", map[string]string{"method": "PUT", "code": "2*"}),
+		Requests:       Sum(families, "rest_client_requests_total", nil),
+		HeapInUse:      Sum(families, "go_memstats_heap_inuse_bytes", nil),
+		Missing:        Sum(families, "missing", nil),
+	}
+	if diff := cmp.Diff(sums{SuccessfulPuts: 7, Requests: 12, HeapInUse: 1024, Missing: 0}, got); diff != "" {
 		t.Errorf("sums (-want +got):\n%s", diff)
 	}
 }

@@ -90,14 +90,16 @@ func startKubelet(ctx context.Context, cs kubernetes.Interface, stopDelay time.D
 }
 
 func createNode(ctx context.Context, cs kubernetes.Interface) error {
-	capacity := corev1.ResourceList{corev1.ResourceCPU: resourceQty("10000"), corev1.ResourceMemory: resourceQty("100Ti"), corev1.ResourcePods: resourceQty("100000")}
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resourceQty("10000"), corev1.ResourceMemory: resourceQty("100Ti"),
+		corev1.ResourcePods: resourceQty("100000")}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity}}
 	node, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return err
 }
@@ -151,28 +153,31 @@ func (k *kubelet) records(job string) []podRecord {
 func (k *kubelet) run(p *corev1.Pod) {
 	ctx := context.Background()
 	if p.Spec.NodeName == "" {
-		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID}, Target: corev1.ObjectReference{Kind: "Node", Name: nodeName}}
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID},
+			Target: corev1.ObjectReference{Kind: "Node", Name: nodeName}}
 		if err := k.cs.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
 			return // deleted meanwhile
 		}
 	}
 	k.mark(p, func(r *podRecord) { r.bound = time.Now() })
 	now := metav1.Now()
-	st := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "127.0.0.1", PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}, StartTime: &now,
+	st := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "127.0.0.1", PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}},
+		StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
 	for _, c := range p.Spec.InitContainers {
-		s := corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}}
+		s := corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}}
 		if ptr.Deref(c.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways {
 			s.State, s.Ready, s.Started = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}, true, ptr.To(true)
 		}
 		st.InitContainerStatuses = append(st.InitContainerStatuses, s)
 	}
 	for _, c := range p.Spec.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+			Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
 	}
 	if k.patchStatus(ctx, p, st) == nil {
 		k.mark(p, func(r *podRecord) { r.running = time.Now() })
@@ -210,7 +215,8 @@ func (k *kubelet) delete(p *corev1.Pod) {
 // end reports the pod's containers exited with code (0: Succeeded, else Failed), as a kubelet does.
 func (k *kubelet) end(ctx context.Context, p *corev1.Pod, code int32) error {
 	now := metav1.Now()
-	st := corev1.PodStatus{Phase: corev1.PodSucceeded, HostIP: "127.0.0.1", PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}, StartTime: p.Status.StartTime,
+	st := corev1.PodStatus{Phase: corev1.PodSucceeded, HostIP: "127.0.0.1", PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}},
+		StartTime: p.Status.StartTime,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: now}}}
 	reason := "Completed"

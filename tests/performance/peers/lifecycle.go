@@ -46,7 +46,8 @@ func (p peerResult) row() string {
 	if p.Error != "" {
 		return fmt.Sprintf("| %s | %s | %d | %.2f | stopped: %s | | | | | | | | | | | |", p.Operator, p.Rate, p.Jobs, p.CeilingS, p.Error)
 	}
-	return fmt.Sprintf("| %s | %s | %d | %.2f | %.2f | %.2fx | %.3f / %.3f | %.3f / %.3f | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %s |",
+	return fmt.Sprintf("| %s | %s | %d | %.2f | %.2f | %.2fx | %.3f / %.3f | %.3f / %.3f | "+
+		"%.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %s |",
 		p.Operator, p.Rate, p.Jobs, p.CeilingS, p.WiredS, p.Ratio, p.BurstToPods[0], p.BurstToPods[1], p.IdleToPods[0], p.IdleToPods[1],
 		p.LifecycleS, p.Writes, p.ControllerMgr, p.Events, p.Conflicts, p.CPUSeconds, p.PeakRSSMiB, p.restart())
 }
@@ -116,7 +117,8 @@ func (r *run) warmUpOperator(ctx context.Context, op *operator) error {
 	if err := r.submit(ctx, op, "warm-up", workers); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 3*time.Minute, op.name+" running a first job", func() bool { n, _ := r.gang("warm-up", time.Time{}); return n == workers }); err != nil {
+	running := func() bool { n, _ := r.gang("warm-up", time.Time{}); return n == workers }
+	if err := waitFor(ctx, 3*time.Minute, op.name+" running a first job", running); err != nil {
 		return err
 	}
 	if err := r.finishJob(ctx, "warm-up"); err != nil {

@@ -60,7 +60,8 @@ func main() {
 	flag.StringVar(&rates, "rates", "published,tuned", "client rates of the peer comparison")
 	flag.StringVar(&ranks, "ranks", "", "ranks of the gang-restart measurement (8,64,256); empty: none")
 	flag.StringVar(&kcm, "kcm-qps", "20,200", "gang restart: kube-controller-manager client rates to measure at (20: its default)")
-	flag.DurationVar(&c.stopDelay, "stop-delay", time.Second, "gang restart: how long the played kubelet takes to stop a deleted pod's containers")
+	flag.DurationVar(&c.stopDelay, "stop-delay", time.Second,
+		"gang restart: how long the played kubelet takes to stop a deleted pod's containers")
 	flag.IntVar(&c.repeats, "repeats", 2, "gang restart: restarts and fresh starts measured per size")
 	flag.StringVar(&c.out, "out", "", "directory for report.json, report.md and the components' logs")
 	flag.Parse()
@@ -76,7 +77,8 @@ func main() {
 		c.kcmQPS, err = benchkit.Counts(kcm)
 	}
 	c.operators, c.rates = strings.Split(ops, ","), strings.Split(rates, ",")
-	if err == nil && len(c.jobs) > 0 && c.peers == "" && slices.ContainsFunc(c.operators, func(o string) bool { return o != "trainingjob-operator" }) {
+	notOurs := func(o string) bool { return o != "trainingjob-operator" }
+	if err == nil && len(c.jobs) > 0 && c.peers == "" && slices.ContainsFunc(c.operators, notOurs) {
 		err = fmt.Errorf("-peers is required (hack/peers.sh builds them and prints the directory)")
 	}
 	if err != nil {
@@ -151,9 +153,12 @@ func (o *operator) key() string {
 
 func (rep report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Peer benchmark\n\n%s; times in seconds; per-lifecycle figures divide by the job count; kube-controller-manager at its default client rate (20/30) unless tuned\n\n", rep.Machine)
+	fmt.Fprintf(&b, "# Peer benchmark\n\n%s; times in seconds; per-lifecycle figures divide by the job count; "+
+		"kube-controller-manager at its default client rate (20/30) unless tuned\n\n", rep.Machine)
 	if len(rep.Peers) > 0 {
-		b.WriteString("| operator | client rate | jobs | ceiling | wired | ratio | submit→pods p50 / p99 (burst) | idle p50 / p99 | lifecycle | operator writes/lifecycle | kube-controller-manager writes/lifecycle | events/lifecycle | conflicts | operator CPU s | peak RSS MiB | failure → all ranks Running p50 / p99 / max |\n")
+		b.WriteString("| operator | client rate | jobs | ceiling | wired | ratio | submit→pods p50 / p99 (burst) | idle p50 / p99 | " +
+			"lifecycle | operator writes/lifecycle | kube-controller-manager writes/lifecycle | events/lifecycle | conflicts | " +
+			"operator CPU s | peak RSS MiB | failure → all ranks Running p50 / p99 / max |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, p := range rep.Peers {
 			b.WriteString(p.row() + "\n")

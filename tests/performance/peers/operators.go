@@ -62,7 +62,8 @@ func ours() *operator {
 			if err != nil {
 				return nil, err
 			}
-			args := []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + benchkit.FreeAddr(), "--metrics-insecure-http", "--health-probe-bind-address=0"}
+			args := []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + benchkit.FreeAddr(), "--metrics-insecure-http",
+				"--health-probe-bind-address=0"}
 			if rt.qps > 0 {
 				args = append(args, fmt.Sprintf("--kube-api-qps=%d", rt.qps), fmt.Sprintf("--kube-api-burst=%d", rt.burst))
 			}
@@ -73,7 +74,8 @@ func ours() *operator {
 			tj := &mlv1.TrainingJob{TypeMeta: metav1.TypeMeta{APIVersion: mlv1.GroupVersion.String(), Kind: "TrainingJob"},
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 				Spec: mlv1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: int32(workers), GPUsPerWorker: ptr.To[int32](0), Image: "bench:1",
-					Command: []string{"train"}, Checkpoint: &mlv1.CheckpointSpec{Enabled: ptr.To(false)}, Monitoring: &mlv1.MonitoringSpec{Enabled: ptr.To(false)}}}
+					Command: []string{"train"}, Checkpoint: &mlv1.CheckpointSpec{Enabled: ptr.To(false)},
+					Monitoring: &mlv1.MonitoringSpec{Enabled: ptr.To(false)}}}
 			return toUnstructured(tj)
 		},
 		finished: func(u *unstructured.Unstructured) bool {

@@ -58,9 +58,11 @@ spec:
 `
 
 func trainer() *operator {
-	return &operator{name: "Kubeflow Trainer + JobSet", version: "trainer v2.3.0, jobset v0.12.0", published: rate{name: "published (trainer 50/100, jobset 500/500)"},
-		users: []string{"bench-trainer", "bench-jobset"}, gvr: schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"},
-		jobLabel: "jobset.sigs.k8s.io/jobset-name",
+	return &operator{name: "Kubeflow Trainer + JobSet", version: "trainer v2.3.0, jobset v0.12.0",
+		published: rate{name: "published (trainer 50/100, jobset 500/500)"},
+		users:     []string{"bench-trainer", "bench-jobset"},
+		gvr:       schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"},
+		jobLabel:  "jobset.sigs.k8s.io/jobset-name",
 		install: func(ctx context.Context, r *run) error {
 			if err := installCRDs(ctx, r, "jobset", "trainer"); err != nil {
 				return err
@@ -71,8 +73,9 @@ func trainer() *operator {
 		object: func(name string, workers int) *unstructured.Unstructured {
 			return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
 				"metadata": map[string]any{"name": name, "namespace": ns},
-				"spec": map[string]any{"runtimeRef": map[string]any{"name": "bench-torch", "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
-					"trainer": map[string]any{"numNodes": int64(workers), "image": "bench:1", "command": []any{"train"}}}}}
+				"spec": map[string]any{
+					"runtimeRef": map[string]any{"name": "bench-torch", "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+					"trainer":    map[string]any{"numNodes": int64(workers), "image": "bench:1", "command": []any{"train"}}}}}
 		},
 		finished: func(u *unstructured.Unstructured) bool { return hasCondition(u, "Complete") },
 	}
@@ -109,7 +112,10 @@ func startTrainer(r *run, rt rate) ([]*cluster.Process, error) {
 	for _, p := range []struct {
 		name, user string
 		cfg        map[string]any
-	}{{"jobset", "bench-jobset", jobset}, {"trainer", "bench-trainer", trainer}} {
+	}{
+		{name: "jobset", user: "bench-jobset", cfg: jobset},
+		{name: "trainer", user: "bench-trainer", cfg: trainer},
+	} {
 		proc, err := r.startPeer(p.name, p.user, p.cfg)
 		if err != nil {
 			return procs, err
@@ -133,7 +139,8 @@ func (r *run) startPeer(name, user string, cfg map[string]any) (*cluster.Process
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return nil, err
 	}
-	return cluster.StartProcess(filepath.Join(r.c.peers, name), []string{"--kubeconfig=" + kc, "--config=" + path}, filepath.Join(r.dir, name+".log"))
+	return cluster.StartProcess(filepath.Join(r.c.peers, name), []string{"--kubeconfig=" + kc, "--config=" + path},
+		filepath.Join(r.dir, name+".log"))
 }
 
 // trainingOperator is Kubeflow Training Operator v1 with only its PyTorchJob controller. Its certificate
@@ -142,7 +149,8 @@ func (r *run) startPeer(name, user string, cfg map[string]any) (*cluster.Process
 // restartPolicy ExitCode recreates a rank killed by a signal (v1 restarts only that pod, never the gang).
 func trainingOperator() *operator {
 	return &operator{name: "Kubeflow Training Operator v1", version: "v1.9.3", published: rate{name: "published (20/30, 1 worker thread)"},
-		users: []string{"bench-training-operator"}, gvr: schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"},
+		users:    []string{"bench-training-operator"},
+		gvr:      schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"},
 		jobLabel: "training.kubeflow.org/job-name",
 		install: func(ctx context.Context, r *run) error {
 			if err := installCRDs(ctx, r, "training-operator"); err != nil {
@@ -151,10 +159,12 @@ func trainingOperator() *operator {
 			if err := namespace(ctx, r, "kubeflow"); err != nil {
 				return err
 			}
-			if err := r.k.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "training-operator-webhook-cert", Namespace: "kubeflow"}}); err != nil {
+			cert := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "training-operator-webhook-cert", Namespace: "kubeflow"}}
+			if err := r.k.Create(ctx, cert); err != nil {
 				return err
 			}
-			vwc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+			vwc := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
 				"metadata": map[string]any{"name": "validator.training-operator.kubeflow.org"}}}
 			return r.k.Create(ctx, vwc)
 		},

@@ -57,11 +57,16 @@ type restartResult struct {
 
 func restartTable(rs []restartResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Gang restart (our operator; the played kubelet stops a deleted pod's containers %.1f s after its deletion): seconds from the submission (fresh) or the rank's failure (restart) until each phase was seen\n\n", rs[0].StopDelay)
-	b.WriteString("| ranks | kube-controller-manager QPS | start | run | failure acted on | old pods all stopping | old pods stopped | old pods gone | Job created | pods created | scheduled | all Running | status Running | operator writes | kube-controller-manager writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "Gang restart (our operator; the played kubelet stops a deleted pod's containers %.1f s after its deletion): "+
+		"seconds from the submission (fresh) or the rank's failure (restart) until each phase was seen\n\n", rs[0].StopDelay)
+	b.WriteString("| ranks | kube-controller-manager QPS | start | run | failure acted on | old pods all stopping | old pods stopped | " +
+		"old pods gone | Job created | pods created | scheduled | all Running | status Running | operator writes | " +
+		"kube-controller-manager writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		p := r.Phases
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", r.Ranks, kcmRate(r.KCMQPS), r.Kind, r.Repeat, dash(p.Detect), dash(p.Stopping), dash(p.Stopped), dash(p.OldGone), p.Job, p.Pods, p.Scheduled, p.Running, p.Status,
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n",
+			r.Ranks, kcmRate(r.KCMQPS), r.Kind, r.Repeat, dash(p.Detect), dash(p.Stopping), dash(p.Stopped), dash(p.OldGone),
+			p.Job, p.Pods, p.Scheduled, p.Running, p.Status,
 			byKindInt(r.Writes["operator"]), byKindInt(r.Writes["kube-controller-manager"]))
 	}
 	return b.String()
@@ -201,8 +206,12 @@ func measureRestart(ctx context.Context, c config, ranks, kcmQPS int) ([]restart
 			kind string
 			ph   phases
 			w    map[string]map[string]int
-		}{{"fresh", fresh.phases, fresh.writes}, {"restart", restart.phases, restart.writes}} {
-			res := restartResult{Ranks: ranks, KCMQPS: kcmQPS, Kind: p.kind, Repeat: rep, StopDelay: c.stopDelay.Seconds(), Phases: p.ph, Writes: p.w}
+		}{
+			{kind: "fresh", ph: fresh.phases, w: fresh.writes},
+			{kind: "restart", ph: restart.phases, w: restart.writes},
+		} {
+			res := restartResult{Ranks: ranks, KCMQPS: kcmQPS, Kind: p.kind, Repeat: rep, StopDelay: c.stopDelay.Seconds(),
+				Phases: p.ph, Writes: p.w}
 			fmt.Fprintln(os.Stderr, restartTable([]restartResult{res}))
 			out = append(out, res)
 		}
@@ -225,14 +234,15 @@ func (r *run) freshStart(ctx context.Context, op *operator, seen *seenJobs, name
 	if err := r.submit(ctx, op, name, ranks); err != nil {
 		return timed{}, err
 	}
-	if err := waitFor(ctx, 5*time.Minute, name+" Running", func() bool { return !seen.stateAt(name, 0, mlv1.StateRunning).IsZero() }); err != nil {
+	running := func() bool { return !seen.stateAt(name, 0, mlv1.StateRunning).IsZero() }
+	if err := waitFor(ctx, 5*time.Minute, name+" Running", running); err != nil {
 		return timed{}, err
 	}
 	jobAt, _ := seen.jobAdded(names.JobName(&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: name}}), "")
 	p := r.podPhases(name, start, ranks)
 	p.Job, p.Status = jobAt.Sub(start).Seconds(), seen.stateAt(name, 0, mlv1.StateRunning).Sub(start).Seconds()
 	w, err := r.writesBetween(start, seen.stateAt(name, 0, mlv1.StateRunning))
-	return timed{p, w}, err
+	return timed{phases: p, writes: w}, err
 }
 
 // writesBetween are the operator's and kube-controller-manager's writes in the window, by kind.
@@ -260,7 +270,8 @@ func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, rank
 	if err := r.kl.end(ctx, recs[0].pod, 137); err != nil {
 		return timed{}, err
 	}
-	if err := waitFor(ctx, 5*time.Minute, name+" Running again", func() bool { return !seen.stateAt(name, 1, mlv1.StateRunning).IsZero() }); err != nil {
+	runningAgain := func() bool { return !seen.stateAt(name, 1, mlv1.StateRunning).IsZero() }
+	if err := waitFor(ctx, 5*time.Minute, name+" Running again", runningAgain); err != nil {
 		return timed{}, err
 	}
 	p := r.podPhases(name, failed, ranks)
@@ -277,7 +288,7 @@ func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, rank
 	p.Stopping = stopping.Sub(failed).Seconds()
 	p.OldGone = gone.Sub(failed).Seconds()
 	w, err := r.writesBetween(failed, seen.stateAt(name, 1, mlv1.StateRunning))
-	return timed{p, w}, err
+	return timed{phases: p, writes: w}, err
 }
 
 // podPhases are the times from origin until the last of the ranks pods added after it was created, bound

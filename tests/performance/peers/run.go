@@ -50,7 +50,8 @@ func startRun(ctx context.Context, c config, jobOf func(*corev1.Pod) string, sto
 		return nil, err
 	}
 	r := &run{c: c, dir: dir, finished: map[string]time.Time{}}
-	if r.cl, err = cluster.Start(cluster.Options{Assets: c.assets, Dir: dir, AuditLog: filepath.Join(dir, "audit.log"), Bare: !ours}); err != nil {
+	opts := cluster.Options{Assets: c.assets, Dir: dir, AuditLog: filepath.Join(dir, "audit.log"), Bare: !ours}
+	if r.cl, err = cluster.Start(opts); err != nil {
 		return r, err
 	}
 	if r.k, err = client.New(r.cl.Config, client.Options{Scheme: controllers.NewScheme()}); err != nil {
@@ -107,7 +108,8 @@ func (r *run) ceiling(ctx context.Context, n int) (time.Duration, error) {
 	start := time.Now()
 	err := benchkit.Parallel(n, clients, func(i int) error {
 		tj := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: jobName(i), Namespace: ceilingNS},
-			Spec: mlv1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 2, GPUsPerWorker: ptr.To[int32](0), Image: "bench:1", Command: []string{"train"}}}
+			Spec: mlv1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 2, GPUsPerWorker: ptr.To[int32](0), Image: "bench:1",
+				Command: []string{"train"}}}
 		tj.Default()
 		cm, err := builders.ConfigMap(tj)
 		if err != nil {

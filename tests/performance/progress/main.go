@@ -55,8 +55,10 @@ func main() {
 
 func run(ctx context.Context, c config) error {
 	var report strings.Builder
-	fmt.Fprintf(&report, "# Progress benchmark\n\ninterval %s, %d rounds per job; latencies from a metric change at rank 0\n\n", c.interval, c.rounds)
-	fmt.Fprintln(&report, "| jobs | gauge p50 | gauge p99 | gauge max | status p50 | status p99 | status max | status writes/job/min | scrapes/job/interval | manager CPU/scrape |")
+	fmt.Fprintf(&report, "# Progress benchmark\n\ninterval %s, %d rounds per job; latencies from a metric change at rank 0\n\n",
+		c.interval, c.rounds)
+	fmt.Fprintln(&report, "| jobs | gauge p50 | gauge p99 | gauge max | status p50 | status p99 | status max | "+
+		"status writes/job/min | scrapes/job/interval | manager CPU/scrape |")
 	fmt.Fprintln(&report, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, n := range c.jobs {
 		fmt.Fprintf(os.Stderr, "progress-bench: %d jobs\n", n)

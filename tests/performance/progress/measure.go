@@ -87,7 +87,8 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 	}
 	// Plain HTTP: the benchmark times the series' freshness, not the scraper's reviews.
 	mgr, err := cluster.StartProcess(c.manager, []string{"--kubeconfig=" + cl.Kubeconfig, "--metrics-bind-address=" + b.metrics,
-		"--metrics-insecure-http", "--health-probe-bind-address=0", "--progress-interval=" + c.interval.String(), "--zap-log-level=error"}, filepath.Join(dir, "manager.log"))
+		"--metrics-insecure-http", "--health-probe-bind-address=0", "--progress-interval=" + c.interval.String(), "--zap-log-level=error"},
+		filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return result{}, err
 	}

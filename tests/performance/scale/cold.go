@@ -41,7 +41,8 @@ func (b *bench) idleSubmissions(ctx context.Context, count int) ([2]float64, err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if _, err := b.seen.wait(time.Minute, "idle submissions wired", func(j *jobSeen) bool { return j.wired() || j.state == "Completed" }); err != nil {
+	wired := func(j *jobSeen) bool { return j.wired() || j.state == "Completed" }
+	if _, err := b.seen.wait(time.Minute, "idle submissions wired", wired); err != nil {
 		return [2]float64{}, err
 	}
 	return b.seen.submitToJob(b.n, b.n+count), nil

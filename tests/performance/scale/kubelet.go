@@ -66,7 +66,8 @@ func (b *bench) finishWorker(ctx context.Context, i int) error {
 	pod.Status.Phase = corev1.PodSucceeded
 	pod.Status.Conditions[0].Status = corev1.ConditionFalse
 	pod.Status.ContainerStatuses[0].Ready = false
-	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
 	if err := b.k.Status().Update(ctx, pod); err != nil {
 		return err
 	}
@@ -77,7 +78,8 @@ func (b *bench) finishWorker(ctx context.Context, i int) error {
 	job.Status.Active, job.Status.Ready, job.Status.Succeeded, job.Status.CompletedIndexes = 0, ptr.To[int32](0), 1, "0"
 	job.Status.CompletionTime = &now
 	for _, t := range []batchv1.JobConditionType{batchv1.JobSuccessCriteriaMet, batchv1.JobComplete} {
-		job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now})
+		job.Status.Conditions = append(job.Status.Conditions,
+			batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now})
 	}
 	return b.k.Status().Update(ctx, job)
 }

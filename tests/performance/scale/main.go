@@ -47,7 +47,8 @@ func main() {
 	flag.IntVar(&c.repeats, "repeats", 2, "measurements per job count, each on a fresh control plane")
 	flag.DurationVar(&c.idle, "idle", 20*time.Second, "how long the finished jobs are watched for writes")
 	flag.StringVar(&args, "manager-args", "", "extra manager flags, space-separated (e.g. --max-concurrent-reconciles=1)")
-	flag.BoolVar(&c.checkpoints, "checkpoints", false, "jobs with checkpoints enabled: adds the CheckpointController's writes (RESUME_FROM, status.checkpoint)")
+	flag.BoolVar(&c.checkpoints, "checkpoints", false,
+		"jobs with checkpoints enabled: adds the CheckpointController's writes (RESUME_FROM, status.checkpoint)")
 	flag.StringVar(&c.out, "out", "", "directory for report.json, report.md and the manager's CPU and heap profiles")
 	flag.Parse()
 	var err error
@@ -94,8 +95,11 @@ func run(ctx context.Context, c config) error {
 // table is the readable report: one row per run.
 func table(c config, rs []result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Scale benchmark\n\nmanager flags: %q; checkpoints: %t; times in seconds; per-job figures divide by the job count\n\n", c.managerArgs, c.checkpoints)
-	b.WriteString("| jobs | run | ceiling | submitted | wired | ratio | submit→Job p50 / p99 (burst) | idle p50 / p99 | lifecycle | jobs/s | writes/lifecycle | status writes | events | conflicts | errors logged | idle writes | heap KiB/job | RSS KiB/job | cold start | cold writes |\n")
+	fmt.Fprintf(&b, "# Scale benchmark\n\nmanager flags: %q; checkpoints: %t; times in seconds; per-job figures divide by the job count\n\n",
+		c.managerArgs, c.checkpoints)
+	b.WriteString("| jobs | run | ceiling | submitted | wired | ratio | submit→Job p50 / p99 (burst) | idle p50 / p99 | lifecycle | " +
+		"jobs/s | writes/lifecycle | status writes | events | conflicts | errors logged | idle writes | heap KiB/job | RSS KiB/job | " +
+		"cold start | cold writes |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		b.WriteString(r.row() + "\n")

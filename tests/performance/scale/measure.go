@@ -55,7 +55,8 @@ type result struct {
 }
 
 func (r result) row() string {
-	return fmt.Sprintf("| %d | %d | %.2f | %.2f | %.2f | %.2fx | %.3f / %.3f | %.3f / %.3f | %.1f | %.0f | %.1f | %.1f | %.1f | %d | %d | %d | %.1f | %.1f | %.2f | %d |",
+	return fmt.Sprintf("| %d | %d | %.2f | %.2f | %.2f | %.2fx | %.3f / %.3f | %.3f / %.3f | "+
+		"%.1f | %.0f | %.1f | %.1f | %.1f | %d | %d | %d | %.1f | %.1f | %.2f | %d |",
 		r.Jobs, r.Run, r.CeilingS, r.SubmitS, r.WiredS, r.Ratio, r.SubmitToJob[0], r.SubmitToJob[1], r.IdleSubmitToJob[0], r.IdleSubmitToJob[1],
 		r.LifecycleS, r.JobsPerS, r.Writes, r.StatusWrites, r.Events, r.Conflicts, r.ErrorsLogged, r.IdleWrites,
 		r.HeapKiBPerJob, r.RSSKiBPerJob, r.ColdStartS, r.ColdStartWrites)
@@ -136,8 +137,8 @@ func (b *bench) startManager(ctx context.Context) error {
 	b.runs++
 	b.metrics, b.pprof = benchkit.FreeAddr(), benchkit.FreeAddr()
 	// Plain HTTP: a scrape's TokenReview and SubjectAccessReview would count among the API writes measured.
-	args := append([]string{"--kubeconfig=" + b.kc, "--metrics-bind-address=" + b.metrics, "--metrics-insecure-http", "--pprof-bind-address=" + b.pprof,
-		"--health-probe-bind-address=0"}, b.c.managerArgs...)
+	args := append([]string{"--kubeconfig=" + b.kc, "--metrics-bind-address=" + b.metrics, "--metrics-insecure-http",
+		"--pprof-bind-address=" + b.pprof, "--health-probe-bind-address=0"}, b.c.managerArgs...)
 	var err error
 	if b.mgr, err = cluster.StartProcess(b.c.manager, args, filepath.Join(b.dir, fmt.Sprintf("manager-%d.log", b.runs))); err != nil {
 		return err

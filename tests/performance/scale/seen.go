@@ -67,7 +67,8 @@ func (s *seen) follow(ctx context.Context, k client.WithWatch, newList func() cl
 			return nil
 		})
 		var err error
-		if w, err = k.Watch(ctx, newList(), client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.GetResourceVersion()}}); err != nil {
+		from := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.GetResourceVersion()}}
+		if w, err = k.Watch(ctx, newList(), client.InNamespace(ns), from); err != nil {
 			w = watch.NewEmptyWatch()
 		}
 	}

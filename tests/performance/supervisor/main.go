@@ -79,9 +79,15 @@ func main() {
 		os.Exit(2)
 	}
 	workloads := []workload{
-		{fmt.Sprintf("%s in 64 KiB lines", human(*size)), []string{python, "-c", bulk, strconv.FormatInt(*size, 10)}},
-		{fmt.Sprintf("%s in 100-byte `step N/M loss x` lines", human(*shortSize)), []string{python, "-c", shortLines, strconv.FormatInt(*shortSize, 10)}},
-		{fmt.Sprintf("tqdm bar redrawn %d times a second for %gs", *rate, *seconds), []string{python, "-c", bar, strconv.Itoa(*rate), strconv.FormatFloat(*seconds, 'g', -1, 64)}},
+		{name: fmt.Sprintf("%s in 64 KiB lines", human(*size)), argv: []string{python, "-c", bulk, strconv.FormatInt(*size, 10)}},
+		{
+			name: fmt.Sprintf("%s in 100-byte `step N/M loss x` lines", human(*shortSize)),
+			argv: []string{python, "-c", shortLines, strconv.FormatInt(*shortSize, 10)},
+		},
+		{
+			name: fmt.Sprintf("tqdm bar redrawn %d times a second for %gs", *rate, *seconds),
+			argv: []string{python, "-c", bar, strconv.Itoa(*rate), strconv.FormatFloat(*seconds, 'g', -1, 64)},
+		},
 	}
 	report, err := measureAll(*supervisor, workloads, *n)
 	if err == nil {
@@ -98,7 +104,8 @@ func main() {
 func measureAll(supervisor string, workloads []workload, n int) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Median of %d runs each way, alternating; CPU is user + system of the whole process tree.\n\n", n)
-	b.WriteString("| workload | without supervisor (wall, CPU) | through supervisor (wall, CPU) | supervisor's extra CPU | CPU ratio | wall ratio | supervisor VmHWM |\n")
+	b.WriteString("| workload | without supervisor (wall, CPU) | through supervisor (wall, CPU) | supervisor's extra CPU | " +
+		"CPU ratio | wall ratio | supervisor VmHWM |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, w := range workloads {
 		direct, through, err := measure(supervisor, w, n)

@@ -85,14 +85,14 @@ func (s *Server) Down(down bool) {
 	s.down = down
 }
 
-// Calls is how many requests reached the endpoint ("POST /api/2.0/mlflow/runs/log-batch").
+// Calls returns how many requests reached the endpoint ("POST /api/2.0/mlflow/runs/log-batch").
 func (s *Server) Calls(endpoint string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[endpoint]
 }
 
-// Authorizations is the Authorization header of every request that reached an endpoint, in order ("" for
+// Authorizations returns the Authorization header of every request that reached an endpoint, in order ("" for
 // a request without one).
 func (s *Server) Authorizations() []string {
 	s.mu.Lock()
@@ -197,8 +197,12 @@ func (s *Server) createRun(body map[string]any, _ *http.Request) (any, *apiError
 	}
 	s.nextID++
 	id := fmt.Sprintf("run%04d", s.nextID)
-	r := &run{info: map[string]any{"run_id": id, "run_uuid": id, "experiment_id": exp, "run_name": str(body, "run_name"),
-		"status": "RUNNING", "start_time": body["start_time"], "lifecycle_stage": "active"}, tags: map[string]string{}, params: map[string]string{}}
+	r := &run{
+		info: map[string]any{"run_id": id, "run_uuid": id, "experiment_id": exp, "run_name": str(body, "run_name"),
+			"status": "RUNNING", "start_time": body["start_time"], "lifecycle_stage": "active"},
+		tags:   map[string]string{},
+		params: map[string]string{},
+	}
 	tags, _ := body["tags"].([]any)
 	for _, t := range tags {
 		m, _ := t.(map[string]any)
@@ -208,7 +212,7 @@ func (s *Server) createRun(body map[string]any, _ *http.Request) (any, *apiError
 	return map[string]any{"run": r.json()}, nil
 }
 
-// json is the run as runs/get and runs/search return it: like MLflow, data.metrics holds the latest
+// json returns the run as runs/get and runs/search return it: like MLflow, data.metrics holds the latest
 // value of each metric (the largest step, then the latest timestamp, then the largest value).
 func (r *run) json() map[string]any {
 	kv := func(m map[string]string) []map[string]string {
@@ -249,7 +253,7 @@ type Metric struct {
 	Timestamp int64
 }
 
-// History is every value logged to a run's metric, in the order logged (MLflow's metrics/get-history).
+// History returns every value logged to a run's metric, in the order logged (MLflow's metrics/get-history).
 func (s *Server) History(runID, key string) []Metric {
 	s.mu.Lock()
 	defer s.mu.Unlock()
