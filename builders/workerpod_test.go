@@ -80,7 +80,7 @@ func TestSharedMemory(t *testing.T) {
 	}
 }
 
-// datasetJob is the COCO job of the Kubeflow guides as a TrainingJob: its dataset claim at /data, its W&B
+// datasetJob returns the COCO job of the Kubeflow guides as a TrainingJob: its dataset claim at /data, its W&B
 // key from a Secret, the Istio annotation, its own ServiceAccount and a private registry.
 func datasetJob(tj *mlv1.TrainingJob) {
 	tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{

@@ -149,7 +149,7 @@ func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {
 	return st
 }
 
-// policy is Policy protecting, besides its own, what workers may be told to resume from.
+// policy returns Policy protecting, besides its own, what workers may be told to resume from.
 func (a *Agent) policy() Policy {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -158,7 +158,7 @@ func (a *Agent) policy() Policy {
 	return p
 }
 
-// Serve is the last sync's status, as served to the operator: its latest checkpoint stays protected
+// Serve returns the last sync's status, as served to the operator: its latest checkpoint stays protected
 // until the operator acknowledges RESUME_FROM at or after it.
 func (a *Agent) Serve() AgentStatus {
 	a.mu.Lock()

@@ -27,7 +27,7 @@ const Marker = "_COMPLETE"
 // ErrEndlessListing: a listing went on for more pages than its limit of objects could fill.
 var ErrEndlessListing = errors.New("the listing goes on for more pages than its objects would fill")
 
-// maxPages is how many pages a listing of at most most objects may take: a store fills a page with up to
+// maxPages returns how many pages a listing of at most most objects may take: a store fills a page with up to
 // 1,000 keys; ten per page on average is allowed.
 func maxPages(most int) int { return most/10 + 10 }
 
@@ -75,16 +75,16 @@ type Checkpoint struct {
 	Keys []string
 }
 
-// Dir is the name of the checkpoint directory of an epoch.
+// Dir returns the name of the checkpoint directory of an epoch.
 func Dir(epoch int) string { return "checkpoint-epoch-" + strconv.Itoa(epoch) }
 
-// StepDir is the name of a checkpoint written mid-epoch (at preemption): after epoch complete epochs, at
+// StepDir returns the name of a checkpoint written mid-epoch (at preemption): after epoch complete epochs, at
 // global training step step.
 func StepDir(epoch int, step int64) string {
 	return Dir(epoch) + "-step-" + strconv.FormatInt(step, 10)
 }
 
-// Position is where c stands in the run.
+// Position returns where c stands in the run.
 func (c Checkpoint) Position() agentapi.Position {
 	return agentapi.Position{Epoch: c.Epoch, Step: c.Step}
 }
@@ -94,7 +94,7 @@ func SortByPosition(cps []Checkpoint) {
 	sort.Slice(cps, func(i, j int) bool { return cps[i].Position().Before(cps[j].Position()) })
 }
 
-// EpochOf is the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one.
+// EpochOf returns the epoch of a checkpoint path or URI (…/checkpoint-epoch-<N>), and whether it names one.
 func EpochOf(uri string) (int, bool) { return agentapi.EpochOf(uri) }
 
 // Scan groups the objects under root into checkpoints, oldest epoch first. Objects outside a
@@ -134,7 +134,7 @@ func Scan(root string, objects []Object) []Checkpoint {
 	return out
 }
 
-// Latest is the complete checkpoint with the highest epoch, and whether there is one.
+// Latest returns the complete checkpoint with the highest epoch, and whether there is one.
 func Latest(cps []Checkpoint) (Checkpoint, bool) {
 	for i := len(cps) - 1; i >= 0; i-- {
 		if cps[i].Complete {

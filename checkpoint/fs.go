@@ -57,7 +57,7 @@ func (d DirStore) List(ctx context.Context, prefix string) ([]Object, error) {
 	return out, err
 }
 
-// dirOf is the directory part of a key prefix ("a/b/c" lists under "a/b").
+// dirOf returns the directory part of a key prefix ("a/b/c" lists under "a/b").
 func dirOf(prefix string) string {
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		return prefix[:i]
@@ -141,5 +141,5 @@ func (d DirStore) Delete(_ context.Context, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// URI is the file's path.
+// URI returns the file's path.
 func (d DirStore) URI(key string) string { return filepath.Join(d.Root, filepath.FromSlash(key)) }

@@ -105,7 +105,7 @@ func (g *GCSStore) Delete(ctx context.Context, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// URI is gs://bucket/key.
+// URI returns gs://bucket/key.
 func (g *GCSStore) URI(key string) string {
 	return "gs://" + g.bucket + "/" + strings.TrimPrefix(key, "/")
 }

@@ -46,7 +46,7 @@ func TestS3WrongCredentialsAreReported(t *testing.T) {
 	}
 }
 
-// BenchmarkSync10000 is the agent's cost with 10,000 complete checkpoints (20,000 objects) kept: one
+// BenchmarkSync10000 measures the agent's cost with 10,000 complete checkpoints (20,000 objects) kept: one
 // Sync (list every page, scan, plan, nothing to delete) against a real S3 server on loopback and against
 // a directory (pvc, nfs).
 func BenchmarkSync10000(b *testing.B) {

@@ -19,7 +19,7 @@ type Report struct {
 	DeleteError error
 }
 
-// Count is the number of complete checkpoints.
+// Count returns the number of complete checkpoints.
 func (r Report) Count() int {
 	n := 0
 	for _, c := range r.Checkpoints {

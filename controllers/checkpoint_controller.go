@@ -206,7 +206,7 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 	return nil
 }
 
-// agentToken is the token of the agent at addr (one of rank 0's pods): the value its container has
+// agentToken returns the token of the agent at addr (one of rank 0's pods): the value its container has
 // (agentapi.TokenEnv), so a running pod's token works whatever key the operator holds now; else, when
 // the pod as read shows no agent container (the manager's cache keeps no pod spec, see slimPod), the
 // token the builders gave the job (builders.AgentToken with TokenKey). Never logged.
@@ -247,7 +247,7 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 	return len(left) > 0, err
 }
 
-// rank0Pods are the rank 0 pods of every attempt still there.
+// rank0Pods returns the rank 0 pods of every attempt still there.
 func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	rank0 := client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0"}

@@ -296,7 +296,7 @@ func parallel(n, workers int, f func(int)) {
 	wg.Wait()
 }
 
-// isStale: the Job is suspended, runs no pod, and was built from a spec edited since (spec edits are
+// isStale reports whether the Job is suspended, runs no pod, and was built from a spec edited since (spec edits are
 // admitted only while suspended). Its pod template is immutable, so it is replaced.
 func isStale(job, want *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.Suspend, false) && job.Status.Active == 0 &&
@@ -319,7 +319,7 @@ func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *
 	return nil
 }
 
-// jobFinished: the Job completed or failed.
+// jobFinished reports whether the Job completed or failed.
 func jobFinished(job *batchv1.Job) bool {
 	return derive.JobCondition(job, batchv1.JobComplete) != nil || derive.JobCondition(job, batchv1.JobFailed) != nil
 }
@@ -373,7 +373,7 @@ func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, curr
 	return out, nil
 }
 
-// finished: the run is Completed or Failed.
+// finished reports whether the run is Completed or Failed.
 func finished(tj *mlv1.TrainingJob) bool {
 	return tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed
 }

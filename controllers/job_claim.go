@@ -62,7 +62,7 @@ func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, 
 	return claim, event, err
 }
 
-// newestEvent is the newest event about obj, nil when there is none. Events are read from the API server
+// newestEvent returns the newest event about obj, nil when there is none. Events are read from the API server
 // (not cached: the operator keeps no informer on the cluster's events) and only for claims not yet bound.
 func (r *JobReconciler) newestEvent(ctx context.Context, obj client.Object) (*corev1.Event, error) {
 	var list corev1.EventList

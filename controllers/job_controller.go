@@ -233,7 +233,7 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 	return res, err
 }
 
-// recheck is when the job must be looked at again although nothing it watches may change: an unbound
+// recheck returns when the job must be looked at again although nothing it watches may change: an unbound
 // claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a
 // failed attempt's worker node that is not Ready but does not count as lost yet.
 func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
@@ -277,7 +277,7 @@ type specError struct{ error }
 
 func (e *specError) Unwrap() error { return e.error }
 
-// apiMessage is the API server's message of an error, without our wrapping.
+// apiMessage returns the API server's message of an error, without our wrapping.
 func apiMessage(err error) string {
 	var status apierrors.APIStatus
 	var missing *missingAPIError

@@ -60,7 +60,7 @@ func (m *exitMemory) record(p *corev1.Pod) {
 	m.jobs[key] = kept
 }
 
-// gone are the remembered pods of the job's attempt that are not among present (the pods listed now).
+// gone returns the remembered pods of the job's attempt that are not among present (the pods listed now).
 func (m *exitMemory) gone(key types.NamespacedName, attempt int32, present []corev1.Pod) []corev1.Pod {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -88,7 +88,7 @@ func (m *exitMemory) forget(key types.NamespacedName) {
 	delete(m.jobs, key)
 }
 
-// trainingJobOf is the TrainingJob a child or a worker pod belongs to, from the name label the builders set.
+// trainingJobOf returns the TrainingJob a child or a worker pod belongs to, from the name label the builders set.
 func trainingJobOf(obj client.Object) (types.NamespacedName, bool) {
 	name, ok := obj.GetLabels()[names.NameLabel]
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, ok && name != ""

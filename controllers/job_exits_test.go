@@ -17,7 +17,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 )
 
-// workerPod is a pod of job "g" in namespace ml, of the given attempt, whose trainer ended with code (0:
+// workerPod returns a pod of job "g" in namespace ml, of the given attempt, whose trainer ended with code (0:
 // still running).
 func workerPod(name string, attempt string, code int32) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID(name + "-" + attempt),

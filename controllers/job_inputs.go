@@ -27,7 +27,7 @@ const inputsRecheck = 2 * time.Second
 // reconcile.
 var inputsClient = &http.Client{Timeout: 2 * time.Second}
 
-// inputsProgress is what rank 0's running fetch-inputs container reports (GET /status), nil when the job
+// inputsProgress returns what rank 0's running fetch-inputs container reports (GET /status), nil when the job
 // fetches nothing (no pod of it should serve the endpoint: the container name is the operator's), when it
 // does not run or does not answer: the progress is a nicety, the fetch's end is read from its pod's status.
 func inputsProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) []inputs.Status {

@@ -19,7 +19,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// fetcherPod is rank 0's pod with a running fetch-inputs init container at ip.
+// fetcherPod returns rank 0's pod with a running fetch-inputs init container at ip.
 func fetcherPod(ip string) corev1.Pod {
 	p := corev1.Pod{}
 	p.Name, p.Labels = "a-0", map[string]string{names.RankLabel: "0"}

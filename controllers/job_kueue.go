@@ -99,7 +99,7 @@ func (r *JobReconciler) createWorkload(ctx context.Context, tj *mlv1.TrainingJob
 	return wl, nil
 }
 
-// priority is the value of the class builders.PriorityClassRef names (0 when none): a class that does
+// priority returns the value of the class builders.PriorityClassRef names (0 when none): a class that does
 // not exist is an error that names it, and the job waits saying so.
 func (r *JobReconciler) priority(ctx context.Context, tj *mlv1.TrainingJob) (int32, error) {
 	ref := builders.PriorityClassRef(tj)
@@ -188,7 +188,7 @@ func (r *JobReconciler) observeQueue(ctx context.Context, queue string, wl *kueu
 	return q, err
 }
 
-// admission is Kueue's PodSetInfo of the workers' pod set (package podset's FromAssignment): the
+// admission returns Kueue's PodSetInfo of the workers' pod set (package podset's FromAssignment): the
 // flavors' node labels and tolerations, the pod set label and the Workload's annotation, the topology
 // gate when Kueue assigned a topology, and what admission checks add.
 func (r *JobReconciler) admission(ctx context.Context, wl *kueue.Workload) (*builders.Admission, error) {
@@ -301,7 +301,7 @@ func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob,
 	return nil
 }
 
-// podsReadyCondition is the PodsReady condition Kueue's own job integrations set, from whether all
+// podsReadyCondition returns the PodsReady condition Kueue's own job integrations set, from whether all
 // workers are ready and the condition as it was; changed is false when prev says the same (a ready
 // Workload keeps its reason, Started or Recovered).
 func podsReadyCondition(ready bool, prev *metav1.Condition) (c metav1.Condition, changed bool) {

@@ -17,7 +17,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// admittedWorkload is a Workload as Kueue leaves it once admitted in cq with flavor a100.
+// admittedWorkload returns a Workload as Kueue leaves it once admitted in cq with flavor a100.
 func admittedWorkload(mutate func(*kueue.Workload)) *kueue.Workload {
 	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "wl"},
 		Spec: kueue.WorkloadSpec{PodSets: []kueue.PodSet{{Name: names.WorkerPodSet, Count: 2}}},

@@ -15,7 +15,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 
-// attemptFailing: the current attempt has failed, or is known to fail (derive.AttemptFailure).
+// attemptFailing reports whether the current attempt has failed, or is known to fail (derive.AttemptFailure).
 func attemptFailing(tj *mlv1.TrainingJob, obs derive.Observed) bool {
 	return derive.AttemptFailure(tj, obs) != nil
 }
@@ -83,7 +83,7 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 // count as lost yet: no event comes when the node lifecycle controller taints it.
 const nodeRecheck = time.Second
 
-// settleLeft is how long the verdict on the current attempt's failure still waits for its pods to report
+// settleLeft returns how long the verdict on the current attempt's failure still waits for its pods to report
 // (derive.SettleLeft); false when the attempt has not failed.
 func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
 	if obs.Job == nil {

@@ -54,7 +54,7 @@ func sshSecret(tj *mlv1.TrainingJob) (*corev1.Secret, error) {
 
 type sshKey struct{ private, authorized []byte }
 
-// newKey is an ed25519 key in OpenSSH's private key format, and its authorized_keys line.
+// newKey returns an ed25519 key in OpenSSH's private key format, and its authorized_keys line.
 func newKey(comment string) (sshKey, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -46,7 +46,7 @@ func (p *poller[S]) due(tj *mlv1.TrainingJob, now time.Time, interval time.Durat
 	return 0, &s.state
 }
 
-// next is how long after now the job's next read is due: one interval after the last read started, not
+// next returns how long after now the job's next read is due: one interval after the last read started, not
 // after it ended, so the period does not drift by the read's and the write's own time.
 func (p *poller[S]) next(tj *mlv1.TrainingJob, now time.Time, interval time.Duration) time.Duration {
 	p.mu.Lock()
@@ -82,7 +82,7 @@ func (p *poller[S]) forget(key types.NamespacedName) {
 	delete(p.jobs, key)
 }
 
-// interval is monitoring.scrapeIntervalSeconds, else def.
+// interval returns monitoring.scrapeIntervalSeconds, else def.
 func interval(tj *mlv1.TrainingJob, def time.Duration) time.Duration {
 	if m := tj.Spec.Monitoring; m.ScrapeIntervalSeconds != nil {
 		return time.Duration(*m.ScrapeIntervalSeconds) * time.Second

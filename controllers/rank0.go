@@ -16,7 +16,7 @@ import (
 // Finding rank 0: the StatusController reads its progress endpoint and the CheckpointController its
 // checkpoint agent, both at the address of its running pod.
 
-// rank0Addr is host:port of rank 0's running pod of the current attempt.
+// rank0Addr returns host:port of rank 0's running pod of the current attempt.
 func rank0Addr(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, port int32) (string, error) {
 	pods := &corev1.PodList{}
 	labels := client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0", names.AttemptLabel: strconv.Itoa(int(tj.Status.Attempt))}
@@ -26,7 +26,7 @@ func rank0Addr(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, port 
 	return runningRank0(tj, pods.Items, port)
 }
 
-// runningRank0 is host:port of the running pod of the current attempt among rank 0's pods.
+// runningRank0 returns host:port of the running pod of the current attempt among rank 0's pods.
 func runningRank0(tj *mlv1.TrainingJob, pods []corev1.Pod, port int32) (string, error) {
 	for _, p := range pods {
 		if names.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" &&

@@ -29,7 +29,7 @@ func getTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, 
 	return found, err
 }
 
-// getManagedTrainingJob is getTrainingJob for the controllers that follow a running job (status,
+// getManagedTrainingJob returns getTrainingJob for the controllers that follow a running job (status,
 // checkpoints, tracking): a TrainingJob another controller manages (spec.managedBy) counts as not found.
 func getManagedTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, tj *mlv1.TrainingJob) (bool, error) {
 	found, err := getTrainingJob(ctx, c, key, tj)
@@ -48,7 +48,7 @@ func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj
 	return true, nil
 }
 
-// result is what Reconcile returns: res, or only err when there is one (controller-runtime ignores a
+// result returns what Reconcile returns: res, or only err when there is one (controller-runtime ignores a
 // result returned with an error, and warns about it). A conflict (a write based on a cache that had not
 // seen the latest version yet) is no error: the job is computed again, with backoff, on what the cache
 // holds then.
@@ -68,7 +68,7 @@ func result(res reconcile.Result, err error) (reconcile.Result, error) {
 // progress reads, checkpoint reads and deadlines come back through RequeueAfter, not through events.
 const maxRetryDelay = 5 * time.Second
 
-// controllerOptions are the options of the controllers: workers reconciles at once, and failures
+// controllerOptions returns the options of the controllers: workers reconciles at once, and failures
 // retried with client-go's default backoff capped at maxRetryDelay, within its overall bound of 10
 // retries a second (burst 100), which keeps a long outage from turning into a storm of retries.
 func controllerOptions(workers int) controller.Options {
@@ -77,7 +77,7 @@ func controllerOptions(workers int) controller.Options {
 		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)})}
 }
 
-// minResult is the sooner of two results.
+// minResult returns the sooner of two results.
 func minResult(a, b reconcile.Result) reconcile.Result {
 	if a.Requeue || b.Requeue { //nolint:staticcheck // Requeue is what applyStatus asks on a conflict
 		return reconcile.Result{Requeue: true} //nolint:staticcheck // keeps applyStatus's conflict requeue

@@ -28,7 +28,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// NewScheme is the scheme of the operator: the built-in types and the TrainingJob API.
+// NewScheme returns the scheme of the operator: the built-in types and the TrainingJob API.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
@@ -73,7 +73,7 @@ func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
 	return opts
 }
 
-// KueueServed: the cluster serves Kueue's Workload API (kueue.x-k8s.io/v1beta2), so the operator holds
+// KueueServed reports whether the cluster serves Kueue's Workload API (kueue.x-k8s.io/v1beta2), so the operator holds
 // and watches its TrainingJobs' Workloads. Kueue installed after the operator started is seen at its
 // next start; until then queued jobs are looked at every queueRecheck.
 func KueueServed(cfg *rest.Config) bool {
@@ -226,7 +226,7 @@ func (w wiring) trackingReconciler() *TrackingReconciler {
 		Timeout: orDefault(w.cfg.MLflowTimeout, 5*time.Second), Retry: orDefault(w.cfg.MLflowRetry, 30*time.Second), Workers: 4}
 }
 
-// scrapeWorkers is how many reads of ranks' endpoints run at once in each of the status and checkpoint
+// scrapeWorkers returns how many reads of ranks' endpoints run at once in each of the status and checkpoint
 // controllers.
 func (w wiring) scrapeWorkers() int { return orDefaultInt(w.cfg.ScrapeWorkers, 16) }
 

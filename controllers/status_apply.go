@@ -69,7 +69,7 @@ func applyStatus(ctx context.Context, c client.Client, writes *resourceVersions,
 	return true, reconcile.Result{}, nil
 }
 
-// statusJSON is st as the API server stores it: a map by JSON name (conditions included).
+// statusJSON returns st as the API server stores it: a map by JSON name (conditions included).
 func statusJSON(st mlv1.TrainingJobStatus) map[string]any {
 	data, err := json.Marshal(st)
 	if err != nil {
@@ -119,7 +119,7 @@ func unionKeys[V any](a, b map[string]V) []string {
 // conflictManager finds the managers a 409 of server-side apply names: `conflict with "name" ...`.
 var conflictManager = regexp.MustCompile(`conflicts? with "([^"]+)"`)
 
-// conflictsWithOurs: the apply conflict names one of the table's managers.
+// conflictsWithOurs reports whether the apply conflict names one of the table's managers.
 func conflictsWithOurs(err error) bool {
 	for _, m := range conflictManager.FindAllStringSubmatch(err.Error(), -1) {
 		for _, o := range statusOwners {
@@ -155,7 +155,7 @@ func (v *resourceVersions) wrote(obj client.Object) {
 	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), time.Now()})
 }
 
-// behind: obj, read from the cache, is older than this process's last write of it.
+// behind reports whether obj, read from the cache, is older than this process's last write of it.
 func (v *resourceVersions) behind(obj client.Object) bool {
 	if v == nil {
 		return false

@@ -27,7 +27,7 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// statusFields are the JSON names of TrainingJobStatus's fields.
+// statusFields returns the JSON names of TrainingJobStatus's fields.
 func statusFields() []string {
 	var out []string
 	typ := reflect.TypeOf(mlv1.TrainingJobStatus{})
@@ -38,7 +38,7 @@ func statusFields() []string {
 	return out
 }
 
-// conditionTypes are the values of the API's Condition* constants, read from its source.
+// conditionTypes returns the values of the API's Condition* constants, read from its source.
 func conditionTypes(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "crd", "v1", "*.go"))
@@ -88,7 +88,7 @@ func fullStatus(v int32, types []string) mlv1.TrainingJobStatus {
 	return st
 }
 
-// withParts is base with the fields and conditions of the owners taken from from.
+// withParts returns base with the fields and conditions of the owners taken from from.
 func withParts(t *testing.T, base, from mlv1.TrainingJobStatus, owners ...statusOwner) mlv1.TrainingJobStatus {
 	t.Helper()
 	out := statusJSON(base)
@@ -123,7 +123,7 @@ type applied struct {
 	conditions []string
 }
 
-// recordingClient is a fake client that records every status apply that succeeded.
+// recordingClient returns a fake client that records every status apply that succeeded.
 func recordingClient(t *testing.T, tj *mlv1.TrainingJob, sent *[]applied) client.Client {
 	t.Helper()
 	return fake.NewClientBuilder().WithScheme(NewScheme()).WithStatusSubresource(&mlv1.TrainingJob{}).WithObjects(tj).

@@ -283,7 +283,7 @@ func setAllocation(tj *mlv1.TrainingJob, now time.Time) {
 	}
 }
 
-// waitingSince is when a Pending or Initializing job's workers started waiting, as a Unix time: its
+// waitingSince returns when a Pending or Initializing job's workers started waiting, as a Unix time: its
 // creation while Pending, the Running condition's last change while Initializing; 0 otherwise.
 func waitingSince(tj *mlv1.TrainingJob) float64 {
 	switch tj.Status.State {

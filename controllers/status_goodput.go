@@ -28,7 +28,7 @@ func (r *StatusReconciler) accountGoodput(tj *mlv1.TrainingJob, old mlv1.Trainin
 // often: it changes category only on an event, which is accounted at once, and thousands may wait.
 const waitingGoodputFactor = 10
 
-// checkpointSeconds is what the current attempt's rank 0 last reported having spent saving checkpoints,
+// checkpointSeconds returns what the current attempt's rank 0 last reported having spent saving checkpoints,
 // nil when it reports none or the last sample is older than the attempt's workers.
 func (r *StatusReconciler) checkpointSeconds(tj *mlv1.TrainingJob) *float64 {
 	s, ok := r.jobs.peek(tj)
@@ -39,7 +39,7 @@ func (r *StatusReconciler) checkpointSeconds(tj *mlv1.TrainingJob) *float64 {
 	return s.sample.CheckpointSeconds
 }
 
-// goodputDue: next is to be written.
+// goodputDue reports whether next is to be written.
 func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus, now time.Time, every time.Duration) bool {
 	prev := old.Goodput
 	switch {
@@ -54,7 +54,7 @@ func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus, now t
 	return !apiequality.Semantic.DeepEqual(old, cur)
 }
 
-// goodputInterval is how often the job's goodput is written when nothing else changes.
+// goodputInterval returns how often the job's goodput is written when nothing else changes.
 func (r *StatusReconciler) goodputInterval(tj *mlv1.TrainingJob) time.Duration {
 	every := orDefault(r.GoodputInterval, defaultGoodputInterval)
 	if c, _ := derive.GoodputCategory(tj); c == mlv1.BadputQueued {

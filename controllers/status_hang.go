@@ -82,7 +82,7 @@ func (r *StatusReconciler) stallDetails(ctx context.Context, tj *mlv1.TrainingJo
 	return strings.Join(parts, "; ")
 }
 
-// slowestEpoch is the slowest epoch this process has seen the job's current attempt take.
+// slowestEpoch returns the slowest epoch this process has seen the job's current attempt take.
 func (r *StatusReconciler) slowestEpoch(tj *mlv1.TrainingJob) time.Duration {
 	s, _ := r.jobs.peek(tj)
 	if s.pace.attempt != tj.Status.Attempt {

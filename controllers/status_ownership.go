@@ -44,7 +44,7 @@ type statusOwner struct {
 	Conditions []string
 }
 
-// ownerOf is manager's row of statusOwners.
+// ownerOf returns manager's row of statusOwners.
 func ownerOf(manager string) statusOwner {
 	for _, o := range statusOwners {
 		if o.Manager == manager {
@@ -54,7 +54,7 @@ func ownerOf(manager string) statusOwner {
 	panic("controllers: no status owner " + manager) // a programming error: the table names every controller
 }
 
-// part is st as JSON, reduced to the owner's fields and conditions.
+// part returns st as JSON, reduced to the owner's fields and conditions.
 func (o statusOwner) part(st mlv1.TrainingJobStatus) map[string]any {
 	all := statusJSON(st)
 	out := map[string]any{}
@@ -131,7 +131,7 @@ func OwnershipViolations(tj *mlv1.TrainingJob) []string {
 	return out
 }
 
-// statusPaths are the top-level status fields and the condition types of a managedFields entry
+// statusPaths returns the top-level status fields and the condition types of a managedFields entry
 // (fieldsV1: {"f:status": {"f:state": {}, "f:conditions": {"k:{\"type\":\"Running\"}": {...}}}}).
 func statusPaths(raw []byte) (fields, conds []string, err error) {
 	var set map[string]map[string]json.RawMessage

@@ -56,7 +56,7 @@ func (r *StatusReconciler) readSample(ctx context.Context, ip string, port int32
 	return derive.ParseSample(bytes.NewReader(body))
 }
 
-// lastOutput is when rank 0 last printed, as its supervisor said at the last read; zero when unknown.
+// lastOutput returns when rank 0 last printed, as its supervisor said at the last read; zero when unknown.
 func lastOutput(s progressState) time.Time {
 	if s.sample == nil || s.sample.OutputIdle == nil || *s.sample.OutputIdle < 0 {
 		return time.Time{}

@@ -121,7 +121,7 @@ func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	return reconcile.Result{}, nil
 }
 
-// trackingURI is the server of the job's run: the one recorded with the run, else the spec's or the
+// trackingURI returns the server of the job's run: the one recorded with the run, else the spec's or the
 // operator's default.
 func (r *TrackingReconciler) trackingURI(tj *mlv1.TrainingJob) string {
 	if m := tj.Status.MLflow; m != nil {
@@ -183,7 +183,7 @@ func (r *TrackingReconciler) keepInStep(ctx context.Context, tj *mlv1.TrainingJo
 	return nil
 }
 
-// due: the run lacks something the status holds (the run itself, an epoch's metrics, the newest
+// due reports whether the run lacks something the status holds (the run itself, an epoch's metrics, the newest
 // checkpoint, the job's end), or the last failure is to be retried.
 func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
 	m, st := tj.Status.MLflow, &tj.Status
@@ -194,7 +194,7 @@ func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
 		(tracking.FinalStatus(st.State) != "" && m.RunStatus != tracking.FinalStatus(st.State))
 }
 
-// newEpoch: rank 0 reported metrics of an epoch not logged yet, or the job ended having logged none
+// newEpoch reports whether rank 0 reported metrics of an epoch not logged yet, or the job ended having logged none
 // (metrics reported without epochs are logged once, at step 0, when it ends). The epoch is the one the
 // metrics were read at, not currentEpoch, which a finished run settles past it.
 func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
@@ -206,7 +206,7 @@ func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
 	return e > m.LoggedEpoch || (e == 0 && m.LoggedEpoch == 0 && tracking.FinalStatus(st.State) != "" && !closed(m.RunStatus))
 }
 
-// client is a client of the tracking server at uri with the credentials tracking.CredentialsSecret
+// client returns a client of the tracking server at uri with the credentials tracking.CredentialsSecret
 // chooses: the job's own Secret, else the operator-wide one only when uri is the operator-wide server,
 // else none. A uri mlflow.ParseBaseURL refuses gets no client, and no call: the error names its field.
 func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, uri string) (*mlflow.Client, error) {
@@ -221,7 +221,7 @@ func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, u
 	return r.newClient(uri, auth), err
 }
 
-// uriField is where the job's tracking URI is set: its spec, else the operator's flag.
+// uriField returns where the job's tracking URI is set: its spec, else the operator's flag.
 func uriField(tj *mlv1.TrainingJob) string {
 	if m := tj.Spec.Monitoring; m.MLflowTrackingURI != "" {
 		return "spec.monitoring.mlflowTrackingUri"
@@ -229,12 +229,12 @@ func uriField(tj *mlv1.TrainingJob) string {
 	return "--mlflow-tracking-uri"
 }
 
-// newClient is a client of the tracking server at uri sending auth, its retries within Timeout.
+// newClient returns a client of the tracking server at uri sending auth, its retries within Timeout.
 func (r *TrackingReconciler) newClient(uri, auth string) *mlflow.Client {
 	return &mlflow.Client{BaseURL: uri, HTTP: r.HTTP, Authorization: auth, MaxBackoff: r.Timeout / 4}
 }
 
-// authorization is the Authorization header from the Secret key ("" for the zero key): a bearer token,
+// authorization returns the Authorization header from the Secret key ("" for the zero key): a bearer token,
 // or basic authentication. It never appears in errors.
 func (r *TrackingReconciler) authorization(ctx context.Context, key client.ObjectKey) (string, error) {
 	if key.Name == "" {

@@ -76,7 +76,7 @@ func (f *trackingFixture) reconcile(t *testing.T, name string, m *mlv1.Monitorin
 	return got
 }
 
-// distinct is the set of values, in order of first appearance.
+// distinct returns the set of values, in order of first appearance.
 func distinct(values []string) []string {
 	var out []string
 	for _, v := range values {

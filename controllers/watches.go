@@ -50,7 +50,7 @@ var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Fun
 	return false
 }})
 
-// trackingEvents are specOrState's events of tracked jobs plus what the TrackingController logs: a new
+// trackingEvents returns specOrState's events of tracked jobs plus what the TrackingController logs: a new
 // epoch, a newer checkpoint, the run as recorded in the status.
 func trackingEvents(opts builders.Options) predicate.Funcs {
 	tracked := func(o client.Object) bool {
@@ -73,7 +73,7 @@ func trackingEvents(opts builders.Options) predicate.Funcs {
 	}
 }
 
-// metricsEpoch is the epoch rank 0's metrics in the status were read at.
+// metricsEpoch returns the epoch rank 0's metrics in the status were read at.
 func metricsEpoch(tj *mlv1.TrainingJob) int32 {
 	if m := tj.Status.Metrics; m != nil {
 		return m.Epoch

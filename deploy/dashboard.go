@@ -39,7 +39,7 @@ func ReadDashboard(path string) (Dashboard, error) {
 	return d, nil
 }
 
-// VariableQueries are the queries of the dashboard's query variables (Grafana's label_values(...)), by name.
+// VariableQueries returns the queries of the dashboard's query variables (Grafana's label_values(...)), by name.
 func (d Dashboard) VariableQueries() map[string]string {
 	out := map[string]string{}
 	for _, v := range d.Templating.List {

@@ -18,13 +18,13 @@ import (
 //go:embed crd/*.yaml policy/*.yaml rbac/*.yaml
 var manifests embed.FS
 
-// CRDs are the objects of crd/.
+// CRDs returns the objects of crd/.
 func CRDs() ([]*unstructured.Unstructured, error) { return objects("crd/*.yaml") }
 
-// Policies are the ValidatingAdmissionPolicies and bindings of policy/.
+// Policies returns the ValidatingAdmissionPolicies and bindings of policy/.
 func Policies() ([]*unstructured.Unstructured, error) { return objects("policy/*.yaml") }
 
-// RBAC is the operator's ServiceAccount, roles and bindings of rbac/.
+// RBAC returns the operator's ServiceAccount, roles and bindings of rbac/.
 func RBAC() ([]*unstructured.Unstructured, error) { return objects("rbac/*.yaml") }
 
 func objects(pattern string) ([]*unstructured.Unstructured, error) {

@@ -13,7 +13,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 )
 
-// promtool is Debian's, unpacked by hack/prometheus.sh (make test sets PROMETHEUS to its directory). The
+// promtool returns Debian's, unpacked by hack/prometheus.sh (make test sets PROMETHEUS to its directory). The
 // test fails without it: it never skips.
 func promtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()

@@ -45,7 +45,7 @@ type Serving struct {
 	CertDir string
 }
 
-// Options are the manager's metrics server options.
+// Options returns the manager's metrics server options.
 func (s Serving) Options() metricsserver.Options {
 	if s.InsecureHTTP {
 		return metricsserver.Options{BindAddress: s.BindAddress}

@@ -58,7 +58,7 @@ func (p Position) Before(o Position) bool {
 	return p.Step < o.Step
 }
 
-// PositionOf is the position of a checkpoint path or URI (…/checkpoint-epoch-<E>[-step-<S>]), and
+// PositionOf returns the position of a checkpoint path or URI (…/checkpoint-epoch-<E>[-step-<S>]), and
 // whether it names one: the layout Status.Latest and RESUME_FROM follow.
 func PositionOf(uri string) (Position, bool) {
 	m := dirName.FindStringSubmatch(path.Base(strings.TrimRight(uri, "/")))
@@ -78,13 +78,13 @@ func PositionOf(uri string) (Position, bool) {
 	return p, true
 }
 
-// EpochOf is the epoch of a checkpoint path or URI, and whether it names one (see PositionOf).
+// EpochOf returns the epoch of a checkpoint path or URI, and whether it names one (see PositionOf).
 func EpochOf(uri string) (int, bool) {
 	p, ok := PositionOf(uri)
 	return p.Epoch, ok
 }
 
-// Newer: checkpoint a stands after b (b empty: a names a checkpoint).
+// Newer reports whether checkpoint a stands after b (b empty: a names a checkpoint).
 func Newer(a, b string) bool {
 	pa, okA := PositionOf(a)
 	if b == "" {
@@ -155,7 +155,7 @@ func (s Server) Register(mux *http.ServeMux) {
 	})
 }
 
-// Authorized: token is empty, or r carries "Authorization: Bearer <token>". The comparison takes the
+// Authorized reports whether token is empty, or r carries "Authorization: Bearer <token>". The comparison takes the
 // same time whatever the request carries (of equal-length digests: not even the length leaks).
 func Authorized(r *http.Request, token string) bool {
 	if token == "" {

@@ -100,7 +100,7 @@ func (v *VersityGW) Stop() {
 	v.cmd = nil
 }
 
-// Data is the directory the server keeps its buckets in (bucket/key as files).
+// Data returns the directory the server keeps its buckets in (bucket/key as files).
 func (v *VersityGW) Data() string { return filepath.Join(v.dir, "data") }
 
 func tail(b []byte, n int) []byte {

@@ -77,7 +77,7 @@ func waitFlock(ctx context.Context, f *os.File, poll time.Duration) error {
 	}
 }
 
-// sameFile: f is still the file at path (not unlinked by a prune).
+// sameFile reports whether f is still the file at path (not unlinked by a prune).
 func sameFile(f *os.File, path string) bool {
 	a, err := f.Stat()
 	if err != nil {
@@ -134,7 +134,7 @@ func pruneNodeCache(root string, ttl time.Duration, now time.Time) {
 	}
 }
 
-// unusedSince: no rank has started with the directory since t (its usedFile, else the directory itself).
+// unusedSince reports whether no rank has started with the directory since t (its usedFile, else the directory itself).
 func unusedSince(dir string, t time.Time) bool {
 	info, err := os.Stat(filepath.Join(dir, usedFile))
 	if err != nil {

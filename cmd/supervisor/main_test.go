@@ -50,7 +50,7 @@ type result struct {
 	Code           int
 }
 
-// supervised is argv run through the supervisor, serving nothing unless a --listen in flags says where.
+// supervised returns argv run through the supervisor, serving nothing unless a --listen in flags says where.
 func supervised(flags []string, argv ...string) []string {
 	if len(flags) == 0 {
 		flags = []string{"--listen="}
@@ -218,7 +218,7 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// want is an expected exit code and stderr.
+// want returns an expected exit code and stderr.
 func want(code int, stderr string) struct {
 	Code   int
 	Stderr string
@@ -295,7 +295,7 @@ func TestSignalsForwarded(t *testing.T) {
 	}
 }
 
-// children are the processes whose parent is pid, as comm and state (from /proc/PID/stat).
+// children returns the processes whose parent is pid, as comm and state (from /proc/PID/stat).
 func children(t *testing.T, pid int) []string {
 	t.Helper()
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
@@ -432,7 +432,7 @@ sys.stdout.flush(); sys.stderr.write("done\n"); sys.exit(5)`)[1:]...)
 	}
 }
 
-// freeAddr is a local address no one listens on now.
+// freeAddr returns a local address no one listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

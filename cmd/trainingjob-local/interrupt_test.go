@@ -21,7 +21,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
-// trainerJob is a file of a TrainingJob of the example trainer in namespace demo: name, its ranks, its
+// trainerJob returns a file of a TrainingJob of the example trainer in namespace demo: name, its ranks, its
 // epochs and the time each takes.
 func trainerJob(t *testing.T, name string, workers, epochs int, delay string) string {
 	t.Helper()

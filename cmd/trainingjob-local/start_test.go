@@ -111,7 +111,7 @@ func foreignServingCert(t *testing.T, dir string) {
 	}
 }
 
-// assetsWith is a copy of the assets directory (links to its binaries) in which name is the given shell
+// assetsWith returns a copy of the assets directory (links to its binaries) in which name is the given shell
 // script instead, or missing when the script is empty.
 func assetsWith(t *testing.T, assets, name, script string) string {
 	t.Helper()

@@ -71,7 +71,7 @@ const (
 // ControllerName is the spec.managedBy value of the TrainingJobs this operator runs (also when unset).
 const ControllerName = "ml.example.com/trainingjob-operator"
 
-// WorkloadName is the name of the TrainingJob's Kueue Workload, one for the job's whole life:
+// WorkloadName returns the name of the TrainingJob's Kueue Workload, one for the job's whole life:
 // "trainingjob-<name>-<hash of the UID>", as Kueue names its integrations' Workloads (a TrainingJob
 // deleted and created again under the same name gets another). The name is cut to stay a valid name.
 func WorkloadName(tj *mlv1.TrainingJob) string {
@@ -94,35 +94,35 @@ const (
 	ConfigFileName   = "config.json"
 )
 
-// JobName is the name of the Indexed Job that runs the workers. Worker pods get host names
+// JobName returns the name of the Indexed Job that runs the workers. Worker pods get host names
 // "<JobName>-<rank>".
 func JobName(tj *mlv1.TrainingJob) string { return tj.Name + "-worker" }
 
-// ServiceName is the name of the headless Service that gives workers stable DNS names.
+// ServiceName returns the name of the headless Service that gives workers stable DNS names.
 func ServiceName(tj *mlv1.TrainingJob) string { return tj.Name + "-headless" }
 
-// ConfigMapName is the name of the ConfigMap holding the run's configuration.
+// ConfigMapName returns the name of the ConfigMap holding the run's configuration.
 func ConfigMapName(tj *mlv1.TrainingJob) string { return tj.Name + "-config" }
 
-// CheckpointClaimName is the name of the checkpoint claim the operator creates for a job whose pvc
+// CheckpointClaimName returns the name of the checkpoint claim the operator creates for a job whose pvc
 // storage names no claimName.
 func CheckpointClaimName(tj *mlv1.TrainingJob) string { return tj.Name + "-checkpoints" }
 
-// InputsCacheName is the name of the claim that holds a job's Shared input cache.
+// InputsCacheName returns the name of the claim that holds a job's Shared input cache.
 func InputsCacheName(tj *mlv1.TrainingJob) string { return tj.Name + "-inputs" }
 
-// PodGroupName is the name of the gang scheduler's PodGroup of a job's workers.
+// PodGroupName returns the name of the gang scheduler's PodGroup of a job's workers.
 func PodGroupName(tj *mlv1.TrainingJob) string { return tj.Name + "-workers" }
 
-// SSHSecretName is the name of the Secret holding an MPI job's SSH key pair.
+// SSHSecretName returns the name of the Secret holding an MPI job's SSH key pair.
 func SSHSecretName(tj *mlv1.TrainingJob) string { return tj.Name + "-ssh" }
 
-// WorkerHostname is the host name of the worker with the given rank.
+// WorkerHostname returns the host name of the worker with the given rank.
 func WorkerHostname(tj *mlv1.TrainingJob, rank int32) string {
 	return fmt.Sprintf("%s-%d", JobName(tj), rank)
 }
 
-// WorkerDNSName is the stable DNS name of the worker with the given rank, resolvable through the
+// WorkerDNSName returns the stable DNS name of the worker with the given rank, resolvable through the
 // headless Service before the worker is Ready.
 func WorkerDNSName(tj *mlv1.TrainingJob, rank int32) string {
 	return fmt.Sprintf("%s.%s.%s.svc", WorkerHostname(tj, rank), ServiceName(tj), tj.Namespace)
@@ -133,19 +133,19 @@ func SelectorLabels(tj *mlv1.TrainingJob) map[string]string {
 	return map[string]string{NameLabel: tj.Name}
 }
 
-// Labels are set on every object the operator creates for a TrainingJob.
+// Labels returns set on every object the operator creates for a TrainingJob.
 func Labels(tj *mlv1.TrainingJob) map[string]string {
 	return map[string]string{NameLabel: tj.Name, ManagedByLabel: ManagedByValue}
 }
 
-// AttemptLabels are Labels plus the current attempt: what the Job and its pods carry.
+// AttemptLabels returns Labels plus the current attempt: what the Job and its pods carry.
 func AttemptLabels(tj *mlv1.TrainingJob) map[string]string {
 	l := Labels(tj)
 	l[AttemptLabel] = strconv.Itoa(int(tj.Status.Attempt))
 	return l
 }
 
-// JobAttempt is the attempt a Job or pod belongs to (its AttemptLabel); 0 when unlabelled.
+// JobAttempt returns the attempt a Job or pod belongs to (its AttemptLabel); 0 when unlabelled.
 func JobAttempt(obj interface{ GetLabels() map[string]string }) int32 {
 	n, _ := strconv.Atoi(obj.GetLabels()[AttemptLabel])
 	return int32(n)

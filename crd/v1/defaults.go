@@ -76,7 +76,7 @@ func (tj *TrainingJob) Default() {
 	}
 }
 
-// Defaulted is a defaulted copy of tj.
+// Defaulted returns a defaulted copy of tj.
 func (tj *TrainingJob) Defaulted() *TrainingJob {
 	out := tj.DeepCopy()
 	out.Default()

@@ -14,7 +14,7 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// markerDefaults are the defaults of the generated CRD's schema by JSON path below spec ("checkpoint.retention"),
+// markerDefaults returns the defaults of the generated CRD's schema by JSON path below spec ("checkpoint.retention"),
 // as JSON; the elements of lists (Kubernetes' own types inside env, volumes...) are not the API's own fields.
 func markerDefaults(t *testing.T) map[string]string {
 	t.Helper()
@@ -44,7 +44,7 @@ func markerDefaults(t *testing.T) map[string]string {
 	return out
 }
 
-// leaves are the leaf values of a JSON object by path, as JSON.
+// leaves returns the leaf values of a JSON object by path, as JSON.
 func leaves(prefix string, v any, out map[string]string) {
 	if m, ok := v.(map[string]any); ok {
 		for k, sub := range m {

@@ -88,7 +88,7 @@ type LostWorkEstimate struct {
 	MaxSeconds float64 `json:"maxSeconds"`
 }
 
-// AccountedSeconds is all the time the goodput accounts: productive, unknown and every badput category.
+// AccountedSeconds returns all the time the goodput accounts: productive, unknown and every badput category.
 func (g *GoodputStatus) AccountedSeconds() float64 {
 	b := g.BadputSeconds
 	return g.ProductiveSeconds + g.UnknownSeconds + b.Queued + b.Scheduling + b.Startup + b.Restart + b.LostWork + b.Hang + b.Checkpoint

@@ -43,7 +43,7 @@ func TestCRDSchemaUnchanged(t *testing.T) {
 	}
 }
 
-// schemaWithoutDescriptions is the CRD's spec with every description removed, as indented JSON (keys
+// schemaWithoutDescriptions returns the CRD's spec with every description removed, as indented JSON (keys
 // sorted), one line per value so that a diff names the rule or bound that changed.
 func schemaWithoutDescriptions(t *testing.T, crdYAML []byte) []byte {
 	t.Helper()

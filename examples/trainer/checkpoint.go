@@ -65,7 +65,7 @@ func (c *checkpoints) save(ctx context.Context, m modelState, name string) (stri
 	return c.store.URI(dir), c.store.Put(ctx, dir+"/"+ckpt.Marker, mf)
 }
 
-// latest is the URI of the complete checkpoint with the highest epoch, "" when there is none.
+// latest returns the URI of the complete checkpoint with the highest epoch, "" when there is none.
 func (c *checkpoints) latest(ctx context.Context) (string, error) {
 	objs, err := c.store.List(ctx, c.root+"/")
 	if err != nil {

@@ -20,7 +20,7 @@ type runLog struct {
 	run string
 }
 
-// openRunLog is nil when the job is not tracked or its run was not created before the workers started.
+// openRunLog returns nil when the job is not tracked or its run was not created before the workers started.
 func openRunLog() *runLog {
 	uri, run := os.Getenv("MLFLOW_TRACKING_URI"), os.Getenv("MLFLOW_RUN_ID")
 	if uri == "" || run == "" {

@@ -12,7 +12,7 @@ type dataset struct {
 	y []float64
 }
 
-// newDataset is the same for every rank with the same seed; each rank then takes its shard.
+// newDataset returns the same for every rank with the same seed; each rank then takes its shard.
 func newDataset(samples, features int, seed uint64) dataset {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	truth := make([]float64, features+1)
@@ -33,7 +33,7 @@ func newDataset(samples, features int, seed uint64) dataset {
 	return d
 }
 
-// shard is rank's part of the data: every world-th sample, the same count on every rank.
+// shard returns rank's part of the data: every world-th sample, the same count on every rank.
 func (d dataset) shard(rank, world int) dataset {
 	per := len(d.x) / world
 	s := dataset{x: make([][]float64, per), y: make([]float64, per)}
@@ -43,7 +43,7 @@ func (d dataset) shard(rank, world int) dataset {
 	return s
 }
 
-// dot is w·x + bias, where the bias is the last weight.
+// dot returns w·x + bias, where the bias is the last weight.
 func dot(w, x []float64) float64 {
 	z := w[len(w)-1]
 	for j, v := range x {

@@ -125,7 +125,7 @@ func (t *trainer) waitForStorage(what string, f func() error) error {
 	}
 }
 
-// unreachable: the error is a failure to reach the storage, not an answer from it.
+// unreachable reports whether the error is a failure to reach the storage, not an answer from it.
 func unreachable(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)

@@ -88,7 +88,7 @@ var immutableWhileRunning = []immutable{
 	{field: "networking", optional: true},
 }
 
-// immutableRules are immutableWhileRunning's rules on the TrainingJob: each holds unless the old object was
+// immutableRules returns immutableWhileRunning's rules on the TrainingJob: each holds unless the old object was
 // not Initializing or Running, and names its field.
 func immutableRules() []rule {
 	guard := fmt.Sprintf("!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['%s','%s'])",

@@ -15,7 +15,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// runningSinceT0 is a status whose workers all run since t0, with rank 0's last advance at progress
+// runningSinceT0 returns a status whose workers all run since t0, with rank 0's last advance at progress
 // (nil: none) and its epoch and step.
 func runningSinceT0(progress *time.Duration, epoch int32, step int64) mlv1.TrainingJobStatus {
 	st := mlv1.TrainingJobStatus{State: mlv1.StateRunning, CurrentEpoch: epoch, CurrentStep: step}
@@ -137,7 +137,7 @@ func TestDetectHang(t *testing.T) {
 	}
 }
 
-// noSource is a running status whose rank 0 has no progress source (nothing ever reported).
+// noSource returns a running status whose rank 0 has no progress source (nothing ever reported).
 func noSource() mlv1.TrainingJobStatus {
 	st := runningSinceT0(nil, 0, 0)
 	set(&st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, "progress is unknown", t0)

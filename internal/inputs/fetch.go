@@ -275,7 +275,7 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// isArchive: a name an https source's file is unpacked by.
+// isArchive reports whether an https source's file is unpacked by its name.
 func isArchive(rel string) bool {
 	return strings.HasSuffix(rel, ".tar") || strings.HasSuffix(rel, ".tar.gz") || strings.HasSuffix(rel, ".tgz")
 }

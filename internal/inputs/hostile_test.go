@@ -109,7 +109,7 @@ func (f fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "<Error><Code>NoSuchKey</Code></Error>", http.StatusNotFound)
 }
 
-// tree is every entry under root with its content's hash (directories and links marked), to compare
+// tree returns every entry under root with its content's hash (directories and links marked), to compare
 // before and after a fetch.
 func tree(t *testing.T, root string) map[string]string {
 	t.Helper()
@@ -141,7 +141,7 @@ func tree(t *testing.T, root string) map[string]string {
 	return out
 }
 
-// outside is the part of a tree that is not under the job's directory.
+// outside returns the part of a tree that is not under the job's directory.
 func outside(all map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range all {

@@ -99,7 +99,7 @@ func Parse(s string) (Source, error) {
 	return src, fmt.Errorf("%q: unknown scheme %q: use a plain name, pvc://, nfs://, s3://, gs://, hf:// or https://", s, scheme)
 }
 
-// hasDotSegment: a decoded path has a "." or ".." segment.
+// hasDotSegment reports whether a decoded path has a "." or ".." segment.
 func hasDotSegment(p string) bool {
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "." || seg == ".." {
@@ -121,7 +121,7 @@ func checkStore(src Source) error {
 	return nil
 }
 
-// Redacted is uri without what may be a credential: an https URL's query (a presigned URL's signature),
+// Redacted returns uri without what may be a credential: an https URL's query (a presigned URL's signature),
 // fragment and user info. The fetcher's progress endpoint, which any pod that reaches it may read, shows
 // it so.
 func Redacted(uri string) string {
@@ -133,5 +133,5 @@ func Redacted(uri string) string {
 	return u.String()
 }
 
-// ExportPath is an nfs source's exported path (absolute).
+// ExportPath returns an nfs source's exported path (absolute).
 func (s Source) ExportPath() string { return "/" + s.Path }

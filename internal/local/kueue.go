@@ -220,7 +220,7 @@ func WriteSelfSigned(dir string) error {
 	return os.WriteFile(crt, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 }
 
-// freePort is a TCP port free on 127.0.0.1 now, below Linux's ephemeral range (32768 and up) where
+// freePort returns a TCP port free on 127.0.0.1 now, below Linux's ephemeral range (32768 and up) where
 // outgoing connections would soon take it again.
 func freePort() (int, error) {
 	for range 100 {

@@ -21,7 +21,7 @@ import (
 // node cache pruner).
 var realNodeControllers = []string{"endpointslice", "deployment", "replicaset", "daemonset"}
 
-// controllers are the kube-controller-manager controllers of this stack.
+// controllers returns the kube-controller-manager controllers of this stack.
 func (s *Stack) controllers() []string {
 	if s.opts.RealNodes > 0 {
 		return append(append([]string{}, cluster.LocalControllers...), realNodeControllers...)
@@ -29,7 +29,7 @@ func (s *Stack) controllers() []string {
 	return cluster.LocalControllers
 }
 
-// agentCommand is the checkpoint agent's command: the manager found on a process node's PATH, or the
+// agentCommand returns the checkpoint agent's command: the manager found on a process node's PATH, or the
 // image's /manager on a real node (the operator's default).
 func agentCommand(o Options) []string {
 	if o.RealNodes > 0 {
@@ -38,7 +38,7 @@ func agentCommand(o Options) []string {
 	return []string{"manager"}
 }
 
-// supervisorCommand is the supervisor's command: the one found on a process node's PATH (bin/), or the
+// supervisorCommand returns the supervisor's command: the one found on a process node's PATH (bin/), or the
 // image's /supervisor on a real node (the operator's default).
 func supervisorCommand(o Options) []string {
 	if o.RealNodes > 0 {
@@ -47,7 +47,7 @@ func supervisorCommand(o Options) []string {
 	return []string{"supervisor"}
 }
 
-// RealNodeName is the name of the real node i.
+// RealNodeName returns the name of the real node i.
 func RealNodeName(i int) string { return fmt.Sprintf("real-node-%d", i) }
 
 // startRealNodes starts the cluster DNS and Options.RealNodes real nodes, and waits until they are Ready.

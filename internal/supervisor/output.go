@@ -48,7 +48,7 @@ func newMonitor(pattern string, piped bool) *Monitor {
 	return &Monitor{piped: piped, start: time.Now(), rec: rec}
 }
 
-// moved is how much output has been passed on.
+// moved returns how much output has been passed on.
 func (m *Monitor) moved() uint64 { return m.written.Load() }
 
 // wrote counts n bytes of output written now.
@@ -68,14 +68,14 @@ func (m *Monitor) Line(line []byte) {
 	}
 }
 
-// progress is the progress recognised so far and the format of the last recognised line.
+// progress returns the progress recognised so far and the format of the last recognised line.
 func (m *Monitor) progress() (recognize.Progress, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.rec.Progress(), m.format
 }
 
-// idle is how long the program has written nothing: since its last byte, or since the start.
+// idle returns how long the program has written nothing: since its last byte, or since the start.
 func (m *Monitor) idle(now time.Time) time.Duration {
 	return now.Sub(m.start) - time.Duration(m.lastOutput.Load())
 }
@@ -105,7 +105,7 @@ func newPipes() *pipes {
 	return &pipes{outR: outR, outW: outW, errR: errR, errW: errW}
 }
 
-// sameFile: the two descriptors are the same open file (device and inode).
+// sameFile reports whether the two descriptors are the same open file (device and inode).
 func sameFile(a, b int) bool {
 	var sa, sb syscall.Stat_t
 	if syscall.Fstat(a, &sa) != nil || syscall.Fstat(b, &sb) != nil {
@@ -114,7 +114,7 @@ func sameFile(a, b int) bool {
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
-// files are the program's stdin, stdout and stderr: ours (the Go runtime opened /dev/null for any we
+// files returns the program's stdin, stdout and stderr: ours (the Go runtime opened /dev/null for any we
 // were started without), with its stdout and stderr on the pipes. Fd makes the pipes' write ends
 // blocking, as a program expects its stdout to be; the read ends stay with the Go poller.
 func (p *pipes) files() []uintptr {
@@ -296,7 +296,7 @@ func (s *splitter) drained() {
 	}
 }
 
-// nextByte is the index of the first c in p from from on, or len(p).
+// nextByte returns the index of the first c in p from from on, or len(p).
 func nextByte(p []byte, from int, c byte) int {
 	if i := bytes.IndexByte(p[from:], c); i >= 0 {
 		return from + i

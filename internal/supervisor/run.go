@@ -129,7 +129,7 @@ func reap(pid int) (syscall.WaitStatus, bool) {
 	}
 }
 
-// exitCode is a shell's exit code for a status: the program's code, or 128+n when signal n killed it.
+// exitCode returns a shell's exit code for a status: the program's code, or 128+n when signal n killed it.
 func exitCode(status syscall.WaitStatus) int {
 	switch {
 	case status.Exited():

@@ -6,7 +6,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 )
 
-// CredentialsSecret is the Secret whose credentials go with the calls to the tracking server at uri:
+// CredentialsSecret returns the Secret whose credentials go with the calls to the tracking server at uri:
 // the job's own (jobSecret, named by monitoring.mlflowCredentialsSecret) when it names one; else the
 // operator-wide Secret (operatorSecret, of --mlflow-credentials-secret), but only when uri is the
 // operator-wide server operatorURI (mlflow.SameServer: same scheme, host and port); else none (the zero

@@ -27,7 +27,7 @@ const (
 	maxParamValueLength = 6000 // MLflow 2.x's limit
 )
 
-// RunTags are the tags the run is created with: the job's identity, what it trains and on what, and the
+// RunTags returns the tags the run is created with: the job's identity, what it trains and on what, and the
 // kubectl command that shows it.
 func RunTags(tj *mlv1.TrainingJob, opts builders.Options) []mlflow.Tag {
 	tags := []mlflow.Tag{
@@ -53,7 +53,7 @@ func RunTags(tj *mlv1.TrainingJob, opts builders.Options) []mlflow.Tag {
 	return out
 }
 
-// Params are the hyperparameters under their spec names (learningRate, batchSize, ...), then
+// Params returns the hyperparameters under their spec names (learningRate, batchSize, ...), then
 // additionalParams as written, sorted by name.
 func Params(tj *mlv1.TrainingJob) []mlflow.Tag {
 	h := tj.Spec.Hyperparameters
@@ -102,7 +102,7 @@ func sorted(m map[string]string) []mlflow.Tag {
 	return out
 }
 
-// EpochMetrics are rank 0's metrics in the status as MLflow metrics at step = the epoch they were read at,
+// EpochMetrics returns rank 0's metrics in the status as MLflow metrics at step = the epoch they were read at,
 // stamped with the time they were read, sorted by key: loss, accuracy, learning_rate,
 // samples_per_second, gpu_utilization and the custom values that are numbers. Nil when rank 0 reported
 // no metric.
@@ -144,7 +144,7 @@ func CheckpointTags(st *mlv1.TrainingJobStatus) []mlflow.Tag {
 	return []mlflow.Tag{{Key: CheckpointTag, Value: c.Latest}, {Key: CheckpointEpochTag, Value: strconv.Itoa(int(c.LatestEpoch))}}
 }
 
-// FinalStatus is the status a run ends with: FINISHED for a Completed job, FAILED for a Failed one;
+// FinalStatus returns the status a run ends with: FINISHED for a Completed job, FAILED for a Failed one;
 // "" while the job has not ended.
 func FinalStatus(state mlv1.State) string {
 	switch state {
@@ -156,12 +156,12 @@ func FinalStatus(state mlv1.State) string {
 	return ""
 }
 
-// RunURL is the run's page in the MLflow UI served at the tracking URI.
+// RunURL returns the run's page in the MLflow UI served at the tracking URI.
 func RunURL(trackingURI, experimentID, runID string) string {
 	return strings.TrimRight(trackingURI, "/") + "/#/experiments/" + url.PathEscape(experimentID) + "/runs/" + url.PathEscape(runID)
 }
 
-// LoggedEpoch is the value of LoggedEpochTag among a run's tags; 0 when absent.
+// LoggedEpoch returns the value of LoggedEpochTag among a run's tags; 0 when absent.
 func LoggedEpoch(tags []mlflow.Tag) int32 {
 	for _, t := range tags {
 		if t.Key == LoggedEpochTag {

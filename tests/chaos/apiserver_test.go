@@ -55,7 +55,7 @@ func restartAPIServerMidRun(t *testing.T) {
 		correct, len(tjs), writes(t)-before, time.Since(start).Round(100*time.Millisecond))
 }
 
-// writes is the operator's count of API requests that wrote (POST, PUT, PATCH, DELETE answered 2xx; not
+// writes returns the operator's count of API requests that wrote (POST, PUT, PATCH, DELETE answered 2xx; not
 // those refused while the API server was down), from client-go's rest_client_requests_total.
 func writes(t *testing.T) int {
 	t.Helper()

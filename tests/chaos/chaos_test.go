@@ -115,7 +115,7 @@ func waitReconciling(timeout time.Duration) error {
 	}
 }
 
-// reconciles is how many JobController reconciles the manager at addr has finished.
+// reconciles returns how many JobController reconciles the manager at addr has finished.
 func reconciles(addr string) (int, error) {
 	return counter(addr, "trainingjob_reconciliation_total", map[string]string{"controller": "trainingjob"})
 }
@@ -156,7 +156,7 @@ var scraperToken = sync.OnceValues(func() (string, error) {
 	return testenv.ScraperToken(context.Background(), stack.Client, "monitoring", "prometheus", true)
 })
 
-// percentile is the p-th percentile (0-100) of ds.
+// percentile returns the p-th percentile (0-100) of ds.
 func percentile(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
 		return 0

@@ -21,7 +21,7 @@ type replica struct {
 	proc    *cluster.Process
 }
 
-// reconciles is how many JobController reconciles the replica has finished (0 while it is not leader:
+// reconciles returns how many JobController reconciles the replica has finished (0 while it is not leader:
 // a follower starts no controller).
 func (r *replica) reconciles() int {
 	n, _ := reconciles(r.metrics)

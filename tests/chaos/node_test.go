@@ -49,7 +49,7 @@ func TestNodeLost(t *testing.T) {
 	}
 }
 
-// count is 1 for true.
+// count returns 1 for true.
 func count(ok bool) int {
 	if ok {
 		return 1

@@ -40,7 +40,7 @@ func record(kind, recovery string, faults, jobs, correct int, recoveries ...time
 	r.recoveries = append(r.recoveries, recoveries...)
 }
 
-// reliabilityTable is the report as a Markdown table, the format of docs/reliability.md.
+// reliabilityTable returns the report as a Markdown table, the format of docs/reliability.md.
 func reliabilityTable() string {
 	reportMu.Lock()
 	defer reportMu.Unlock()
@@ -75,6 +75,6 @@ func printReport() {
 	}
 }
 
-// repeats is how many times the single-fault scenarios (API server restart, leader loss, node loss)
+// repeats returns how many times the single-fault scenarios (API server restart, leader loss, node loss)
 // run: CHAOS_REPEATS, default 1.
 func repeats() int { return envInt("CHAOS_REPEATS", 1) }

@@ -148,7 +148,7 @@ func TestInputsOnRealNodes(t *testing.T) {
 	}
 }
 
-// claimPath is the directory on this machine of a bound claim's hostPath volume.
+// claimPath returns the directory on this machine of a bound claim's hostPath volume.
 func claimPath(t *testing.T, ns, name string) string {
 	t.Helper()
 	var dir string

@@ -18,7 +18,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/testenv"
 )
 
-// operatorPod is the running pod of the operator the chart installed.
+// operatorPod returns the running pod of the operator the chart installed.
 func operatorPod(t *testing.T) corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}

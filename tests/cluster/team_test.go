@@ -74,7 +74,7 @@ func TestSharedMemoryForDataLoaders(t *testing.T) {
 	}
 }
 
-// eventNote is the note of the newest event of reason about the TrainingJob ns/name, "" when none.
+// eventNote returns the note of the newest event of reason about the TrainingJob ns/name, "" when none.
 func eventNote(t *testing.T, ns, name, reason string) string {
 	t.Helper()
 	events := &eventsv1.EventList{}

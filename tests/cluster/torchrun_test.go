@@ -64,7 +64,7 @@ func TestTorchrunOnRunnerImage(t *testing.T) {
 	}
 }
 
-// scriptJob is a job of workers on the runner image running command on a script of one's own, file in a
+// scriptJob returns a job of workers on the runner image running command on a script of one's own, file in a
 // ConfigMap mounted at /scripts, with nothing else of its own: no checkpoints, no retry.
 func scriptJob(ns, name string, workers int32, file, text string, command ...string) (*corev1.ConfigMap, *mlv1.TrainingJob) {
 	script := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-script"}, Data: map[string]string{file: text}}

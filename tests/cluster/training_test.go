@@ -37,7 +37,7 @@ func getTJ(t *testing.T, ns, name string) *mlv1.TrainingJob {
 	return tj
 }
 
-// example is a TrainingJob of examples/ as a user applies it, into namespace ns.
+// example returns a TrainingJob of examples/ as a user applies it, into namespace ns.
 func example(t *testing.T, file, ns string) *mlv1.TrainingJob {
 	t.Helper()
 	objs, err := deploy.ReadFile(testenv.RepoRoot() + "/examples/" + file)
@@ -175,7 +175,7 @@ func checkRotated(t *testing.T, tj *mlv1.TrainingJob, retention int32) {
 	})
 }
 
-// workerPods are the job's pods of an attempt by rank (the newest when a rank's pod was replaced).
+// workerPods returns the job's pods of an attempt by rank (the newest when a rank's pod was replaced).
 func workerPods(t *testing.T, ns, name string, attempt int) map[string]corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
@@ -285,7 +285,7 @@ func TestSecurityContextIsEnforced(t *testing.T) {
 	checkRotated(t, done, 2)
 }
 
-// procFile is a file of /proc/PID of a container's process, as the host sees it.
+// procFile returns a file of /proc/PID of a container's process, as the host sees it.
 func procFile(t *testing.T, node *realnode.Node, containerID, file string) string {
 	t.Helper()
 	pid, err := node.Pid(containerID)

@@ -40,7 +40,7 @@ type failureScenario struct {
 	check func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int)
 }
 
-// TestFailureHandling is the table of failure scenarios: gang restarts from the newest checkpoint,
+// TestFailureHandling runs the table of failure scenarios: gang restarts from the newest checkpoint,
 // permanent exit codes, disruptions, the restart budget, the deadline over restarts, workers that
 // cannot be scheduled, and cleanup after the end.
 func TestFailureHandling(t *testing.T) {
@@ -356,7 +356,7 @@ func logExitToAction(t *testing.T, tj *mlv1.TrainingJob, rank int, action string
 		acted.Format(time.RFC3339Nano), acted.Sub(exited).Round(10*time.Millisecond))
 }
 
-// firstEvents is when the job's first event of each reason was recorded.
+// firstEvents returns when the job's first event of each reason was recorded.
 func firstEvents(t *testing.T, tj *mlv1.TrainingJob) map[string]time.Time {
 	events := &eventsv1.EventList{}
 	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
@@ -372,7 +372,7 @@ func firstEvents(t *testing.T, tj *mlv1.TrainingJob) map[string]time.Time {
 	return first
 }
 
-// checkpointDir is where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.
+// checkpointDir returns where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.
 func checkpointDir(ns, name string) string {
 	return filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
 }

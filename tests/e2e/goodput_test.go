@@ -212,7 +212,7 @@ func (o *observer) strike(hang bool) {
 	}
 }
 
-// supervised is the program a container's supervisor (its first process, pid) runs.
+// supervised returns the program a container's supervisor (its first process, pid) runs.
 func supervised(t *testing.T, pid int) int {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
@@ -248,7 +248,7 @@ func (o *observer) rank0() (step, ckpt string) {
 	return strconv.FormatFloat(*s.Step, 'f', -1, 64), strconv.FormatFloat(s.Custom["training_checkpoint_epoch"], 'f', -1, 64)
 }
 
-// truth is each category's seconds by the test's timeline: scheduling until attempt 0 runs, startup until
+// truth returns each category's seconds by the test's timeline: scheduling until attempt 0 runs, startup until
 // its rank 0 steps; for each fault, the work since the newer of the attempt's first step and its last
 // checkpoint is lost; a kill's restart lasts until the next attempt's first step; a hang lasts from rank
 // 0's last step to the operator's new attempt, then its restart until the first step. The rest of the

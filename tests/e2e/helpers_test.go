@@ -30,7 +30,7 @@ func newNamespace(t *testing.T) string {
 	return stacktest.NewNamespace(t, stack.Client, "e2e-")
 }
 
-// trainerJob is a TrainingJob running the example trainer on CPU.
+// trainerJob returns a TrainingJob running the example trainer on CPU.
 func trainerJob(ns, name string, workers int32, epochs int32, args ...string) *tjtest.TJ {
 	return tjtest.NewTJ(ns, name).Workers(workers).GPUs(0).Epochs(epochs).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Image = "example-trainer:local"
@@ -45,7 +45,7 @@ func create(t *testing.T, objs ...client.Object) {
 	stacktest.Create(t, stack.Client, objs...)
 }
 
-// eventually is stacktest.Eventually.
+// eventually returns stacktest.Eventually.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	stacktest.Eventually(t, timeout, what, cond)
@@ -73,7 +73,7 @@ func waitForState(t *testing.T, ns, name string, want mlv1.State, timeout time.D
 	return tj
 }
 
-// workerPods are the TrainingJob's pods by rank (the newest pod of each rank).
+// workerPods returns the TrainingJob's pods by rank (the newest pod of each rank).
 func workerPods(t *testing.T, ns, name string) map[int]*corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
@@ -111,13 +111,13 @@ func runningPIDs(t *testing.T, ns, name string, workers int) map[int]int {
 	return pids
 }
 
-// rankLog is the trainer log of a rank's newest pod.
+// rankLog returns the trainer log of a rank's newest pod.
 func rankLog(t *testing.T, ns, name string, rank int) string {
 	t.Helper()
 	return readLog(t, ns, fmt.Sprintf("%s-worker-%d-*", name, rank), names.ContainerName)
 }
 
-// readLog is a container's log on the process nodes; pod may be a glob.
+// readLog returns a container's log on the process nodes; pod may be a glob.
 func readLog(t *testing.T, ns, pod, container string) string {
 	t.Helper()
 	path, err := node.LogPath(stack.DataRoot, ns, pod, container)
@@ -133,7 +133,7 @@ func readLog(t *testing.T, ns, pod, container string) string {
 
 var lossLine = regexp.MustCompile(`(?m)^epoch (\d+)/\d+ loss=([0-9.]+)`)
 
-// losses are the per-epoch losses rank 0 logged, by epoch.
+// losses returns the per-epoch losses rank 0 logged, by epoch.
 func losses(log string) map[int]float64 {
 	out := map[int]float64{}
 	for _, m := range lossLine.FindAllStringSubmatch(log, -1) {

@@ -72,14 +72,14 @@ func createClusterScoped(t *testing.T, objs ...client.Object) {
 	})
 }
 
-// queuedJob is a trainerJob of workerCPU per worker queued in "lq".
+// queuedJob returns a trainerJob of workerCPU per worker queued in "lq".
 func queuedJob(ns, name string, workers, epochs int32, args ...string) *tjtest.TJ {
 	return trainerJob(ns, name, workers, epochs, args...).Queue("lq").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Resources = &mlv1.Resources{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(workerCPU)}}
 	})
 }
 
-// workloads are the Kueue Workloads in ns.
+// workloads returns the Kueue Workloads in ns.
 func workloads(t *testing.T, ns string) []kueue.Workload {
 	t.Helper()
 	list := &kueue.WorkloadList{}
@@ -89,7 +89,7 @@ func workloads(t *testing.T, ns string) []kueue.Workload {
 	return list.Items
 }
 
-// workloadOf is the TrainingJob's Workload.
+// workloadOf returns the TrainingJob's Workload.
 func workloadOf(t *testing.T, ns, name string) *kueue.Workload {
 	t.Helper()
 	for _, wl := range workloads(t, ns) {
@@ -143,7 +143,7 @@ func (tl *timeline) record(jobs []mlv1.TrainingJob, now time.Time) {
 	}
 }
 
-// reasonOf is the reason of the condition of the job's state.
+// reasonOf returns the reason of the condition of the job's state.
 func reasonOf(tj *mlv1.TrainingJob) string {
 	if c := meta.FindStatusCondition(tj.Status.Conditions, string(tj.Status.State)); c != nil {
 		return c.Reason
@@ -165,7 +165,7 @@ func (tl *timeline) String() string {
 	return strings.Join(lines, "\n")
 }
 
-// started is when the job was first seen starting its workers (Initializing, or Running when that was
+// started returns when the job was first seen starting its workers (Initializing, or Running when that was
 // too short to be seen) after the time given.
 func (tl *timeline) started(name string, after time.Time) time.Time {
 	if at := tl.at(name, mlv1.StateInitializing, "", after); !at.IsZero() {
@@ -174,7 +174,7 @@ func (tl *timeline) started(name string, after time.Time) time.Time {
 	return tl.at(name, mlv1.StateRunning, "", after)
 }
 
-// at is when the job was first seen in state (and reason, when not "") after the time given; the zero
+// at returns when the job was first seen in state (and reason, when not "") after the time given; the zero
 // time when never.
 func (tl *timeline) at(name string, state mlv1.State, reason string, after time.Time) time.Time {
 	tl.mu.Lock()
@@ -577,7 +577,7 @@ func TestKueueTopologyAwarePlacement(t *testing.T) {
 	waitForState(t, ns, name, mlv1.StateCompleted, 2*time.Minute)
 }
 
-// topologyHosts are the host names of the domains of a topology assignment (its last level).
+// topologyHosts returns the host names of the domains of a topology assignment (its last level).
 func topologyHosts(ta *kueue.TopologyAssignment) []string {
 	var hosts []string
 	for _, s := range ta.Slices {

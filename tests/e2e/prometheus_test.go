@@ -112,7 +112,7 @@ func startPrometheus(t *testing.T) *prometheusServer {
 	return p
 }
 
-// operatorJob is the scrape job the Prometheus Operator makes of the ServiceMonitor's endpoint, for the
+// operatorJob returns the scrape job the Prometheus Operator makes of the ServiceMonitor's endpoint, for the
 // operator's process at operatorMetrics; the pod's token file is a file of dir holding the token of a
 // ServiceAccount bound to the metrics-reader ClusterRole.
 func operatorJob(t *testing.T, dir string) map[string]any {
@@ -324,7 +324,7 @@ func TestPrometheusScrapesTheOperatorAndRankZero(t *testing.T) {
 
 var variable = regexp.MustCompile(`\$(namespace|training_job)`)
 
-// dashboardQueries are the dashboard's panel and variable queries for one job.
+// dashboardQueries returns the dashboard's panel and variable queries for one job.
 func dashboardQueries(t *testing.T, ns, name string) []string {
 	t.Helper()
 	dash, err := deploy.ReadDashboard(filepath.Join(testenv.RepoRoot(), "deploy", "monitoring", "trainingjob-dashboard.json"))

@@ -45,7 +45,7 @@ func startS3(t *testing.T, bucket string) (*storetest.VersityGW, *checkpoint.S3S
 	return gw, store
 }
 
-// s3Keys is a Secret named name holding the test server's access key and secretKey (e2eSecretKey: the
+// s3Keys returns a Secret named name holding the test server's access key and secretKey (e2eSecretKey: the
 // right one).
 func s3Keys(ns, name, secretKey string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -209,7 +209,7 @@ func resumeFromValue(t *testing.T, ns, name string) string {
 	return cm.Data[names.ResumeFromKey]
 }
 
-// logOf is the trainer log of the newest pod matching the glob, or an error while there is none.
+// logOf returns the trainer log of the newest pod matching the glob, or an error while there is none.
 func logOf(ns, pod string) (string, error) {
 	path, err := node.LogPath(stack.DataRoot, ns, pod, names.ContainerName)
 	if err != nil {

@@ -313,7 +313,7 @@ func waitFinished(t *testing.T, ns, name string, timeout time.Duration) *mlv1.Tr
 	}
 }
 
-// rankLogs are the trainer logs of each rank's newest pod ("" for a rank without one yet).
+// rankLogs returns the trainer logs of each rank's newest pod ("" for a rank without one yet).
 func rankLogs(t *testing.T, ns, name string, workers int) []string {
 	t.Helper()
 	logs := make([]string, workers)
@@ -356,7 +356,7 @@ func assertProgress(t *testing.T, tj *mlv1.TrainingJob, epochs int) {
 	}
 }
 
-// epochOf is the epoch of the job's newest checkpoint the operator has seen (0: none).
+// epochOf returns the epoch of the job's newest checkpoint the operator has seen (0: none).
 func epochOf(tj *mlv1.TrainingJob) int {
 	if tj.Status.Checkpoint == nil {
 		return 0

@@ -132,7 +132,7 @@ func countScalars(t *testing.T, path, tag string) int {
 	return n
 }
 
-// claimPath is the directory a bound claim's hostPath volume has on this machine (the process node's
+// claimPath returns the directory a bound claim's hostPath volume has on this machine (the process node's
 // provisioner).
 func claimPath(t *testing.T, ns, name string) string {
 	t.Helper()

@@ -148,7 +148,7 @@ func waitStatus(t *testing.T, ns, name string, timeout time.Duration, ok func(*m
 	}
 }
 
-// fromOutput: the job's progress comes from its output, in format (any when "").
+// fromOutput reports whether the job's progress comes from its output, in format (any when "").
 func fromOutput(tj *mlv1.TrainingJob, format string) bool {
 	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported)
 	return c != nil && c.Reason == derive.ReasonFromOutput && (format == "" || strings.HasSuffix(c.Message, "("+format+")"))

@@ -70,7 +70,7 @@ func grants(rules []rbacv1.PolicyRule) []string {
 	return slices.Compact(out)
 }
 
-// generatedRules are the rules of the generated ClusterRole and of the generated Role (leader election).
+// generatedRules returns the rules of the generated ClusterRole and of the generated Role (leader election).
 func generatedRules(t *testing.T) (cluster, release []rbacv1.PolicyRule) {
 	t.Helper()
 	objs, err := deploy.RBAC()
@@ -231,7 +231,7 @@ func TestHelmRBACWatchNamespaces(t *testing.T) {
 	}
 }
 
-// sortedUnion is the sorted union of a and b.
+// sortedUnion returns the sorted union of a and b.
 func sortedUnion(a, b []string) []string {
 	out := slices.Concat(a, b)
 	slices.Sort(out)

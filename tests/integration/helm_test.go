@@ -52,7 +52,7 @@ func tool(t *testing.T, bin string, args ...string) []byte {
 	return stdout.Bytes()
 }
 
-// helm is the helm command built by hack/helm.sh (make test sets HELM); kubectl is in the control plane's
+// helm returns the helm command built by hack/helm.sh (make test sets HELM); kubectl is in the control plane's
 // assets (hack/testbin.sh builds it). The tests fail without them: they never skip.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()

@@ -238,7 +238,7 @@ func ranks(pods []corev1.Pod) []string {
 	return r
 }
 
-// condition is the TrainingJob's condition of type t, or a zero Condition.
+// condition returns the TrainingJob's condition of type t, or a zero Condition.
 func condition(tj *mlv1.TrainingJob, t string) metav1.Condition {
 	if c := meta.FindStatusCondition(tj.Status.Conditions, t); c != nil {
 		return *c

@@ -149,7 +149,7 @@ func setPodStatus(t *testing.T, pod *corev1.Pod, phase corev1.PodPhase, state co
 	setPodStatusIn(t, env.Client, pod, phase, state, restarts)
 }
 
-// setPodStatusIn is setPodStatus on the API server of c.
+// setPodStatusIn returns setPodStatus on the API server of c.
 func setPodStatusIn(t *testing.T, c client.Client, pod *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState, restarts int32) {
 	t.Helper()
 	eventually(t, "pod status write", func(ctx context.Context) error {
@@ -183,12 +183,12 @@ func terminated(code int32, reason string) corev1.ContainerState {
 	}}
 }
 
-// eventReasons are the type/reason of the events recorded for a TrainingJob, oldest first.
+// eventReasons returns the type/reason of the events recorded for a TrainingJob, oldest first.
 func eventReasons(ctx context.Context, tj *mlv1.TrainingJob) ([]string, error) {
 	return eventField(ctx, tj, func(e eventsv1.Event) string { return e.Type + "/" + e.Reason })
 }
 
-// eventNotes are the notes of the events recorded for a TrainingJob.
+// eventNotes returns the notes of the events recorded for a TrainingJob.
 func eventNotes(ctx context.Context, tj *mlv1.TrainingJob) ([]string, error) {
 	return eventField(ctx, tj, func(e eventsv1.Event) string { return e.Note })
 }
@@ -207,7 +207,7 @@ func eventField(ctx context.Context, tj *mlv1.TrainingJob, field func(eventsv1.E
 	return out, nil
 }
 
-// table is what `kubectl get trainingjobs` prints: the API server's Table for the resource.
+// table returns what `kubectl get trainingjobs` prints: the API server's Table for the resource.
 func table(t *testing.T, ns string) *metav1.Table {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)

@@ -211,7 +211,7 @@ func TestLostNodeCountsOnceTainted(t *testing.T) {
 	})
 }
 
-// currentJob is the workers' Job of tj's current attempt.
+// currentJob returns the workers' Job of tj's current attempt.
 func currentJob(ctx context.Context, tj *mlv1.TrainingJob) (*batchv1.Job, error) {
 	job := &batchv1.Job{}
 	return job, env.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job)

@@ -420,7 +420,7 @@ func TestAdmissionRejectsWhatUsersWriteWrong(t *testing.T) {
 	}
 }
 
-// causeFields are the fields an Invalid error names. A rule on the object's root (metadata.name) has
+// causeFields returns the fields an Invalid error names. A rule on the object's root (metadata.name) has
 // no field path, so its message must name the field instead.
 func causeFields(err error) []string {
 	var fields []string

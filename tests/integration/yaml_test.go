@@ -56,7 +56,7 @@ spec:
 `,
 }
 
-// docsYAML is every ```yaml block of README.md and the pages of docs/ that holds a TrainingJob.
+// docsYAML returns every ```yaml block of README.md and the pages of docs/ that holds a TrainingJob.
 func docsYAML(t *testing.T) map[string]string {
 	t.Helper()
 	pages, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "docs", "*.md"))

@@ -15,7 +15,7 @@ import (
 // root is the repository's top directory (tests run in their package's directory).
 const root = "../.."
 
-// docs are README.md and every page under docs/.
+// docs returns README.md and every page under docs/.
 func docs(t *testing.T) []string {
 	t.Helper()
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -31,7 +31,7 @@ var (
 	fence   = regexp.MustCompile("(?s)```.*?```")
 )
 
-// anchor is GitHub's id for a heading: lower case, punctuation but '-' and '_' dropped, spaces as '-'.
+// anchor returns GitHub's id for a heading: lower case, punctuation but '-' and '_' dropped, spaces as '-'.
 func anchor(h string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(strings.TrimSpace(h)) {

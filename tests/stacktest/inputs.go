@@ -57,7 +57,7 @@ func UploadFiles(t *testing.T, store checkpoint.Store, prefix, dir string, files
 	return total
 }
 
-// FetchedBytes is what a worker's fetch-inputs container that ended well read from the servers (the
+// FetchedBytes returns what a worker's fetch-inputs container that ended well read from the servers (the
 // reports in its termination message); false for any other container or state.
 func FetchedBytes(cs corev1.ContainerStatus) (int64, bool) {
 	if cs.Name != names.InputsContainerName || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {

@@ -161,7 +161,7 @@ func BuildPlugin(t *testing.T) string {
 	return dir
 }
 
-// Settled is a finished run's figures as the status gives them once the StatusController has settled them
+// Settled returns a finished run's figures as the status gives them once the StatusController has settled them
 // ("100% epoch 8/8 checkpoint 8"), for comparing with what the run did.
 func Settled(st mlv1.TrainingJobStatus) string {
 	got := fmt.Sprintf("%s epoch %d/%d", st.Progress, st.CurrentEpoch, st.TotalEpochs)

@@ -16,7 +16,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// ScraperToken is the token of the ServiceAccount ns/name, a scraper of the operator's metrics as a
+// ScraperToken returns the token of the ServiceAccount ns/name, a scraper of the operator's metrics as a
 // cluster's Prometheus is: created with its namespace when missing, and bound to the metrics-reader
 // ClusterRole of deploy/rbac (installed when missing) when reader is true.
 func ScraperToken(ctx context.Context, c client.Client, ns, name string, reader bool) (string, error) {
@@ -45,7 +45,7 @@ func ScraperToken(ctx context.Context, c client.Client, ns, name string, reader 
 	return tr.Status.Token, nil
 }
 
-// readerRole is the metrics-reader ClusterRole of deploy/rbac.
+// readerRole returns the metrics-reader ClusterRole of deploy/rbac.
 func readerRole() (client.Object, error) {
 	objs, err := deploy.RBAC()
 	if err != nil {

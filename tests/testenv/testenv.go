@@ -26,7 +26,7 @@ type Env struct {
 	dir    string
 }
 
-// RepoRoot is the repository's top directory.
+// RepoRoot returns the repository's top directory.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
@@ -44,7 +44,7 @@ func BuildWorkerTools(dir string) (string, error) {
 	return bin, nil
 }
 
-// Assets is the directory of the control-plane binaries, from KUBEBUILDER_ASSETS.
+// Assets returns the directory of the control-plane binaries, from KUBEBUILDER_ASSETS.
 func Assets() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
@@ -54,7 +54,7 @@ func Assets() (string, error) {
 	return dir, nil
 }
 
-// KueueAssets is the directory of the Kueue manager and its CRDs, from KUEUE_ASSETS.
+// KueueAssets returns the directory of the Kueue manager and its CRDs, from KUEUE_ASSETS.
 func KueueAssets() (string, error) {
 	dir := os.Getenv("KUEUE_ASSETS")
 	if dir == "" {

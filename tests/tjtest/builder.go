@@ -88,11 +88,11 @@ func (b *TJ) Label(k, v string) *TJ {
 // With applies any change.
 func (b *TJ) With(f func(*mlv1.TrainingJob)) *TJ { f(&b.tj); return b }
 
-// Obj is the TrainingJob built, with the spec's defaults applied (mlv1.TrainingJob.Default), as the
+// Obj returns the TrainingJob built, with the spec's defaults applied (mlv1.TrainingJob.Default), as the
 // controllers read it; Raw is it as written.
 func (b *TJ) Obj() *mlv1.TrainingJob { return b.tj.Defaulted() }
 
-// Raw is the TrainingJob built, as a user writes it: no defaults applied.
+// Raw returns the TrainingJob built, as a user writes it: no defaults applied.
 func (b *TJ) Raw() *mlv1.TrainingJob { return b.tj.DeepCopy() }
 
 func (b *TJ) hp() *mlv1.Hyperparameters {

@@ -60,7 +60,7 @@ func (p *Process) Stop() {
 	}
 }
 
-// Pid is the process ID.
+// Pid returns the process ID.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Kill kills the process with SIGKILL, as the OOM killer or a node failure would, and waits for it.

@@ -73,7 +73,7 @@ func (img Image) contents() ([]File, error) {
 	return files, nil
 }
 
-// key is a digest of everything that goes into the image: its name, configuration and files.
+// key returns a digest of everything that goes into the image: its name, configuration and files.
 func key(img Image, files []File) string {
 	h := sha256.New()
 	cfg, _ := json.Marshal(img.Config)
@@ -159,7 +159,7 @@ func (img Image) build(files []File) (v1.Image, error) {
 	return mutate.ConfigFile(withLayer, cf)
 }
 
-// layerTar is a layer's tar stream: the files, with their parent directories first.
+// layerTar returns a layer's tar stream: the files, with their parent directories first.
 func layerTar(files []File) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -192,7 +192,7 @@ func layerTar(files []File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Tree is every file under the directory src (caches and compiled Python left out), placed under dst.
+// Tree returns every file under the directory src (caches and compiled Python left out), placed under dst.
 func Tree(src, dst string) ([]File, error) {
 	var files []File
 	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
@@ -218,7 +218,7 @@ func Tree(src, dst string) ([]File, error) {
 	return files, err
 }
 
-// parents are the directories above p, outermost first.
+// parents returns the directories above p, outermost first.
 func parents(p string) []string {
 	var out []string
 	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {

@@ -34,7 +34,7 @@ const nonroot = "65532:65532"
 // pathEnv is the PATH of distroless images.
 const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// base are the files distroless/static gives every image: users, groups and CA certificates.
+// base returns the files distroless/static gives every image: users, groups and CA certificates.
 func base() []File {
 	files := []File{
 		{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
@@ -57,7 +57,7 @@ func Binaries(repoRoot, dir string) error {
 	return nil
 }
 
-// All are the images of the local stack, made of the programs Binaries built into bin.
+// All returns the images of the local stack, made of the programs Binaries built into bin.
 func All(bin string) []Image {
 	return []Image{
 		{Name: Operator, Files: append(base(), File{Path: "/manager", Source: filepath.Join(bin, "manager"), Mode: 0o755},
@@ -70,7 +70,7 @@ func All(bin string) []Image {
 	}
 }
 
-// Debian are the images on the Debian root filesystem rootfs (a layer tarball made by hack/rootfs.sh) with
+// Debian returns the images on the Debian root filesystem rootfs (a layer tarball made by hack/rootfs.sh) with
 // files of the repository at repoRoot: the default runner and the MPI examples.
 func Debian(repoRoot, rootfs string) ([]Image, error) {
 	runner, err := Tree(filepath.Join(repoRoot, "runner", "trainingjob_runner"), "/opt/trainingjob/trainingjob_runner")
@@ -89,7 +89,7 @@ func Debian(repoRoot, rootfs string) ([]Image, error) {
 	}, nil
 }
 
-// CacheDir is where built images are kept, beside the control plane's binaries.
+// CacheDir returns where built images are kept, beside the control plane's binaries.
 func CacheDir() string {
 	if d := os.Getenv("TESTBIN_CACHE"); d != "" {
 		return filepath.Join(d, "images")

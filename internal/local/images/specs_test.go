@@ -59,7 +59,7 @@ func finalStage(t *testing.T, path string) recipe {
 	return r
 }
 
-// recipeOf is what an image built here says, its own files only (not the base's users and certificates); a
+// recipeOf returns what an image built here says, its own files only (not the base's users and certificates); a
 // file under a directory the Dockerfile copies (copied, its COPY destinations) counts as that directory.
 func recipeOf(img Image, copied []string) recipe {
 	r := recipe{Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd, User: img.Config.User}

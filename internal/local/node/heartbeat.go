@@ -131,7 +131,7 @@ func (n *Node) nodeStatus(old corev1.NodeStatus) corev1.NodeStatus {
 	return s
 }
 
-// allocatable is the host's CPUs and memory, 110 pods, and the node's GPUs.
+// allocatable returns the host's CPUs and memory, 110 pods, and the node's GPUs.
 func (n *Node) allocatable() corev1.ResourceList {
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
@@ -162,7 +162,7 @@ func (n *Node) renewLease(ctx context.Context) error {
 	return n.client.Update(ctx, lease)
 }
 
-// hostMemory is MemTotal from /proc/meminfo, in bytes.
+// hostMemory returns MemTotal from /proc/meminfo, in bytes.
 func hostMemory() int64 {
 	data, err := os.ReadFile("/proc/meminfo")
 	if err != nil {

@@ -32,7 +32,7 @@ var bindShim struct {
 	err  error
 }
 
-// BindShim is the path of the built shim (built on first use into the user's cache directory), or an
+// BindShim returns the path of the built shim (built on first use into the user's cache directory), or an
 // error saying why there is none (no C compiler).
 func BindShim() (string, error) {
 	bindShim.once.Do(func() { bindShim.path, bindShim.err = buildBindShim() })

@@ -7,7 +7,7 @@ import (
 	"sort"
 )
 
-// LogPath is the log file of a container of the newest pod whose name matches the glob pod: stdout and
+// LogPath returns the log file of a container of the newest pod whose name matches the glob pod: stdout and
 // stderr of every run of the container, appended in order.
 func LogPath(root, namespace, pod, container string) (string, error) {
 	path, ok, err := Newest(logPattern(root, namespace, pod, container))
@@ -17,14 +17,14 @@ func LogPath(root, namespace, pod, container string) (string, error) {
 	return path, err
 }
 
-// LogPaths are the log files of a container of every pod whose name matches the glob pod (the pods of
+// LogPaths returns the log files of a container of every pod whose name matches the glob pod (the pods of
 // every attempt of a rank), in no particular order.
 func LogPaths(root, namespace, pod, container string) []string {
 	paths, _ := filepath.Glob(logPattern(root, namespace, pod, container)) // the only error is a bad pattern: none
 	return paths
 }
 
-// AllLogs is what the container of every pod whose name matches the glob pod printed, one pod after another.
+// AllLogs returns what the container of every pod whose name matches the glob pod printed, one pod after another.
 func AllLogs(root, namespace, pod, container string) string {
 	var all []byte
 	for _, path := range LogPaths(root, namespace, pod, container) {
@@ -38,7 +38,7 @@ func logPattern(root, namespace, pod, container string) string {
 	return filepath.Join(root, "pods", fmt.Sprintf("%s_%s_*", namespace, pod), "logs", container+".log")
 }
 
-// Newest is the most recently written file matching the glob pattern; ok is false when none does.
+// Newest returns the most recently written file matching the glob pattern; ok is false when none does.
 func Newest(pattern string) (path string, ok bool, err error) {
 	matches, err := filepath.Glob(pattern)
 	if err != nil || len(matches) == 0 {

@@ -73,7 +73,7 @@ func (r *podRun) start(ctx context.Context, c *corev1.Container, dirs map[string
 	return p, nil
 }
 
-// containerEnv is the process environment: PATH and HOME from the node, HOSTNAME, then the container's
+// containerEnv returns the process environment: PATH and HOME from the node, HOSTNAME, then the container's
 // resolved env, with mount paths translated to host paths and pod DNS names to pod addresses.
 func (r *podRun) containerEnv(ctx context.Context, c *corev1.Container, ms mounts) (map[string]string, error) {
 	r.mu.Lock()
@@ -104,7 +104,7 @@ func (r *podRun) containerEnv(ctx context.Context, c *corev1.Container, ms mount
 	return env, os.MkdirAll(env["HOME"], 0o755)
 }
 
-// commandLine is command + args with $(VAR) expanded against env, as the kubelet does, and paths and
+// commandLine returns command + args with $(VAR) expanded against env, as the kubelet does, and paths and
 // names translated like env values. The node cannot read an image's entrypoint, so command is required.
 func commandLine(c *corev1.Container, env map[string]string, ms mounts) ([]string, error) {
 	if len(c.Command) == 0 {
@@ -164,7 +164,7 @@ func (p *process) kill(grace time.Duration) {
 	_ = syscall.Kill(pgid, syscall.SIGKILL) // children left behind by the leader
 }
 
-// exitCode is the container runtime's exit code: 128+signal for a signalled process.
+// exitCode returns the container runtime's exit code: 128+signal for a signalled process.
 func (p *process) exitCode() (int32, string) {
 	var ee *exec.ExitError
 	if p.err != nil && !errors.As(p.err, &ee) {

@@ -81,7 +81,7 @@ func (n *Node) reconcileClaim(ctx context.Context, req reconcile.Request) (recon
 	return reconcile.Result{}, nil
 }
 
-// claimClass is the claim's StorageClass when this node provisions it: one of Provisioner, or an empty
+// claimClass returns the claim's StorageClass when this node provisions it: one of Provisioner, or an empty
 // class for a claim of no class. It is nil for another provisioner's claim.
 func (n *Node) claimClass(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (*storagev1.StorageClass, error) {
 	name := ptr.Deref(pvc.Spec.StorageClassName, "")
@@ -113,7 +113,7 @@ func unsupportedModes(class *storagev1.StorageClass, pvc *corev1.PersistentVolum
 	return ""
 }
 
-// claimVolume is the PersistentVolume provisioned for a claim.
+// claimVolume returns the PersistentVolume provisioned for a claim.
 func claimVolume(pvc *corev1.PersistentVolumeClaim, dir string) *corev1.PersistentVolume {
 	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	modes := pvc.Spec.AccessModes

@@ -153,7 +153,7 @@ func setCondition(s *corev1.PodStatus, t corev1.PodConditionType, ok bool) {
 	s.Conditions = append(s.Conditions, corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()})
 }
 
-// terminalPhase is Succeeded when every main container exited 0, else Failed.
+// terminalPhase returns Succeeded when every main container exited 0, else Failed.
 func terminalPhase(s *corev1.PodStatus) corev1.PodPhase {
 	for _, cs := range s.ContainerStatuses {
 		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
@@ -163,7 +163,7 @@ func terminalPhase(s *corev1.PodStatus) corev1.PodPhase {
 	return corev1.PodSucceeded
 }
 
-// mergeStatus is the node's status with the conditions other components own kept from the current one.
+// mergeStatus returns the node's status with the conditions other components own kept from the current one.
 func mergeStatus(current, node corev1.PodStatus) corev1.PodStatus {
 	out := node
 	out.Conditions = nil

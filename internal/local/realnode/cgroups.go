@@ -12,11 +12,11 @@ import (
 // cgroupFS is where the cgroup v1 hierarchies are mounted, one directory per controller.
 const cgroupFS = "/sys/fs/cgroup"
 
-// cgroupRoot is the node's cgroup, under which its kubelet puts every pod: several kubelets share the
+// cgroupRoot returns the node's cgroup, under which its kubelet puts every pod: several kubelets share the
 // machine without seeing each other's pods.
 func (o Options) cgroupRoot() string { return "trainingjob-" + o.Name }
 
-// hierarchies are the mounted cgroup v1 hierarchies (cpu,cpuacct and its links counted once).
+// hierarchies returns the mounted cgroup v1 hierarchies (cpu,cpuacct and its links counted once).
 func hierarchies() ([]string, error) {
 	entries, err := os.ReadDir(cgroupFS)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 )
 
-// containerdConfig is containerd 1.6's configuration for a node: its own root, state and socket, the
+// containerdConfig returns containerd 1.6's configuration for a node: its own root, state and socket, the
 // local pause image, and the CNI configuration of the node's bridge. restrict_oom_score_adj: these
 // machines refuse any write that lowers a process's OOM score, which runc otherwise does for every
 // sandbox ("can't get final child's PID from pipe: EOF").
@@ -39,7 +39,7 @@ oom_score = 0
 // cniNetwork names the node's CNI network (and so its iptables rules).
 func (o Options) cniNetwork() string { return fmt.Sprintf("tj-node-%d", o.Index) }
 
-// cniConfig is a bridge network of the node's subnet: pods get addresses on it and the host is their
+// cniConfig returns a bridge network of the node's subnet: pods get addresses on it and the host is their
 // gateway, which routes between the nodes' bridges. Nothing is masqueraded: a pod sees the other pods'
 // own addresses, as on a cluster's pod network (and there is no outside network to reach).
 func cniConfig(o Options) string {
@@ -66,7 +66,7 @@ func cniConfig(o Options) string {
 `, o.cniNetwork(), o.bridge(), filepath.Join(o.Dir, "cni-ipam"), o.Subnet())
 }
 
-// kubeletConfig is the kubelet's configuration, as the field notes of these machines found it works:
+// kubeletConfig returns the kubelet's configuration, as the field notes of these machines found it works:
 // cgroup v1 allowed, cgroupfs, swap tolerated, its own cgroup root and ports so that several kubelets
 // share the machine, anonymous access for the API server's log and exec requests, and eviction
 // thresholds low enough that a shared disk does not evict the pods.

@@ -12,11 +12,11 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 )
 
-// podLogsDir is where a node's kubelet writes its containers' logs (not the machine's /var/log/pods:
+// podLogsDir returns where a node's kubelet writes its containers' logs (not the machine's /var/log/pods:
 // several nodes share the machine, and nothing is left behind).
 func (o Options) podLogsDir() string { return filepath.Join(o.Dir, "pod-logs") }
 
-// nodeDirs is the glob of the real nodes' directories under a state directory.
+// nodeDirs returns the glob of the real nodes' directories under a state directory.
 func nodeDirs(stateDir string) string { return filepath.Join(stateDir, "real-node-*") }
 
 // ClearNodeDirs removes what real nodes of an earlier run left under stateDir (their pod logs, a killed
@@ -31,7 +31,7 @@ func ClearNodeDirs(stateDir string) error {
 	return errors.Join(errs...)
 }
 
-// LogPath is the newest log file of a container of a pod (pod may be a glob of its name) in namespace
+// LogPath returns the newest log file of a container of a pod (pod may be a glob of its name) in namespace
 // on any real node whose state is under stateDir, as the kubelet keeps it: one file per run.
 func LogPath(stateDir, namespace, pod, container string) (string, error) {
 	path, ok, err := node.Newest(filepath.Join(nodeDirs(stateDir), "pod-logs", fmt.Sprintf("%s_%s_*", namespace, pod), container, "*.log"))

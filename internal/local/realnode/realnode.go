@@ -56,7 +56,7 @@ type Node struct {
 	kubelet    *cluster.Process
 }
 
-// Subnet is the node's pod subnet.
+// Subnet returns the node's pod subnet.
 func (o Options) Subnet() string { return fmt.Sprintf("10.244.%d.0/24", o.Index) }
 
 func (o Options) bridge() string { return fmt.Sprintf("tjbr%d", o.Index) }
@@ -195,7 +195,7 @@ func (n *Node) killContainers() error {
 	return fmt.Errorf("containers of %s still running after SIGKILL", n.opts.Name)
 }
 
-// ctr is containerd's client on this node's containerd, in the namespace of Kubernetes' containers.
+// ctr returns containerd's client on this node's containerd, in the namespace of Kubernetes' containers.
 func (n *Node) ctr(ctx context.Context, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ctr", append([]string{"--address", n.opts.socket(), "-n", "k8s.io"}, args...)...)
 }
@@ -219,7 +219,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, check func
 	}
 }
 
-// HostIP is the first IPv4 address of an interface of this machine that is up and not a loopback, a
+// HostIP returns the first IPv4 address of an interface of this machine that is up and not a loopback, a
 // bridge or the DNS address of this package: the nodes' InternalIP.
 func HostIP() (string, error) {
 	ifaces, err := net.Interfaces()
@@ -240,7 +240,7 @@ func HostIP() (string, error) {
 	return "", errors.New("no IPv4 address on an interface that is up: a real node needs one for its InternalIP")
 }
 
-// Pid is the host PID of a container of this node (containerID as a pod's status gives it,
+// Pid returns the host PID of a container of this node (containerID as a pod's status gives it,
 // containerd://ID), for tests that look at the process: its user, its signals.
 func (n *Node) Pid(containerID string) (int, error) {
 	out, err := n.ctr(context.Background(), "tasks", "ls").Output()

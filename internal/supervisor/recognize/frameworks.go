@@ -33,7 +33,8 @@ func (r *Recognizer) hfDict(s []byte, rd *reading) string {
 	return FormatHuggingFace
 }
 
-// hfLog: the dictionary has 'epoch' and a training or evaluation key, or is the final 'train_runtime' one.
+// hfLog reports whether the dictionary has 'epoch' and a training or evaluation key, or is the final
+// 'train_runtime' one.
 func hfLog(d []byte) bool {
 	if bytes.Contains(d, hfRuntimeKey) {
 		return true
@@ -135,7 +136,7 @@ func (r *Recognizer) kerasStep(s []byte, rd *reading) string {
 	return FormatKeras
 }
 
-// kerasShape: after "n/total" comes Keras 2's "[==>..]", Keras 3's "━" bar or verbose=2's " - "; after
+// kerasShape reports whether, after "n/total" comes Keras 2's "[==>..]", Keras 3's "━" bar or verbose=2's " - "; after
 // "n/Unknown", a time per step.
 func kerasShape(rest []byte, hasTotal bool) bool {
 	switch {
@@ -158,7 +159,7 @@ func kerasShape(rest []byte, hasTotal bool) bool {
 	return true
 }
 
-// kerasSteps: a step line's total is the epoch's (the first one after "Epoch N/M"), not that of
+// kerasSteps reports whether a step line's total is the epoch's (the first one after "Epoch N/M"), not that of
 // model.evaluate or predict run after it.
 func (r *Recognizer) kerasSteps(total float64) bool {
 	switch {

@@ -53,7 +53,7 @@ func (r *Recognizer) plain(s []byte, rd *reading) string {
 	return FormatPlain
 }
 
-// evalLine: the line's first word names evaluation ("Validation - epoch 1/10 - loss: 0.04").
+// evalLine reports whether the line's first word names evaluation ("Validation - epoch 1/10 - loss: 0.04").
 func evalLine(s []byte) bool {
 	i := 0
 	for i < len(s) && !isLetter(s[i]) {

@@ -72,7 +72,7 @@ func cond(ok bool, c cand) cand {
 	return 0
 }
 
-// byteAt is b[i], or 0 outside b.
+// byteAt returns b[i], or 0 outside b.
 func byteAt(b []byte, i int) byte {
 	if i < 0 || i >= len(b) {
 		return 0
@@ -80,7 +80,7 @@ func byteAt(b []byte, i int) byte {
 	return b[i]
 }
 
-// foldAt: b holds kw (lower-case ASCII) at i, in any case.
+// foldAt reports whether b holds kw (lower-case ASCII) at i, in any case.
 func foldAt(b []byte, i int, kw string) bool {
 	if i+len(kw) > len(b) {
 		return false
@@ -118,7 +118,7 @@ func (r *Recognizer) clean(raw []byte) []byte {
 	return cutPrefix(b)
 }
 
-// escapeEnd is the index of the last byte of the escape sequence starting at b[i] (ESC): a CSI
+// escapeEnd returns the index of the last byte of the escape sequence starting at b[i] (ESC): a CSI
 // ("\x1b[" parameters final), an OSC ("\x1b]" ... BEL or ESC \), or ESC and one byte.
 func escapeEnd(b []byte, i int) int {
 	if i+1 >= len(b) {
@@ -281,7 +281,7 @@ func findCount(b []byte, kw string) count {
 	return count{}
 }
 
-// indexFold is the index of kw (lower-case ASCII) in b, ignoring case, or -1.
+// indexFold returns the index of kw (lower-case ASCII) in b, ignoring case, or -1.
 func indexFold(b []byte, kw string) int {
 	for i := 0; i+len(kw) <= len(b); i++ {
 		if lower(b[i]) != kw[0] {
@@ -317,7 +317,7 @@ func countAt(b []byte, i, k int) count {
 	return c
 }
 
-// intEnds: an integer ending at b[j] is whole (not "3.5", "3rd" or "3_000").
+// intEnds reports whether an integer ending at b[j] is whole (not "3.5", "3rd" or "3_000").
 func intEnds(b []byte, j int) bool {
 	if j >= len(b) {
 		return true
@@ -433,7 +433,7 @@ func lowerInto(dst, b []byte) []byte {
 	return dst
 }
 
-// evalWord: a word that makes the metric after it an evaluation one.
+// evalWord reports whether a word that makes the metric after it an evaluation one.
 func evalWord(w []byte) bool {
 	switch string(w) {
 	case "val", "valid", "validation", "test", "eval", "evaluation", "dev":

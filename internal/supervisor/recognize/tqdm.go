@@ -142,7 +142,7 @@ func (b bar) bracket(r []byte) (bar, bool) {
 	return b, true
 }
 
-// timeLike: tqdm's "00:10<00:12", "1:02:03<?" or "00:10".
+// timeLike reports whether b is a time of tqdm's: "00:10<00:12", "1:02:03<?" or "00:10".
 func timeLike(b []byte) bool {
 	return len(b) >= 4 && isDigit(b[0]) && bytes.IndexByte(b, ':') > 0
 }
@@ -186,7 +186,7 @@ func letters(b []byte) bool {
 	return true
 }
 
-// trainingBar: the bar is not an evaluation, data-preparation or download bar.
+// trainingBar reports whether the bar is not an evaluation, data-preparation or download bar.
 func trainingBar(b bar) bool {
 	switch string(b.unit) {
 	case "B", "iB", "bytes", "b":
@@ -203,7 +203,7 @@ func trainingBar(b bar) bool {
 	return !notTraining(lowerInto(wb[:0], w))
 }
 
-// notTraining: a description's first word that names evaluation or data preparation.
+// notTraining reports whether a description's first word names evaluation or data preparation.
 func notTraining(w []byte) bool {
 	switch string(w) {
 	case "validation", "validating", "valid", "val", "eval", "evaluating", "evaluation", "evaluate", "test",

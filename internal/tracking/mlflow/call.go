@@ -68,7 +68,7 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	return err
 }
 
-// endpoint is the URL of an API call: BaseURL's path joined with api/2.0/mlflow and path, and query.
+// endpoint returns the URL of an API call: BaseURL's path joined with api/2.0/mlflow and path, and query.
 func (c *Client) endpoint(path string, query url.Values) (string, error) {
 	base, err := ParseBaseURL(c.BaseURL)
 	if err != nil {
@@ -79,7 +79,7 @@ func (c *Client) endpoint(path string, query url.Values) (string, error) {
 	return u.String(), nil
 }
 
-// httpClient is HTTP (or a default client) that does not follow redirects: a redirect would take the
+// httpClient returns HTTP (or a default client) that does not follow redirects: a redirect would take the
 // credentials, and the call, to an address nobody configured.
 func (c *Client) httpClient() *http.Client {
 	hc := http.Client{}
@@ -130,7 +130,7 @@ func (c *Client) once(ctx context.Context, hc *http.Client, call, method, target
 	return false, nil
 }
 
-// answerError is the error of a failed answer: its status and, when the body is MLflow's error JSON with
+// answerError returns the error of a failed answer: its status and, when the body is MLflow's error JSON with
 // an error_code that looks like one, that code. Nothing else of the body is kept.
 func answerError(call string, status int, data []byte) *Error {
 	e := &Error{Call: call, Status: status}
@@ -143,7 +143,7 @@ func answerError(call string, status int, data []byte) *Error {
 	return e
 }
 
-// transportError is the error of a request that got no answer. Network errors (dial, read, write) and
+// transportError returns the error of a request that got no answer. Network errors (dial, read, write) and
 // timeouts keep their text, which holds addresses and system errors; any other (a malformed answer, a TLS
 // failure) is named by ErrNoHTTPAnswer alone, as Go's text of a malformed answer quotes what the server sent.
 func transportError(ctx context.Context, call string, err error) error {

@@ -59,7 +59,7 @@ func (e *Error) Error() string {
 	return s
 }
 
-// IsCode is true when err is an MLflow error with that code.
+// IsCode reports whether err is an MLflow error with that code.
 func IsCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code

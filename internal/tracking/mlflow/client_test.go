@@ -212,7 +212,7 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
-// containsAny is true when s contains one of subs.
+// containsAny reports whether s contains one of subs.
 func containsAny(s string, subs ...string) bool {
 	for _, sub := range subs {
 		if strings.Contains(s, sub) {

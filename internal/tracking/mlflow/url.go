@@ -43,7 +43,7 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// SameServer is true when a and b are both accepted by ParseBaseURL and name one server: the same scheme,
+// SameServer reports whether a and b are both accepted by ParseBaseURL and name one server: the same scheme,
 // host (compared case-insensitively) and port (a scheme's default port written or left out). Paths do not
 // count.
 func SameServer(a, b string) bool {
@@ -60,7 +60,7 @@ func SameServer(a, b string) bool {
 	return okA && okB && oa == ob
 }
 
-// origin is scheme://host:port of u, with the host in lower case and the port always written as a
+// origin returns scheme://host:port of u, with the host in lower case and the port always written as a
 // number; false when the port is not one.
 func origin(u *url.URL) (string, bool) {
 	port := u.Port()

@@ -85,7 +85,7 @@ func processesOf(dir string) []string {
 	return left
 }
 
-// tail is the end of a log file, for a failure's message.
+// tail returns the end of a log file, for a failure's message.
 func tail(path string) string {
 	data, _ := os.ReadFile(path)
 	if len(data) > 4000 {

@@ -71,7 +71,7 @@ func AuditWrites(path string, from, to time.Time, who func(user string) bool) (W
 	return w, sc.Err()
 }
 
-// PeakRSS is the highest resident set of a process so far (VmHWM), in bytes; 0 when it cannot be read.
+// PeakRSS returns the highest resident set of a process so far (VmHWM), in bytes; 0 when it cannot be read.
 func PeakRSS(pid int) float64 {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// FreeAddr is a free loopback address.
+// FreeAddr returns a free loopback address.
 func FreeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,7 +55,7 @@ func Parallel(n, workers int, f func(int) error) error {
 	return first
 }
 
-// Quantiles are the p50, p99 and max of d, rounded to the millisecond.
+// Quantiles returns the p50, p99 and max of d, rounded to the millisecond.
 func Quantiles(d []time.Duration) [3]time.Duration {
 	if len(d) == 0 {
 		return [3]time.Duration{}
@@ -80,7 +80,7 @@ func Metrics(addr, token string) (map[string]*dto.MetricFamily, error) {
 	return parser.TextToMetricFamilies(strings.NewReader(body))
 }
 
-// MetricsURL is a manager's metrics URL at addr, HTTPS when secure.
+// MetricsURL returns a manager's metrics URL at addr, HTTPS when secure.
 func MetricsURL(addr string, secure bool) string {
 	if secure {
 		return "https://" + addr + "/metrics"
@@ -146,7 +146,7 @@ func hasLabels(m *dto.Metric, match map[string]string) bool {
 	return found == len(match)
 }
 
-// ProcCPU is the user+system CPU time of a process, from /proc (clock ticks of 10 ms).
+// ProcCPU returns the user+system CPU time of a process, from /proc (clock ticks of 10 ms).
 func ProcCPU(pid int) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

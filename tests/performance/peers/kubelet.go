@@ -138,7 +138,7 @@ func (k *kubelet) mark(p *corev1.Pod, step func(r *podRecord)) {
 	}
 }
 
-// records are copies of the job's pod records.
+// records returns copies of the job's pod records.
 func (k *kubelet) records(job string) []podRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()

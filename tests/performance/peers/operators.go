@@ -93,7 +93,7 @@ func toUnstructured(o runtime.Object) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
 
-// hasCondition: the object's status holds the condition type with status True.
+// hasCondition reports whether the object's status holds the condition type with status True.
 func hasCondition(u *unstructured.Unstructured, typ string) bool {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {

@@ -143,7 +143,7 @@ func (r *run) startPeer(name, user string, cfg map[string]any) (*cluster.Process
 		filepath.Join(r.dir, name+".log"))
 }
 
-// trainingOperator is Kubeflow Training Operator v1 with only its PyTorchJob controller. Its certificate
+// trainingOperator returns Kubeflow Training Operator v1 with only its PyTorchJob controller. Its certificate
 // rotator needs its Secret and its ValidatingWebhookConfiguration to exist (both created empty; the webhook
 // is not registered, so no admission call is made). A PyTorchJob of 2 workers is a Master and a Worker;
 // restartPolicy ExitCode recreates a rank killed by a signal (v1 restarts only that pod, never the gang).

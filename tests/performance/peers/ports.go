@@ -9,7 +9,7 @@ import (
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 )
 
-// port is a free loopback port.
+// port returns a free loopback port.
 func port() int {
 	_, p, _ := net.SplitHostPort(benchkit.FreeAddr())
 	n, _ := strconv.Atoi(p)

@@ -155,7 +155,7 @@ func (r *run) watchOurs(ctx context.Context) (*seenJobs, error) {
 	return s, nil
 }
 
-// jobAdded is when a Job of the name other than old was first seen (zero: none yet).
+// jobAdded returns when a Job of the name other than old was first seen (zero: none yet).
 func (s *seenJobs) jobAdded(name string, old types.UID) (time.Time, types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -245,7 +245,7 @@ func (r *run) freshStart(ctx context.Context, op *operator, seen *seenJobs, name
 	return timed{phases: p, writes: w}, err
 }
 
-// writesBetween are the operator's and kube-controller-manager's writes in the window, by kind.
+// writesBetween returns the operator's and kube-controller-manager's writes in the window, by kind.
 func (r *run) writesBetween(from, to time.Time) (map[string]map[string]int, error) {
 	time.Sleep(2 * time.Second) // the last writes reach the audit log
 	out := map[string]map[string]int{}
@@ -291,7 +291,7 @@ func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, rank
 	return timed{phases: p, writes: w}, err
 }
 
-// podPhases are the times from origin until the last of the ranks pods added after it was created, bound
+// podPhases returns the times from origin until the last of the ranks pods added after it was created, bound
 // and reported Running.
 func (r *run) podPhases(job string, origin time.Time, ranks int) phases {
 	var created, bound, running time.Time

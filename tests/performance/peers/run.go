@@ -102,7 +102,7 @@ func (r *run) stop(label string) {
 // ceilingNS holds the ceiling's objects, apart from the jobs'.
 const ceilingNS = "ceiling"
 
-// ceiling is this API server's bare-write ceiling: a plain client creating the Job (suspended: it makes no
+// ceiling returns this API server's bare-write ceiling: a plain client creating the Job (suspended: it makes no
 // pods), Service and ConfigMap our operator builds for each of n jobs of 2 workers, clients at a time.
 func (r *run) ceiling(ctx context.Context, n int) (time.Duration, error) {
 	start := time.Now()
@@ -193,7 +193,7 @@ func (r *run) gang(job string, since time.Time) (running, newer int) {
 	return running, newer
 }
 
-// created is when the job's workers-th pod was first seen (zero while fewer were).
+// created returns when the job's workers-th pod was first seen (zero while fewer were).
 func (r *run) created(job string, workers int) time.Time {
 	var at []time.Time
 	for _, p := range r.kl.records(job) {
@@ -218,7 +218,7 @@ func (r *run) finishJob(ctx context.Context, job string) error {
 	return nil
 }
 
-// cpuAndRSS are the operator's processes' CPU time and peak resident set, summed.
+// cpuAndRSS returns the operator's processes' CPU time and peak resident set, summed.
 func (r *run) cpuAndRSS() (time.Duration, float64) {
 	var cpu time.Duration
 	var rss float64

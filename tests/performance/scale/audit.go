@@ -60,5 +60,5 @@ func countErrors(path string) (int, error) {
 	return n, nil
 }
 
-// keyOf is the key of a bench namespace object.
+// keyOf returns the key of a bench namespace object.
 func keyOf(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

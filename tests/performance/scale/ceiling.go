@@ -13,7 +13,7 @@ import (
 // ceilingNS holds the ceiling's objects, apart from the jobs'.
 const ceilingNS = "ceiling"
 
-// ceiling is the bare-write ceiling of this API server: how long a plain client takes to create the
+// ceiling returns the bare-write ceiling of this API server: how long a plain client takes to create the
 // Job, Service and ConfigMap the operator builds for each of n jobs, clients at a time. The objects carry
 // no operator label, so the manager's caches never hold them.
 func (b *bench) ceiling(ctx context.Context) (time.Duration, error) {

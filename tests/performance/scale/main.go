@@ -92,7 +92,7 @@ func run(ctx context.Context, c config) error {
 	return benchkit.WriteReport(c.out, results, table(c, results))
 }
 
-// table is the readable report: one row per run.
+// table returns the readable report: one row per run.
 func table(c config, rs []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Scale benchmark\n\nmanager flags: %q; checkpoints: %t; times in seconds; per-job figures divide by the job count\n\n",

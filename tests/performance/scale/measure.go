@@ -251,7 +251,7 @@ func (b *bench) settle(ctx context.Context) error {
 	return nil
 }
 
-// memory is the manager's heap in use (after a collection, forced through pprof) and resident set.
+// memory returns the manager's heap in use (after a collection, forced through pprof) and resident set.
 func (b *bench) memory() (heap, rss float64, err error) {
 	resp, err := http.Get("http://" + b.pprof + "/debug/pprof/heap?gc=1")
 	if err != nil {
@@ -294,7 +294,7 @@ func (b *bench) profileCPU(d time.Duration) <-chan struct{} {
 
 func jobName(i int) string { return fmt.Sprintf("job-%05d", i) }
 
-// trainingJob is the job a user submits: one worker, no GPU and no progress scraping (progress writes are
+// trainingJob returns the job a user submits: one worker, no GPU and no progress scraping (progress writes are
 // measured by tests/performance/progress); checkpoints in an S3 bucket when the run measures them (the bench's
 // agent stands in for every rank 0's), none otherwise, so that every status write is the JobController's.
 func trainingJob(i int, checkpoints bool) *mlv1.TrainingJob {

@@ -147,7 +147,7 @@ func (s *seen) wait(timeout time.Duration, what string, ok func(*jobSeen) bool) 
 	}
 }
 
-// submitToJob is the p50 and p99 in seconds from a job's submission to its Job, over jobs from..to-1.
+// submitToJob returns the p50 and p99 in seconds from a job's submission to its Job, over jobs from..to-1.
 func (s *seen) submitToJob(from, to int) [2]float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,7 +161,7 @@ func (s *seen) submitToJob(from, to int) [2]float64 {
 	return [2]float64{q[0].Seconds(), q[1].Seconds()}
 }
 
-// job is the last Job seen for a TrainingJob.
+// job returns the last Job seen for a TrainingJob.
 func (s *seen) job(name string) *batchv1.Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -193,7 +193,7 @@ func peakRSS(pid int, watch bool, stop <-chan struct{}) int64 {
 	return last
 }
 
-// vmHWM is the VmHWM line of a /proc/PID/status, in KiB; 0 when absent (a zombie).
+// vmHWM returns the VmHWM line of a /proc/PID/status, in KiB; 0 when absent (a zombie).
 func vmHWM(status string) int64 {
 	for line := range strings.Lines(status) {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
@@ -204,7 +204,7 @@ func vmHWM(status string) int64 {
 	return 0
 }
 
-// median is the run with the median wall time, with the median CPU time and the highest RSS.
+// median returns the run with the median wall time, with the median CPU time and the highest RSS.
 func median(runs []run) run {
 	walls, cpus := make([]time.Duration, len(runs)), make([]time.Duration, len(runs))
 	m := run{bytes: runs[0].bytes}
