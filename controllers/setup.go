@@ -45,8 +45,8 @@ func NewScheme() *runtime.Scheme {
 
 // CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
 // objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
-// keeps its managedFields there (never read, often the largest part of a small object), and pods and Jobs
-// keep no pod spec (slimPod, slimJob).
+// keeps its managedFields there (never read, often the largest part of a small object), pods and Jobs
+// keep no pod spec (slimPod, slimJob), and TrainingJobs are held defaulted (defaultTrainingJob).
 //
 // Kueue's Workloads are held (only the TrainingJobs' own) where the cluster serves Kueue's API (cfg's
 // discovery says so); the cache cannot be told about an API the cluster does not serve.
@@ -60,6 +60,7 @@ func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
 		&corev1.ConfigMap{}: {Label: sel},
 		// Checkpoint claims the operator created; users' own claims are not held.
 		&corev1.PersistentVolumeClaim{}: {Label: sel},
+		&mlv1.TrainingJob{}:             {Transform: defaultTrainingJob},
 	}}
 	if KueueServed(cfg) {
 		opts.ByObject[&kueue.Workload{}] = cache.ByObject{Label: sel}
@@ -91,6 +92,18 @@ func KueueServed(cfg *rest.Config) bool {
 		}
 	}
 	return false
+}
+
+// defaultTrainingJob holds a TrainingJob in the cache as the controllers read it: defaulted
+// (mlv1.TrainingJob.Default, the one place defaults are applied), so that what reads the cache without a
+// reconcile (the watches' predicates, the trainingjob_total collector) sees every default too; and without
+// managedFields, as every other object.
+func defaultTrainingJob(obj any) (any, error) {
+	if tj, ok := obj.(*mlv1.TrainingJob); ok {
+		tj.ManagedFields = nil
+		tj.Default()
+	}
+	return obj, nil
 }
 
 // slimPod keeps of a worker's pod what the controllers read: its metadata, node and status. The pod's

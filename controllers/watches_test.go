@@ -6,7 +6,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -75,5 +77,41 @@ func TestSettledEpochIsNoNewEpoch(t *testing.T) {
 	}
 	if !newEpoch(tj, &mlv1.MLflowStatus{LoggedEpoch: 4, RunStatus: "RUNNING"}) {
 		t.Error("epoch 5's metrics, not logged yet, would not be logged")
+	}
+}
+
+// TestPredicatesSeeTheCachedJob: the watches' predicates read TrainingJobs as the cache holds them,
+// defaulted by its transform: a job as a user writes it (no monitoring, networking or failurePolicy section)
+// passes through every predicate, tracked by the operator's default server or not, without a panic.
+func TestPredicatesSeeTheCachedJob(t *testing.T) {
+	cases := []struct {
+		name        string
+		opts        builders.Options
+		wantTracked bool
+	}{
+		{name: "no default tracking server", wantTracked: false},
+		{name: "the operator's default tracking server", opts: builders.Options{MLflowTrackingURI: "http://mlflow:5000"}, wantTracked: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 1},
+				Spec: mlv1.TrainingJobSpec{NumWorkers: 2, Image: "me/train:1", Command: []string{"python3", "train.py"}}}
+			obj, err := defaultTrainingJob(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tj := obj.(*mlv1.TrainingJob)
+			newer := tj.DeepCopy()
+			newer.Generation = 2
+			tracking := trackingEvents(tc.opts)
+			for _, p := range []predicate.Predicate{specOrState, jobControllerEvents, statusControllerEvents, tracking} {
+				p.Create(event.CreateEvent{Object: tj})
+				p.Update(event.UpdateEvent{ObjectOld: tj, ObjectNew: newer})
+				p.Delete(event.DeleteEvent{Object: tj})
+			}
+			if got := tracking.Create(event.CreateEvent{Object: tj}); got != tc.wantTracked {
+				t.Errorf("tracked %v, want %v", got, tc.wantTracked)
+			}
+		})
 	}
 }

@@ -172,78 +172,17 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		}
 	}
 	var namespaces []string
-	var err error
 	if c.namespaces != "" {
 		namespaces = strings.Split(c.namespaces, ",")
 	}
 	rc := restConfig()
 	rc.QPS, rc.Burst = float32(c.qps), c.burst
-	mgr, err := ctrl.NewManager(rc, ctrl.Options{
-		Scheme: controllers.NewScheme(),
-		Cache:  controllers.CacheOptions(rc, namespaces),
-		Metrics: metrics.Serving{
-			BindAddress:  c.metricsAddr,
-			InsecureHTTP: c.metricsInsecureHTTP,
-			CertDir:      c.metricsCertDir,
-		}.Options(),
-		HealthProbeBindAddress:  c.probeAddr,
-		PprofBindAddress:        c.pprofAddr,
-		LeaderElection:          c.leaderElect,
-		LeaderElectionID:        "trainingjob-operator.ml.example.com",
-		LeaderElectionNamespace: c.leaderElectionNS,
-		// Hand the Lease over on a graceful stop (a rolling update): the next replica leads at once instead
-		// of after the 15 s lease. Safe because main exits as soon as the manager has stopped.
-		LeaderElectionReleaseOnCancel: true,
-	})
+	mgr, err := ctrl.NewManager(rc, managerOptions(c, rc, namespaces))
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := builders.Options{
-		DefaultImages:     map[mlv1.Framework]string{},
-		AgentImage:        c.agentImage,
-		AgentCommand:      []string{c.agentCommand},
-		AgentInterval:     c.agentInterval,
-		GPUResource:       corev1.ResourceName(c.gpuResource),
-		MLflowTrackingURI: c.mlflowURI,
-	}
-	if c.supervisorCommand != "" {
-		opts.SupervisorCommand = []string{c.supervisorCommand}
-	}
-	for fw, img := range c.images {
-		opts.DefaultImages[fw] = *img
-	}
-	// Read uncached: the manager's cache would watch every Secret of the cluster.
-	direct, err := client.New(rc, client.Options{Scheme: mgr.GetScheme()})
+	cfg, err := controllersConfig(ctx, c, rc, mgr)
 	if err != nil {
-		return fmt.Errorf("a client for the agents' token key: %w", err)
-	}
-	ns, nsKnown := operatorNamespace(serviceAccountNamespace)
-	if opts.AgentTokenKey, err = agentTokenKey(ctx, direct, c.agentTokenKeyFile, ns, nsKnown, ctrl.Log.WithName("agent-token")); err != nil {
-		return err
-	}
-	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
-		return err
-	}
-	if opts.WorkerDefaults, err = readWorkerDefaults(c.workerDefaults); err != nil {
-		return err
-	}
-	if err := inputsFlags(c, &opts); err != nil {
-		return err
-	}
-	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {
-		return fmt.Errorf("--gpu-resource-name %q is not an extended resource name (DOMAIN/NAME, as nvidia.com/gpu)", c.gpuResource)
-	}
-	cfg := controllers.Config{
-		Builders:         opts,
-		ProgressInterval: c.progressInterval,
-		ScrapeTimeout:    c.scrapeTimeout,
-		ScrapeWorkers:    c.scrapeWorkers,
-		JobWorkers:       c.jobWorkers,
-		MLflowTimeout:    c.mlflowTimeout,
-		MLflowRetry:      c.mlflowRetry,
-		GoodputInterval:  c.goodputInterval,
-	}
-	if cfg.MLflowCredentials, err = mlflowFlags(c); err != nil {
 		return err
 	}
 	if err := controllers.Setup(mgr, cfg); err != nil {
@@ -257,6 +196,71 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	}
 	ctrl.Log.Info("starting manager", "namespaces", namespaces)
 	return mgr.Start(ctx)
+}
+
+// managerOptions returns the controller-runtime manager's options from the flags.
+func managerOptions(c config, rc *rest.Config, namespaces []string) ctrl.Options {
+	serving := metrics.Serving{BindAddress: c.metricsAddr, InsecureHTTP: c.metricsInsecureHTTP, CertDir: c.metricsCertDir}
+	return ctrl.Options{
+		Scheme:                  controllers.NewScheme(),
+		Cache:                   controllers.CacheOptions(rc, namespaces),
+		Metrics:                 serving.Options(),
+		HealthProbeBindAddress:  c.probeAddr,
+		PprofBindAddress:        c.pprofAddr,
+		LeaderElection:          c.leaderElect,
+		LeaderElectionID:        "trainingjob-operator.ml.example.com",
+		LeaderElectionNamespace: c.leaderElectionNS,
+		// Hand the Lease over on a graceful stop (a rolling update): the next replica leads at once instead
+		// of after the 15 s lease. Safe because main exits as soon as the manager has stopped.
+		LeaderElectionReleaseOnCancel: true,
+	}
+}
+
+// controllersConfig returns the controllers' configuration from the flags, with the agents' token key read
+// (or created) in the operator's namespace.
+func controllersConfig(ctx context.Context, c config, rc *rest.Config, mgr ctrl.Manager) (controllers.Config, error) {
+	opts, err := buildersOptions(ctx, c, rc, mgr)
+	if err != nil {
+		return controllers.Config{}, err
+	}
+	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout,
+		ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers, MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry,
+		GoodputInterval: c.goodputInterval}
+	cfg.MLflowCredentials, err = mlflowFlags(c)
+	return cfg, err
+}
+
+// buildersOptions returns the builders' settings from the flags.
+func buildersOptions(ctx context.Context, c config, rc *rest.Config, mgr ctrl.Manager) (builders.Options, error) {
+	opts := builders.Options{DefaultImages: map[mlv1.Framework]string{}, AgentImage: c.agentImage,
+		AgentCommand: []string{c.agentCommand}, AgentInterval: c.agentInterval, GPUResource: corev1.ResourceName(c.gpuResource),
+		MLflowTrackingURI: c.mlflowURI}
+	if c.supervisorCommand != "" {
+		opts.SupervisorCommand = []string{c.supervisorCommand}
+	}
+	for fw, img := range c.images {
+		opts.DefaultImages[fw] = *img
+	}
+	if !builders.ExtendedResourceName.MatchString(c.gpuResource) {
+		return opts, fmt.Errorf("--gpu-resource-name %q is not an extended resource name (DOMAIN/NAME, as nvidia.com/gpu)", c.gpuResource)
+	}
+	// Read uncached: the manager's cache would watch every Secret of the cluster.
+	direct, err := client.New(rc, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return opts, fmt.Errorf("a client for the agents' token key: %w", err)
+	}
+	ns, nsKnown := operatorNamespace(serviceAccountNamespace)
+	log := ctrl.Log.WithName("agent-token")
+	if opts.AgentTokenKey, err = agentTokenKey(ctx, direct, c.agentTokenKeyFile, ns, nsKnown, log); err != nil {
+		return opts, err
+	}
+	if opts.DefaultCheckpointStorage, err = defaultCheckpointStorage(c); err != nil {
+		return opts, err
+	}
+	if opts.WorkerDefaults, err = readWorkerDefaults(c.workerDefaults); err != nil {
+		return opts, err
+	}
+	return opts, inputsFlags(c, &opts)
 }
 
 // defaultCheckpointStorage returns the storage of jobs whose checkpoints name none: --default-checkpoint-storage,
