@@ -147,7 +147,8 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.ensureJob(ctx, tj, cm, &obs); err != nil {
 		return obs, err
 	}
-	return obs, r.observePods(ctx, tj, &obs)
+	err := r.observePods(ctx, tj, &obs)
+	return obs, err
 }
 
 // ensureRunning ensures the children of a job that has not finished, besides its ConfigMap, Workload and
