@@ -75,8 +75,8 @@ type immutable struct {
 // would give ranks of one run different programs. The ValidatingAdmissionPolicy in deploy/policy guards
 // the fields whose core-type schemas are too large for a CRD rule's cost budget.
 var immutableWhileRunning = []immutable{
-	{field: "model"},
-	{field: "dataset"},
+	{field: "model", optional: true},
+	{field: "dataset", optional: true},
 	{field: "numWorkers", unless: "(has(self.spec.elastic) && has(oldSelf.spec.elastic))", unlessSaid: "it is elastic"},
 	{field: "elastic", optional: true},
 	{field: "gpusPerWorker", optional: true},

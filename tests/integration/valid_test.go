@@ -273,6 +273,40 @@ func TestAdmissionImmutableWhileRunning(t *testing.T) {
 	}
 }
 
+// TestAdmissionOwnScriptWhileRunning: a job of one's own script names no model and no dataset; the
+// immutable-while-running rules must not refuse its status writes (the whole object is validated on each),
+// nor a change of what may change, once it runs; and naming a model then is refused.
+func TestAdmissionOwnScriptWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ(newNamespace(t), "own-script").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Model, tj.Spec.Dataset = "", ""
+		tj.Spec.Image, tj.Spec.Command = "me/train:1", []string{"python3", "fit.py"}
+	}).Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []mlv1.State{mlv1.StateInitializing, mlv1.StateRunning, mlv1.StateCompleted} {
+		tj.Status.State = s
+		if err := env.Client.Status().Update(ctx, tj); err != nil {
+			t.Fatalf("status update to %s of a job with no model or dataset: %v", s, err)
+		}
+		if s != mlv1.StateRunning {
+			continue
+		}
+		if err := env.Client.Update(ctx, tj); err != nil {
+			t.Errorf("an update that changes nothing while Running: %v", err)
+		}
+		named := tj.DeepCopy()
+		named.Spec.Model = "vit"
+		if err := env.Client.Update(ctx, named); !apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), "spec.model") {
+			t.Errorf("naming a model while Running: error = %v, want Invalid naming spec.model", err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestAdmissionElasticResize: an elastic job's numWorkers may change while it runs, within its bounds;
 // its bounds may not.
 func TestAdmissionElasticResize(t *testing.T) {
