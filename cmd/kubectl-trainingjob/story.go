@@ -237,7 +237,7 @@ func storageLine(s *mlv1.CheckpointStorage, tj *mlv1.TrainingJob) string {
 	}
 	claim := s.ClaimName
 	if claim == "" {
-		claim = tj.Name + "-checkpoints"
+		claim = names.CheckpointClaimName(tj)
 	}
 	return fmt.Sprintf("%s claim %s", s.Type, claim)
 }
