@@ -26,28 +26,6 @@ const (
 	CheckpointMountPath  = "/checkpoints"
 )
 
-// Storage returns where the job's checkpoints go: spec.checkpoint.storage, else the storage the operator
-// chose for the job (status.checkpointStorage, see StorageChoice); nil while checkpoints are off or not
-// placed yet. Its type is pvc when unset, as the API defaults it.
-func Storage(tj *mlv1.TrainingJob) *mlv1.CheckpointStorage {
-	c := tj.Spec.Checkpoint
-	if c == nil || c.Enabled == nil || !*c.Enabled {
-		return nil
-	}
-	s := c.Storage
-	if s == nil {
-		s = tj.Status.CheckpointStorage
-	}
-	if s != nil && s.Type == "" { // the operator's choice in the status (the spec's is defaulted)
-		s = s.DeepCopy()
-		s.Type = mlv1.DefaultStorageType
-	}
-	return s
-}
-
-// CheckpointEnabled reports whether spec.checkpoint.enabled is true and the job's checkpoint storage is known.
-func CheckpointEnabled(tj *mlv1.TrainingJob) bool { return tj.CheckpointStorage() != nil }
-
 // mountedCheckpoints reports whether the job's checkpoint storage is of a type mounted as a volume (pvc or nfs).
 func mountedCheckpoints(tj *mlv1.TrainingJob) bool {
 	s := tj.CheckpointStorage()

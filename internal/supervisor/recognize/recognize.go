@@ -54,7 +54,7 @@
 // RichProgressBar line:
 //
 //	Epoch 0:  45%|████▌     | 422/938 [00:05<00:06, 80.12it/s, v_num=0, train_loss=0.231]
-//	Epoch 3/9  ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 938/938 0:00:12 • 0:00:00 75.21it/s v_num: 0 train_loss: 0.123
+//	Epoch 3/9  ━━━━━━━━━━━━━━━━━━━━ 938/938 0:00:12 • 0:00:00 75.21it/s v_num: 0 train_loss: 0.123
 //
 // Epoch is Lightning's 0-based epoch as printed; the rich bar's "3/9" is the current and the last index,
 // so TotalEpochs = 10. A Lightning tqdm bar without a logger (no v_num) is "tqdm".

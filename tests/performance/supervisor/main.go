@@ -53,7 +53,8 @@ while n < total:
     due = min(total, int((time.monotonic() - start) * rate) + 1)
     while n < due:
         n += 1
-        w.write(("\r Epoch 3:  %d%%|████▌     | %d/%d [00:10<00:12,  4.50it/s, loss=0.231]" % (n * 100 // total, n, total)).encode())
+        line = "\r Epoch 3:  %d%%|████▌     | %d/%d [00:10<00:12,  4.50it/s, loss=0.231]" % (n * 100 // total, n, total)
+        w.write(line.encode())
         w.flush()
     time.sleep(0.001)
 `
