@@ -74,9 +74,7 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 		return nil
 	})
 	waitForState(t, ns, name, mlv1.StateCompleted, 2*time.Minute)
-	if diff := cmp.Diff([]string{"checkpoint-epoch-7", "checkpoint-epoch-8"}, completeCheckpoints(t, ns, name)); diff != "" {
-		t.Errorf("checkpoints left on the claim (-want +got):\n%s", diff)
-	}
+	assertRotatedAtTheEnd(t, completeCheckpoints(t, ns, name), []string{"checkpoint-epoch-7", "checkpoint-epoch-8"})
 	// The last scrape may have been before the last epoch: the finished run's status agrees with itself.
 	eventually(t, 30*time.Second, "a completed run at epoch 8/8, 100%, newest checkpoint epoch 8", func() error {
 		if got, want := stacktest.Settled(getTJ(t, ns, name).Status), "100% epoch 8/8 checkpoint 8"; got != want {
@@ -84,6 +82,21 @@ func TestCheckpointRotationOnPVC(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// assertRotatedAtTheEnd checks what a finished run left: the newest checkpoints (retention of them), and
+// besides them at most the two a restart could still have been told to resume from when rank 0's agent
+// stopped (docs/checkpoints.md): what RESUME_FROM named as the agent last heard, and the newest it had
+// reported whose acknowledgement had not come back yet. With reads as fast as the epochs, whether they
+// are there depends on the machine's load.
+func assertRotatedAtTheEnd(t *testing.T, left, newest []string) {
+	t.Helper()
+	if len(left) < len(newest) || len(left) > len(newest)+2 {
+		t.Fatalf("checkpoints left on the claim: %v, want %v and at most 2 older ones", left, newest)
+	}
+	if diff := cmp.Diff(newest, left[len(left)-len(newest):]); diff != "" {
+		t.Errorf("newest checkpoints left on the claim (-want +got):\n%s", diff)
+	}
 }
 
 // TestRestartResumesFromTheNewestCheckpoint: rank 0 is killed mid-run; the whole gang restarts
