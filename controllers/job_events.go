@@ -47,10 +47,17 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 }
 
-// recordTransition records a state change: an event (Warning for Failed) whose note starts with the
-// reason of a finished run, a log line, and the created/completed/failed counters.
+// recordTransition records a state change: a log line, the created/completed/failed counters and, for a
+// change a person acts on (eventful), an event (Warning for Failed) whose note starts with the reason of a
+// finished run.
 func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.TrainingJob, from mlv1.State) {
 	st := tj.Status
+	reason := derive.ConditionReason(st, string(st.State))
+	ctrl.LoggerFrom(ctx).Info("state changed", "from", from, "to", st.State, "reason", reason)
+	countTransition(tj.Namespace, from, st.State, reason)
+	if !eventful(from, st.State) {
+		return
+	}
 	kind := corev1.EventTypeNormal
 	if st.State == mlv1.StateFailed {
 		kind = corev1.EventTypeWarning
@@ -59,13 +66,22 @@ func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.Tr
 	if note == "" {
 		note = derive.ConditionMessage(st, mlv1.ConditionRunning)
 	}
-	reason := derive.ConditionReason(st, string(st.State))
 	if st.State == mlv1.StateCompleted || st.State == mlv1.StateFailed {
 		note = reason + ": " + note
 	}
 	rec.Eventf(tj, nil, kind, string(st.State), "Transition", "%s -> %s: %s", stateOrNone(from), st.State, note)
-	ctrl.LoggerFrom(ctx).Info("state changed", "from", from, "to", st.State, "reason", reason)
-	countTransition(tj.Namespace, from, st.State, reason)
+}
+
+// eventful reports whether a change of state is told in an event: the end of a run, a suspension and a
+// resumption are; the steps of every healthy start (New, Pending, Initializing, Running) are not: they are
+// in the status, the log and kubectl, and an event each would be a write per job on the API server every
+// tenant shares (faults on the way have their own Warning events).
+func eventful(from, to mlv1.State) bool {
+	switch to {
+	case mlv1.StateCompleted, mlv1.StateFailed, mlv1.StateSuspended:
+		return true
+	}
+	return from == mlv1.StateSuspended
 }
 
 // countTransition keeps trainingjob_created_total, _completed_total and _failed_total.

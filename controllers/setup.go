@@ -170,8 +170,6 @@ type Config struct {
 	// first workers wait for the first attempt to create its run at most that long); MLflowRetry is the
 	// wait after a failure (default 30 s).
 	MLflowTimeout, MLflowRetry time.Duration
-	// GoodputInterval is how often a job's goodput is written when nothing else changes (default 30 s).
-	GoodputInterval time.Duration
 }
 
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr.
@@ -224,7 +222,7 @@ func (w wiring) jobReconciler() *JobReconciler {
 
 func (w wiring) statusReconciler() *StatusReconciler {
 	return &StatusReconciler{writes: w.writes, Client: w.mgr.GetClient(), Clock: clock.RealClock{}, Interval: w.interval, Timeout: w.timeout,
-		Workers: w.scrapeWorkers(), HTTP: w.http, Logs: w.logs, Recorder: w.recorder, GoodputInterval: w.cfg.GoodputInterval}
+		Workers: w.scrapeWorkers(), HTTP: w.http, Logs: w.logs, Recorder: w.recorder}
 }
 
 func (w wiring) checkpointReconciler() *CheckpointReconciler {

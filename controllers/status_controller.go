@@ -51,8 +51,6 @@ type StatusReconciler struct {
 	// Logs reads the ranks' last log lines for a hang's message; nil leaves them out.
 	Logs     LogReader
 	Recorder events.EventRecorder
-	// GoodputInterval is how often a job's goodput is written when nothing else changes (default 30 s).
-	GoodputInterval time.Duration
 
 	// jobs paces the scrapes and remembers, per job, the last sample and where progress was first seen.
 	jobs poller[progressState]
@@ -129,11 +127,8 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() { // 4.
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
-	hung := r.watchHang(ctx, tj, now) // 5.
-	r.accountGoodput(tj, old, now)    // 6.
-	if !finished(tj) {
-		res = minResult(res, reconcile.Result{RequeueAfter: r.goodputInterval(tj)})
-	}
+	hung := r.watchHang(ctx, tj, now)                                                     // 5.
+	r.accountGoodput(tj, old, now)                                                        // 6.
 	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, statusController) // 7.
 	if hung && written && r.Recorder != nil {
 		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)

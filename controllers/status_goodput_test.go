@@ -22,23 +22,22 @@ func TestGoodputDue(t *testing.T) {
 		name     string
 		old, cur mlv1.TrainingJobStatus
 		next     *mlv1.GoodputStatus
-		now      time.Duration
 		want     bool
 	}{
 		{name: "the first accounting", old: mlv1.TrainingJobStatus{}, cur: mlv1.TrainingJobStatus{},
-			next: acc(mlv1.BadputScheduling, time.Second, 0), now: time.Second, want: true},
+			next: acc(mlv1.BadputScheduling, time.Second, 0), want: true},
 		{name: "a new category", old: running, cur: running,
-			next: acc(mlv1.BadputHang, 5*time.Second, 5), now: 5 * time.Second, want: true},
+			next: acc(mlv1.BadputHang, 5*time.Second, 5), want: true},
 		{name: "the same category, nothing else changed", old: running, cur: running,
-			next: acc(mlv1.GoodputProductive, 5*time.Second, 15), now: 5 * time.Second, want: false},
+			next: acc(mlv1.GoodputProductive, 5*time.Second, 15), want: false},
 		{name: "the same category, the status is written anyway", old: running, cur: progressed,
-			next: acc(mlv1.GoodputProductive, 5*time.Second, 15), now: 5 * time.Second, want: true},
-		{name: "the interval passed", old: running, cur: running,
-			next: acc(mlv1.GoodputProductive, 30*time.Second, 40), now: 30 * time.Second, want: true},
+			next: acc(mlv1.GoodputProductive, 5*time.Second, 15), want: true},
+		{name: "an hour passed, nothing else changed: no write on a timer", old: running, cur: running,
+			next: acc(mlv1.GoodputProductive, time.Hour, 3610), want: false},
 		{name: "nothing to account (a job over before it was seen)", old: running, cur: running,
-			next: nil, now: time.Minute, want: false},
+			next: nil, want: false},
 	} {
-		if got := goodputDue(tc.old, tc.cur, tc.next, t0.Add(tc.now), 30*time.Second); got != tc.want {
+		if got := goodputDue(tc.old, tc.cur, tc.next); got != tc.want {
 			t.Errorf("%s: due = %t, want %t", tc.name, got, tc.want)
 		}
 	}

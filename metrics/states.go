@@ -10,12 +10,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 var totalDesc = prometheus.NewDesc("trainingjob_total", "TrainingJobs by namespace and state.", []string{LabelNamespace, "state"}, nil)
 
-// The goodput series, read from each job's status.goodput at every scrape (docs/goodput.md): they are
-// what the status says, for as long as the job exists.
+// The goodput series, from each job's status.goodput at every scrape (docs/goodput.md): what the status
+// says, with the time since its accountedTime given to its category (derive.GoodputAt), for as long as the
+// job exists.
 var (
 	goodputDesc = prometheus.NewDesc("trainingjob_goodput_seconds_total",
 		"Productive training seconds of the job that no restart can take back any more "+
@@ -70,14 +72,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for key, n := range CountByState(list.Items) {
 		ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
+	now := time.Now()
 	for i := range list.Items {
-		collectGoodput(ch, &list.Items[i])
+		collectGoodput(ch, &list.Items[i], now)
 	}
 }
 
-// collectGoodput sends a job's goodput series.
-func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob) {
-	g := tj.Status.Goodput
+// collectGoodput sends a job's goodput series as of now; none for a job the operator has not accounted.
+func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.Time) {
+	g := derive.GoodputAt(tj, now)
 	if g == nil {
 		return
 	}

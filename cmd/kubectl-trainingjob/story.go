@@ -22,6 +22,7 @@ import (
 // on what, where its checkpoints and its MLflow run are, then the conditions, the events and the workers.
 // It is pure (now is the time ages count from).
 func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now time.Time) string {
+	tj = goodputNow(tj, now)
 	var b strings.Builder
 	st := tj.Status
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -281,6 +282,18 @@ func inputsLine(tj *mlv1.TrainingJob) string {
 		return ""
 	}
 	return fmt.Sprintf("%s: %s", c.Reason, firstLine(c.Message))
+}
+
+// goodputNow returns tj with its goodput as of now (derive.GoodputAt): the status holds it as of the last
+// write, which the operator makes only when something else changes.
+func goodputNow(tj *mlv1.TrainingJob, now time.Time) *mlv1.TrainingJob {
+	live := derive.GoodputAt(tj, now)
+	if live == tj.Status.Goodput {
+		return tj
+	}
+	c := *tj
+	c.Status.Goodput = live
+	return &c
 }
 
 // goodputLine tells where the job's time went, largest badput first: "82% goodput: 6m queued, 3m

@@ -130,9 +130,9 @@ func parseFlags(args []string) (config, zap.Options) {
 			"empty: PerNode jobs are refused")
 	fs.StringVar(&c.inputsNodeCacheMax, "inputs-node-cache-max-size", "100Gi", "the most one PerNode job's inputs may take on a node "+
 		"(a quantity); a job's smaller inputs.cacheSize is its limit; empty: inputs.cacheSize alone")
-	fs.DurationVar(&c.goodputInterval, "goodput-interval", 30*time.Second,
-		"how often a job's status.goodput is written when nothing else about it changes (changes of category are written at once); "+
-			"10 times less often for queued and suspended jobs")
+	fs.DurationVar(&c.goodputInterval, "goodput-interval", 0,
+		"deprecated and ignored: status.goodput is no longer written on a timer, only when its category changes and with the "+
+			"status's other writes; the metrics and the kubectl plugin add the time since (docs/goodput.md)")
 	fs.DurationVar(&c.mlflowRetry, "mlflow-retry-interval", 30*time.Second, "wait before calling a tracking server again after it failed")
 	for fw, img := range builders.DefaultImages() {
 		c.images[fw] = fs.String("default-image-"+string(fw), img, "worker image for "+string(fw)+" jobs without spec.image")
@@ -195,6 +195,9 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		return fmt.Errorf("adding readyz: %w", err)
 	}
 	ctrl.Log.Info("starting manager", "namespaces", namespaces)
+	if c.goodputInterval != 0 {
+		ctrl.Log.Info("--goodput-interval is deprecated and ignored: goodput is written with the status's other writes")
+	}
 	return mgr.Start(ctx)
 }
 
@@ -224,8 +227,7 @@ func controllersConfig(ctx context.Context, c config, rc *rest.Config, mgr ctrl.
 		return controllers.Config{}, err
 	}
 	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout,
-		ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers, MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry,
-		GoodputInterval: c.goodputInterval}
+		ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers, MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry}
 	cfg.MLflowCredentials, err = mlflowFlags(c)
 	return cfg, err
 }

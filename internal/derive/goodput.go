@@ -15,8 +15,9 @@ import (
 // Goodput accounting (docs/goodput.md). The job's wall time since its creation is split into productive
 // training and badput categories. Each accounting step gives the time since status.goodput.accountedTime
 // to the category the job is in now (GoodputCategory): the StatusController accounts on every change of
-// state or attempt, at every scrape of a running job and at least once per goodput interval, so a change
-// of category is seen within milliseconds (a watch event) or one scrape. Three kinds of time are known
+// state or attempt and at every scrape of a running job, so a change of category is seen within
+// milliseconds (a watch event) or one scrape; it writes the accounting when the category changes and with
+// its other writes, and readers add the time since (GoodputAt). Three kinds of time are known
 // only afterwards and moved out of Productive when they are: the time since rank 0's last progress when
 // the run turns out to hang (Hang); the training since the newest checkpoint when an attempt ends and the
 // next resumes from that checkpoint (LostWork); the seconds the trainer reports it spent saving
@@ -93,7 +94,8 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 	}
 	a := accounting{g: g, gpus: float64(g.GPUs)} // held since the last step
 	from := g.AccountedTime.Time
-	a.elapse(category, since, now)
+	since = firstProgress(tj, g, category, since)
+	a.elapse(tj, category, since, now)
 	if category == mlv1.BadputHang && g.Category != category && since.Before(from) {
 		a.move(g.Category, category, seconds(now.Sub(since))) // known only now: the hang began at the last progress
 	}
@@ -111,18 +113,40 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 	return g
 }
 
+// GoodputAt returns the job's goodput as of now, for those who read it (the metrics at each scrape, the
+// kubectl plugin): the status holds the accounting as of its accountedTime and its category, written when
+// the category changes and with the status's other writes, never on a timer; the time since goes to that
+// category here. tj is as read (defaulted or not); it is not changed. The status's own goodput (nil
+// included) is returned where there is nothing to add to (no accountedTime).
+func GoodputAt(tj *mlv1.TrainingJob, now time.Time) *mlv1.GoodputStatus {
+	g := tj.Status.Goodput
+	if g == nil || g.AccountedTime == nil {
+		return g
+	}
+	c := tj.DeepCopy()
+	c.Default()
+	if live := AccountGoodput(c, nil, now); live != nil {
+		return live
+	}
+	return g
+}
+
 // elapse gives the time since the last step to the category it was in, split at since when the change to
-// category is older than this step, and moves the accounted time to now.
-func (a accounting) elapse(category string, since, now time.Time) {
+// category is older than this step, and moves the accounted time to now. The training since the newest
+// checkpoint is bound at each end (boundToCheckpoint), so that the result does not depend on how often
+// the accounting was written.
+func (a accounting) elapse(tj *mlv1.TrainingJob, category string, since, now time.Time) {
 	g := a.g
 	from := g.AccountedTime.Time
 	switch {
 	case since.After(from) && since.Before(now): // the change is older than this step: split at it
 		a.add(g.Category, seconds(since.Sub(from)))
+		boundToCheckpoint(tj, g, since)
 		a.add(category, seconds(now.Sub(since)))
 	case now.After(from):
 		a.add(g.Category, seconds(now.Sub(from))) // the category of the time since the last step
 	}
+	boundToCheckpoint(tj, g, now)
 	if now.After(from) {
 		g.AccountedTime = &metav1.MicroTime{Time: now}
 	}
@@ -263,16 +287,40 @@ func activeWorkers(tj *mlv1.TrainingJob) int32 {
 }
 
 // boundSinceCheckpoint keeps sinceCheckpointSeconds at most the time since the newest checkpoint was
-// written (the productive time after it cannot be longer), and at 0 once the run is over: its result is
-// kept whatever came after the last checkpoint.
+// written (boundToCheckpoint), and at 0 once the run is over: its result is kept whatever came after the
+// last checkpoint.
 func boundSinceCheckpoint(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, now time.Time, category string) {
 	if category == "" {
 		g.SinceCheckpointSeconds = 0
 		return
 	}
+	boundToCheckpoint(tj, g, now)
+}
+
+// boundToCheckpoint keeps sinceCheckpointSeconds at most the time since the newest checkpoint was
+// written: the productive time after it cannot be longer. It is bound before an ended attempt's lost work
+// is taken from it, as well as after, so that the result does not depend on how often it was written.
+func boundToCheckpoint(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, now time.Time) {
 	if c := tj.Status.Checkpoint; c != nil && c.LastTime != nil {
 		g.SinceCheckpointSeconds = math.Max(0, math.Min(g.SinceCheckpointSeconds, seconds(now.Sub(midSecond(c.LastTime.Time)))))
 	}
+}
+
+// firstProgress returns where time turned productive when the accounting last stood in the attempt's
+// startup (or restart) and it is productive now: rank 0's progress (the status is written at the first one,
+// so lastProgressTime is still it), not when the workers began to run, which is since, returned in every
+// other case (an accounting from before the workers ran: an operator that was down counts their startup
+// as productive, docs/goodput.md).
+func firstProgress(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, category string, since time.Time) time.Time {
+	st := &tj.Status
+	startup := g.Category == mlv1.BadputStartup || g.Category == mlv1.BadputRestart
+	if category != mlv1.GoodputProductive || !startup || g.Attempt != st.Attempt || st.LastProgressTime == nil {
+		return since
+	}
+	if p := st.LastProgressTime.Time; p.After(since) {
+		return p
+	}
+	return since
 }
 
 // midSecond returns a time the status keeps to the second (cut down to it) taken at the middle of that

@@ -67,21 +67,33 @@ func setCondition(cs []metav1.Condition, t string, v bool, at metav1.Time) []met
 // play runs the timeline, accounting at each step and every tick seconds between them (0: only at the
 // steps, as after an operator that was down), and returns the job's goodput at its end.
 func (tl timeline) play(tj *mlv1.TrainingJob, tick float64) *mlv1.GoodputStatus {
-	return tl.playWith(tj, tick, nil, false)
+	return tl.playWith(tj, tick, nil, writeAlways)
 }
 
+// writing says which accountings playWith puts into the status.
+type writing int
+
+const (
+	writeAlways writing = iota
+	// writeEveryOther: every other accounting in the same category and attempt is not written.
+	writeEveryOther
+	// writeOnChange: as the StatusController does for a job whose figures do not change: only an
+	// accounting that changes the category or the attempt, and the last, are written.
+	writeOnChange
+)
+
 // playWith plays the timeline; after each accounting is stored, again (when not nil) is given the
-// accounting of the stored status at the same time. sometimes: as the StatusController, every other
-// accounting in the same category and attempt is not written (the status keeps the one before).
+// accounting of the stored status at the same time. w says which accountings are written (the status
+// keeps the one before the others).
 func (tl timeline) playWith(tj *mlv1.TrainingJob, tick float64, again func(stored, next *mlv1.GoodputStatus),
-	sometimes bool) *mlv1.GoodputStatus {
+	w writing) *mlv1.GoodputStatus {
 	t0 := tj.CreationTimestamp.Time
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	var ckpt *float64
 	n := 0
 	account := func(now float64) {
 		next, prev := AccountGoodput(tj, ckpt, at(now)), tj.Status.Goodput
-		written := !sometimes || n%2 == 0 || now == tl[len(tl)-1].at
+		written := w == writeAlways || w == writeEveryOther && n%2 == 0 || now == tl[len(tl)-1].at
 		if written || prev == nil || next.Category != prev.Category || next.Attempt != prev.Attempt {
 			tj.Status.Goodput = next
 		}
@@ -274,6 +286,11 @@ func TestGoodputTimelines(t *testing.T) {
 			}
 			if g.Percent != tc.percent || g.Category != "" || g.SinceCheckpointSeconds != 0 {
 				t.Errorf("percent %q category %q sinceCheckpoint %v; want %q, over, 0", g.Percent, g.Category, g.SinceCheckpointSeconds, tc.percent)
+			}
+			tj = tjtest.NewTJ("ml", "a").Queue(tc.queue).Obj()
+			tj.CreationTimestamp = metav1.NewTime(time.Unix(1_000_000, 0))
+			if diff := cmp.Diff(tc.want, seconds_(tc.tl.playWith(tj, tc.tick, nil, writeOnChange))); diff != "" {
+				t.Errorf("written only when the category changes: seconds by category (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -486,8 +503,9 @@ func TestGoodputUnknownAndResumedLostWork(t *testing.T) {
 }
 
 // TestGoodputAccountedAgain: the accounting of its own stored result at the same time changes nothing,
-// at every step of every timeline; written only every other time, it comes to the same: a correction is
-// made once, whether its result is written or not.
+// at every step of every timeline; written only every other time, or only when the category or the
+// attempt changes (never on a timer), it comes to the same: a correction is made once, whether its result
+// is written or not.
 func TestGoodputAccountedAgain(t *testing.T) {
 	for _, tc := range unknownAndResumedTimelines {
 		t.Run(tc.name, func(t *testing.T) {
@@ -497,13 +515,60 @@ func TestGoodputAccountedAgain(t *testing.T) {
 				if diff := cmp.Diff(stored, next); diff != "" {
 					t.Errorf("accounted again at %v (-stored +again):\n%s", stored.AccountedTime, diff)
 				}
-			}, false)
-			tj = tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
-			tj.CreationTimestamp = metav1.NewTime(goodputT0)
-			g := tc.tl.playWith(tj, 1, nil, true)
-			if diff := cmp.Diff(tc.want, seconds_(g)); diff != "" {
-				t.Errorf("written every other time: seconds by category (-want +got):\n%s", diff)
+			}, writeAlways)
+			for _, w := range []writing{writeEveryOther, writeOnChange} {
+				tj = tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
+				tj.CreationTimestamp = metav1.NewTime(goodputT0)
+				g := tc.tl.playWith(tj, 1, nil, w)
+				if diff := cmp.Diff(tc.want, seconds_(g)); diff != "" {
+					t.Errorf("writing %d: seconds by category (-want +got):\n%s", w, diff)
+				}
 			}
 		})
+	}
+}
+
+// TestGoodputAt: what a reader sees between two writes: the time since accountedTime goes to the status's
+// category, the job as read (not defaulted) is not changed, and a status with nothing to add to is
+// returned as it is.
+func TestGoodputAt(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	running := &mlv1.TrainingJob{Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2},
+		LastProgressTime: &metav1.Time{Time: t0}}}
+	running.Status.Conditions = setCondition(nil, mlv1.ConditionRunning, true, metav1.NewTime(t0.Add(-time.Minute)))
+	running.Status.Goodput = &mlv1.GoodputStatus{Category: mlv1.GoodputProductive, AccountedTime: &metav1.MicroTime{Time: t0},
+		ProductiveSeconds: 30, BadputSeconds: mlv1.BadputSeconds{Scheduling: 10}, Percent: "75%"}
+	unaccounted := running.DeepCopy()
+	unaccounted.Status.Goodput.AccountedTime = nil
+	for _, tc := range []struct {
+		name        string
+		tj          *mlv1.TrainingJob
+		at          time.Duration
+		wantSeconds want
+		wantPercent string
+	}{
+		{name: "30 s after the last write", tj: running, at: 30 * time.Second,
+			wantSeconds: want{mlv1.GoodputProductive: 60, mlv1.BadputScheduling: 10}, wantPercent: "85%"},
+		{name: "at the last write", tj: running, at: 0,
+			wantSeconds: want{mlv1.GoodputProductive: 30, mlv1.BadputScheduling: 10}, wantPercent: "75%"},
+		{name: "no accountedTime: as the status says", tj: unaccounted, at: time.Hour,
+			wantSeconds: want{mlv1.GoodputProductive: 30, mlv1.BadputScheduling: 10}, wantPercent: "75%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			read := tc.tj.DeepCopy()
+			g := GoodputAt(read, t0.Add(tc.at))
+			if diff := cmp.Diff(tc.wantSeconds, seconds_(g)); diff != "" {
+				t.Errorf("seconds by category (-want +got):\n%s", diff)
+			}
+			if g.Percent != tc.wantPercent {
+				t.Errorf("percent %q, want %q", g.Percent, tc.wantPercent)
+			}
+			if diff := cmp.Diff(tc.tj, read); diff != "" {
+				t.Errorf("the job read was changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+	if g := GoodputAt(&mlv1.TrainingJob{}, t0); g != nil {
+		t.Errorf("a job never accounted: %+v, want nil", g)
 	}
 }

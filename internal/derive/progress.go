@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -314,7 +315,8 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 const ReasonRunEnded = "RunEnded"
 
 // SettleProgress settles a finished run's progress, the StatusController's part of it: no ETA, the epoch
-// and percentage made to agree with how the run ended, and ProgressReported says the run ended. The last
+// and percentage made to agree with how the run ended, and ProgressReported (where progress was ever read
+// or tried) says the run ended. The last
 // scrape may have been before the last epoch ended, so the figures read last are not the end: a checkpoint
 // of epoch N means N epochs were done, and a run whose workers all succeeded did all it planned (100%,
 // epoch totalEpochs). The metrics stay those read last (metrics.epoch says of which epoch).
@@ -324,7 +326,7 @@ func SettleProgress(st *mlv1.TrainingJobStatus, now metav1.Time) {
 	}
 	st.ETA = ""
 	settleEpoch(st)
-	if r := ConditionReason(*st, mlv1.ConditionProgressReported); r != "" && r != ReasonRunEnded {
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionProgressReported); c != nil && c.Reason != ReasonRunEnded {
 		last := "none was read"
 		if st.LastProgressTime != nil {
 			last = "the last, read at " + st.LastProgressTime.UTC().Format(time.RFC3339) + ", is kept"

@@ -297,6 +297,17 @@ func TestFinishedRunSettlesProgress(t *testing.T) {
 	}
 }
 
+// TestFinishedRunNeverReadSaysNothingOfProgress: a run whose progress was never read (monitoring off)
+// ends with no ProgressReported condition: "the run ended: progress is no longer read" would be news
+// about something that never happened, and a status write.
+func TestFinishedRunNeverReadSaysNothingOfProgress(t *testing.T) {
+	st := mlv1.TrainingJobStatus{State: mlv1.StateCompleted}
+	SettleProgress(&st, metav1.Now())
+	if c := condition(st, mlv1.ConditionProgressReported); c.Type != "" {
+		t.Errorf("ProgressReported %+v, want none", c)
+	}
+}
+
 // TestFinishedRunAgreesWithItself: the last scrape of a run that then ended may be an epoch behind. Once it
 // has ended, the epoch, the percentage and the newest checkpoint agree: a checkpoint of epoch N means N
 // epochs were done, and a run whose workers all succeeded did all it planned.

@@ -54,7 +54,7 @@ func TestKubectl(t *testing.T) {
 			return fmt.Errorf("%v: %s", err, out)
 		}
 		return contains("status", out, "TrainingJob  "+ns+"/"+name, "State        Running (", "Progress", "epoch ", "Checkpoint   epoch ",
-			"Conditions:", "Events:", "Initializing -> Running: 2 of 2 workers running", "Workers of attempt 0:",
+			"Conditions:", "AllWorkersRunning", "2 of 2 workers running", "Events:", "Workers of attempt 0:",
 			name+"-worker-0-", name+"-worker-1-")
 	})
 	t.Logf("kubectl trainingjob status:\n%s", status)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,10 +41,16 @@ func startStack(t *testing.T) string {
 // (as when the operator is killed: nothing is flushed); options change its configuration.
 func startOperator(t *testing.T, ns string, options ...func(*controllers.Config)) (stop func()) {
 	t.Helper()
+	return startOperatorOn(t, env.Config, ns, options...)
+}
+
+// startOperatorOn is startOperator talking to the API server through rc.
+func startOperatorOn(t *testing.T, rc *rest.Config, ns string, options ...func(*controllers.Config)) (stop func()) {
+	t.Helper()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
-		Cache:                  controllers.CacheOptions(env.Config, []string{ns}),
+		Cache:                  controllers.CacheOptions(rc, []string{ns}),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)}, // one manager per test

@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// writeCounter counts the operator's writes to the API server in one namespace, by method and resource
+// ("POST jobs", "PATCH trainingjobs/status").
+type writeCounter struct {
+	ns string
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet {
+			if key, ok := c.key(req); ok {
+				c.mu.Lock()
+				c.n[key]++
+				c.mu.Unlock()
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// key returns "METHOD resource[/subresource]" for a request in the counter's namespace.
+func (c *writeCounter) key(req *http.Request) (string, bool) {
+	_, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"+c.ns+"/")
+	if !ok {
+		return "", false
+	}
+	parts := strings.Split(rest, "/") // resource[/name[/subresource]]
+	key := req.Method + " " + parts[0]
+	if len(parts) > 2 {
+		key += "/" + parts[2]
+	}
+	if m := req.URL.Query().Get("fieldManager"); m != "" && strings.HasSuffix(key, "/status") {
+		key += " by " + m
+	}
+	return key, true
+}
+
+func (c *writeCounter) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestLifecycleWrites counts the operator's writes to the API server over the life of a 2-worker job with
+// monitoring off, from its creation to Completed, played with the real Job controller: the children's
+// creates, the status writes (every one of them, no-op writes included: they are requests too) and the
+// events. A change that adds a write to every job's life fails here.
+func TestLifecycleWrites(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	counter := &writeCounter{ns: ns, n: map[string]int{}}
+	rc := rest.CopyConfig(env.Config)
+	rc.Wrap(counter.wrap)
+	// Worker counts and reasons alone are written at most every ProgressInterval: at its default, not the
+	// tests' 300 ms, which would count the test's own pace.
+	startOperatorOn(t, rc, ns, func(c *controllers.Config) { c.ProgressInterval = 5 * time.Second })
+
+	tj := tjtest.NewTJ(ns, "counted").Workers(2).GPUs(0).Image("busybox:1.36", "train").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{Enabled: ptr.To(false)}
+	}).Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	pods := workerPods(t, tj, 2)
+	for i := range pods {
+		setPodStatus(t, &pods[i], corev1.PodRunning, running(), 0)
+	}
+	waitForState(t, key, mlv1.StateRunning)
+	for i := range pods {
+		setPodStatus(t, &pods[i], corev1.PodSucceeded, terminated(0, "Completed"), 0)
+	}
+	waitForState(t, key, mlv1.StateCompleted)
+	eventually(t, "the final goodput accounted", func(ctx context.Context) error {
+		got := &mlv1.TrainingJob{}
+		if err := env.Client.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if g := got.Status.Goodput; g == nil || g.Category != "" {
+			return fmt.Errorf("goodput %+v", g)
+		}
+		return nil
+	})
+	got := counter.counts()
+	t.Logf("writes over one lifecycle: %v", got)
+	// At most these (issue 47 brings the status writes down to 3: the JobController's Initializing, Running
+	// and Completed, with the goodput in them).
+	most := map[string]int{"POST configmaps": 1, "POST services": 1, "POST jobs": 1, "POST events": 1,
+		"PATCH trainingjobs/status by trainingjob": 3, "PATCH trainingjobs/status by trainingjob-status": 3}
+	for k, n := range got {
+		if n > most[k] {
+			t.Errorf("%d writes %q over one lifecycle, want at most %d (all: %v)", n, k, most[k], got)
+		}
+	}
+}
