@@ -2,7 +2,8 @@
 // derive):
 //
 //   - the JobController (job_*.go) builds the workers' Job, headless Service, ConfigMap, checkpoint claim
-//     and PodGroup, restarts the gang, cleans up, and alone derives status.state and the run's conditions;
+//     and PodGroup, restarts the gang, cleans up, alone derives status.state and the run's conditions, and
+//     accounts goodput (job_goodput.go), written with its other writes and when the category changes;
 //   - the StatusController (status_controller.go) reads rank 0's progress into status and the per-job
 //     series and gives the success policy's verdict;
 //   - the CheckpointController (checkpoint_controller.go) reads rank 0's checkpoint agent into
@@ -29,7 +30,10 @@
 // A controller reports a fact to another through a field it owns: the success policy's verdict is the
 // StatusController's SuccessPolicyMet condition, which the JobController's derive.Status turns into
 // Completed; a hang is its Stalled condition, which the JobController acts on by failurePolicy.onHang; the
-// newest checkpoint (status.checkpoint) is what the JobController resumes from.
+// newest checkpoint (status.checkpoint) is what the JobController resumes from; a first progress, a hang
+// or a progress source found or lost moves goodput to another category, which the JobController's watch
+// sees (goodputMoved) and accounts. A field that moved between owners (goodput, the StatusController's
+// before) is taken over at start (status_migrate.go), so that no apply deletes it or is refused.
 //
 // The job's ConfigMap has one writer per key too: the JobController creates it and keeps its config file
 // (names.ConfigFileName) in step with the spec; the CheckpointController writes RESUME_FROM and the

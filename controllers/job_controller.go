@@ -57,6 +57,9 @@ type JobReconciler struct {
 	exits exitMemory
 	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
 	Logs LogReader
+	// checkpointSeconds is what rank 0's trainer reports having spent saving checkpoints in the current
+	// attempt (the StatusController reads it: Setup wires it), for goodput; nil reads none.
+	checkpointSeconds func(*mlv1.TrainingJob) *float64
 	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
 	// controller watches the Workloads it owns.
 	kueueServed bool
@@ -218,7 +221,8 @@ func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[s
 func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(tj)
-	if !derive.Significant(old, st) && !apiequality.Semantic.DeepEqual(old, st) {
+	goodput, moved := r.goodput(tj, old, st, now)
+	if !moved && !derive.Significant(old, st) && !apiequality.Semantic.DeepEqual(old, st) {
 		if last, ok := r.written.Load(key); ok {
 			if wait := last.(time.Time).Add(interval(tj, r.DetailInterval)).Sub(now); wait > 0 {
 				return reconcile.Result{RequeueAfter: wait}, nil
@@ -226,6 +230,7 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 		}
 	}
 	tj.Status = st
+	tj.Status.Goodput = goodput
 	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, jobController)
 	if written {
 		r.written.Store(key, now)

@@ -151,6 +151,8 @@ func slimJob(obj any) (any, error) {
 type Config struct {
 	// Builders shape the built objects.
 	Builders builders.Options
+	// Namespaces are those the manager watches (its cache's); empty: all.
+	Namespaces []string
 	// ProgressInterval is the time between two scrapes of a job's rank 0 (default 5 s).
 	ProgressInterval time.Duration
 	// ScrapeTimeout bounds one scrape (default 2 s).
@@ -172,7 +174,8 @@ type Config struct {
 	MLflowTimeout, MLflowRetry time.Duration
 }
 
-// Setup registers the operator's controllers and the trainingjob_total collector with mgr.
+// Setup registers the operator's controllers and the trainingjob_total collector with mgr, after taking
+// over the status fields that moved to another controller (takeOverMovedFields).
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
@@ -184,12 +187,17 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		writes: &resourceVersions{}}
 	// One connection per rank 0 and endpoint, kept between reads.
 	w.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * w.interval, DisableCompression: true}}
+	if err := takeOverMovedFields(mgr, cfg.Namespaces); err != nil {
+		return err
+	}
+	jc, sc := w.jobReconciler(), w.statusReconciler()
+	jc.checkpointSeconds = sc.checkpointSeconds // goodput's checkpoint time, as rank 0 reports it
 	controllers := []struct {
 		name  string
 		setup func(ctrl.Manager) error
 	}{
-		{name: "job", setup: w.jobReconciler().SetupWithManager},
-		{name: "status", setup: w.statusReconciler().SetupWithManager},
+		{name: "job", setup: jc.SetupWithManager},
+		{name: "status", setup: sc.SetupWithManager},
 		{name: "checkpoint", setup: w.checkpointReconciler().SetupWithManager},
 		{name: "tracking", setup: w.trackingReconciler().SetupWithManager},
 	}

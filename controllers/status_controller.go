@@ -98,14 +98,15 @@ func startingUp(tj *mlv1.TrainingJob, now time.Time) bool {
 // maxBody bounds how much of rank 0's answer is read.
 const maxBody = 4 << 20
 
-// Reconcile keeps a job's progress, hang watch and goodput in its status and series. Its steps:
+// Reconcile keeps a job's progress and hang watch in its status, and its series (the JobController keeps
+// goodput). Its steps:
 //  1. get the TrainingJob (a deleted one's remembered state and series are dropped);
 //  2. wait while the cache has not seen this process's last status write;
-//  3. settle what the status alone gives: the GPUs held, the planned epochs, a finished run's progress;
+//  3. settle what the status alone gives: the GPUs held and, with monitoring on, the planned epochs and a
+//     finished run's progress;
 //  4. read rank 0's progress when its interval has passed (a Running job with monitoring on);
 //  5. watch for a hang (the Stalled condition);
-//  6. account goodput up to now;
-//  7. write the status, once, when it changed, and tell of a hang it declared.
+//  6. write the status, once, when it changed, and tell of a hang it declared.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{} // 1.
 	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil {
@@ -121,15 +122,16 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	now := r.Clock.Now() // 3.
 	setAllocation(tj, now)
 	old := *tj.Status.DeepCopy()
-	derive.PlannedEpochs(&tj.Status, tj)
-	derive.SettleProgress(&tj.Status, metav1.NewTime(now))
+	if tj.MonitoringEnabled() { // with monitoring off, nothing of progress is known: nothing is written
+		derive.PlannedEpochs(&tj.Status, tj)
+		derive.SettleProgress(&tj.Status, metav1.NewTime(now))
+	}
 	var res reconcile.Result
 	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() { // 4.
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
 	hung := r.watchHang(ctx, tj, now)                                                     // 5.
-	r.accountGoodput(tj, old, now)                                                        // 6.
-	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, statusController) // 7.
+	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, statusController) // 6.
 	if hung && written && r.Recorder != nil {
 		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c.Reason, "Hang", "%s", c.Message)
@@ -302,4 +304,16 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(statusController).
 		WithOptions(controllerOptions(r.Workers)).
 		Complete(metrics.Instrument(statusController, r))
+}
+
+// checkpointSeconds returns what the current attempt's rank 0 last reported having spent saving checkpoints,
+// nil when it reports none or the last sample is older than the attempt's workers (the JobController's
+// goodput takes it from here: Setup wires them).
+func (r *StatusReconciler) checkpointSeconds(tj *mlv1.TrainingJob) *float64 {
+	s, ok := r.jobs.peek(tj)
+	running := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRunning)
+	if !ok || s.sample == nil || tj.Status.State != mlv1.StateRunning || running == nil || s.at.Before(running.LastTransitionTime.Time) {
+		return nil
+	}
+	return s.sample.CheckpointSeconds
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // What wakes each controller: the predicates on TrainingJob events, and the mapping of a child or a
@@ -34,8 +35,8 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 }}
 
 // jobControllerEvents are specOrState's events plus the StatusController's facts the JobController acts
-// on: the success policy's verdict (the SuccessPolicyMet condition), from which it completes the run, and
-// a hang (the Stalled condition), on which it acts by failurePolicy.onHang.
+// on: the success policy's verdict (the SuccessPolicyMet condition), from which it completes the run, a
+// hang (the Stalled condition), on which it acts by failurePolicy.onHang, and a change of goodput category.
 var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
 	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
@@ -47,8 +48,17 @@ var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Fun
 			return true
 		}
 	}
-	return false
+	return goodputMoved(o, n)
 }})
+
+// goodputMoved reports whether the StatusController's write moved a job's goodput to another category (a
+// first progress, a hang, a progress source found or lost): the JobController, which keeps goodput,
+// accounts it then.
+func goodputMoved(o, n *mlv1.TrainingJob) bool {
+	oc, _ := derive.GoodputCategory(o)
+	nc, _ := derive.GoodputCategory(n)
+	return oc != nc
+}
 
 // trackingEvents returns specOrState's events of tracked jobs plus what the TrackingController logs: a new
 // epoch, a newer checkpoint, the run as recorded in the status.

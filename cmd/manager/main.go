@@ -185,6 +185,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if err != nil {
 		return err
 	}
+	cfg.Namespaces = namespaces
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func startOperatorOn(t *testing.T, rc *rest.Config, ns string, options ...func(*
 	cfg := controllers.Config{
 		Builders: builders.Options{DefaultImages: map[mlv1.Framework]string{mlv1.FrameworkPyTorch: "pytorch:test"}},
 		// Progress is read often so tests see it soon; timeouts are short as rank 0 is on loopback.
-		ProgressInterval: 300 * time.Millisecond, ScrapeTimeout: 500 * time.Millisecond,
+		ProgressInterval: 300 * time.Millisecond, ScrapeTimeout: 500 * time.Millisecond, Namespaces: []string{ns},
 	}
 	for _, o := range options {
 		o(&cfg)

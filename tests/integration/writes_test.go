@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -114,13 +116,49 @@ func TestLifecycleWrites(t *testing.T) {
 	})
 	got := counter.counts()
 	t.Logf("writes over one lifecycle: %v", got)
-	// At most these (issue 47 brings the status writes down to 3: the JobController's Initializing, Running
-	// and Completed, with the goodput in them).
+	// At most these: the JobController's Initializing, Running and Completed, goodput in each; nothing
+	// from the StatusController, which has no progress to read.
 	most := map[string]int{"POST configmaps": 1, "POST services": 1, "POST jobs": 1, "POST events": 1,
-		"PATCH trainingjobs/status by trainingjob": 3, "PATCH trainingjobs/status by trainingjob-status": 3}
+		"PATCH trainingjobs/status by trainingjob": 3}
 	for k, n := range got {
 		if n > most[k] {
 			t.Errorf("%d writes %q over one lifecycle, want at most %d (all: %v)", n, k, most[k], got)
+		}
+	}
+}
+
+// TestGoodputTakenOverFromTheStatusController: status.goodput was the StatusController's (field manager
+// trainingjob-status) before it moved to the JobController. A job an older operator accounted keeps its
+// goodput when the new one starts: the JobController takes the field over before any controller writes,
+// and goes on from what was accounted, instead of being refused (409) or the field being deleted.
+func TestGoodputTakenOverFromTheStatusController(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	tj := tjtest.NewTJ(ns, "upgraded").Workers(1).GPUs(0).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	hourAgo := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	old := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"goodput": map[string]any{
+		"accountedTime": hourAgo.UTC().Format(metav1.RFC3339Micro), "category": mlv1.GoodputProductive, "productiveSeconds": 1234.0}}}}
+	old.SetGroupVersionKind(mlv1.GroupVersion.WithKind("TrainingJob"))
+	old.SetNamespace(ns)
+	old.SetName(tj.Name)
+	byOldOwner := client.FieldOwner("trainingjob-status")
+	if err := env.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(old), byOldOwner); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, ns)
+	key := client.ObjectKeyFromObject(tj)
+	got := waitForState(t, key, mlv1.StateInitializing)
+	if g := got.Status.Goodput; g == nil || g.ProductiveSeconds < 1234 {
+		t.Errorf("goodput %+v, want the accounting carried on from 1234 productive seconds", g)
+	}
+	for _, e := range got.ManagedFields {
+		owns := e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:goodput"`)
+		if owns && e.Manager != "trainingjob" || !owns && e.Manager == "trainingjob" && e.Subresource == "status" {
+			t.Errorf("manager %s (%s) owns goodput: %t", e.Manager, e.Subresource, owns)
 		}
 	}
 }

@@ -1,0 +1,48 @@
+package controllers
+
+import (
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+)
+
+// goodput returns status.goodput for st, the status the JobController is about to write (derive.
+// AccountGoodput, up to now), and whether its category or attempt changed, which is written at once. It
+// is otherwise put into the status only with the JobController's other writes, never on a timer: a job
+// whose state does not change is not written, however long it runs. The status keeps the accounting and
+// its category, so what is not written is accounted again next time, and readers (the metrics, the
+// plugin) add the time since (derive.GoodputAt). The JobController owns goodput as it makes nearly every
+// change of category (a state, an attempt); the StatusController's (a first progress, a hang, no progress
+// source) reach it through its watch (goodputMoved).
+func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus, now time.Time) (*mlv1.GoodputStatus, bool) {
+	c := *tj // the status is replaced, the rest only read
+	c.Status = st
+	var secs *float64
+	if r.checkpointSeconds != nil {
+		secs = r.checkpointSeconds(&c)
+	}
+	next := derive.AccountGoodput(&c, secs, now)
+	prev := old.Goodput
+	moved := next != nil && (prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt)
+	if moved || goodputDue(old, st, next) {
+		return next, moved
+	}
+	return st.Goodput, false
+}
+
+// goodputDue reports whether next is to be written: its category or attempt changed, or the rest of the
+// status changed from old to cur (it goes with that write).
+func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus) bool {
+	prev := old.Goodput
+	switch {
+	case next == nil:
+		return false
+	case prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt:
+		return true
+	}
+	old.Goodput, cur.Goodput = nil, nil // copies: only the comparison changes
+	return !apiequality.Semantic.DeepEqual(old, cur)
+}
