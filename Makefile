@@ -86,7 +86,7 @@ bench-progress: build ## Measure how fast rank 0's progress reaches the gauges a
 
 .PHONY: bench
 bench: build ## Scale benchmark, quick (a few minutes): 1, 100 and 1,000 TrainingJobs, twice each; report and profiles in bin/scale-report/.
-	bin/scale-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 1,100,1000 -repeats 2 -idle 10s -out bin/scale-report
+	bin/scale-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -manager bin/manager -jobs 1,100,1000 -repeats 2 -idle 10s -running-idle 35s -out bin/scale-report
 
 .PHONY: bench-full
 bench-full: build ## Scale benchmark, long: up to 10,000 TrainingJobs, twice each.

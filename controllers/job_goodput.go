@@ -10,7 +10,8 @@ import (
 )
 
 // goodput returns status.goodput for st, the status the JobController is about to write (derive.
-// AccountGoodput, up to now), and whether its category or attempt changed, which is written at once. It
+// AccountGoodput, up to now), and whether its category or attempt changed or a newer checkpoint cut its
+// training since the last one (derive.NewCheckpointBound), which is written at once. It
 // is otherwise put into the status only with the JobController's other writes, never on a timer: a job
 // whose state does not change is not written, however long it runs. The status keeps the accounting and
 // its category, so what is not written is accounted again next time, and readers (the metrics, the
@@ -18,19 +19,34 @@ import (
 // change of category (a state, an attempt); the StatusController's (a first progress, a hang, no progress
 // source) reach it through its watch (goodputMoved).
 func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus, now time.Time) (*mlv1.GoodputStatus, bool) {
+	// First up to now in the category the status as read is in, then the change this write makes: a hang
+	// the StatusController declared is accounted (from rank 0's last progress) before the restart the
+	// JobController decides on it in the same reconcile.
+	asRead := r.account(tj, old, now)
+	next := asRead
+	if next != nil {
+		mine := st
+		mine.Goodput = next
+		next = r.account(tj, mine, now)
+	}
+	prev := old.Goodput
+	moved := next != nil && (prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt ||
+		derive.NewCheckpointBound(prev, next))
+	if moved || goodputDue(old, st, next) {
+		return next, moved
+	}
+	return st.Goodput, false
+}
+
+// account returns tj's goodput with st as its status, accounted up to now (derive.AccountGoodput).
+func (r *JobReconciler) account(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, now time.Time) *mlv1.GoodputStatus {
 	c := *tj // the status is replaced, the rest only read
 	c.Status = st
 	var secs *float64
 	if r.checkpointSeconds != nil {
 		secs = r.checkpointSeconds(&c)
 	}
-	next := derive.AccountGoodput(&c, secs, now)
-	prev := old.Goodput
-	moved := next != nil && (prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt)
-	if moved || goodputDue(old, st, next) {
-		return next, moved
-	}
-	return st.Goodput, false
+	return derive.AccountGoodput(&c, secs, now)
 }
 
 // goodputDue reports whether next is to be written: its category or attempt changed, or the rest of the

@@ -4,9 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 // TestGoodputDue: when the accounting is put into the status.
@@ -40,5 +43,35 @@ func TestGoodputDue(t *testing.T) {
 		if got := goodputDue(tc.old, tc.cur, tc.next); got != tc.want {
 			t.Errorf("%s: due = %t, want %t", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestGoodputOfAHangActedOn: the StatusController declares a hang (Stalled) and the JobController restarts
+// the gang in the reconcile that sees it: the time since rank 0's last progress is hang, accounted in the
+// category the status was read in before the restart's.
+func TestGoodputOfAHangActedOn(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+	tj := tjtest.NewTJ("ml", "hung").Obj()
+	tj.CreationTimestamp = at(0)
+	running := metav1.Condition{Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning",
+		LastTransitionTime: at(10)}
+	stalled := metav1.Condition{Type: mlv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "NoProgress",
+		LastTransitionTime: at(60)}
+	old := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2}, LastProgressTime: ptr.To(at(40)),
+		Conditions: []metav1.Condition{running, stalled},
+		Goodput: &mlv1.GoodputStatus{Category: mlv1.GoodputProductive, AccountedTime: &metav1.MicroTime{Time: at(30).Time},
+			ProductiveSeconds: 18, BadputSeconds: mlv1.BadputSeconds{Scheduling: 10, Startup: 2}}}
+	restarted := *old.DeepCopy()
+	restarted.State, restarted.Attempt, restarted.Conditions = mlv1.StateInitializing, 1, []metav1.Condition{
+		{Type: mlv1.ConditionRunning, Status: metav1.ConditionFalse, Reason: "Restarting", LastTransitionTime: at(61)}}
+	r := &JobReconciler{}
+	g, moved := r.goodput(tj, old, restarted, at(61).Time)
+	if !moved || g.Category != mlv1.BadputRestart || g.Attempt != 1 {
+		t.Fatalf("goodput %+v (moved %t), want the restart's category and attempt, moved", g, moved)
+	}
+	// Productive until the last progress (40 s), hang from then until the restart (61 s).
+	if got, want := []float64{g.ProductiveSeconds + g.BadputSeconds.LostWork, g.BadputSeconds.Hang}, []float64{28, 21}; !cmp.Equal(got, want) {
+		t.Errorf("productive (lost included), hang = %v, want %v: %+v", got, want, g)
 	}
 }

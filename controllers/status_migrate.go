@@ -2,8 +2,8 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,11 +101,17 @@ func applyPart(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, part 
 	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), append(opts, client.FieldOwner(manager))...)
 }
 
-// ownsStatusField reports whether manager's apply entry for the status subresource holds status.field.
+// ownsStatusField reports whether manager's apply entry holds status.field itself (not a key of that name
+// deeper down, such as a custom metric's in status.metrics.custom).
 func ownsStatusField(entries []metav1.ManagedFieldsEntry, manager, field string) bool {
 	for _, e := range entries {
-		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.FieldsV1 != nil &&
-			strings.Contains(e.FieldsV1.GetRawString(), `"f:`+field+`"`) {
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var set struct {
+			Status map[string]json.RawMessage `json:"f:status"`
+		}
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) == nil && set.Status["f:"+field] != nil {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"maps"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,13 +52,22 @@ var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Fun
 	return goodputMoved(o, n)
 }})
 
-// goodputMoved reports whether the StatusController's write moved a job's goodput to another category (a
-// first progress, a hang, a progress source found or lost): the JobController, which keeps goodput,
-// accounts it then.
+// goodputMoved reports whether another controller's write moved a job's goodput to another category (a
+// first progress, a hang, a progress source found or lost) or told of a newer checkpoint: the
+// JobController, which keeps goodput, accounts it then.
 func goodputMoved(o, n *mlv1.TrainingJob) bool {
 	oc, _ := derive.GoodputCategory(o)
 	nc, _ := derive.GoodputCategory(n)
-	return oc != nc
+	return oc != nc || checkpointTime(o) != checkpointTime(n)
+}
+
+// checkpointTime returns when the newest checkpoint the status knows was written (a newer one bounds the
+// training a restart would lose, in goodput), the zero time when none.
+func checkpointTime(tj *mlv1.TrainingJob) time.Time {
+	if c := tj.Status.Checkpoint; c != nil && c.LastTime != nil {
+		return c.LastTime.Time
+	}
+	return time.Time{}
 }
 
 // trackingEvents returns specOrState's events of tracked jobs plus what the TrackingController logs: a new

@@ -131,6 +131,21 @@ func GoodputAt(tj *mlv1.TrainingJob, now time.Time) *mlv1.GoodputStatus {
 	return g
 }
 
+// NewCheckpointBound reports whether next, a later accounting of the same attempt than prev, had its
+// training since the newest checkpoint cut by a checkpoint prev did not know: the cut is to be written
+// then, as a cut made later is looser by the time that passed (a checkpoint learned while the job did not
+// train would let that figure, and the secured goodput, move back).
+func NewCheckpointBound(prev, next *mlv1.GoodputStatus) bool {
+	if prev == nil || next == nil || prev.Attempt != next.Attempt {
+		return false
+	}
+	unbound := prev.SinceCheckpointSeconds + next.AttemptProductiveSeconds - prev.AttemptProductiveSeconds
+	return next.SinceCheckpointSeconds < unbound-boundSlack
+}
+
+// boundSlack is less than a cut to the newest checkpoint can be, more than the rounding of an accounting.
+const boundSlack = 0.01
+
 // elapse gives the time since the last step to the category it was in, split at since when the change to
 // category is older than this step, and moves the accounted time to now. The training since the newest
 // checkpoint is bound at each end (boundToCheckpoint), so that the result does not depend on how often
@@ -238,6 +253,7 @@ func (a accounting) relose(d float64) {
 // checkpointSaves moves what the trainer newly reports having spent saving checkpoints (reported: its
 // count for this attempt) from productive to checkpoint.
 func (a accounting) checkpointSaves(reported float64) {
+	reported = bounded(reported) // the trainer's own figure: anything it printed
 	d := reported - a.g.CheckpointReportedSeconds
 	if reported < a.g.CheckpointReportedSeconds {
 		d = reported // the trainer restarted its count
@@ -251,7 +267,7 @@ func (a accounting) checkpointSaves(reported float64) {
 // job that is over without one.
 func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1.GoodputStatus {
 	if g := tj.Status.Goodput; g != nil && g.AccountedTime != nil {
-		return g.DeepCopy()
+		return sane(g.DeepCopy())
 	}
 	g := &mlv1.GoodputStatus{AccountedTime: &metav1.MicroTime{Time: tj.CreationTimestamp.Time}, Category: category, Attempt: tj.Status.Attempt,
 		GPUs: activeWorkers(tj) * tj.GPUsPerWorker()}
@@ -262,6 +278,34 @@ func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1
 		g.AccountedTime = &metav1.MicroTime{Time: now}
 	}
 	return g
+}
+
+// mostSeconds bounds every figure of an accounting read from the status (some 30 million years of a
+// thousand GPUs): whoever may write the status subresource could write anything the schema takes, and a
+// value past it would overflow (an infinity cannot be written back as JSON).
+const mostSeconds = 1e18
+
+// sane returns g with every figure a finite number from 0 to mostSeconds, and no negative GPU count.
+func sane(g *mlv1.GoodputStatus) *mlv1.GoodputStatus {
+	b := &g.BadputSeconds
+	for _, v := range []*float64{&g.ProductiveSeconds, &g.UnknownSeconds, &g.GPUSeconds, &g.ProductiveGPUSeconds,
+		&g.SinceCheckpointSeconds, &g.CheckpointReportedSeconds, &g.AttemptProductiveSeconds, &b.Queued, &b.Scheduling,
+		&b.Startup, &b.Restart, &b.LostWork, &b.Hang, &b.Checkpoint} {
+		*v = bounded(*v)
+	}
+	if e := g.LostWorkEstimate; e != nil {
+		e.Seconds, e.MaxSeconds = bounded(e.Seconds), bounded(e.MaxSeconds)
+	}
+	g.GPUs = max(0, g.GPUs)
+	return g
+}
+
+// bounded returns v within 0 to mostSeconds, 0 for a NaN.
+func bounded(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return math.Min(mostSeconds, math.Max(0, v))
 }
 
 // endTime returns when a finished job ended: its completion time, else the Completed or Failed condition's;

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -77,8 +78,8 @@ const (
 	writeAlways writing = iota
 	// writeEveryOther: every other accounting in the same category and attempt is not written.
 	writeEveryOther
-	// writeOnChange: as the StatusController does for a job whose figures do not change: only an
-	// accounting that changes the category or the attempt, and the last, are written.
+	// writeOnChange: as the JobController does for a job whose state does not change: only an accounting
+	// that changes the category or the attempt or is cut by a newer checkpoint, and the last, are written.
 	writeOnChange
 )
 
@@ -94,7 +95,7 @@ func (tl timeline) playWith(tj *mlv1.TrainingJob, tick float64, again func(store
 	account := func(now float64) {
 		next, prev := AccountGoodput(tj, ckpt, at(now)), tj.Status.Goodput
 		written := w == writeAlways || w == writeEveryOther && n%2 == 0 || now == tl[len(tl)-1].at
-		if written || prev == nil || next.Category != prev.Category || next.Attempt != prev.Attempt {
+		if written || prev == nil || next.Category != prev.Category || next.Attempt != prev.Attempt || NewCheckpointBound(prev, next) {
 			tj.Status.Goodput = next
 		}
 		n++
@@ -570,5 +571,90 @@ func TestGoodputAt(t *testing.T) {
 	}
 	if g := GoodputAt(&mlv1.TrainingJob{}, t0); g != nil {
 		t.Errorf("a job never accounted: %+v, want nil", g)
+	}
+}
+
+// TestGoodputFromAHostileStatus: whoever may write the status subresource may write any figure the schema
+// takes, and the trainer prints what it likes: the accounting of such a status is finite, never negative,
+// never falling, and can be written back (an infinity could not: every later status write would fail).
+func TestGoodputFromAHostileStatus(t *testing.T) {
+	at := func(s float64) time.Time { return goodputT0.Add(time.Duration(s * float64(time.Second))) }
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		name              string
+		set               func(g *mlv1.GoodputStatus)
+		checkpointSeconds *float64
+	}{
+		{name: "gpuSeconds 1e306", set: func(g *mlv1.GoodputStatus) { g.GPUSeconds = 1e306 }},
+		{name: "productiveSeconds 1e306", set: func(g *mlv1.GoodputStatus) { g.ProductiveSeconds = 1e306 }},
+		{name: "negative GPUs", set: func(g *mlv1.GoodputStatus) { g.GPUs = -5 }},
+		{name: "negative hang", set: func(g *mlv1.GoodputStatus) { g.BadputSeconds.Hang = -50 }},
+		{name: "a trainer reporting infinite checkpoint seconds", set: func(*mlv1.GoodputStatus) {}, checkpointSeconds: &inf},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").Obj()
+			tj.CreationTimestamp = metav1.NewTime(goodputT0)
+			tj.Status.State, tj.Status.Workers.Active = mlv1.StateRunning, 1
+			tj.Status.Conditions = setCondition(nil, mlv1.ConditionRunning, true, metav1.NewTime(at(10)))
+			tj.Status.LastProgressTime = &metav1.Time{Time: at(3500)}
+			tj.Status.Goodput = &mlv1.GoodputStatus{Category: mlv1.GoodputProductive, AccountedTime: &metav1.MicroTime{Time: at(3000)},
+				ProductiveSeconds: 100, GPUs: 2}
+			tc.set(tj.Status.Goodput)
+			g1 := AccountGoodput(tj, tc.checkpointSeconds, at(3600))
+			g2 := GoodputAt(tj, at(3660))
+			for _, g := range []*mlv1.GoodputStatus{g1, g2} {
+				if _, err := json.Marshal(g); err != nil {
+					t.Fatalf("the accounting cannot be written: %v", err)
+				}
+				for _, v := range []float64{g.ProductiveSeconds, g.GPUSeconds, g.BadputSeconds.Hang, g.CheckpointReportedSeconds} {
+					if math.IsInf(v, 0) || math.IsNaN(v) || v < 0 {
+						t.Errorf("a figure of %v: %+v", v, g)
+					}
+				}
+			}
+			if g2.GPUSeconds < GoodputAt(tj, at(3600)).GPUSeconds {
+				t.Errorf("GPU-seconds fell between two reads")
+			}
+		})
+	}
+}
+
+// TestGoodputWrittenOnChangeOnly: timelines where what the status learns between two changes of category
+// (a checkpoint, written at preemption or during a hang) matters: written only at changes of category,
+// attempt, or when a newer checkpoint cuts the training since the last one, the accounting comes to the
+// same as written every second.
+func TestGoodputWrittenOnChangeOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tl   timeline
+	}{
+		{name: "Kueue preemption: a checkpoint at SIGTERM learned while suspended, resumed in the same attempt, then a crash", tl: timeline{
+			{at: 0, change: state(mlv1.StateInitializing, 0)}, {at: 10, change: state(mlv1.StateRunning, 0)},
+			{at: 12, change: progress}, {at: 40, change: learned("ck-40", 40)}, {at: 70, change: progress},
+			{at: 80, change: state(mlv1.StateSuspended, 0)}, {at: 85, change: learned("ck-82", 82)},
+			{at: 200, change: state(mlv1.StateInitializing, 0)}, {at: 210, change: state(mlv1.StateRunning, 0)},
+			{at: 215, change: progress}, {at: 301, change: failedAt(1, 300)}, {at: 310, change: state(mlv1.StateRunning, 1)},
+			{at: 312, change: progress}, {at: 400, change: state(mlv1.StateCompleted, 1)},
+		}},
+		{name: "a hang, a checkpoint learned during it, then a restart", tl: timeline{
+			{at: 0, change: state(mlv1.StateInitializing, 0)}, {at: 10, change: state(mlv1.StateRunning, 0)},
+			{at: 12, change: progress}, {at: 80, change: progress}, {at: 110, change: stalled},
+			{at: 112, change: learned("ck-75", 75)}, {at: 140, change: then(state(mlv1.StateInitializing, 1), unstalled)},
+			{at: 150, change: state(mlv1.StateRunning, 1)}, {at: 152, change: progress},
+			{at: 200, change: state(mlv1.StateCompleted, 1)},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh := func() *mlv1.TrainingJob {
+				tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
+				tj.CreationTimestamp = metav1.NewTime(goodputT0)
+				return tj
+			}
+			always := tc.tl.playWith(fresh(), 1, nil, writeAlways)
+			onChange := tc.tl.playWith(fresh(), 1, nil, writeOnChange)
+			if diff := cmp.Diff(seconds_(always), seconds_(onChange)); diff != "" {
+				t.Errorf("(-written every second +written on change):\n%s", diff)
+			}
+		})
 	}
 }

@@ -33,6 +33,7 @@ type config struct {
 	jobs                 []int
 	repeats              int
 	idle                 time.Duration
+	runningIdle          time.Duration
 	managerArgs          []string
 	// checkpoints gives every job checkpoints (in S3, read through the bench's agent stand-in).
 	checkpoints bool
@@ -46,6 +47,8 @@ func main() {
 	flag.StringVar(&jobs, "jobs", "1,100,1000", "job counts to measure")
 	flag.IntVar(&c.repeats, "repeats", 2, "measurements per job count, each on a fresh control plane")
 	flag.DurationVar(&c.idle, "idle", 20*time.Second, "how long the finished jobs are watched for writes")
+	flag.DurationVar(&c.runningIdle, "running-idle", 0,
+		"how long the running jobs, whose figures do not change, are watched for writes before they finish (0: not)")
 	flag.StringVar(&args, "manager-args", "", "extra manager flags, space-separated (e.g. --max-concurrent-reconciles=1)")
 	flag.BoolVar(&c.checkpoints, "checkpoints", false,
 		"jobs with checkpoints enabled: adds the CheckpointController's writes (RESUME_FROM, status.checkpoint)")
@@ -98,9 +101,10 @@ func table(c config, rs []result) string {
 	fmt.Fprintf(&b, "# Scale benchmark\n\nmanager flags: %q; checkpoints: %t; times in seconds; per-job figures divide by the job count\n\n",
 		c.managerArgs, c.checkpoints)
 	b.WriteString("| jobs | run | ceiling | submitted | wired | ratio | submit→Job p50 / p99 (burst) | idle p50 / p99 | lifecycle | " +
-		"jobs/s | writes/lifecycle | status writes | events | conflicts | errors logged | idle writes | heap KiB/job | RSS KiB/job | " +
+		"jobs/s | writes/lifecycle | status writes | events | conflicts | errors logged | idle writes | running idle writes/job/min | " +
+		"heap KiB/job | RSS KiB/job | " +
 		"cold start | cold writes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		b.WriteString(r.row() + "\n")
 	}

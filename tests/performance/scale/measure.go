@@ -48,17 +48,20 @@ type result struct {
 	Conflicts       int                `json:"conflicts"`
 	ErrorsLogged    int                `json:"errorsLogged"`
 	IdleWrites      int                `json:"idleWrites"`
-	HeapKiBPerJob   float64            `json:"heapKiBPerJob"`
-	RSSKiBPerJob    float64            `json:"rssKiBPerJob"`
-	ColdStartS      float64            `json:"coldStartSeconds"`
-	ColdStartWrites int                `json:"coldStartWrites"`
+	// RunningIdleWrites are the operator's writes while every job ran and nothing changed, per job and
+	// minute (-running-idle long).
+	RunningIdleWrites float64 `json:"runningIdleWritesPerJobMinute"`
+	HeapKiBPerJob     float64 `json:"heapKiBPerJob"`
+	RSSKiBPerJob      float64 `json:"rssKiBPerJob"`
+	ColdStartS        float64 `json:"coldStartSeconds"`
+	ColdStartWrites   int     `json:"coldStartWrites"`
 }
 
 func (r result) row() string {
 	return fmt.Sprintf("| %d | %d | %.2f | %.2f | %.2f | %.2fx | %.3f / %.3f | %.3f / %.3f | "+
-		"%.1f | %.0f | %.1f | %.1f | %.1f | %d | %d | %d | %.1f | %.1f | %.2f | %d |",
+		"%.1f | %.0f | %.1f | %.1f | %.1f | %d | %d | %d | %.3f | %.1f | %.1f | %.2f | %d |",
 		r.Jobs, r.Run, r.CeilingS, r.SubmitS, r.WiredS, r.Ratio, r.SubmitToJob[0], r.SubmitToJob[1], r.IdleSubmitToJob[0], r.IdleSubmitToJob[1],
-		r.LifecycleS, r.JobsPerS, r.Writes, r.StatusWrites, r.Events, r.Conflicts, r.ErrorsLogged, r.IdleWrites,
+		r.LifecycleS, r.JobsPerS, r.Writes, r.StatusWrites, r.Events, r.Conflicts, r.ErrorsLogged, r.IdleWrites, r.RunningIdleWrites,
 		r.HeapKiBPerJob, r.RSSKiBPerJob, r.ColdStartS, r.ColdStartWrites)
 }
 
@@ -193,8 +196,11 @@ func (b *bench) lifecycle(ctx context.Context, res *result) error {
 	if err != nil {
 		return err
 	}
-	pause := time.Since(paused)
 	res.HeapKiBPerJob, res.RSSKiBPerJob = (heap1-heap0)/1024/float64(b.n), (rss1-rss0)/1024/float64(b.n)
+	if res.RunningIdleWrites, err = b.runningIdle(); err != nil {
+		return err
+	}
+	pause := time.Since(paused)
 	if err := benchkit.Parallel(b.n, clients, func(i int) error { return b.finishWorker(ctx, i) }); err != nil {
 		return err
 	}
@@ -206,6 +212,18 @@ func (b *bench) lifecycle(ctx context.Context, res *result) error {
 	res.JobsPerS = float64(b.n) / res.LifecycleS
 	<-profile
 	return b.afterwards(ctx, res)
+}
+
+// runningIdle watches the running jobs, whose figures do not change, for -running-idle, and returns the
+// operator's writes meanwhile per job and minute (0 without -running-idle).
+func (b *bench) runningIdle() (float64, error) {
+	if b.c.runningIdle <= 0 {
+		return 0, nil
+	}
+	from := time.Now()
+	time.Sleep(b.c.runningIdle)
+	w, err := b.operatorWrites(from, time.Now())
+	return float64(w.Total) / float64(b.n) / time.Since(from).Minutes(), err
 }
 
 // afterwards counts the lifecycle's writes, watches the idle jobs, restarts the manager cold and times
