@@ -347,6 +347,9 @@ func unknownWords(tj *mlv1.TrainingJob) string {
 	if c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported); c != nil && c.Reason == derive.ReasonScrapeFailed {
 		why = "rank 0's progress could never be read"
 	}
+	if m := tj.Spec.Monitoring; m != nil && m.Enabled != nil && !*m.Enabled {
+		why = "monitoring.enabled is false: progress is not read"
+	}
 	ran := "ran"
 	if g.Category == mlv1.GoodputUnknown {
 		ran = "have run"

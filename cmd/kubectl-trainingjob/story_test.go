@@ -136,10 +136,11 @@ func TestMetricsLineSaysWhichEpoch(t *testing.T) {
 func TestGoodputLineUnknown(t *testing.T) {
 	noSource := metav1.Condition{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "NoProgressSource"}
 	cases := []struct {
-		name string
-		g    mlv1.GoodputStatus
-		cond []metav1.Condition
-		want string
+		name          string
+		g             mlv1.GoodputStatus
+		cond          []metav1.Condition
+		monitoringOff bool
+		want          string
 	}{{
 		name: "no source at all, still running",
 		g: mlv1.GoodputStatus{Percent: "unknown", UnknownSeconds: 241, GPUSeconds: 2520, Category: mlv1.GoodputUnknown,
@@ -160,9 +161,16 @@ func TestGoodputLineUnknown(t *testing.T) {
 		cond: []metav1.Condition{{Type: mlv1.ConditionProgressReported, Status: "False", Reason: "ScrapeFailed"}},
 		want: "unknown goodput: productive time unknown for the 30s the workers have run with no progress source " +
 			"(rank 0's progress could never be read)",
+	}, {
+		name:          "monitoring off",
+		g:             mlv1.GoodputStatus{Percent: "unknown", UnknownSeconds: 32, BadputSeconds: mlv1.BadputSeconds{Scheduling: 2}},
+		monitoringOff: true,
+		want: "unknown goodput: productive time unknown for the 32s the workers ran with no progress source " +
+			"(monitoring.enabled is false: progress is not read); 2s scheduling and pulling images",
 	}}
 	for _, tc := range cases {
 		tj := tjtest.NewTJ("ml", "a").Obj()
+		*tj.Spec.Monitoring.Enabled = !tc.monitoringOff
 		tj.Status = mlv1.TrainingJobStatus{Goodput: &tc.g, Conditions: tc.cond, RestartCount: 1}
 		if diff := cmp.Diff(tc.want, goodputLine(tj)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)

@@ -29,7 +29,8 @@ import (
 // GoodputCategory returns what a job's time goes to now, "" once it is over, and since when where the status
 // tells: the Running condition's last change for the phases it starts or ends (a new attempt, all
 // workers running), rank 0's last progress for a hang; else the zero time. Workers that run with no
-// progress source (ProgressUnknown) and have not progressed in the attempt are Unknown.
+// progress source (ProgressUnknown), or whose progress is not read (monitoring off), and have not
+// progressed in the attempt are Unknown.
 func GoodputCategory(tj *mlv1.TrainingJob) (category string, since time.Time) {
 	st := &tj.Status
 	retry := st.Attempt > 0
@@ -55,7 +56,7 @@ func GoodputCategory(tj *mlv1.TrainingJob) (category string, since time.Time) {
 		return mlv1.BadputHang, st.LastProgressTime.Time
 	}
 	if !ProgressedInAttempt(st) {
-		if ProgressUnknown(st) {
+		if ProgressUnknown(st) || !tj.MonitoringEnabled() { // with monitoring off, nothing tells training from startup
 			return mlv1.GoodputUnknown, runningSince
 		}
 		return pick(retry, mlv1.BadputRestart, mlv1.BadputStartup), runningSince

@@ -658,3 +658,26 @@ func TestGoodputWrittenOnChangeOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestGoodputMonitoringOff: with monitoring off nothing tells training from startup: the time the workers
+// ran is unknown, not startup (which read "0% goodput" for a job that trained).
+func TestGoodputMonitoringOff(t *testing.T) {
+	tl := timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)},
+		{at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 100, change: state(mlv1.StateCompleted, 0)},
+	}
+	for _, w := range []writing{writeAlways, writeOnChange} {
+		tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{Enabled: new(bool)}
+		}).Obj()
+		tj.CreationTimestamp = metav1.NewTime(goodputT0)
+		g := tl.playWith(tj, 1, nil, w)
+		if diff := cmp.Diff(want{mlv1.BadputScheduling: 10, mlv1.GoodputUnknown: 90}, seconds_(g)); diff != "" {
+			t.Errorf("writing %d: seconds by category (-want +got):\n%s", w, diff)
+		}
+		if g.Percent != "unknown" {
+			t.Errorf("writing %d: percent %q, want unknown", w, g.Percent)
+		}
+	}
+}
