@@ -241,7 +241,8 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 
 // recheck returns when the job must be looked at again although nothing it watches may change: an unbound
 // claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a
-// failed attempt's worker node that is not Ready but does not count as lost yet.
+// failed attempt's worker node that is not Ready but does not count as lost yet, the percent of goodput
+// shown (goodputRecheck).
 func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
 	var res reconcile.Result
 	if claimWaiting(obs) {
@@ -260,6 +261,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 			_, cs := derive.Rank0Fetcher(obs.Pods)
 			return inputsRecheck, cs != nil && cs.State.Running != nil
 		},
+		func() (time.Duration, bool) { return goodputRecheck, goodputMoves(tj) },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

@@ -10,8 +10,9 @@ import (
 )
 
 // goodput returns status.goodput for st, the status the JobController is about to write (derive.
-// AccountGoodput, up to now), and whether its category or attempt changed or a newer checkpoint cut its
-// training since the last one (derive.NewCheckpointBound), which is written at once. It
+// AccountGoodput, up to now), and whether its category, its attempt or the percent shown (the GOODPUT
+// column) changed, or a newer checkpoint cut its training since the last one (derive.NewCheckpointBound),
+// which is written at once. It
 // is otherwise put into the status only with the JobController's other writes, never on a timer: a job
 // whose state does not change is not written, however long it runs. The status keeps the accounting and
 // its category, so what is not written is accounted again next time, and readers (the metrics, the
@@ -31,7 +32,7 @@ func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobSt
 	}
 	prev := old.Goodput
 	moved := next != nil && (prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt ||
-		derive.NewCheckpointBound(prev, next))
+		derive.NewCheckpointBound(prev, next) || prev.Percent != next.Percent)
 	if moved || goodputDue(old, st, next) {
 		return next, moved
 	}
@@ -47,6 +48,17 @@ func (r *JobReconciler) account(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus,
 		secs = r.checkpointSeconds(&c)
 	}
 	return derive.AccountGoodput(&c, secs, now)
+}
+
+// goodputRecheck is how often the JobController looks again at a running job whose progress is read,
+// where the percent shown moves with time: it is written when it changed, so the GOODPUT column lags the
+// live figure (the metrics, the plugin) by at most this much, and a job whose percent settled is not
+// written at all.
+const goodputRecheck = 30 * time.Second
+
+// goodputMoves reports whether tj's percent moves with time alone: it runs with its progress read.
+func goodputMoves(tj *mlv1.TrainingJob) bool {
+	return tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled()
 }
 
 // goodputDue reports whether next is to be written: its category or attempt changed, or the rest of the

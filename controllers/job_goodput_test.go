@@ -75,3 +75,31 @@ func TestGoodputOfAHangActedOn(t *testing.T) {
 		t.Errorf("productive (lost included), hang = %v, want %v: %+v", got, want, g)
 	}
 }
+
+// TestGoodputPercentShownIsWritten: a running job whose percent moved with time alone (the GOODPUT
+// column) is written when the JobController looks again; one whose percent did not move is not.
+func TestGoodputPercentShownIsWritten(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tj := tjtest.NewTJ("ml", "fit").Obj()
+	tj.CreationTimestamp = metav1.NewTime(t0)
+	running := metav1.Condition{Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning",
+		LastTransitionTime: metav1.NewTime(at(2))}
+	st := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2},
+		LastProgressTime: ptr.To(metav1.NewTime(at(3))), Conditions: []metav1.Condition{running},
+		Goodput: &mlv1.GoodputStatus{Category: mlv1.GoodputProductive, AccountedTime: &metav1.MicroTime{Time: at(4)},
+			ProductiveSeconds: 1, BadputSeconds: mlv1.BadputSeconds{Scheduling: 2, Startup: 1}, Percent: "25%"}}
+	for _, tc := range []struct {
+		name      string
+		now       time.Time
+		wantMoved bool
+	}{
+		{name: "30 s on: 25% is 91% now", now: at(34), wantMoved: true},
+		{name: "a moment on: still 25%", now: at(4).Add(10 * time.Millisecond), wantMoved: false},
+	} {
+		g, moved := (&JobReconciler{}).goodput(tj, st, st, tc.now)
+		if moved != tc.wantMoved {
+			t.Errorf("%s: moved %t (percent %q), want %t", tc.name, moved, g.Percent, tc.wantMoved)
+		}
+	}
+}
