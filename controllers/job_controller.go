@@ -261,7 +261,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 			_, cs := derive.Rank0Fetcher(obs.Pods)
 			return inputsRecheck, cs != nil && cs.State.Running != nil
 		},
-		func() (time.Duration, bool) { return goodputRecheck, goodputMoves(tj) },
+		func() (time.Duration, bool) { return goodputRecheck, goodputMoves(tj, tj.Status.State) },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

@@ -10,15 +10,15 @@ import (
 )
 
 // goodput returns status.goodput for st, the status the JobController is about to write (derive.
-// AccountGoodput, up to now), and whether its category, its attempt or the percent shown (the GOODPUT
-// column) changed, or a newer checkpoint cut its training since the last one (derive.NewCheckpointBound),
-// which is written at once. It
-// is otherwise put into the status only with the JobController's other writes, never on a timer: a job
-// whose state does not change is not written, however long it runs. The status keeps the accounting and
-// its category, so what is not written is accounted again next time, and readers (the metrics, the
-// plugin) add the time since (derive.GoodputAt). The JobController owns goodput as it makes nearly every
-// change of category (a state, an attempt); the StatusController's (a first progress, a hang, no progress
-// source) reach it through its watch (goodputMoved).
+// AccountGoodput, up to now), and whether it is to be written at once: its category or its attempt
+// changed, a newer checkpoint cut its training since the last one (derive.NewCheckpointBound), or the
+// percent shown (the GOODPUT column) of a running job whose progress is read changed (goodputRecheck).
+// Otherwise it goes only with the JobController's other writes: a job whose state and percent do not
+// change is not written, however long it runs. The status keeps the accounting and its category, so what
+// is not written is accounted again next time, and readers (the metrics, the plugin) add the time since
+// (derive.GoodputAt). The JobController owns goodput as it makes nearly every change of category (a
+// state, an attempt); the StatusController's (a first progress, a hang, no progress source) reach it
+// through its watch (goodputMoved).
 func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus, now time.Time) (*mlv1.GoodputStatus, bool) {
 	// First up to now in the category the status as read is in, then the change this write makes: a hang
 	// the StatusController declared is accounted (from rank 0's last progress) before the restart the
@@ -32,7 +32,7 @@ func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobSt
 	}
 	prev := old.Goodput
 	moved := next != nil && (prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt ||
-		derive.NewCheckpointBound(prev, next) || prev.Percent != next.Percent)
+		derive.NewCheckpointBound(prev, next) || prev.Percent != next.Percent && goodputMoves(tj, st.State))
 	if moved || goodputDue(old, st, next) {
 		return next, moved
 	}
@@ -56,9 +56,9 @@ func (r *JobReconciler) account(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus,
 // written at all.
 const goodputRecheck = 30 * time.Second
 
-// goodputMoves reports whether tj's percent moves with time alone: it runs with its progress read.
-func goodputMoves(tj *mlv1.TrainingJob) bool {
-	return tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled()
+// goodputMoves reports whether tj's percent moves with time alone: it runs (state) with its progress read.
+func goodputMoves(tj *mlv1.TrainingJob, state mlv1.State) bool {
+	return state == mlv1.StateRunning && tj.MonitoringEnabled()
 }
 
 // goodputDue reports whether next is to be written: its category or attempt changed, or the rest of the

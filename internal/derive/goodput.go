@@ -454,7 +454,7 @@ func goodputPercent(g *mlv1.GoodputStatus) string {
 	}
 	low := floorPercent(g.ProductiveSeconds, total)
 	switch {
-	case g.UnknownSeconds <= 0:
+	case g.UnknownSeconds <= 0 && g.Category != mlv1.GoodputUnknown: // in Unknown now: unknown from its first instant
 		return fmt.Sprintf("%d%%", low)
 	case g.ProductiveSeconds <= 0:
 		return "unknown"

@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,8 @@ type writeCounter struct {
 	ns string
 	mu sync.Mutex
 	n  map[string]int
+	// status are the status writes' bodies, in order, to say which one was too many.
+	status []string
 }
 
 func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -35,6 +39,12 @@ func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			if key, ok := c.key(req); ok {
 				c.mu.Lock()
 				c.n[key]++
+				if strings.Contains(key, "/status") && req.GetBody != nil {
+					if b, err := req.GetBody(); err == nil {
+						data, _ := io.ReadAll(b)
+						c.status = append(c.status, key+": "+string(data))
+					}
+				}
 				c.mu.Unlock()
 			}
 		}
@@ -67,6 +77,12 @@ func (c *writeCounter) counts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+func (c *writeCounter) statusBodies() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.status)
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -122,7 +138,8 @@ func TestLifecycleWrites(t *testing.T) {
 		"PATCH trainingjobs/status by trainingjob": 3}
 	for k, n := range got {
 		if n > most[k] {
-			t.Errorf("%d writes %q over one lifecycle, want at most %d (all: %v)", n, k, most[k], got)
+			t.Errorf("%d writes %q over one lifecycle, want at most %d (all: %v); the status writes:\n%s", n, k, most[k], got,
+				strings.Join(counter.statusBodies(), "\n"))
 		}
 	}
 }

@@ -21,7 +21,7 @@ type EnvSource interface {
 }
 
 // ConfigError is a container configuration the node cannot satisfy yet (a missing ConfigMap, Secret or
-// key). The kubelet reports it as CreateContainerConfigError and retries.
+// key, or one it could not read). The kubelet reports it as CreateContainerConfigError and retries.
 type ConfigError struct{ Msg string }
 
 func (e *ConfigError) Error() string { return e.Msg }
@@ -100,7 +100,9 @@ func missing(err error, kind, name string, optional *bool) error {
 		}
 		return &ConfigError{Msg: fmt.Sprintf("%s %q not found", kind, name)}
 	}
-	return fmt.Errorf("reading %s %q: %w", kind, name, err)
+	// The API server unreachable or failing: the kubelet too reports CreateContainerConfigError and retries;
+	// the program never ran, so this is no exit of it (an exit code 128 would read as the program's error).
+	return &ConfigError{Msg: fmt.Sprintf("reading %s %q: %v", kind, name, err)}
 }
 
 func secretStrings(s *corev1.Secret) map[string]string {

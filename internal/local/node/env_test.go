@@ -19,6 +19,9 @@ type fakeSource struct {
 }
 
 func (f fakeSource) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	if name == "unreachable" {
+		return nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	}
 	d, ok := f.cms[name]
 	if !ok {
 		return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
@@ -110,6 +113,9 @@ func TestEnv(t *testing.T) {
 			want: map[string]string{"mode": "fast", "LR": "0.1", "dup": "from-env 0.1", "S_token": "s3cr3t", "S_USER": "alice"}},
 		{name: "missing config map", env: []corev1.EnvVar{{Name: "M", ValueFrom: cmKey("absent", "k", false)}},
 			wantErr: `env M: configmap "absent" not found`},
+		{name: "the API server unreachable: retried, as the kubelet does (no exit of the program)",
+			env:     []corev1.EnvVar{{Name: "R", ValueFrom: cmKey("unreachable", "k", false)}},
+			wantErr: `env R: reading configmap "unreachable": dial tcp 127.0.0.1:6443: connect: connection refused`},
 		{name: "missing secret key", env: []corev1.EnvVar{{Name: "M", ValueFrom: secretKey("sec", "nope", false)}},
 			wantErr: "env M: couldn't find key nope in secret ml/sec"},
 		{name: "missing envFrom secret",
