@@ -117,16 +117,14 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 // GoodputAt returns the job's goodput as of now, for those who read it (the metrics at each scrape, the
 // kubectl plugin): the status holds the accounting as of its accountedTime and its category, written when
 // the category changes and with the status's other writes, never on a timer; the time since goes to that
-// category here. tj is as read (defaulted or not); it is not changed. The status's own goodput (nil
-// included) is returned where there is nothing to add to (no accountedTime).
+// category here. tj is defaulted, as the manager's cache and the plugin hold it, and is not changed. The
+// status's own goodput (nil included) is returned where there is nothing to add to (no accountedTime).
 func GoodputAt(tj *mlv1.TrainingJob, now time.Time) *mlv1.GoodputStatus {
 	g := tj.Status.Goodput
 	if g == nil || g.AccountedTime == nil {
 		return g
 	}
-	c := tj.DeepCopy()
-	c.Default()
-	if live := AccountGoodput(c, nil, now); live != nil {
+	if live := AccountGoodput(tj, nil, now); live != nil {
 		return live
 	}
 	return g

@@ -530,12 +530,12 @@ func TestGoodputAccountedAgain(t *testing.T) {
 }
 
 // TestGoodputAt: what a reader sees between two writes: the time since accountedTime goes to the status's
-// category, the job as read (not defaulted) is not changed, and a status with nothing to add to is
-// returned as it is.
+// category, the job read is not changed, and a status with nothing to add to is returned as it is.
 func TestGoodputAt(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	running := &mlv1.TrainingJob{Status: mlv1.TrainingJobStatus{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2},
-		LastProgressTime: &metav1.Time{Time: t0}}}
+	running := tjtest.NewTJ("ml", "a").Obj()
+	running.Status = mlv1.TrainingJobStatus{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2},
+		LastProgressTime: &metav1.Time{Time: t0}}
 	running.Status.Conditions = setCondition(nil, mlv1.ConditionRunning, true, metav1.NewTime(t0.Add(-time.Minute)))
 	running.Status.Goodput = &mlv1.GoodputStatus{Category: mlv1.GoodputProductive, AccountedTime: &metav1.MicroTime{Time: t0},
 		ProductiveSeconds: 30, BadputSeconds: mlv1.BadputSeconds{Scheduling: 10}, Percent: "75%"}
