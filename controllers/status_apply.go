@@ -48,14 +48,10 @@ func applyStatus(ctx context.Context, c client.Client, writes *resourceVersions,
 	if apiequality.Semantic.DeepEqual(mine, before) {
 		return false, reconcile.Result{}, nil
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": mine}}
-	u.SetGroupVersionKind(mlv1.GroupVersion.WithKind("TrainingJob"))
-	u.SetNamespace(tj.Namespace)
-	u.SetName(tj.Name)
-	err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager))
+	rv, err := applyPart(ctx, c, tj, mine, manager)
 	if apierrors.IsConflict(err) && !conflictsWithOurs(err) {
 		ctrl.LoggerFrom(ctx).Info("taking over status fields written by another manager", "conflict", err.Error())
-		err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership)
+		rv, err = applyPart(ctx, c, tj, mine, manager, client.ForceOwnership)
 	}
 	switch {
 	case apierrors.IsConflict(err):
@@ -64,9 +60,21 @@ func applyStatus(ctx context.Context, c client.Client, writes *resourceVersions,
 	case err != nil:
 		return false, reconcile.Result{}, fmt.Errorf("applying status of %s: %w", klog.KObj(tj), err)
 	}
-	tj.ResourceVersion = u.GetResourceVersion()
+	tj.ResourceVersion = rv
 	writes.wrote(tj)
 	return true, reconcile.Result{}, nil
+}
+
+// applyPart applies part as tj's status with server-side apply under manager, and returns the
+// resourceVersion the write gave the object.
+func applyPart(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, part map[string]any, manager string,
+	opts ...client.SubResourceApplyOption) (string, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": part}}
+	u.SetGroupVersionKind(mlv1.GroupVersion.WithKind("TrainingJob"))
+	u.SetNamespace(tj.Namespace)
+	u.SetName(tj.Name)
+	err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), append(opts, client.FieldOwner(manager))...)
+	return u.GetResourceVersion(), err
 }
 
 // statusJSON returns st as the API server stores it: a map by JSON name (conditions included).

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,26 +78,16 @@ func takeOverJob(ctx context.Context, r client.Reader, c client.Client, m *metav
 		if !ok {
 			continue
 		}
-		if err := applyPart(ctx, c, tj, map[string]any{f.field: v}, to, client.ForceOwnership); err != nil {
+		if _, err := applyPart(ctx, c, tj, map[string]any{f.field: v}, to, client.ForceOwnership); err != nil {
 			return fmt.Errorf("taking over %s of %s: %w", f.field, klog.KObj(tj), err)
 		}
-		if err := applyPart(ctx, c, tj, ownerOf(f.from).part(tj.Status), f.from); err != nil {
+		if _, err := applyPart(ctx, c, tj, ownerOf(f.from).part(tj.Status), f.from); err != nil {
 			return fmt.Errorf("handing over %s of %s: %w", f.field, klog.KObj(tj), err)
 		}
 		ctrl.LoggerFrom(ctx).Info("took over a status field moved to another controller", "trainingJob", klog.KObj(tj),
 			"field", f.field, "from", f.from, "to", to)
 	}
 	return nil
-}
-
-// applyPart applies part as tj's status under manager.
-func applyPart(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, part map[string]any, manager string,
-	opts ...client.SubResourceApplyOption) error {
-	u := &unstructured.Unstructured{Object: map[string]any{"status": part}}
-	u.SetGroupVersionKind(mlv1.GroupVersion.WithKind("TrainingJob"))
-	u.SetNamespace(tj.Namespace)
-	u.SetName(tj.Name)
-	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), append(opts, client.FieldOwner(manager))...)
 }
 
 // ownsStatusField reports whether manager's apply entry holds status.field itself (not a key of that name
