@@ -53,7 +53,7 @@ func (g *GCSStore) ListUpTo(ctx context.Context, prefix string, most int) ([]Obj
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing gs://%s/%s: %w", g.bucket, prefix, err)
+			return nil, fmt.Errorf("listing gs://%s/%s: %w", g.bucket, prefix, stable(err))
 		}
 		out = append(out, Object{Key: a.Name, Size: a.Size, Modified: a.Updated, ETag: a.Etag})
 		if most > 0 && len(out) > most {
@@ -66,7 +66,7 @@ func (g *GCSStore) ListUpTo(ctx context.Context, prefix string, most int) ([]Obj
 func (g *GCSStore) Get(ctx context.Context, key string) ([]byte, error) {
 	r, err := g.client.Bucket(g.bucket).Object(key).NewReader(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", g.URI(key), err)
+		return nil, fmt.Errorf("reading %s: %w", g.URI(key), stable(err))
 	}
 	defer r.Close()
 	return io.ReadAll(r)
@@ -76,7 +76,7 @@ func (g *GCSStore) Get(ctx context.Context, key string) ([]byte, error) {
 func (g *GCSStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	r, err := g.client.Bucket(g.bucket).Object(key).NewReader(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", g.URI(key), err)
+		return nil, fmt.Errorf("reading %s: %w", g.URI(key), stable(err))
 	}
 	return r, nil
 }
@@ -86,10 +86,10 @@ func (g *GCSStore) Put(ctx context.Context, key string, data []byte) error {
 	w := g.client.Bucket(g.bucket).Object(key).NewWriter(ctx)
 	if _, err := w.Write(data); err != nil {
 		_ = w.Close()
-		return fmt.Errorf("writing %s: %w", g.URI(key), err)
+		return fmt.Errorf("writing %s: %w", g.URI(key), stable(err))
 	}
 	if err := w.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", g.URI(key), err)
+		return fmt.Errorf("writing %s: %w", g.URI(key), stable(err))
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func (g *GCSStore) Delete(ctx context.Context, keys []string) error {
 	var errs []error
 	for _, k := range keys {
 		if err := g.client.Bucket(g.bucket).Object(k).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
-			errs = append(errs, fmt.Errorf("deleting %s: %w", g.URI(k), err))
+			errs = append(errs, fmt.Errorf("deleting %s: %w", g.URI(k), stable(err)))
 		}
 	}
 	return errors.Join(errs...)

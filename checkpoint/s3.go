@@ -77,7 +77,7 @@ func (s *S3Store) ListUpTo(ctx context.Context, prefix string, most int) ([]Obje
 		}
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("listing s3://%s/%s: %w", s.bucket, prefix, err)
+			return nil, fmt.Errorf("listing s3://%s/%s: %w", s.bucket, prefix, stable(err))
 		}
 		for _, o := range page.Contents {
 			out = append(out, Object{
@@ -98,7 +98,7 @@ func (s *S3Store) ListUpTo(ctx context.Context, prefix string, most int) ([]Obje
 func (s *S3Store) Get(ctx context.Context, key string) ([]byte, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.URI(key), err)
+		return nil, fmt.Errorf("reading %s: %w", s.URI(key), stable(err))
 	}
 	defer out.Body.Close()
 	return io.ReadAll(out.Body)
@@ -108,7 +108,7 @@ func (s *S3Store) Get(ctx context.Context, key string) ([]byte, error) {
 func (s *S3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.URI(key), err)
+		return nil, fmt.Errorf("reading %s: %w", s.URI(key), stable(err))
 	}
 	return out.Body, nil
 }
@@ -117,7 +117,7 @@ func (s *S3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 func (s *S3Store) Put(ctx context.Context, key string, data []byte) error {
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(data)})
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", s.URI(key), err)
+		return fmt.Errorf("writing %s: %w", s.URI(key), stable(err))
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func (s *S3Store) Delete(ctx context.Context, keys []string) error {
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("deleting from s3://%s: %w", s.bucket, err))
+			errs = append(errs, fmt.Errorf("deleting from s3://%s: %w", s.bucket, stable(err)))
 			continue
 		}
 		for _, e := range out.Errors {

@@ -2,13 +2,17 @@ package checkpoint_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
@@ -41,8 +45,26 @@ func TestS3WrongCredentialsAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.List(context.Background(), "x/"); err == nil {
-		t.Fatal("listing with a wrong secret succeeded: the server does not check signatures")
+	var first string
+	for i := range 3 {
+		_, err := s.List(context.Background(), "x/")
+		if err == nil {
+			t.Fatal("listing with a wrong secret succeeded: the server does not check signatures")
+		}
+		// The message names the fault and reads the same at every request: no RequestID, no HostID.
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != "SignatureDoesNotMatch" || strings.Contains(err.Error(), "RequestID") {
+			t.Fatalf("error %q: want the API error SignatureDoesNotMatch, without the request's ID", err)
+		}
+		if i == 0 {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Errorf("the same fault reads differently at request %d (-first +now):\n%s", i+1, cmp.Diff(first, err.Error()))
+		}
+	}
+	want := "listing s3://any/x/: operation error S3: ListObjectsV2, StatusCode: 403, api error SignatureDoesNotMatch: "
+	if !strings.HasPrefix(first, want) {
+		t.Errorf("error %q, want it to start with %q", first, want)
 	}
 }
 

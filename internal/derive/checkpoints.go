@@ -39,7 +39,9 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 		return // the agent has not synced yet
 	}
 	if a.Error != "" {
-		set(st, mlv1.ConditionCheckpointStorageReady, false, ReasonStorageError, a.Error, now)
+		// The error comes from the job's storage server, as the pod's agent tells it: bounded, it fits the
+		// condition and the event's note (1 KiB), which then say the same.
+		set(st, mlv1.ConditionCheckpointStorageReady, false, ReasonStorageError, truncate(a.Error, 1024), now)
 	} else {
 		set(st, mlv1.ConditionCheckpointStorageReady, true, ReasonSynced, "rank 0's checkpoint agent lists and rotates the checkpoints", now)
 	}

@@ -2,14 +2,17 @@ package derive
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -151,6 +154,31 @@ func TestApplyResumed(t *testing.T) {
 			ApplyResumed(&st, tc.from)
 			if diff := cmp.Diff(tc.want, st.Checkpoint); diff != "" {
 				t.Errorf("status.checkpoint (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStorageErrorIsBounded: the error an agent reports comes from the job's storage server, which a
+// tenant may run: the condition keeps at most 1 KiB of it, cut at a character's boundary, so the status
+// write is not refused (a condition's message holds 32 KiB) and the Warning event's note (1 KiB) says
+// the same.
+func TestStorageErrorIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		error string
+		want  string
+	}{
+		{name: "short", error: "listing s3://b/ml/a/: api error AccessDenied: no", want: "listing s3://b/ml/a/: api error AccessDenied: no"},
+		{name: "long ascii", error: strings.Repeat("x", 100000), want: strings.Repeat("x", 1024)},
+		{name: "long multibyte", error: "x" + strings.Repeat("é", 600), want: "x" + strings.Repeat("é", 511)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &mlv1.TrainingJobStatus{}
+			ApplyCheckpoints(st, agentapi.Status{Time: t0.Time, Error: tc.error}, t0)
+			got := ConditionMessage(*st, mlv1.ConditionCheckpointStorageReady)
+			if got != tc.want || !utf8.ValidString(got) {
+				t.Errorf("message of %d bytes, want %d bytes (valid UTF-8: %t)", len(got), len(tc.want), utf8.ValidString(got))
 			}
 		})
 	}
