@@ -37,8 +37,8 @@ const checkpointController = "trainingjob-checkpoint"
 // workers' agent reported last) and marks the ConfigMap with the attempt; the JobController waits for
 // that mark.
 type CheckpointReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
-	writes *resourceVersions
+	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	writes *statusWrites
 	client.Client
 	// APIReader reads the nodes of stranded pods (not cached).
 	APIReader client.Reader

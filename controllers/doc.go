@@ -22,7 +22,7 @@
 // not its own: the bug is an error, never a silent overwrite. TestStatusOwnership holds the table to the
 // status type, and to the managedFields the API server records after a run of every controller.
 //
-// Reads come from the manager's cache; the reconcilers' shared resourceVersions
+// Reads come from the manager's cache; the reconcilers' shared statusWrites
 // (status_apply.go, given by Setup) remember the resourceVersion of
 // this process's last status write of each job, and a reconcile whose cache has not seen it yet waits a few
 // milliseconds rather than computing from an older status.

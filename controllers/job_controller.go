@@ -36,8 +36,8 @@ const jobController = "trainingjob"
 // JobReconciler turns a TrainingJob into an Indexed Job (one per attempt), a headless Service, a
 // ConfigMap, a checkpoint claim and a PodGroup, and derives the TrainingJob's state from them.
 type JobReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
-	writes *resourceVersions
+	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	writes *statusWrites
 	client.Client
 	// APIReader reads what the cache does not hold: a checkpoint claim's events.
 	APIReader client.Reader

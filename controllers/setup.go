@@ -172,6 +172,10 @@ type Config struct {
 	// first workers wait for the first attempt to create its run at most that long); MLflowRetry is the
 	// wait after a failure (default 30 s).
 	MLflowTimeout, MLflowRetry time.Duration
+	// StatusWriteQPS is the status writes per second, over all jobs, that routine updates (progress, worker
+	// counts, the percent of goodput shown) fill, in turn, after the urgent ones (state changes), which
+	// are made at once (writeBudget); 0: DefaultStatusWriteQPS; negative: no budget.
+	StatusWriteQPS float64
 }
 
 // Setup registers the operator's controllers and the trainingjob_total collector with mgr, after taking
@@ -184,7 +188,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	w := wiring{mgr: mgr, cfg: cfg, logs: ClientsetLogs{Clientset: cs},
 		recorder: limitedRecorder{mgr.GetEventRecorder("trainingjob-operator")},
 		interval: orDefault(cfg.ProgressInterval, 5*time.Second), timeout: orDefault(cfg.ScrapeTimeout, 2*time.Second),
-		writes: &resourceVersions{}}
+		writes: &statusWrites{budget: newWriteBudget(orDefaultQPS(cfg.StatusWriteQPS), clock.RealClock{})}}
 	// One connection per rank 0 and endpoint, kept between reads.
 	w.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * w.interval, DisableCompression: true}}
 	if err := takeOverMovedFields(mgr, cfg.Namespaces); err != nil {
@@ -219,7 +223,7 @@ type wiring struct {
 	recorder          events.EventRecorder
 	http              *http.Client
 	interval, timeout time.Duration
-	writes            *resourceVersions
+	writes            *statusWrites
 }
 
 func (w wiring) jobReconciler() *JobReconciler {
@@ -254,6 +258,13 @@ func orDefaultInt(n, def int) int {
 		return def
 	}
 	return n
+}
+
+func orDefaultQPS(qps float64) float64 {
+	if qps == 0 {
+		return DefaultStatusWriteQPS
+	}
+	return qps
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=patch
@@ -34,7 +35,7 @@ import (
 // other fields. A 409 means a field this manager sends is owned by another manager with another value:
 // from one of ours, computed again (requeue, with backoff); from a manager outside the table (an operator
 // version that wrote the whole status with updates), taken over once with force.
-func applyStatus(ctx context.Context, c client.Client, writes *resourceVersions, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus,
+func applyStatus(ctx context.Context, c client.Client, writes *statusWrites, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus,
 	manager string) (written bool, res reconcile.Result, err error) {
 	if apiequality.Semantic.DeepEqual(old, tj.Status) {
 		return false, reconcile.Result{}, nil // most reconciles: nothing to compare field by field
@@ -45,9 +46,20 @@ func applyStatus(ctx context.Context, c client.Client, writes *resourceVersions,
 			strings.Join(stray, ", "))
 	}
 	mine, before := owner.part(tj.Status), owner.part(old)
+	key := manager + "/" + tj.Namespace + "/" + tj.Name
 	if apiequality.Semantic.DeepEqual(mine, before) {
+		writes.budgetOf().leave(key)
 		return false, reconcile.Result{}, nil
 	}
+	class := "urgent"
+	if routineWrite(manager, old, tj.Status) {
+		class = "routine"
+	}
+	if ok, wait := writes.budgetOf().admit(key, class == "routine"); !ok {
+		metrics.StatusWrites.WithLabelValues(manager, class, "deferred").Inc()
+		return false, reconcile.Result{RequeueAfter: wait}, nil
+	}
+	metrics.StatusWrites.WithLabelValues(manager, class, "written").Inc()
 	rv, err := applyPart(ctx, c, tj, mine, manager)
 	if apierrors.IsConflict(err) && !conflictsWithOurs(err) {
 		ctrl.LoggerFrom(ctx).Info("taking over status fields written by another manager", "conflict", err.Error())
@@ -143,20 +155,32 @@ func conflictsWithOurs(err error) bool {
 // again (the watch event that brings the write usually comes within milliseconds).
 const cacheLag = 20 * time.Millisecond
 
-// resourceVersions remembers the resourceVersion of each object's last write by this process, by UID, so
+// statusWrites remembers the resourceVersion of each object's last write by this process, by UID, so
 // that a reconcile reading from a cache that has not seen that write yet waits for it instead of
 // computing from the old object and writing a conflict (kube-controller-manager's controllers do the same
 // since 1.35). A record older than a minute is ignored: a cache that far behind is being resynced anyway.
 // Setup gives the four controllers one, so that each waits for the others' writes too; a nil one (a
 // reconciler built without Setup, in a unit test) remembers nothing.
-type resourceVersions struct{ m sync.Map }
+type statusWrites struct {
+	m sync.Map
+	// budget is the status-write budget the four controllers share (writeBudget); nil: none.
+	budget *writeBudget
+}
+
+// budgetOf returns v's budget; nil (none) when v is nil.
+func (v *statusWrites) budgetOf() *writeBudget {
+	if v == nil {
+		return nil
+	}
+	return v.budget
+}
 
 type writtenVersion struct {
 	rv string
 	at time.Time
 }
 
-func (v *resourceVersions) wrote(obj client.Object) {
+func (v *statusWrites) wrote(obj client.Object) {
 	if v == nil || obj.GetUID() == "" {
 		return // not from an API server (a test's object)
 	}
@@ -164,7 +188,7 @@ func (v *resourceVersions) wrote(obj client.Object) {
 }
 
 // behind reports whether obj, read from the cache, is older than this process's last write of it.
-func (v *resourceVersions) behind(obj client.Object) bool {
+func (v *statusWrites) behind(obj client.Object) bool {
 	if v == nil {
 		return false
 	}

@@ -37,8 +37,8 @@ const statusController = "trainingjob-status"
 // one is a RequeueAfter). Gauges change on every scrape; the status is written only when what rank 0
 // reported changed, so at most once per job per interval.
 type StatusReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
-	writes *resourceVersions
+	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	writes *statusWrites
 	client.Client
 	Clock clock.Clock
 	// Interval is the default time between scrapes; monitoring.scrapeIntervalSeconds overrides it.

@@ -41,8 +41,8 @@ const trackingController = "trainingjob-tracking"
 // ConfigMap's MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID. A tracking server that does not answer never stops
 // the training: the condition says so and the controller tries again after Retry.
 type TrackingReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see resourceVersions).
-	writes *resourceVersions
+	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	writes *statusWrites
 	client.Client
 	// APIReader reads credential Secrets (not cached: the operator holds no Secret in memory).
 	APIReader client.Reader

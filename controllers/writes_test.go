@@ -87,7 +87,7 @@ func TestDetailsAreCoalesced(t *testing.T) {
 // TestCacheBehindOwnWrite: a reconcile that reads an object older than this process's last write of it
 // waits; once the cache has caught up, the record is dropped.
 func TestCacheBehindOwnWrite(t *testing.T) {
-	var v resourceVersions
+	var v statusWrites
 	obj := func(uid, rv string) client.Object {
 		return &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: rv}}
 	}

@@ -87,12 +87,24 @@ var (
 	}, []string{"controller", "error_type"})
 )
 
+// The status-write budget (--status-write-qps) the controllers share.
+var (
+	StatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_status_writes_total",
+		Help: "Status writes by controller, class (urgent: a transition, made at once; routine: figures and details, " +
+			"in turn within --status-write-qps) and result (written, or deferred to the job's turn).",
+	}, []string{"controller", "class", "result"})
+	StatusWritesWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "trainingjob_status_writes_waiting", Help: "Routine status writes waiting for their turn in --status-write-qps.",
+	})
+)
+
 func init() {
 	for _, g := range perJob {
 		metrics.Registry.MustRegister(g)
 	}
 	metrics.Registry.MustRegister(Created, Completed, Failed, Reconciliations, ReconcileDuration, ReconcileErrors,
-		CheckpointSize, CheckpointsCreated, CheckpointsDeleted)
+		CheckpointSize, CheckpointsCreated, CheckpointsDeleted, StatusWrites, StatusWritesWaiting)
 }
 
 // DeleteJob removes every per-job series of a TrainingJob.
@@ -112,7 +124,7 @@ var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 // _count series. Dashboards and alert rules may refer to these (tests check they do not refer to others).
 func Names() []string {
 	collectors := []prometheus.Collector{Created, Completed, Failed, Reconciliations, ReconcileErrors, states,
-		CheckpointSize, CheckpointsCreated, CheckpointsDeleted}
+		CheckpointSize, CheckpointsCreated, CheckpointsDeleted, StatusWrites, StatusWritesWaiting}
 	for _, g := range perJob {
 		collectors = append(collectors, g)
 	}

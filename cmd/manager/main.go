@@ -60,6 +60,7 @@ type config struct {
 	inputsNodeCacheDir     string
 	inputsNodeCacheMax     string
 	goodputInterval        time.Duration
+	statusWriteQPS         float64
 }
 
 func parseFlags(args []string) (config, zap.Options) {
@@ -90,6 +91,9 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.Float64Var(&c.qps, "kube-api-qps", -1,
 		"client-side limit of requests per second to the API server; negative: none (the API server's priority and fairness protects it)")
 	fs.IntVar(&c.burst, "kube-api-burst", 0, "requests above --kube-api-qps allowed in a burst (with a positive --kube-api-qps)")
+	fs.Float64Var(&c.statusWriteQPS, "status-write-qps", controllers.DefaultStatusWriteQPS,
+		"status writes per second, over all jobs, that routine updates (progress, worker counts, the goodput shown) share in turn; "+
+			"state changes are written at once; 0 or negative: no budget")
 	fs.StringVar(&c.agentImage, "checkpoint-agent-image", builders.DefaultAgentImage,
 		"image of the checkpoint agent beside the workers (the operator's own)")
 	fs.StringVar(&c.agentCommand, "checkpoint-agent-command", "/manager", "command of the checkpoint agent in its image (the manager binary)")
@@ -228,7 +232,11 @@ func controllersConfig(ctx context.Context, c config, rc *rest.Config, mgr ctrl.
 		return controllers.Config{}, err
 	}
 	cfg := controllers.Config{Builders: opts, ProgressInterval: c.progressInterval, ScrapeTimeout: c.scrapeTimeout,
-		ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers, MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry}
+		ScrapeWorkers: c.scrapeWorkers, JobWorkers: c.jobWorkers, MLflowTimeout: c.mlflowTimeout, MLflowRetry: c.mlflowRetry,
+		StatusWriteQPS: c.statusWriteQPS}
+	if c.statusWriteQPS <= 0 {
+		cfg.StatusWriteQPS = -1 // no budget
+	}
 	cfg.MLflowCredentials, err = mlflowFlags(c)
 	return cfg, err
 }
