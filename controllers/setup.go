@@ -96,11 +96,13 @@ func KueueServed(cfg *rest.Config) bool {
 
 // defaultTrainingJob holds a TrainingJob in the cache as the controllers read it: defaulted
 // (mlv1.TrainingJob.Default, the one place defaults are applied), so that what reads the cache without a
-// reconcile (the watches' predicates, the trainingjob_total collector) sees every default too; and without
-// managedFields, as every other object.
+// reconcile (the watches' predicates, the trainingjob_total collector) sees every default too; without
+// managedFields, as every other object, and without kubectl's last-applied-configuration (a copy of the
+// whole spec, never read; the operator writes only the status, with server-side apply).
 func defaultTrainingJob(obj any) (any, error) {
 	if tj, ok := obj.(*mlv1.TrainingJob); ok {
 		tj.ManagedFields = nil
+		delete(tj.Annotations, corev1.LastAppliedConfigAnnotation)
 		tj.Default()
 	}
 	return obj, nil

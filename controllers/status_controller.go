@@ -102,8 +102,8 @@ const maxBody = 4 << 20
 // goodput). Its steps:
 //  1. get the TrainingJob (a deleted one's remembered state and series are dropped);
 //  2. wait while the cache has not seen this process's last status write;
-//  3. settle what the status alone gives: the GPUs held and, with monitoring on, the planned epochs and a
-//     finished run's progress;
+//  3. settle what the status alone gives: with monitoring on, the planned epochs and a finished run's
+//     progress; a finished run's series of rank 0's figures and its remembered reads are dropped;
 //  4. read rank 0's progress when its interval has passed (a Running job with monitoring on);
 //  5. watch for a hang (the Stalled condition);
 //  6. write the status, once, when it changed, and tell of a hang it declared.
@@ -120,7 +120,10 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	now := r.Clock.Now() // 3.
-	setAllocation(tj, now)
+	if tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed {
+		r.jobs.forget(req.NamespacedName)
+		metrics.DeleteProgress(tj.Namespace, tj.Name)
+	}
 	old := *tj.Status.DeepCopy()
 	if tj.MonitoringEnabled() { // with monitoring off, nothing of progress is known: nothing is written
 		derive.PlannedEpochs(&tj.Status, tj)
@@ -256,45 +259,6 @@ func setIf(g gaugeSetter, v *float64) {
 	if v != nil {
 		g.Set(*v)
 	}
-}
-
-// setAllocation sets the gauges derived from the status: workers and GPUs held, the run's duration, its
-// restarts, and since when its workers wait.
-func setAllocation(tj *mlv1.TrainingJob, now time.Time) {
-	l := []string{tj.Namespace, tj.Name}
-	st := tj.Status
-	active := st.Workers.Active
-	if st.State == mlv1.StateCompleted || st.State == mlv1.StateFailed || st.State == mlv1.StateSuspended {
-		active = 0
-	}
-	metrics.AllocatedWorkers.WithLabelValues(l...).Set(float64(active))
-	metrics.AllocatedGPUs.WithLabelValues(l...).Set(float64(active * tj.GPUsPerWorker()))
-	metrics.Restarts.WithLabelValues(l...).Set(float64(st.RestartCount))
-	metrics.WaitingSince.WithLabelValues(l...).Set(waitingSince(tj))
-	if start := st.StartTime; start != nil {
-		end := now
-		if c := st.CompletionTime; c != nil {
-			end = c.Time
-		}
-		metrics.DurationSeconds.WithLabelValues(l...).Set(end.Sub(start.Time).Seconds())
-	}
-}
-
-// waitingSince returns when a Pending or Initializing job's workers started waiting, as a Unix time: its
-// creation while Pending, the Running condition's last change while Initializing; 0 otherwise.
-func waitingSince(tj *mlv1.TrainingJob) float64 {
-	switch tj.Status.State {
-	case mlv1.StatePending:
-		return float64(tj.CreationTimestamp.Unix())
-	case mlv1.StateInitializing:
-		for _, c := range tj.Status.Conditions {
-			if c.Type == mlv1.ConditionRunning {
-				return float64(c.LastTransitionTime.Unix())
-			}
-		}
-		return float64(tj.CreationTimestamp.Unix())
-	}
-	return 0
 }
 
 // SetupWithManager registers the controller; Workers bounds concurrent scrapes.

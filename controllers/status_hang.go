@@ -49,14 +49,25 @@ func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, 
 		s, _ := r.jobs.peek(tj)
 		h = derive.DetectHang(tj, tj.Status, r.slowestEpoch(tj), lastOutput(s), now)
 	}
-	l := []string{tj.Namespace, tj.Name}
-	metrics.SinceProgress.WithLabelValues(l...).Set(h.Since.Seconds())
-	metrics.HangTimeout.WithLabelValues(l...).Set(h.Timeout.Seconds())
+	setHangGauges(tj, h)
 	details := ""
 	if derive.TurnsHung(tj.Status, h) { // read once, when the run turns hung
 		details = r.stallDetails(ctx, tj, now)
 	}
 	return derive.ApplyHang(&tj.Status, h, details, metav1.NewTime(now))
+}
+
+// setHangGauges sets the hang watch's series of a running monitored job, and drops them otherwise: a job
+// that does not run has none (nothing is kept for the thousands of jobs that wait or are over).
+func setHangGauges(tj *mlv1.TrainingJob, h derive.Hang) {
+	l := []string{tj.Namespace, tj.Name}
+	if tj.Status.State != mlv1.StateRunning || !tj.MonitoringEnabled() {
+		metrics.SinceProgress.DeleteLabelValues(l...)
+		metrics.HangTimeout.DeleteLabelValues(l...)
+		return
+	}
+	metrics.SinceProgress.WithLabelValues(l...).Set(h.Since.Seconds())
+	metrics.HangTimeout.WithLabelValues(l...).Set(h.Timeout.Seconds())
 }
 
 // stallDetails names the ranks that hold the run back (every rank's progress endpoint, read once) and

@@ -23,7 +23,8 @@ func jobGauge(name, help string) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, jobLabels)
 }
 
-// Per-job gauges.
+// Per-job gauges set from rank 0's figures and the hang watch, for monitored jobs (the status's own
+// figures are read at scrape time: states.go).
 var (
 	ProgressPercent = jobGauge("trainingjob_progress_percent", "Training progress of the job in percent (epochs or steps done over planned).")
 	CurrentEpoch    = jobGauge("trainingjob_current_epoch", "Epoch rank 0 last reported.")
@@ -31,24 +32,13 @@ var (
 	Accuracy        = jobGauge("trainingjob_accuracy", "Accuracy (0 to 1) rank 0 last reported.")
 	GPUUtilization  = jobGauge("trainingjob_gpu_utilization_percent",
 		"GPU utilisation rank 0 (or its DCGM exporter) last reported, in percent.")
-	AllocatedGPUs    = jobGauge("trainingjob_allocated_gpus", "GPUs held by the job's running workers.")
-	AllocatedWorkers = jobGauge("trainingjob_allocated_workers", "Worker pods of the job that are running.")
-	DurationSeconds  = jobGauge("trainingjob_duration_seconds", "Seconds since the job's workers started (until it finished).")
-	Restarts         = jobGauge("trainingjob_restarts",
-		"Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).")
-	WaitingSince = jobGauge("trainingjob_waiting_since_timestamp_seconds",
-		"When the job's workers started waiting (Pending or Initializing: not scheduled, pulling images, restarting), "+
-			"as a Unix time; 0 while they run or the job is over.")
 	SinceProgress = jobGauge("trainingjob_seconds_since_progress",
 		"Seconds since rank 0 last advanced (a new epoch or step), or since every worker of the attempt started running "+
 			"when it has not advanced in this attempt; 0 while the job does not run.")
 	HangTimeout = jobGauge("trainingjob_hang_timeout_seconds",
 		"The timeout trainingjob_seconds_since_progress is held to now: failurePolicy.startupTimeoutSeconds before rank 0 advances, "+
 			"the stall timeout after; 0 when no check applies.")
-	perJob = []*prometheus.GaugeVec{
-		ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, AllocatedGPUs, AllocatedWorkers, DurationSeconds, Restarts,
-		WaitingSince, SinceProgress, HangTimeout,
-	}
+	perJob = []*prometheus.GaugeVec{ProgressPercent, CurrentEpoch, Loss, Accuracy, GPUUtilization, SinceProgress, HangTimeout}
 )
 
 // Checkpoint series, per job, from rank 0's checkpoint agent.
@@ -95,7 +85,7 @@ var (
 			"in turn within --status-write-qps) and result (written, or deferred to the job's turn).",
 	}, []string{"controller", "class", "result"})
 	StatusWritesWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "trainingjob_status_writes_waiting", Help: "Routine status writes waiting for their turn in --status-write-qps.",
+		Name: "trainingjob_status_writes_waiting", Help: "Routine status writes waiting for the turn they reserved in --status-write-qps.",
 	})
 )
 
@@ -105,6 +95,15 @@ func init() {
 	}
 	metrics.Registry.MustRegister(Created, Completed, Failed, Reconciliations, ReconcileDuration, ReconcileErrors,
 		CheckpointSize, CheckpointsCreated, CheckpointsDeleted, StatusWrites, StatusWritesWaiting)
+}
+
+// DeleteProgress removes the series of rank 0's figures and of the hang watch of a TrainingJob that
+// finished: its final figures stay in its status.
+func DeleteProgress(namespace, name string) {
+	l := prometheus.Labels{LabelNamespace: namespace, LabelTrainingJob: name}
+	for _, g := range perJob {
+		g.Delete(l)
+	}
 }
 
 // DeleteJob removes every per-job series of a TrainingJob.

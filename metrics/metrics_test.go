@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -27,7 +29,8 @@ func TestNames(t *testing.T) {
 		"trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",
 		"trainingjob_reconciliation_duration_seconds_sum", "trainingjob_reconciliation_errors_total", "trainingjob_reconciliation_total",
-		"trainingjob_restarts", "trainingjob_seconds_since_progress", "trainingjob_total", "trainingjob_waiting_since_timestamp_seconds",
+		"trainingjob_restarts", "trainingjob_seconds_since_progress", "trainingjob_status_writes_total", "trainingjob_status_writes_waiting",
+		"trainingjob_total", "trainingjob_waiting_since_timestamp_seconds",
 	}
 	if diff := cmp.Diff(want, Names()); diff != "" {
 		t.Errorf("exported names (-want +got):\n%s", diff)
@@ -37,13 +40,13 @@ func TestNames(t *testing.T) {
 func TestDeleteJob(t *testing.T) {
 	Loss.WithLabelValues("ml", "a").Set(1)
 	Loss.WithLabelValues("ml", "b").Set(2)
-	AllocatedGPUs.WithLabelValues("ml", "a").Set(8)
+	HangTimeout.WithLabelValues("ml", "a").Set(8)
 	DeleteJob("ml", "a")
 	if n := testutil.CollectAndCount(Loss); n != 1 {
 		t.Errorf("%d loss series left, want only job b's", n)
 	}
-	if n := testutil.CollectAndCount(AllocatedGPUs); n != 0 {
-		t.Errorf("%d allocated_gpus series left", n)
+	if n := testutil.CollectAndCount(HangTimeout); n != 0 {
+		t.Errorf("%d hang_timeout series left", n)
 	}
 	DeleteJob("ml", "b")
 }
@@ -88,6 +91,8 @@ func TestGoodputSeries(t *testing.T) {
 		State: mlv1.StateRunning, Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 300, SinceCheckpointSeconds: 40, GPUSeconds: 3200,
 			BadputSeconds: mlv1.BadputSeconds{Queued: 60, Restart: 30, LostWork: 10}}}}
 	fresh := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "b"}}
+	accounted.Default() // the cache holds jobs defaulted
+	fresh.Default()
 	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(accounted, fresh).Build())
 	defer SetStateReader(nil)
 	want := `
@@ -114,6 +119,52 @@ trainingjob_gpu_seconds_total{namespace="ml",training_job="a"} 3200
 `
 	if err := testutil.CollectAndCompare(states, strings.NewReader(want), "trainingjob_badput_seconds_total", "trainingjob_goodput_ratio",
 		"trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestStatusSeries: the series of a job's status are read from the cache at every scrape, for every job.
+func TestStatusSeries(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = mlv1.AddToScheme(s)
+	created := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
+	job := func(name string, gpus int32, st mlv1.TrainingJobStatus) *mlv1.TrainingJob {
+		tj := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, CreationTimestamp: created},
+			Spec: mlv1.TrainingJobSpec{GPUsPerWorker: ptr.To(gpus)}, Status: st}
+		tj.Default()
+		return tj
+	}
+	start, end := metav1.NewTime(created.Add(time.Minute)), metav1.NewTime(created.Add(91*time.Second))
+	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(
+		job("done", 4, mlv1.TrainingJobStatus{State: mlv1.StateCompleted, Workers: mlv1.WorkerCounts{Active: 2}, RestartCount: 1,
+			StartTime: &start, CompletionTime: &end}),
+		job("queued", 1, mlv1.TrainingJobStatus{State: mlv1.StatePending}),
+		job("running", 4, mlv1.TrainingJobStatus{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2}}),
+	).Build())
+	defer SetStateReader(nil)
+	want := `
+# HELP trainingjob_allocated_gpus GPUs held by the job's running workers.
+# TYPE trainingjob_allocated_gpus gauge
+trainingjob_allocated_gpus{namespace="ml",training_job="done"} 0
+trainingjob_allocated_gpus{namespace="ml",training_job="queued"} 0
+trainingjob_allocated_gpus{namespace="ml",training_job="running"} 8
+# HELP trainingjob_duration_seconds Seconds since the job's workers started (until it finished).
+# TYPE trainingjob_duration_seconds gauge
+trainingjob_duration_seconds{namespace="ml",training_job="done"} 31
+# HELP trainingjob_restarts Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).
+# TYPE trainingjob_restarts gauge
+trainingjob_restarts{namespace="ml",training_job="done"} 1
+trainingjob_restarts{namespace="ml",training_job="queued"} 0
+trainingjob_restarts{namespace="ml",training_job="running"} 0
+# HELP trainingjob_waiting_since_timestamp_seconds When the job's workers started waiting (Pending or Initializing: ` +
+		`not scheduled, pulling images, restarting), as a Unix time; 0 while they run or the job is over.
+# TYPE trainingjob_waiting_since_timestamp_seconds gauge
+trainingjob_waiting_since_timestamp_seconds{namespace="ml",training_job="done"} 0
+trainingjob_waiting_since_timestamp_seconds{namespace="ml",training_job="queued"} 1.7957736e+09
+trainingjob_waiting_since_timestamp_seconds{namespace="ml",training_job="running"} 0
+`
+	if err := testutil.CollectAndCompare(states, strings.NewReader(want), "trainingjob_allocated_gpus", "trainingjob_duration_seconds",
+		"trainingjob_restarts", "trainingjob_waiting_since_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
 }

@@ -31,6 +31,20 @@ var (
 		"Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).", jobLabels, nil)
 )
 
+// The series of a job's status, read at every scrape for every job (nothing is kept per job between
+// scrapes).
+var (
+	allocatedGPUsDesc    = prometheus.NewDesc("trainingjob_allocated_gpus", "GPUs held by the job's running workers.", jobLabels, nil)
+	allocatedWorkersDesc = prometheus.NewDesc("trainingjob_allocated_workers", "Worker pods of the job that are running.", jobLabels, nil)
+	durationDesc         = prometheus.NewDesc("trainingjob_duration_seconds",
+		"Seconds since the job's workers started (until it finished).", jobLabels, nil)
+	restartsDesc = prometheus.NewDesc("trainingjob_restarts",
+		"Restarts counted against the job's failurePolicy.backoffLimit (status.restartCount).", jobLabels, nil)
+	waitingSinceDesc = prometheus.NewDesc("trainingjob_waiting_since_timestamp_seconds",
+		"When the job's workers started waiting (Pending or Initializing: not scheduled, pulling images, restarting), "+
+			"as a Unix time; 0 while they run or the job is over.", jobLabels, nil)
+)
+
 // stateCollector counts TrainingJobs by namespace and state from the manager's cache when Prometheus
 // scrapes, so the counts are exact without bookkeeping on every transition.
 type stateCollector struct {
@@ -50,7 +64,8 @@ func SetStateReader(r client.Reader) {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, badputDesc, gpuSecondsDesc, goodputRatioDesc} {
+	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, badputDesc, gpuSecondsDesc, goodputRatioDesc, allocatedGPUsDesc,
+		allocatedWorkersDesc, durationDesc, restartsDesc, waitingSinceDesc} {
 		ch <- d
 	}
 }
@@ -74,8 +89,47 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for i := range list.Items {
+		collectStatus(ch, &list.Items[i], now)
 		collectGoodput(ch, &list.Items[i], now)
 	}
+}
+
+// collectStatus sends the series of a job's status as of now: workers and GPUs held, the run's duration,
+// its restarts, and since when its workers wait.
+func collectStatus(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.Time) {
+	ns, name, st := tj.Namespace, tj.Name, &tj.Status
+	active := st.Workers.Active
+	if st.State == mlv1.StateCompleted || st.State == mlv1.StateFailed || st.State == mlv1.StateSuspended {
+		active = 0
+	}
+	ch <- prometheus.MustNewConstMetric(allocatedWorkersDesc, prometheus.GaugeValue, float64(active), ns, name)
+	ch <- prometheus.MustNewConstMetric(allocatedGPUsDesc, prometheus.GaugeValue, float64(active*tj.GPUsPerWorker()), ns, name)
+	ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.GaugeValue, float64(st.RestartCount), ns, name)
+	ch <- prometheus.MustNewConstMetric(waitingSinceDesc, prometheus.GaugeValue, waitingSince(tj), ns, name)
+	if start := st.StartTime; start != nil {
+		end := now
+		if c := st.CompletionTime; c != nil {
+			end = c.Time
+		}
+		ch <- prometheus.MustNewConstMetric(durationDesc, prometheus.GaugeValue, end.Sub(start.Time).Seconds(), ns, name)
+	}
+}
+
+// waitingSince returns when a Pending or Initializing job's workers started waiting, as a Unix time: its
+// creation while Pending, the Running condition's last change while Initializing; 0 otherwise.
+func waitingSince(tj *mlv1.TrainingJob) float64 {
+	switch tj.Status.State {
+	case mlv1.StatePending:
+		return float64(tj.CreationTimestamp.Unix())
+	case mlv1.StateInitializing:
+		for _, c := range tj.Status.Conditions {
+			if c.Type == mlv1.ConditionRunning {
+				return float64(c.LastTransitionTime.Unix())
+			}
+		}
+		return float64(tj.CreationTimestamp.Unix())
+	}
+	return 0
 }
 
 // collectGoodput sends a job's goodput series as of now; none for a job the operator has not accounted.

@@ -272,6 +272,19 @@ func TestTargetReached(t *testing.T) {
 	if after := series(t, "trainingjob_completed_total", nil)["result=TargetReached"]; after != before+1 {
 		t.Errorf("trainingjob_completed_total{result=TargetReached} went from %v to %v", before, after)
 	}
+	// A finished job keeps its figures in its status; the series of rank 0's figures and of the hang watch
+	// go (nothing is kept per finished job), those read from the status stay.
+	eventually(t, "the finished job's progress series dropped", func(ctx context.Context) error {
+		for _, name := range []string{"trainingjob_accuracy", "trainingjob_current_epoch", "trainingjob_seconds_since_progress"} {
+			if v, ok := jobSeries(t, name, tj); ok {
+				return fmt.Errorf("%s still exported (%v)", name, v)
+			}
+		}
+		if v, ok := jobSeries(t, "trainingjob_allocated_workers", tj); !ok || v != 0 {
+			return fmt.Errorf("trainingjob_allocated_workers = %v (present %v), want 0", v, ok)
+		}
+		return nil
+	})
 }
 
 // TestEarlyStopped: the loss does not improve for earlyStoppingPatience epochs: Completed, EarlyStopped.

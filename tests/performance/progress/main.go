@@ -29,6 +29,10 @@ type config struct {
 	jobs                 []int
 	rounds               int
 	interval             time.Duration
+	// sustain is how long every job's figure changes at every interval after the rounds (0: not measured),
+	// under the manager's --status-write-qps statusQPS (0: its default).
+	sustain   time.Duration
+	statusQPS float64
 }
 
 func main() {
@@ -40,6 +44,9 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 4, "measured changes per job")
 	flag.DurationVar(&c.interval, "interval", 5*time.Second, "the manager's --progress-interval")
 	flag.StringVar(&c.out, "out", "", "write the report here too")
+	flag.DurationVar(&c.sustain, "sustain", 0, "after the rounds, change every job's figure at every interval for this long and "+
+		"report the status writes per second and each job's longest wait for a status write (0: skip)")
+	flag.Float64Var(&c.statusQPS, "status-write-qps", 0, "the manager's --status-write-qps (0: its default; negative: no budget)")
 	flag.Parse()
 	var err error
 	if c.jobs, err = benchkit.Counts(jobs); err != nil {
@@ -53,6 +60,16 @@ func main() {
 	}
 }
 
+func qpsWords(q float64) string {
+	switch {
+	case q == 0:
+		return "default"
+	case q < 0:
+		return "none (no budget)"
+	}
+	return fmt.Sprint(q)
+}
+
 func run(ctx context.Context, c config) error {
 	var report strings.Builder
 	fmt.Fprintf(&report, "# Progress benchmark\n\ninterval %s, %d rounds per job; latencies from a metric change at rank 0\n\n",
@@ -60,6 +77,7 @@ func run(ctx context.Context, c config) error {
 	fmt.Fprintln(&report, "| jobs | gauge p50 | gauge p99 | gauge max | status p50 | status p99 | status max | "+
 		"status writes/job/min | scrapes/job/interval | manager CPU/scrape |")
 	fmt.Fprintln(&report, "|---|---|---|---|---|---|---|---|---|---|")
+	var sustained []string
 	for _, n := range c.jobs {
 		fmt.Fprintf(os.Stderr, "progress-bench: %d jobs\n", n)
 		r, err := measure(ctx, c, n)
@@ -67,6 +85,16 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("%d jobs: %w", n, err)
 		}
 		fmt.Fprintln(&report, r.row(n))
+		if c.sustain > 0 {
+			sustained = append(sustained, r.sustained.row(n))
+		}
+	}
+	if c.sustain > 0 {
+		fmt.Fprintf(&report, "\nSustained: every job's figure changes every %s for %s; --status-write-qps %s\n\n", c.interval, c.sustain,
+			qpsWords(c.statusQPS))
+		fmt.Fprintln(&report, "| jobs | status writes/s | wanted writes/s | longest wait for a write p50 | p99 | max | jobs never written |")
+		fmt.Fprintln(&report, "|---|---|---|---|---|---|---|")
+		fmt.Fprintln(&report, strings.Join(sustained, "\n"))
 	}
 	fmt.Print(report.String())
 	if c.out != "" {

@@ -44,6 +44,19 @@ type result struct {
 	writesPerJobMinute float64
 	scrapesPerInterval float64
 	cpuPerScrape       time.Duration
+	sustained          sustained
+}
+
+// sustained is the steady state under a flood of figures: every job's changes at every interval.
+type sustained struct {
+	writesPerSecond, wantedPerSecond float64
+	longest                          []time.Duration // each job's longest time without a status write
+	never                            int             // jobs not written at all
+}
+
+func (s sustained) row(n int) string {
+	q := benchkit.Quantiles(s.longest)
+	return fmt.Sprintf("| %d | %.1f | %.1f | %s | %s | %s | %d |", n, s.writesPerSecond, s.wantedPerSecond, q[0], q[1], q[2], s.never)
 }
 
 func (r result) row(n int) string {
@@ -68,6 +81,10 @@ type bench struct {
 	status    []time.Duration
 	modified  atomic.Int64
 	measuring atomic.Bool
+	// writtenAt is each job's last status write, and longest its longest time without one, while sustaining.
+	writtenAt  []time.Time
+	gaps       []time.Duration
+	sustaining bool
 }
 
 func measure(ctx context.Context, c config, n int) (result, error) {
@@ -87,7 +104,8 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 	}
 	// Plain HTTP: the benchmark times the series' freshness, not the scraper's reviews.
 	mgr, err := cluster.StartProcess(c.manager, []string{"--kubeconfig=" + cl.Kubeconfig, "--metrics-bind-address=" + b.metrics,
-		"--metrics-insecure-http", "--health-probe-bind-address=0", "--progress-interval=" + c.interval.String(), "--zap-log-level=error"},
+		"--metrics-insecure-http", "--health-probe-bind-address=0", "--progress-interval=" + c.interval.String(), "--zap-log-level=error",
+		fmt.Sprintf("--status-write-qps=%g", orDefaultQPS(c.statusQPS))},
 		filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return result{}, err
@@ -229,7 +247,58 @@ func (b *bench) run(ctx context.Context, pid int) (result, error) {
 	cpu0, req0 := benchkit.ProcCPU(pid), b.requests()
 	b.churn(2+int64(b.c.rounds), 3)
 	res.cpuPerScrape = (benchkit.ProcCPU(pid) - cpu0) / time.Duration(max(b.requests()-req0, 1))
+	if b.c.sustain > 0 {
+		res.sustained = b.sustain(2 + int64(b.c.rounds) + 3)
+	}
 	return res, nil
+}
+
+func orDefaultQPS(q float64) float64 {
+	if q == 0 {
+		return controllers.DefaultStatusWriteQPS
+	}
+	return q
+}
+
+// sustain changes every job's figure at every interval for c.sustain and reports the status writes per
+// second and each job's longest time without a status write.
+func (b *bench) sustain(from int64) sustained {
+	start := time.Now()
+	b.mu.Lock()
+	b.writtenAt, b.gaps, b.sustaining = make([]time.Time, b.n), make([]time.Duration, b.n), true
+	for j := range b.writtenAt {
+		b.writtenAt[j] = start
+	}
+	b.mu.Unlock()
+	m0 := b.modified.Load()
+	b.measuring.Store(true)
+	b.churn(from, int(b.c.sustain/b.c.interval))
+	b.measuring.Store(false)
+	end := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sustaining = false
+	s := sustained{writesPerSecond: float64(b.modified.Load()-m0) / end.Sub(start).Seconds(),
+		wantedPerSecond: float64(b.n) / b.c.interval.Seconds()}
+	for j := range b.gaps {
+		if b.writtenAt[j].Equal(start) {
+			s.never++
+		}
+		s.longest = append(s.longest, max(b.gaps[j], end.Sub(b.writtenAt[j])))
+	}
+	return s
+}
+
+// wrote records a status write of job j while sustaining.
+func (b *bench) wrote(name string, now time.Time) {
+	j, err := strconv.Atoi(strings.TrimPrefix(name, "job-"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil || j >= b.n || !b.sustaining {
+		return
+	}
+	b.gaps[j] = max(b.gaps[j], now.Sub(b.writtenAt[j]))
+	b.writtenAt[j] = now
 }
 
 // churn changes every job's epoch once per interval, at a random moment, for the given intervals.
@@ -272,6 +341,9 @@ func (b *bench) roundOf(r int64) error {
 		b.mu.Unlock()
 	}
 	deadline := time.Now().Add(4*b.c.interval + 30*time.Second)
+	if q := orDefaultQPS(b.c.statusQPS); q > 0 {
+		deadline = deadline.Add(time.Duration(float64(b.n) / q * float64(time.Second))) // every job's turn in the budget
+	}
 	for time.Now().Before(deadline) {
 		b.mu.Lock()
 		done := 0
@@ -323,6 +395,7 @@ func (b *bench) watchStatus(w watch.Interface) {
 		if b.measuring.Load() {
 			b.modified.Add(1)
 		}
+		b.wrote(tj.Name, now)
 		b.mu.Lock()
 		at := b.statusAt
 		b.mu.Unlock()
