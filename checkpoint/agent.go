@@ -113,6 +113,13 @@ func (a *Agent) writeTerminationLog(st AgentStatus) error {
 	return os.WriteFile(a.TerminationLog, data, 0o644)
 }
 
+// maxReportedError bounds the error a report carries: the report is also the agent's termination message,
+// of which the kubelet keeps 4 KiB, and the job's condition shows 1 KiB of it.
+const maxReportedError = 1024
+
+// reportedError returns err's message, cut to maxReportedError bytes at a character's boundary.
+func reportedError(err error) string { return cut(err.Error(), maxReportedError) }
+
 // SyncOnce runs one Sync and records its status.
 func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {
 	a.syncMu.Lock()
@@ -123,13 +130,13 @@ func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {
 	st := a.last
 	st.Time, st.Error = time.Now(), ""
 	if err != nil {
-		st.Error = err.Error()
+		st.Error = reportedError(err)
 		a.Log.Error(err, "listing checkpoints", "root", a.Root)
 		a.last = st
 		return st
 	}
 	if r.DeleteError != nil {
-		st.Error = r.DeleteError.Error()
+		st.Error = reportedError(r.DeleteError)
 		a.Log.Error(r.DeleteError, "deleting rotated checkpoints (retried next time)", "root", a.Root)
 	}
 	st.Deleted += len(r.Deleted)

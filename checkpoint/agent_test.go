@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
@@ -226,4 +228,23 @@ func listAll(t *testing.T, s Store) Report {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// failingStore is a store whose listing fails with err.
+type failingStore struct {
+	DirStore
+	err error
+}
+
+func (s failingStore) List(context.Context, string) ([]Object, error) { return nil, s.err }
+
+// TestAgentReportsABoundedError: the error a report carries is bounded (maxReportedError): the report is
+// also the agent's termination message, of which the kubelet keeps 4 KiB, and must stay readable JSON.
+func TestAgentReportsABoundedError(t *testing.T) {
+	a := &Agent{Store: failingStore{DirStore: DirStore{Root: t.TempDir()}, err: errors.New(strings.Repeat("é", 100000))},
+		Root: "ml/job", Policy: Policy{Retention: 1}, Log: logr.Discard()}
+	st := a.SyncOnce(context.Background())
+	if len(st.Error) > maxReportedError || !utf8.ValidString(st.Error) || st.Error == "" {
+		t.Errorf("error of %d bytes (valid UTF-8: %t), want at most %d", len(st.Error), utf8.ValidString(st.Error), maxReportedError)
+	}
 }

@@ -3,7 +3,9 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/smithy-go"
 	"google.golang.org/api/googleapi"
@@ -27,7 +29,7 @@ func (e *storeError) Unwrap() error { return e.err }
 func stable(err error) error {
 	var api smithy.APIError
 	if errors.As(err, &api) {
-		msg := fmt.Sprintf("api error %s: %s", api.ErrorCode(), api.ErrorMessage())
+		msg := fmt.Sprintf("api error %s: %s", api.ErrorCode(), clip(api.ErrorMessage()))
 		var resp interface{ HTTPStatusCode() int }
 		if errors.As(err, &resp) {
 			msg = fmt.Sprintf("StatusCode: %d, %s", resp.HTTPStatusCode(), msg)
@@ -42,7 +44,7 @@ func stable(err error) error {
 	if errors.As(err, &g) {
 		msg := fmt.Sprintf("googleapi: Error %d", g.Code)
 		if g.Message != "" {
-			msg += ": " + g.Message
+			msg += ": " + clip(g.Message)
 		}
 		var reasons []string
 		for _, e := range g.Errors {
@@ -55,5 +57,35 @@ func stable(err error) error {
 		}
 		return &storeError{err: err, msg: msg}
 	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Source != nil {
+		// A connection's error names its local port, another at every request.
+		anon := *op
+		anon.Source = nil
+		return &storeError{err: err, msg: strings.Replace(err.Error(), op.Error(), anon.Error(), 1)}
+	}
 	return err
+}
+
+// maxServerMessage bounds what an error keeps of the message a storage server sent (the job's server may be
+// a tenant's own).
+const maxServerMessage = 512
+
+// clip cuts a server's message to maxServerMessage bytes, marking the cut.
+func clip(s string) string {
+	if len(s) <= maxServerMessage {
+		return s
+	}
+	return cut(s, maxServerMessage) + "…"
+}
+
+// cut returns at most n bytes of s, cut at a character's boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

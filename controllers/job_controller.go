@@ -121,6 +121,7 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 	if !found {
 		r.written.Delete(key)
 		r.exits.forget(key)
+		r.writes.forget(key)
 	}
 	if err != nil {
 		return err

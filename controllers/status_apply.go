@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -46,7 +47,7 @@ func applyStatus(ctx context.Context, c client.Client, writes *statusWrites, tj 
 			strings.Join(stray, ", "))
 	}
 	mine, before := owner.part(tj.Status), owner.part(old)
-	key := manager + "/" + tj.Namespace + "/" + tj.Name
+	key := budgetKey(manager, client.ObjectKeyFromObject(tj))
 	if apiequality.Semantic.DeepEqual(mine, before) {
 		writes.budgetOf().leave(key)
 		return false, reconcile.Result{}, nil
@@ -162,9 +163,26 @@ const cacheLag = 20 * time.Millisecond
 // Setup gives the four controllers one, so that each waits for the others' writes too; a nil one (a
 // reconciler built without Setup, in a unit test) remembers nothing.
 type statusWrites struct {
-	m sync.Map
+	m      sync.Map
+	writes atomic.Int64 // counts writes, to sweep m now and then
 	// budget is the status-write budget the four controllers share (writeBudget); nil: none.
 	budget *writeBudget
+}
+
+// budgetKey is the key of a controller's writes of a job in the budget.
+func budgetKey(manager string, job client.ObjectKey) string {
+	return manager + "/" + job.Namespace + "/" + job.Name
+}
+
+// sweepEvery is how many writes pass between two sweeps of the records no reconcile will read (older than
+// a minute: behind ignores them), so that deleted jobs leave nothing behind.
+const sweepEvery = 1024
+
+// forget gives up the turns the four controllers reserved for a job that is gone.
+func (v *statusWrites) forget(key client.ObjectKey) {
+	for _, o := range statusOwners {
+		v.budgetOf().leave(budgetKey(o.Manager, key))
+	}
 }
 
 // budgetOf returns v's budget; nil (none) when v is nil.
@@ -184,7 +202,16 @@ func (v *statusWrites) wrote(obj client.Object) {
 	if v == nil || obj.GetUID() == "" {
 		return // not from an API server (a test's object)
 	}
-	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), time.Now()})
+	now := time.Now()
+	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), now})
+	if v.writes.Add(1)%sweepEvery == 0 {
+		v.m.Range(func(uid, w any) bool {
+			if now.Sub(w.(writtenVersion).at) > time.Minute {
+				v.m.CompareAndDelete(uid, w)
+			}
+			return true
+		})
+	}
 }
 
 // behind reports whether obj, read from the cache, is older than this process's last write of it.

@@ -22,6 +22,10 @@ const DefaultStatusWriteQPS = 50
 // burst of transitions (a thousand jobs created at once) routine updates resume within this time.
 const maxDebt = 10
 
+// lateClaim is how late a turn may be claimed and still be written at once; later, the write takes the next
+// free turn (turns claimed late together would otherwise all be written at the same moment).
+const lateClaim = time.Second
+
 // forgetAfter is how long past its turn a reservation is kept for a controller that did not come back for
 // it (its job deleted, or nothing left to write).
 const forgetAfter = time.Minute
@@ -83,7 +87,10 @@ func (b *writeBudget) admit(key string, routine bool) (bool, time.Duration) {
 			return false, t.at.Sub(now)
 		}
 		delete(b.turns, key)
-		return true, 0
+		if now.Sub(t.at) <= lateClaim {
+			return true, 0
+		}
+		// Claimed long after its time: many such would be written at once. It takes the next free turn.
 	}
 	r := b.limiter.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
@@ -128,9 +135,13 @@ func (b *writeBudget) sweepLocked(now time.Time) {
 // routineWrite reports whether manager's change of a job's status from old to st is routine: figures and
 // details that may wait their turn, not a transition a person or another controller acts on.
 func routineWrite(manager string, old, st mlv1.TrainingJobStatus) bool {
+	if !sameConditions(old, st, ownerOf(manager).Conditions) {
+		return false // a fault's reason (ImagePullBackOff, Unschedulable) and its event are not held back
+	}
 	switch manager {
 	case statusController:
-		return sameConditions(old, st, ownerOf(manager).Conditions)
+		// The first advance of an attempt ends its startup: goodput reads it from lastProgressTime.
+		return derive.ProgressedInAttempt(&old) == derive.ProgressedInAttempt(&st)
 	case jobController:
 		if goodputCategory(old.Goodput) != goodputCategory(st.Goodput) {
 			return false

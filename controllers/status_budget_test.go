@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
@@ -116,9 +117,11 @@ func TestUrgentWritesAreNotDeferred(t *testing.T) {
 // TestRoutineWrite: which changes are routine (wait their turn) and which are transitions (written at once).
 func TestRoutineWrite(t *testing.T) {
 	running := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Attempt: 0, Progress: "10%", CurrentEpoch: 1,
-		Conditions: []metav1.Condition{{Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning"},
+		Conditions: []metav1.Condition{{Type: mlv1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "AllWorkersRunning",
+			LastTransitionTime: t0},
 			{Type: mlv1.ConditionProgressReported, Status: metav1.ConditionTrue, Reason: "Reporting", Message: "epoch 1"}},
 		Goodput: &mlv1.GoodputStatus{Category: "Productive", Percent: "50%"}}
+	advanced := metav1.NewTime(t0.Add(time.Minute)) // after the Running condition's change
 	change := func(f func(st *mlv1.TrainingJobStatus)) mlv1.TrainingJobStatus {
 		st := *running.DeepCopy()
 		f(&st)
@@ -139,6 +142,10 @@ func TestRoutineWrite(t *testing.T) {
 		{name: "progress no longer read", manager: statusController, st: change(func(st *mlv1.TrainingJobStatus) {
 			st.Conditions[1].Status, st.Conditions[1].Reason = metav1.ConditionFalse, "ScrapeFailed"
 		}), want: false},
+		{name: "the first advance of an attempt (the end of its startup)", manager: statusController,
+			st: change(func(st *mlv1.TrainingJobStatus) { st.LastProgressTime = &advanced }), want: false},
+		{name: "a condition's reason (a worker fault, ImagePullBackOff)", manager: jobController,
+			st: change(func(st *mlv1.TrainingJobStatus) { st.Conditions[0].Reason = "ImagePullBackOff" }), want: false},
 		{name: "worker counts", manager: jobController, st: change(func(st *mlv1.TrainingJobStatus) { st.Workers.Active = 2 }), want: true},
 		{name: "the goodput shown", manager: jobController, st: change(func(st *mlv1.TrainingJobStatus) { st.Goodput.Percent = "60%" }),
 			want: true},
@@ -157,4 +164,44 @@ func TestRoutineWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLateTurnsAreNotWrittenAtOnce: turns claimed long after their time (their reconciles delayed) take
+// the next free turns instead of all being written at the same moment.
+func TestLateTurnsAreNotWrittenAtOnce(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(t0.Time)
+	b := newWriteBudget(1, clock)
+	for i := range 50 {
+		b.admit(fmt.Sprintf("m/ns/j%d", i), true)
+	}
+	clock.SetTime(t0.Add(50 * time.Second))
+	admitted := 0
+	for i := range 50 {
+		if ok, _ := b.admit(fmt.Sprintf("m/ns/j%d", i), true); ok {
+			admitted++
+		}
+	}
+	if admitted > 2 {
+		t.Errorf("%d writes admitted at one instant at 1/s (burst 1), want at most 2 (a turn claimed within lateClaim, a free token)",
+			admitted)
+	}
+}
+
+// TestAGoneJobGivesUpItsTurns: the turns reserved for a job that is deleted are given back at once.
+func TestAGoneJobGivesUpItsTurns(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(t0.Time)
+	w := &statusWrites{budget: newWriteBudget(1, clock)}
+	job := client.ObjectKey{Namespace: "ml", Name: "gone"}
+	w.budget.admit("other", true) // spends the burst
+	for _, m := range []string{statusController, jobController} {
+		if ok, _ := w.budget.admit(budgetKey(m, job), true); ok {
+			t.Fatalf("%s's routine write admitted with the budget spent", m)
+		}
+	}
+	w.forget(job)
+	if n := len(w.budget.turns); n != 0 {
+		t.Errorf("%d turns held after the job was forgotten, want none", n)
+	}
+	var none *statusWrites
+	none.forget(job) // a reconciler built without Setup
 }

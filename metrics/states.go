@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -103,7 +104,8 @@ func collectStatus(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.T
 		active = 0
 	}
 	ch <- prometheus.MustNewConstMetric(allocatedWorkersDesc, prometheus.GaugeValue, float64(active), ns, name)
-	ch <- prometheus.MustNewConstMetric(allocatedGPUsDesc, prometheus.GaugeValue, float64(active*tj.GPUsPerWorker()), ns, name)
+	gpus := ptr.Deref(tj.Spec.GPUsPerWorker, mlv1.DefaultGPUsPerWorker) // defaulted in the cache; a scrape never panics
+	ch <- prometheus.MustNewConstMetric(allocatedGPUsDesc, prometheus.GaugeValue, float64(active*gpus), ns, name)
 	ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.GaugeValue, float64(st.RestartCount), ns, name)
 	ch <- prometheus.MustNewConstMetric(waitingSinceDesc, prometheus.GaugeValue, waitingSince(tj), ns, name)
 	if start := st.StartTime; start != nil {
@@ -119,7 +121,7 @@ func collectStatus(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.T
 // creation while Pending, the Running condition's last change while Initializing; 0 otherwise.
 func waitingSince(tj *mlv1.TrainingJob) float64 {
 	switch tj.Status.State {
-	case mlv1.StatePending:
+	case mlv1.StatePending, "": // not written yet: Pending, as trainingjob_total counts it
 		return float64(tj.CreationTimestamp.Unix())
 	case mlv1.StateInitializing:
 		for _, c := range tj.Status.Conditions {

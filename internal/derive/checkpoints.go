@@ -29,7 +29,7 @@ func ApplyAgentError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 		return
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: mlv1.ConditionCheckpointStorageReady, Status: metav1.ConditionUnknown,
-		Reason: ReasonAgentUnreachable, Message: "rank 0's checkpoint agent has not answered yet: " + err.Error(),
+		Reason: ReasonAgentUnreachable, Message: truncate("rank 0's checkpoint agent has not answered yet: "+err.Error(), 1024),
 		ObservedGeneration: st.ObservedGeneration, LastTransitionTime: now})
 }
 

@@ -1,6 +1,7 @@
 package derive
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,5 +182,15 @@ func TestStorageErrorIsBounded(t *testing.T) {
 				t.Errorf("message of %d bytes, want %d bytes (valid UTF-8: %t)", len(got), len(tc.want), utf8.ValidString(got))
 			}
 		})
+	}
+}
+
+// TestAgentErrorIsBounded: why the agent could not be read (what answered on its address may say anything)
+// is bounded too.
+func TestAgentErrorIsBounded(t *testing.T) {
+	st := &mlv1.TrainingJobStatus{}
+	ApplyAgentError(st, errors.New("checkpoint agent: GET http://10.0.0.1:8081/status: 500 "+strings.Repeat("x", 100000)), t0)
+	if got := ConditionMessage(*st, mlv1.ConditionCheckpointStorageReady); len(got) > 1024 || !strings.HasPrefix(got, "rank 0's") {
+		t.Errorf("message of %d bytes %.80q, want at most 1024 bytes", len(got), got)
 	}
 }
