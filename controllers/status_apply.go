@@ -75,7 +75,21 @@ func applyStatus(ctx context.Context, c client.Client, writes *statusWrites, tj 
 	}
 	tj.ResourceVersion = rv
 	writes.wrote(tj)
+	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
+		log.Info("status written", "manager", manager, "class", class, "changed", changedParts(before, mine))
+	}
 	return true, reconcile.Result{}, nil
+}
+
+// changedParts returns the fields of mine that differ from before, with their new values (nil: removed).
+func changedParts(before, mine map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, k := range unionKeys(before, mine) {
+		if !apiequality.Semantic.DeepEqual(before[k], mine[k]) {
+			out[k] = mine[k]
+		}
+	}
+	return out
 }
 
 // applyPart applies part as tj's status with server-side apply under manager, and returns the

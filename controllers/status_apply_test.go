@@ -252,3 +252,14 @@ func TestOwnershipViolations(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedParts: the status-written log line (level 2) names the fields a write changed, with their new
+// values, and a removed field as nil.
+func TestChangedParts(t *testing.T) {
+	before := map[string]any{"state": "Running", "progress": "10%", "eta": "5m"}
+	mine := map[string]any{"state": "Running", "progress": "20%", "currentEpoch": float64(2)}
+	want := map[string]any{"progress": "20%", "currentEpoch": float64(2), "eta": nil}
+	if diff := cmp.Diff(want, changedParts(before, mine)); diff != "" {
+		t.Errorf("changed (-want +got):\n%s", diff)
+	}
+}
