@@ -31,9 +31,9 @@ const lateClaim = time.Second
 const forgetAfter = time.Minute
 
 // writeBudget is the one budget the four controllers' status writes share. It never blocks a reconcile:
-//   - an urgent write (a state, an attempt, a condition's status or reason, goodput's category, and every
-//     write of the checkpoint and tracking controllers) is made at once and charged, the budget going into
-//     debt when it must, up to maxDebt;
+//   - an urgent write (a state, an attempt, a condition's status or reason, goodput's category, an attempt's
+//     first progress, and every write of the checkpoint and tracking controllers) is made at once and
+//     charged, the budget going into debt when it must, up to maxDebt;
 //   - a routine write reserves the budget's next free turn and is made when its reconcile comes back at
 //     that time: turns are given in the order they are asked for, one every 1/qps seconds, and a job asks
 //     again only with its next update, so the jobs take turns round-robin; with N jobs updating, each
