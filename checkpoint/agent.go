@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Agent keeps one job's checkpoints rotated and reports them. It runs where the data is reachable with
@@ -118,7 +119,7 @@ func (a *Agent) writeTerminationLog(st AgentStatus) error {
 const maxReportedError = 1024
 
 // reportedError returns err's message, cut to maxReportedError bytes at a character's boundary.
-func reportedError(err error) string { return cut(err.Error(), maxReportedError) }
+func reportedError(err error) string { return text.Cut(err.Error(), maxReportedError) }
 
 // SyncOnce runs one Sync and records its status.
 func (a *Agent) SyncOnce(ctx context.Context) AgentStatus {

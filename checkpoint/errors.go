@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/aws/smithy-go"
 	"google.golang.org/api/googleapi"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // storeError is a storage client's error that reads without what changes from one request to the next
@@ -76,16 +77,5 @@ func clip(s string) string {
 	if len(s) <= maxServerMessage {
 		return s
 	}
-	return cut(s, maxServerMessage) + "…"
-}
-
-// cut returns at most n bytes of s, cut at a character's boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return text.Cut(s, maxServerMessage) + "…"
 }

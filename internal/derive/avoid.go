@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // avoidNodes adds the nodes a failure is attributed to to status.avoidedNodes, which the builders turn
@@ -18,7 +19,7 @@ func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) {
 		if node == "" || limit == 0 || avoided(st, node) {
 			return
 		}
-		st.AvoidedNodes = append(st.AvoidedNodes, mlv1.AvoidedNode{Name: node, Reason: truncate(why, 512), Attempt: st.Attempt})
+		st.AvoidedNodes = append(st.AvoidedNodes, mlv1.AvoidedNode{Name: node, Reason: text.Cut(why, 512), Attempt: st.Attempt})
 	}
 	lost := make([]string, 0, len(f.lost))
 	for n := range f.lost {

@@ -12,6 +12,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Reasons of the CheckpointStorageReady condition.
@@ -29,7 +30,7 @@ func ApplyAgentError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 		return
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: mlv1.ConditionCheckpointStorageReady, Status: metav1.ConditionUnknown,
-		Reason: ReasonAgentUnreachable, Message: truncate("rank 0's checkpoint agent has not answered yet: "+err.Error(), 1024),
+		Reason: ReasonAgentUnreachable, Message: text.Cut("rank 0's checkpoint agent has not answered yet: "+err.Error(), 1024),
 		ObservedGeneration: st.ObservedGeneration, LastTransitionTime: now})
 }
 
@@ -41,7 +42,7 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 	if a.Error != "" {
 		// The error comes from the job's storage server, as the pod's agent tells it: bounded, it fits the
 		// condition and the event's note (1 KiB), which then say the same.
-		set(st, mlv1.ConditionCheckpointStorageReady, false, ReasonStorageError, truncate(a.Error, 1024), now)
+		set(st, mlv1.ConditionCheckpointStorageReady, false, ReasonStorageError, text.Cut(a.Error, 1024), now)
 	} else {
 		set(st, mlv1.ConditionCheckpointStorageReady, true, ReasonSynced, "rank 0's checkpoint agent lists and rotates the checkpoints", now)
 	}

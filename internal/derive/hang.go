@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Reasons of the Stalled condition, which the StatusController owns: a fact the JobController acts on by
@@ -191,7 +192,7 @@ func ApplyHang(st *mlv1.TrainingJobStatus, h Hang, logs string, now metav1.Time)
 	if logs != "" {
 		msg += "; " + logs
 	}
-	set(st, mlv1.ConditionStalled, true, h.Reason, truncate(msg, 4096), now)
+	set(st, mlv1.ConditionStalled, true, h.Reason, text.Cut(msg, 4096), now)
 	return true
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Reasons of the InputsReady condition.
@@ -41,7 +42,7 @@ func applyInputs(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 		}
 		set(st, mlv1.ConditionInputsReady, false, reason, "input cache "+msg, now)
 	case fetchFailure(cs) != "":
-		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, truncate(fetchFailure(cs), 1024), now)
+		set(st, mlv1.ConditionInputsReady, false, ReasonInputsFailed, text.Cut(fetchFailure(cs), 1024), now)
 	case cs == nil || cs.State.Waiting != nil:
 		if meta.FindStatusCondition(st.Conditions, mlv1.ConditionInputsReady) == nil {
 			set(st, mlv1.ConditionInputsReady, false, ReasonFetching, "waiting for rank 0 to fetch "+describeSources(fetched), now)

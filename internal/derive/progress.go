@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Series rank 0 exposes (the example trainer and examples/python/trainingjob_progress.py do).
@@ -306,7 +307,7 @@ func ApplyScrapeError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 	if st.LastProgressTime != nil {
 		since = "last reported at " + st.LastProgressTime.UTC().Format(time.RFC3339)
 	}
-	msg := truncate(fmt.Sprintf("progress is stale (%s): %v", since, err), 4096)
+	msg := text.Cut(fmt.Sprintf("progress is stale (%s): %v", since, err), 4096)
 	set(st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, msg, now)
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Reasons of a failed attempt's outcome.
@@ -123,7 +123,7 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	}
 	avoidNodes(tj, st, f)
 	st.Attempt++
-	st.LastFailure = truncate(f.what, 2048)
+	st.LastFailure = text.Cut(f.what, 2048)
 	st.LastFailureTime = nil
 	if !f.at.IsZero() {
 		st.LastFailureTime = &metav1.Time{Time: f.at}
@@ -266,15 +266,4 @@ func setRestartingCondition(st *mlv1.TrainingJobStatus, ph phase, now metav1.Tim
 	default:
 		set(st, mlv1.ConditionRestarting, false, ph.reason, fmt.Sprintf("attempt %d: %s", st.Attempt, ph.message), now)
 	}
-}
-
-// truncate cuts s to at most n bytes, at a character's boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

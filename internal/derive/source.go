@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // Where a run's progress comes from: the reasons of the ProgressReported condition.
@@ -42,7 +43,7 @@ func ProgressUnknown(st *mlv1.TrainingJobStatus) bool {
 // the last figures stay.
 // endpointErr is why rank 0's own endpoint gave nothing (nil: it answered without a training figure).
 func ApplyNoSource(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, endpointErr error, now metav1.Time) {
-	set(st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, truncate(NoSourceMessage(tj, endpointErr), 4096), now)
+	set(st, mlv1.ConditionProgressReported, false, ReasonNoProgressSource, text.Cut(NoSourceMessage(tj, endpointErr), 4096), now)
 }
 
 // NoSourceMessage returns the explanation of a run without a progress source: what was found, and what to
@@ -51,7 +52,7 @@ func NoSourceMessage(tj *mlv1.TrainingJob, endpointErr error) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "progress is unknown: rank 0 serves no training figures on its progress endpoint (port %d", tj.MetricsPort())
 	if endpointErr != nil {
-		fmt.Fprintf(&b, ": %s", truncate(endpointErr.Error(), 1024))
+		fmt.Fprintf(&b, ": %s", text.Cut(endpointErr.Error(), 1024))
 	}
 	b.WriteString(")")
 	switch {
