@@ -47,12 +47,14 @@ type JobReconciler struct {
 	Options   builders.Options
 	// Workers is how many TrainingJobs are reconciled at once (one job is never reconciled twice at once).
 	Workers int
-	// DetailInterval is how long a change of details only (worker counts, a reason) may wait to be written
-	// after the job's last write (monitoring.scrapeIntervalSeconds overrides it, as for progress).
+	// DetailInterval is how long a change of details only (worker counts, a reason of normal progress) waits
+	// to be written, from when it was first seen, for a state change to carry it
+	// (monitoring.scrapeIntervalSeconds overrides it, as for progress).
 	DetailInterval time.Duration
 
-	// written is when each job's status was last written by this controller (time.Time by ObjectKey).
-	written sync.Map
+	// detailsSince is when each job's status was first seen to differ in details only from what is written
+	// (time.Time by ObjectKey); written or gone, the entry is dropped.
+	detailsSince sync.Map
 	// exits remembers the non-zero ends of pods the watch delivered, for pods deleted before they are read.
 	exits exitMemory
 	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
@@ -119,7 +121,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 // deleted: a job that is gone is forgotten and what it held released.
 func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bool, err error) error {
 	if !found {
-		r.written.Delete(key)
+		r.detailsSince.Delete(key)
 		r.exits.forget(key)
 		r.writes.forget(key)
 	}
@@ -217,27 +219,37 @@ func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[s
 }
 
 // write writes st as the new status and records the events of what changed. A change of details only
-// (derive.Significant) waits until DetailInterval has passed since the job's last write by this
-// controller: worker counts move with every pod event, and each would be a write.
+// (derive.Significant) waits DetailInterval from when it was first seen: worker counts move with every pod
+// event, and a state change that follows (all workers running, the Job complete) carries them in one write.
 func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(tj)
 	goodput, moved := r.goodput(tj, old, st, now)
-	if !moved && !derive.Significant(old, st) && !apiequality.Semantic.DeepEqual(old, st) {
-		if last, ok := r.written.Load(key); ok {
-			if wait := last.(time.Time).Add(interval(tj, r.DetailInterval)).Sub(now); wait > 0 {
-				return reconcile.Result{RequeueAfter: wait}, nil
-			}
+	if !moved && !derive.Significant(old, st) {
+		if wait := r.detailsWait(key, tj, old, st, now); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
 	tj.Status = st
 	tj.Status.Goodput = goodput
 	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, jobController)
 	if written {
-		r.written.Store(key, now)
+		r.detailsSince.Delete(key)
 		r.recordEvents(ctx, tj, old)
 	}
 	return res, err
+}
+
+// detailsWait returns how long st, which differs from old in details only or not at all, is still to wait
+// before it is written.
+func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
+	now time.Time) time.Duration {
+	if apiequality.Semantic.DeepEqual(old, st) {
+		r.detailsSince.Delete(key) // back to what is written
+		return 0
+	}
+	since, _ := r.detailsSince.LoadOrStore(key, now)
+	return since.(time.Time).Add(interval(tj, r.DetailInterval)).Sub(now)
 }
 
 // recheck returns when the job must be looked at again although nothing it watches may change: an unbound

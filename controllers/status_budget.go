@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -31,8 +32,9 @@ const lateClaim = time.Second
 const forgetAfter = time.Minute
 
 // writeBudget is the one budget the four controllers' status writes share. It never blocks a reconcile:
-//   - an urgent write (a state, an attempt, a condition's status or reason, goodput's category, an attempt's
-//     first progress, and every write of the checkpoint and tracking controllers) is made at once and
+//   - an urgent write (a state, an attempt, a condition's status or reason other than the Running
+//     condition's normal progress, goodput's category, an attempt's first progress, and every write of the
+//     checkpoint and tracking controllers) is made at once and
 //     charged, the budget going into debt when it must, up to maxDebt;
 //   - a routine write reserves the budget's next free turn and is made when its reconcile comes back at
 //     that time: turns are given in the order they are asked for, one every 1/qps seconds, and a job asks
@@ -152,15 +154,22 @@ func routineWrite(manager string, old, st mlv1.TrainingJobStatus) bool {
 	return false // the checkpoint and tracking controllers' writes are few, and RESUME_FROM waits on them
 }
 
-// sameConditions reports whether old and st have the same conditions of types, by status and reason.
+// sameConditions reports whether old and st have the same conditions of types, by status and reason; a
+// change between two reasons of normal progress of the Running condition (WorkersStarting,
+// AllWorkersRunning, WorkersFinishing) counts as the same.
 func sameConditions(old, st mlv1.TrainingJobStatus, types []string) bool {
 	for _, t := range types {
 		a, b := meta.FindStatusCondition(old.Conditions, t), meta.FindStatusCondition(st.Conditions, t)
-		if (a == nil) != (b == nil) || a != nil && (a.Status != b.Status || a.Reason != b.Reason) {
+		if (a == nil) != (b == nil) || a != nil && (a.Status != b.Status || a.Reason != b.Reason && !progressing(t, a, b)) {
 			return false
 		}
 	}
 	return true
+}
+
+// progressing reports whether conditions a and b of type t are both the Running condition's normal progress.
+func progressing(t string, a, b *metav1.Condition) bool {
+	return t == mlv1.ConditionRunning && derive.ProgressReason(a.Reason) && derive.ProgressReason(b.Reason)
 }
 
 // goodputKey is what of status.goodput changes its meaning: whether it is there, its category and attempt.

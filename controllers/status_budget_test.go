@@ -146,6 +146,8 @@ func TestRoutineWrite(t *testing.T) {
 			st: change(func(st *mlv1.TrainingJobStatus) { st.LastProgressTime = &advanced }), want: false},
 		{name: "a condition's reason (a worker fault, ImagePullBackOff)", manager: jobController,
 			st: change(func(st *mlv1.TrainingJobStatus) { st.Conditions[0].Reason = "ImagePullBackOff" }), want: false},
+		{name: "a reason of normal progress (the workers finishing)", manager: jobController,
+			st: change(func(st *mlv1.TrainingJobStatus) { st.Conditions[0].Reason = "WorkersFinishing" }), want: true},
 		{name: "worker counts", manager: jobController, st: change(func(st *mlv1.TrainingJobStatus) { st.Workers.Active = 2 }), want: true},
 		{name: "the goodput shown", manager: jobController, st: change(func(st *mlv1.TrainingJobStatus) { st.Goodput.Percent = "60%" }),
 			want: true},

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// TestDetailsAreCoalesced: a change of worker counts alone is written at most once per DetailInterval
-// after the job's last write; a state change is written at once.
+// TestDetailsAreCoalesced: a change of details alone (worker counts, a reason of normal progress) waits
+// DetailInterval from when it was first seen, and a state change within that time carries it: a 2-worker
+// job whose workers start and finish together is written three times, Initializing, Running, Completed.
 func TestDetailsAreCoalesced(t *testing.T) {
 	ctx := context.Background()
 	tj := tjtest.NewTJ("ml", "w").Workers(2).Obj()
@@ -32,19 +34,13 @@ func TestDetailsAreCoalesced(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(t0.Time)
 	r.Clock, r.DetailInterval = clock, 5*time.Second
 	key := client.ObjectKeyFromObject(tj)
-	reconcileN(t, r, key, 1) // Initializing, written: the first write
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
-		t.Fatal(err)
-	}
-	setActive := func(n int32) {
-		job.Status.Active = n
-		if err := r.Status().Update(ctx, job); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writes := 0
 	step := func(after time.Duration) (reconcile.Result, mlv1.TrainingJobStatus) {
 		clock.SetTime(clock.Now().Add(after))
+		before := &mlv1.TrainingJob{}
+		if err := r.Get(ctx, key, before); err != nil {
+			t.Fatal(err)
+		}
 		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
 		if err != nil {
 			t.Fatal(err)
@@ -53,34 +49,81 @@ func TestDetailsAreCoalesced(t *testing.T) {
 		if err := r.Get(ctx, key, got); err != nil {
 			t.Fatal(err)
 		}
+		if got.ResourceVersion != before.ResourceVersion {
+			writes++
+		}
 		return res, got.Status
 	}
-	setActive(1)
-	res, st := step(time.Second)
-	if st.Workers.Active != 0 || res.RequeueAfter != 4*time.Second {
-		t.Errorf("1 s after the last write: active %d written, requeue after %s; want nothing written, 4s", st.Workers.Active, res.RequeueAfter)
-	}
-	_, st = step(4 * time.Second)
-	if st.Workers.Active != 1 {
-		t.Errorf("after the interval: active %d, want 1 written", st.Workers.Active)
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-worker-0", Labels: names.AttemptLabels(tj)},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	pod2 := pod.DeepCopy()
-	pod2.Name = "w-worker-1"
-	for _, p := range []*corev1.Pod{pod, pod2} {
-		if err := r.Create(ctx, p); err != nil {
+	step(0) // Initializing: the first write
+	pods := make([]*corev1.Pod, 2)
+	for i := range pods {
+		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d", i),
+			Labels: names.AttemptLabels(tj)}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+		if err := r.Create(ctx, pods[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setActive(2)
-	_, st = step(time.Millisecond)
-	type written struct {
-		State  mlv1.State
-		Active int32
+	setPhase := func(phase corev1.PodPhase, ps ...*corev1.Pod) {
+		for _, p := range ps {
+			p.Status.Phase = phase
+			if err := r.Status().Update(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if diff := cmp.Diff(written{State: mlv1.StateRunning, Active: 2}, written{State: st.State, Active: st.Workers.Active}); diff != "" {
-		t.Errorf("a state change is written at once, with the details (-want +got):\n%s", diff)
+	type seen struct {
+		State   mlv1.State
+		Workers mlv1.WorkerCounts
+		Requeue time.Duration
+	}
+	look := func(after time.Duration) seen {
+		res, st := step(after)
+		return seen{State: st.State, Workers: st.Workers, Requeue: res.RequeueAfter}
+	}
+	steps := []struct {
+		name   string
+		change func()
+		after  time.Duration
+		want   seen
+	}{{
+		name: "pods created: counts wait", after: time.Second,
+		want: seen{State: mlv1.StateInitializing, Requeue: 5 * time.Second},
+	}, {
+		name: "still waiting", after: 3 * time.Second,
+		want: seen{State: mlv1.StateInitializing, Requeue: 2 * time.Second},
+	}, {
+		name: "the interval since first seen: written", after: 2 * time.Second,
+		want: seen{State: mlv1.StateInitializing, Workers: mlv1.WorkerCounts{Active: 2, Pending: 2}},
+	}, {
+		name: "all running: the state carries the counts at once", change: func() { setPhase(corev1.PodRunning, pods...) },
+		after: time.Millisecond,
+		want:  seen{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2}},
+	}, {
+		name: "one finished: counts and WorkersFinishing wait", change: func() { setPhase(corev1.PodSucceeded, pods[0]) },
+		after: time.Minute,
+		want:  seen{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2}, Requeue: 5 * time.Second},
+	}, {
+		name: "both finished, the Job complete: one write", after: 4 * time.Second, change: func() {
+			setPhase(corev1.PodSucceeded, pods[1])
+			completeJob(t, r, tj)
+		},
+		want: seen{State: mlv1.StateCompleted, Workers: mlv1.WorkerCounts{Succeeded: 2}},
+	}}
+	for _, s := range steps {
+		if s.change != nil {
+			s.change()
+		}
+		got := look(s.after)
+		got.Requeue = min(got.Requeue, s.want.Requeue) // other rechecks may come sooner; only the wait is checked
+		if s.want.Requeue == 0 {
+			got.Requeue = 0
+		}
+		if diff := cmp.Diff(s.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", s.name, diff)
+		}
+	}
+	if writes != 4 {
+		t.Errorf("%d status writes, want 4: Initializing, the counts that waited 5 s, Running, Completed", writes)
 	}
 }
 
@@ -123,5 +166,22 @@ func TestResultOfAConflict(t *testing.T) {
 	}
 	if res, err := result(reconcile.Result{RequeueAfter: time.Second}, nil); err != nil || res.RequeueAfter != time.Second {
 		t.Errorf("no error: %+v, %v; want the result", res, err)
+	}
+}
+
+// completeJob marks tj's current Job complete, with its workers succeeded, as kube-controller-manager does.
+func completeJob(t *testing.T, r *JobReconciler, tj *mlv1.TrainingJob) {
+	t.Helper()
+	job := &batchv1.Job{}
+	if err := r.Get(context.Background(), types.NamespacedName{Namespace: tj.Namespace, Name: names.JobName(tj)}, job); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(t0.Time)
+	job.Status.Active, job.Status.Succeeded, job.Status.CompletionTime = 0, *job.Spec.Completions, &now
+	job.Status.Conditions = append(job.Status.Conditions,
+		batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	if err := r.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
 	}
 }

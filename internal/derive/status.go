@@ -100,7 +100,7 @@ func Status(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJo
 			st.RestartCount = inPlaceRestarts(obs)
 		}
 	}
-	setStartTime(&st, obs.Job)
+	setStartTime(&st, obs)
 	ph := derivePhase(tj, &st, obs, now)
 	st.State = ph.state
 	if ph.state == mlv1.StateFailed && tj.Status.State != mlv1.StateFailed {
@@ -247,15 +247,38 @@ func countPods(pods []corev1.Pod, match func(*corev1.Pod) bool) int {
 
 func workerCounts(obs Observed) mlv1.WorkerCounts {
 	js := obs.Job.Status
-	return mlv1.WorkerCounts{
-		Active:    js.Active,
-		Ready:     ptr.Deref(js.Ready, 0),
-		Succeeded: js.Succeeded,
-		Failed:    js.Failed,
-		Pending: int32(countPods(obs.Pods, func(p *corev1.Pod) bool {
-			return p.Status.Phase == corev1.PodPending || p.Status.Phase == ""
-		})),
+	var w mlv1.WorkerCounts
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded:
+			w.Succeeded++
+		case p.Status.Phase == corev1.PodFailed:
+			w.Failed++
+		case p.DeletionTimestamp != nil:
+		case p.Status.Phase == corev1.PodPending || p.Status.Phase == "":
+			w.Active++
+			w.Pending++
+		default:
+			w.Active++
+			if podReady(p) {
+				w.Ready++
+			}
+		}
 	}
+	// The Job counts the pods gone since they finished; its active and ready counts lag the pods, which the
+	// state is read from, and are not used: a status written with the state carries the same counts.
+	w.Succeeded, w.Failed = max(w.Succeeded, js.Succeeded), max(w.Failed, js.Failed)
+	return w
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // inPlaceRestarts returns the number of replaced pods plus in-place container restarts of current pods
@@ -270,10 +293,19 @@ func inPlaceRestarts(obs Observed) int32 {
 	return n
 }
 
-// setStartTime keeps the first start of the workers, over all attempts.
-func setStartTime(st *mlv1.TrainingJobStatus, job *batchv1.Job) {
-	if job != nil && st.StartTime == nil && job.Status.StartTime != nil {
-		st.StartTime = job.Status.StartTime.DeepCopy()
+// setStartTime keeps the first start of the workers, over all attempts: the Job's start, or, before its
+// controller wrote it, its first pod's creation (the Job's start is written as it creates its pods).
+func setStartTime(st *mlv1.TrainingJobStatus, obs Observed) {
+	switch {
+	case obs.Job == nil || st.StartTime != nil:
+	case obs.Job.Status.StartTime != nil:
+		st.StartTime = obs.Job.Status.StartTime.DeepCopy()
+	default:
+		for i := range obs.Pods {
+			if t := obs.Pods[i].CreationTimestamp; !t.IsZero() && (st.StartTime == nil || t.Before(st.StartTime)) {
+				st.StartTime = t.DeepCopy()
+			}
+		}
 	}
 }
 

@@ -403,6 +403,68 @@ func TestDeriveStatusTimes(t *testing.T) {
 	}
 }
 
+// TestWorkerCountsComeFromThePods: the counts are read from the pods, as the state is, so the status written
+// with a state change carries the counts of that moment; the Job's active and ready counts lag the pods
+// (its controller writes them later) and would make a second write.
+func TestWorkerCountsComeFromThePods(t *testing.T) {
+	ready := func(b *podB) *podB {
+		b.p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		return b
+	}
+	terminating := func(b *podB) *podB {
+		b.p.DeletionTimestamp = &t0
+		return b
+	}
+	created := func(b *podB, sec int) *podB {
+		b.p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))
+		return b
+	}
+	noStart := func(j *batchv1.Job) *batchv1.Job { j.Status.StartTime, j.Status.Active = nil, 0; return j }
+	tests := []struct {
+		name      string
+		job       *batchv1.Job
+		pods      []*podB
+		want      mlv1.WorkerCounts
+		wantStart *metav1.Time
+	}{{
+		name: "pods created, the Job's counts and start not written yet",
+		job:  noStart(job()),
+		pods: []*podB{created(pod("0", corev1.PodPending), 2), created(pod("1", ""), 1)},
+		want: mlv1.WorkerCounts{Active: 2, Pending: 2}, wantStart: ptr.To(metav1.NewTime(t0.Add(time.Second))),
+	}, {
+		name: "running, one ready, the Job's ready count behind",
+		job:  job(),
+		pods: []*podB{ready(pod("0", corev1.PodRunning)), pod("1", corev1.PodRunning)},
+		want: mlv1.WorkerCounts{Active: 2, Ready: 1}, wantStart: ptr.To(metav1.NewTime(t0.Add(-time.Hour))),
+	}, {
+		name: "one finished, one being deleted",
+		job:  job(),
+		pods: []*podB{pod("0", corev1.PodSucceeded), terminating(ready(pod("1", corev1.PodRunning)))},
+		want: mlv1.WorkerCounts{Succeeded: 1}, wantStart: ptr.To(metav1.NewTime(t0.Add(-time.Hour))),
+	}, {
+		name: "the Job counts pods gone since they finished",
+		job:  func() *batchv1.Job { j := job(); j.Status.Succeeded = 3; return j }(),
+		pods: []*podB{pod("0", corev1.PodSucceeded), ready(pod("1", corev1.PodRunning))},
+		want: mlv1.WorkerCounts{Active: 1, Ready: 1, Succeeded: 3}, wantStart: ptr.To(metav1.NewTime(t0.Add(-time.Hour))),
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "mnist").Obj()
+			var ps []corev1.Pod
+			for _, b := range tc.pods {
+				ps = append(ps, b.p)
+			}
+			st := Status(tj, Observed{Job: tc.job, Pods: ps}, t0)
+			if diff := cmp.Diff(tc.want, st.Workers); diff != "" {
+				t.Errorf("workers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantStart, st.StartTime); diff != "" {
+				t.Errorf("startTime (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // BenchmarkDeriveStatus derives the status of a 1,024-worker job from its pods, as every reconcile does.
 func BenchmarkDeriveStatus(b *testing.B) {
 	tj := tjtest.NewTJ("ml", "big").Workers(1024).Obj()

@@ -38,9 +38,15 @@ func SchedulingLeft(tj *mlv1.TrainingJob, job *batchv1.Job, now time.Time) (time
 	return job.CreationTimestamp.Add(time.Duration(*s.SchedulingTimeoutSeconds) * time.Second).Sub(now), true
 }
 
+// ProgressReason reports whether reason, of the Running condition, describes normal progress (workers
+// starting, running, finishing) rather than a fault.
+func ProgressReason(reason string) bool {
+	return slices.Contains(progressReasons, reason)
+}
+
 // IsFault reports whether a Running condition reason of an active job names a fault.
 func IsFault(state mlv1.State, reason string) bool {
-	return (state == mlv1.StateInitializing || state == mlv1.StateRunning) && !slices.Contains(progressReasons, reason)
+	return (state == mlv1.StateInitializing || state == mlv1.StateRunning) && !ProgressReason(reason)
 }
 
 // activePhase returns Running when every rank runs (or ran and is being restarted), else Initializing. The
