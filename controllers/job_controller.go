@@ -248,9 +248,18 @@ func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, 
 		r.detailsSince.Delete(key) // back to what is written
 		return 0
 	}
+	wait := interval(tj, r.DetailInterval)
+	if st.State == mlv1.StateRunning && st.Workers.Active == 0 {
+		wait = max(wait, verdictWait)
+	}
 	since, _ := r.detailsSince.LoadOrStore(key, now)
-	return since.(time.Time).Add(interval(tj, r.DetailInterval)).Sub(now)
+	return since.(time.Time).Add(wait).Sub(now)
 }
+
+// verdictWait is how long the details of a running job whose workers have all ended wait for the Job's
+// verdict (Complete or Failed), whose write carries them: the Job controller concludes after the pods end,
+// seconds later when it has many Jobs to conclude at once.
+const verdictWait = 30 * time.Second
 
 // recheck returns when the job must be looked at again although nothing it watches may change: an unbound
 // claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a

@@ -24,8 +24,9 @@ import (
 )
 
 // TestDetailsAreCoalesced: a change of details alone (worker counts, a reason of normal progress) waits
-// DetailInterval from when it was first seen, and a state change within that time carries it: a 2-worker
-// job whose workers start and finish together is written three times, Initializing, Running, Completed.
+// DetailInterval from when it was first seen (verdictWait once every worker has ended), and a state change
+// within that time carries it: a 2-worker job whose workers start together is written three times,
+// Initializing, Running, Completed, however long the Job controller takes to conclude.
 func TestDetailsAreCoalesced(t *testing.T) {
 	ctx := context.Background()
 	tj := tjtest.NewTJ("ml", "w").Workers(2).Obj()
@@ -103,10 +104,11 @@ func TestDetailsAreCoalesced(t *testing.T) {
 		after: time.Minute,
 		want:  seen{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2}, Requeue: 5 * time.Second},
 	}, {
-		name: "both finished, the Job complete: one write", after: 4 * time.Second, change: func() {
-			setPhase(corev1.PodSucceeded, pods[1])
-			completeJob(t, r, tj)
-		},
+		name: "both finished: the counts wait for the Job's verdict", after: 4 * time.Second,
+		change: func() { setPhase(corev1.PodSucceeded, pods[1]) },
+		want:   seen{State: mlv1.StateRunning, Workers: mlv1.WorkerCounts{Active: 2}, Requeue: verdictWait - 4*time.Second},
+	}, {
+		name: "the Job complete: one write", after: 10 * time.Second, change: func() { completeJob(t, r, tj) },
 		want: seen{State: mlv1.StateCompleted, Workers: mlv1.WorkerCounts{Succeeded: 2}},
 	}}
 	for _, s := range steps {
