@@ -74,8 +74,8 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 	}
 	cm := &corev1.ConfigMap{}
 	err = r.ensure(ctx, tj, want, cm, func() bool {
-		if cm.Data[names.ConfigFileName] == want.Data[names.ConfigFileName] {
-			return false
+		if have, config := cm.Data[names.ConfigFileName], want.Data[names.ConfigFileName]; have == config || have == configDigest(config) {
+			return false // as built; the cache holds its digest (slimConfigMap)
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}

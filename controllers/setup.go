@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -46,7 +49,8 @@ func NewScheme() *runtime.Scheme {
 // CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
 // objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
 // keeps its managedFields there (never read, often the largest part of a small object), pods and Jobs
-// keep no pod spec (slimPod, slimJob), and TrainingJobs are held defaulted (defaultTrainingJob).
+// keep no pod spec and pods only the metadata the controllers read (slimPod, slimJob), ConfigMaps hold
+// their config.json as a digest (slimConfigMap), and TrainingJobs are held defaulted (defaultTrainingJob).
 //
 // Kueue's Workloads are held (only the TrainingJobs' own) where the cluster serves Kueue's API (cfg's
 // discovery says so); the cache cannot be told about an API the cluster does not serve.
@@ -57,7 +61,7 @@ func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
 		&corev1.Pod{}:       {Label: sel, Transform: slimPod},
 		&batchv1.Job{}:      {Label: sel, Transform: slimJob},
 		&corev1.Service{}:   {Label: sel},
-		&corev1.ConfigMap{}: {Label: sel},
+		&corev1.ConfigMap{}: {Label: sel, Transform: slimConfigMap},
 		// Checkpoint claims the operator created; users' own claims are not held.
 		&corev1.PersistentVolumeClaim{}: {Label: sel},
 		&mlv1.TrainingJob{}:             {Transform: defaultTrainingJob},
@@ -108,15 +112,30 @@ func defaultTrainingJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimPod keeps of a worker's pod what the controllers read: its metadata, node and status. The pod's
-// spec (containers, env, volumes: most of its size) is never read, and pods are never updated from the
-// cache (only deleted).
+// slimPod keeps of a worker's pod what the controllers read: its name, times, finalizers and the
+// operator's labels, its node and status. The pod's spec (containers, env, volumes: most of its size),
+// its annotations, owner and other labels are never read, and pods are never updated from the cache (only
+// deleted, and their Job tracking finalizer removed with a JSON patch).
 func slimPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
-		p.ManagedFields = nil
+		p.ObjectMeta = metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp, Finalizers: p.Finalizers,
+			Labels: operatorLabels(p.Labels)}
 		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, InitContainers: agentTokenOnly(p.Spec.InitContainers)}
 	}
 	return obj, nil
+}
+
+// operatorLabels returns of a pod's labels those the controllers select and read it by (the job, the
+// attempt, the rank); the Job controller's, Kueue's and the user's are not read.
+func operatorLabels(l map[string]string) map[string]string {
+	out := make(map[string]string, 4)
+	for _, k := range []string{names.NameLabel, names.ManagedByLabel, names.AttemptLabel, names.RankLabel} {
+		if v, ok := l[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // agentTokenOnly keeps of a pod's init containers the checkpoint agent's token (agentapi.TokenEnv), which
@@ -147,6 +166,26 @@ func slimJob(obj any) (any, error) {
 			CompletionMode: j.Spec.CompletionMode, Suspend: j.Spec.Suspend}
 	}
 	return obj, nil
+}
+
+// slimConfigMap holds a job's ConfigMap with its config.json (the job's hyperparameters and settings,
+// often most of its size) as configDigest of it: the JobController only compares it with the one it builds,
+// and the ConfigMap is only updated with the whole file (ensureConfigMap) or patched in its other keys
+// (RESUME_FROM, the MLflow run), which are held as they are.
+func slimConfigMap(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		cm.ManagedFields = nil
+		if v, ok := cm.Data[names.ConfigFileName]; ok {
+			cm.Data[names.ConfigFileName] = configDigest(v)
+		}
+	}
+	return obj, nil
+}
+
+// configDigest is how the cache holds a config.json.
+func configDigest(config string) string {
+	sum := sha256.Sum256([]byte(config))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Config configures the controllers.

@@ -1,13 +1,19 @@
 package controllers
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
 // TestCachedTrainingJob: the cache holds a TrainingJob defaulted, without its managedFields and kubectl's
@@ -27,5 +33,86 @@ func TestCachedTrainingJob(t *testing.T) {
 	}
 	if tj.ManagedFields != nil || tj.Spec.GPUsPerWorker == nil {
 		t.Errorf("managedFields %v, gpusPerWorker %v: want none, and the default", tj.ManagedFields, tj.Spec.GPUsPerWorker)
+	}
+}
+
+// TestCachedConfigMap: the cache holds a job's config.json as its digest and every other key as it is; the
+// JobController finds the ConfigMap as built by the digest, and brings a changed one up to date with the
+// whole file, keeping the keys other controllers wrote.
+func TestCachedConfigMap(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ("ml", "cm").Obj()
+	tj.UID = "uid-cm"
+	built, err := builders.ConfigMap(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := built.Data[names.ConfigFileName]
+	cached := func(data map[string]string) *corev1.ConfigMap {
+		cm := built.DeepCopy()
+		cm.Data = data
+		obj, err := slimConfigMap(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*corev1.ConfigMap)
+	}
+	held := cached(map[string]string{names.ConfigFileName: config, names.ResumeFromKey: "s3://b/ckpt-1"})
+	if diff := cmp.Diff(map[string]string{names.ConfigFileName: configDigest(config), names.ResumeFromKey: "s3://b/ckpt-1"},
+		held.Data); diff != "" {
+		t.Errorf("cached data (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name       string
+		held       *corev1.ConfigMap
+		wantUpdate bool
+	}{
+		{name: "as built", held: held},
+		{name: "config.json changed", held: cached(map[string]string{names.ConfigFileName: `{"old":1}`, names.ResumeFromKey: "s3://b/ckpt-1"}),
+			wantUpdate: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReconciler(tj, tc.held)
+			if _, err := r.ensureConfigMap(ctx, tj); err != nil {
+				t.Fatal(err)
+			}
+			got := &corev1.ConfigMap{}
+			if err := r.Get(ctx, client.ObjectKeyFromObject(built), got); err != nil {
+				t.Fatal(err)
+			}
+			wantData := tc.held.Data
+			if tc.wantUpdate {
+				wantData = map[string]string{names.ConfigFileName: config, names.ResumeFromKey: "s3://b/ckpt-1"}
+			}
+			if diff := cmp.Diff(wantData, got.Data); diff != "" {
+				t.Errorf("stored data (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCachedPod: the cache holds of a worker's pod the metadata the controllers select, read and patch it by
+// (its job, attempt and rank labels, its finalizers, its deletion), its node and its status.
+func TestCachedPod(t *testing.T) {
+	deleted := metav1.NewTime(t0.Time)
+	raw := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-worker-0-abcde", Namespace: "ml", UID: "u", ResourceVersion: "7",
+		GenerateName: "w-worker-0-", CreationTimestamp: t0, DeletionTimestamp: &deleted, Finalizers: []string{"batch.kubernetes.io/job-tracking"},
+		Labels: map[string]string{names.NameLabel: "w", names.AttemptLabel: "1", names.RankLabel: "0", names.ManagedByLabel: names.ManagedByValue,
+			"batch.kubernetes.io/job-name": "w-worker", "controller-uid": "x", "team": "vision"},
+		Annotations:     map[string]string{names.RankAnnotation: "0", "prometheus.io/scrape": "true"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "w-worker", UID: "x"}}},
+		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "trainer", Image: "me/train:1"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"}}
+	obj, err := slimPod(raw.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: raw.Name, Namespace: "ml", UID: "u", ResourceVersion: "7",
+		CreationTimestamp: t0, DeletionTimestamp: &deleted, Finalizers: raw.Finalizers,
+		Labels: map[string]string{names.NameLabel: "w", names.AttemptLabel: "1", names.RankLabel: "0",
+			names.ManagedByLabel: names.ManagedByValue}},
+		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: raw.Status}
+	if diff := cmp.Diff(want, obj); diff != "" {
+		t.Errorf("cached pod (-want +got):\n%s", diff)
 	}
 }

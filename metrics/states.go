@@ -81,7 +81,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	list := &mlv1.TrainingJobList{}
-	if err := reader.List(ctx, list); err != nil {
+	// The cache's own objects, not copies (a scrape would copy every job): the collector only reads them.
+	if err := reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		// The cache is not started or synced yet: export nothing rather than fail the whole scrape.
 		return
 	}
