@@ -358,7 +358,8 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 }
 
 // listPods lists the workers' pods of the current attempt, or (current false) of older attempts. Pods of
-// another attempt are never counted as the current one's, whatever their state.
+// another attempt are never counted as the current one's, whatever their state, nor pods older than the
+// TrainingJob: those of a job of the same name deleted before it was created again, still stopping.
 func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, current bool) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
@@ -366,7 +367,8 @@ func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, curr
 	}
 	out := pods.Items[:0]
 	for _, p := range pods.Items {
-		if (names.JobAttempt(&p) == tj.Status.Attempt) == current {
+		earlier := !p.CreationTimestamp.IsZero() && p.CreationTimestamp.Before(&tj.CreationTimestamp)
+		if (names.JobAttempt(&p) == tj.Status.Attempt && !earlier) == current {
 			out = append(out, p)
 		}
 	}

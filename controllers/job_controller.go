@@ -53,7 +53,7 @@ type JobReconciler struct {
 	DetailInterval time.Duration
 
 	// detailsSince is when each job's status was first seen to differ in details only from what is written
-	// (time.Time by ObjectKey); written or gone, the entry is dropped.
+	// (pendingDetails by ObjectKey); written or gone, the entry is dropped.
 	detailsSince sync.Map
 	// exits remembers the non-zero ends of pods the watch delivered, for pods deleted before they are read.
 	exits exitMemory
@@ -241,19 +241,38 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 }
 
 // detailsWait returns how long st, which differs from old in details only or not at all, is still to wait
-// before it is written.
+// before it is written. Details that come back to what is written count as pending until they stayed there
+// for the interval: a worker that is unready four seconds in five is shown so.
 func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) time.Duration {
+	wait := interval(tj, r.DetailInterval)
+	v, found := r.detailsSince.Load(key)
+	p, _ := v.(pendingDetails)
+	if found && !p.back.IsZero() && now.Sub(p.back) >= wait {
+		found = false // settled back for a whole interval: a change from now on is a new one
+	}
 	if apiequality.Semantic.DeepEqual(old, st) {
-		r.detailsSince.Delete(key) // back to what is written
+		if !found {
+			r.detailsSince.Delete(key)
+		} else if p.back.IsZero() {
+			r.detailsSince.Store(key, pendingDetails{since: p.since, back: now})
+		}
 		return 0
 	}
-	wait := interval(tj, r.DetailInterval)
+	if !found {
+		p.since = now
+	}
+	r.detailsSince.Store(key, pendingDetails{since: p.since})
 	if st.State == mlv1.StateRunning && st.Workers.Active == 0 {
 		wait = max(wait, verdictWait)
 	}
-	since, _ := r.detailsSince.LoadOrStore(key, now)
-	return since.(time.Time).Add(wait).Sub(now)
+	return p.since.Add(wait).Sub(now)
+}
+
+// pendingDetails is when a job's details were first seen to differ from what is written and, while they
+// are back to it, since when.
+type pendingDetails struct {
+	since, back time.Time
 }
 
 // verdictWait is how long the details of a running job whose workers have all ended wait for the Job's

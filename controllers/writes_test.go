@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -185,5 +186,86 @@ func completeJob(t *testing.T, r *JobReconciler, tj *mlv1.TrainingJob) {
 		batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	if err := r.Status().Update(context.Background(), job); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFlappingDetailsAreWritten: details that come back to what is written for less than the interval stay
+// pending: a worker unready four seconds in five is shown unready.
+func TestFlappingDetailsAreWritten(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ("ml", "f").Workers(2).Obj()
+	tj.UID = "uid-f"
+	r := newReconciler(tj)
+	clock := clocktesting.NewFakePassiveClock(t0.Time)
+	r.Clock, r.DetailInterval = clock, 5*time.Second
+	key := client.ObjectKeyFromObject(tj)
+	reconcileN(t, r, key, 1)
+	pods := make([]*corev1.Pod, 2)
+	for i := range pods {
+		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("f-worker-%d", i),
+			Labels: names.AttemptLabels(tj)}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		if err := r.Create(ctx, pods[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady := func(ready corev1.ConditionStatus) {
+		pods[1].Status.Conditions[0].Status = ready
+		if err := r.Status().Update(ctx, pods[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileN(t, r, key, 1) // Running, both ready: written
+	shown := map[int32]int{}
+	for s := range 60 {
+		setReady(map[bool]corev1.ConditionStatus{true: corev1.ConditionTrue, false: corev1.ConditionFalse}[s%5 == 4])
+		clock.SetTime(clock.Now().Add(time.Second))
+		reconcileN(t, r, key, 1)
+		got := &mlv1.TrainingJob{}
+		if err := r.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State == mlv1.StateRunning {
+			shown[got.Status.Workers.Ready]++
+		}
+	}
+	if shown[1] < 30 {
+		t.Errorf("seconds shown with 1 and 2 workers ready: %v; want 1 ready most of the time, as it was", shown)
+	}
+}
+
+// TestRecreatedJobIgnoresOldPods: pods of a job of the same name deleted before it was created again, still
+// stopping, are not the new job's workers: its first reconcile neither starts its clock from them nor fails
+// it on its deadline; it waits for them to stop, as for an older attempt's.
+func TestRecreatedJobIgnoresOldPods(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "w").Workers(2).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To(int64(24 * 3600))}
+		tj.CreationTimestamp = t0
+	}).Obj()
+	tj.UID = "uid-new"
+	objs := []client.Object{tj}
+	for i := range 2 {
+		l := names.AttemptLabels(tj)
+		l[names.RankLabel] = fmt.Sprint(i)
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d-old", i), Labels: l,
+			CreationTimestamp: metav1.NewTime(t0.Add(-48 * time.Hour)), DeletionTimestamp: &t0,
+			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	}
+	r := newReconciler(objs...)
+	key := client.ObjectKeyFromObject(tj)
+	reconcileN(t, r, key, 1)
+	got := &mlv1.TrainingJob{}
+	if err := r.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		State         mlv1.State
+		FailureReason string
+		StartTime     *metav1.Time
+		Workers       mlv1.WorkerCounts
+	}
+	if diff := cmp.Diff(seen{State: mlv1.StatePending},
+		seen{got.Status.State, got.Status.FailureReason, got.Status.StartTime, got.Status.Workers}); diff != "" {
+		t.Errorf("the new job's status (-want +got):\n%s", diff)
 	}
 }

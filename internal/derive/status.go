@@ -294,7 +294,8 @@ func inPlaceRestarts(obs Observed) int32 {
 }
 
 // setStartTime keeps the first start of the workers, over all attempts: the Job's start, or, before its
-// controller wrote it, its first pod's creation (the Job's start is written as it creates its pods).
+// controller wrote it, the creation of its first pod that is not being deleted (the Job's start is written as
+// it creates its pods).
 func setStartTime(st *mlv1.TrainingJobStatus, obs Observed) {
 	switch {
 	case obs.Job == nil || st.StartTime != nil:
@@ -302,7 +303,12 @@ func setStartTime(st *mlv1.TrainingJobStatus, obs Observed) {
 		st.StartTime = obs.Job.Status.StartTime.DeepCopy()
 	default:
 		for i := range obs.Pods {
-			if t := obs.Pods[i].CreationTimestamp; !t.IsZero() && (st.StartTime == nil || t.Before(st.StartTime)) {
+			p := &obs.Pods[i]
+			t := p.CreationTimestamp
+			if t.IsZero() || p.DeletionTimestamp != nil || t.Before(&obs.Job.CreationTimestamp) {
+				continue // not one of this Job's workers starting
+			}
+			if st.StartTime == nil || t.Before(st.StartTime) {
 				st.StartTime = t.DeepCopy()
 			}
 		}

@@ -442,6 +442,15 @@ func TestWorkerCountsComeFromThePods(t *testing.T) {
 		pods: []*podB{pod("0", corev1.PodSucceeded), terminating(ready(pod("1", corev1.PodRunning)))},
 		want: mlv1.WorkerCounts{Succeeded: 1}, wantStart: ptr.To(metav1.NewTime(t0.Add(-time.Hour))),
 	}, {
+		name: "no start from pods being deleted or older than the Job (a job of the same name, deleted)",
+		job: func() *batchv1.Job {
+			j := noStart(job())
+			j.CreationTimestamp = t0
+			return j
+		}(),
+		pods: []*podB{created(pod("0", corev1.PodRunning), -3600), terminating(created(pod("1", corev1.PodRunning), 5))},
+		want: mlv1.WorkerCounts{Active: 1},
+	}, {
 		name: "the Job counts pods gone since they finished",
 		job:  func() *batchv1.Job { j := job(); j.Status.Succeeded = 3; return j }(),
 		pods: []*podB{pod("0", corev1.PodSucceeded), ready(pod("1", corev1.PodRunning))},
