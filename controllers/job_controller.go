@@ -276,9 +276,9 @@ type pendingDetails struct {
 }
 
 // verdictWait is how long the details of a running job whose workers have all ended wait for the Job's
-// verdict (Complete or Failed), whose write carries them: the Job controller concludes after the pods end,
-// seconds later when it has many Jobs to conclude at once.
-const verdictWait = 30 * time.Second
+// verdict (Complete or Failed), whose write carries them: kube-controller-manager concludes a Job after its
+// pods end, up to a minute later when it concludes a thousand at once (its five Job workers).
+const verdictWait = 2 * time.Minute
 
 // recheck returns when the job must be looked at again although nothing it watches may change: an unbound
 // claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a
