@@ -174,7 +174,7 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 // create a tracked job's MLflow run (cm is the ConfigMap this reconcile created or found, read again
 // when nil). "" when nothing blocks.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
-	old, err := r.listPods(ctx, tj, false)
+	old, err := r.listPods(ctx, tj, false, nil)
 	if err == nil {
 		old, err = withoutStranded(ctx, r.APIReader, old, r.Clock.Now())
 	}
@@ -222,7 +222,7 @@ func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob,
 	if err := r.deleteJob(ctx, job, "of an older attempt"); err != nil {
 		return err
 	}
-	old, err := r.listPods(ctx, tj, false)
+	old, err := r.listPods(ctx, tj, false, nil)
 	if err != nil {
 		return err
 	}
@@ -358,17 +358,19 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 }
 
 // listPods lists the workers' pods of the current attempt, or (current false) of older attempts. Pods of
-// another attempt are never counted as the current one's, whatever their state, nor pods older than the
-// TrainingJob: those of a job of the same name deleted before it was created again, still stopping.
-func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, current bool) ([]corev1.Pod, error) {
+// another attempt are never counted as the current one's, whatever their state, nor pods another Job than
+// job (the current attempt's, nil when there is none) made: those of a job of the same name deleted before
+// it was created again, still stopping, which hold the same host names.
+func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, current bool, job *batchv1.Job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
 		return nil, fmt.Errorf("listing pods of %s: %w", tj.Name, err)
 	}
 	out := pods.Items[:0]
 	for _, p := range pods.Items {
-		earlier := !p.CreationTimestamp.IsZero() && p.CreationTimestamp.Before(&tj.CreationTimestamp)
-		if (names.JobAttempt(&p) == tj.Status.Attempt && !earlier) == current {
+		uid, made := p.Labels[names.ControllerUIDLabel] // pods made by hand (tests, a played kubelet) have none
+		ours := !made || job != nil && uid == string(job.UID)
+		if (names.JobAttempt(&p) == tj.Status.Attempt && ours) == current {
 			out = append(out, p)
 		}
 	}

@@ -112,8 +112,8 @@ func defaultTrainingJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimPod keeps of a worker's pod what the controllers read: its name, times, finalizers and the
-// operator's labels, its node and status. The pod's spec (containers, env, volumes: most of its size),
+// slimPod keeps of a worker's pod what the controllers read: its name, times, finalizers and the labels
+// the operator reads (operatorLabels), its node and status. The pod's spec (containers, env, volumes: most of its size),
 // its annotations, owner and other labels are never read, and pods are never updated from the cache (only
 // deleted, and their Job tracking finalizer removed with a JSON patch).
 func slimPod(obj any) (any, error) {
@@ -127,10 +127,10 @@ func slimPod(obj any) (any, error) {
 }
 
 // operatorLabels returns of a pod's labels those the controllers select and read it by (the job, the
-// attempt, the rank); the Job controller's, Kueue's and the user's are not read.
+// attempt, the rank, the Job that made it); Kueue's, the user's and the Job controller's others are not read.
 func operatorLabels(l map[string]string) map[string]string {
-	out := make(map[string]string, 4)
-	for _, k := range []string{names.NameLabel, names.ManagedByLabel, names.AttemptLabel, names.RankLabel} {
+	out := make(map[string]string, 5)
+	for _, k := range []string{names.NameLabel, names.ManagedByLabel, names.AttemptLabel, names.RankLabel, names.ControllerUIDLabel} {
 		if v, ok := l[k]; ok {
 			out[k] = v
 		}

@@ -98,7 +98,7 @@ func TestCachedPod(t *testing.T) {
 	raw := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-worker-0-abcde", Namespace: "ml", UID: "u", ResourceVersion: "7",
 		GenerateName: "w-worker-0-", CreationTimestamp: t0, DeletionTimestamp: &deleted, Finalizers: []string{"batch.kubernetes.io/job-tracking"},
 		Labels: map[string]string{names.NameLabel: "w", names.AttemptLabel: "1", names.RankLabel: "0", names.ManagedByLabel: names.ManagedByValue,
-			"batch.kubernetes.io/job-name": "w-worker", "controller-uid": "x", "team": "vision"},
+			names.ControllerUIDLabel: "x", "batch.kubernetes.io/job-name": "w-worker", "controller-uid": "x", "team": "vision"},
 		Annotations:     map[string]string{names.RankAnnotation: "0", "prometheus.io/scrape": "true"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "w-worker", UID: "x"}}},
 		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "trainer", Image: "me/train:1"}}},
@@ -110,7 +110,7 @@ func TestCachedPod(t *testing.T) {
 	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: raw.Name, Namespace: "ml", UID: "u", ResourceVersion: "7",
 		CreationTimestamp: t0, DeletionTimestamp: &deleted, Finalizers: raw.Finalizers,
 		Labels: map[string]string{names.NameLabel: "w", names.AttemptLabel: "1", names.RankLabel: "0",
-			names.ManagedByLabel: names.ManagedByValue}},
+			names.ManagedByLabel: names.ManagedByValue, names.ControllerUIDLabel: "x"}},
 		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: raw.Status}
 	if diff := cmp.Diff(want, obj); diff != "" {
 		t.Errorf("cached pod (-want +got):\n%s", diff)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -235,8 +236,8 @@ func TestFlappingDetailsAreWritten(t *testing.T) {
 }
 
 // TestRecreatedJobIgnoresOldPods: pods of a job of the same name deleted before it was created again, still
-// stopping, are not the new job's workers: its first reconcile neither starts its clock from them nor fails
-// it on its deadline; it waits for them to stop, as for an older attempt's.
+// stopping, are not the new job's workers (another Job made them): its first reconcile neither starts its
+// clock from them nor fails it on its deadline; it waits for them to stop, as for an older attempt's.
 func TestRecreatedJobIgnoresOldPods(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "w").Workers(2).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.FailurePolicy = &mlv1.FailurePolicy{ActiveDeadlineSeconds: ptr.To(int64(24 * 3600))}
@@ -246,9 +247,11 @@ func TestRecreatedJobIgnoresOldPods(t *testing.T) {
 	objs := []client.Object{tj}
 	for i := range 2 {
 		l := names.AttemptLabels(tj)
-		l[names.RankLabel] = fmt.Sprint(i)
+		l[names.RankLabel], l[names.ControllerUIDLabel] = fmt.Sprint(i), "uid-of-the-old-job"
+		// Created 48 h before and in the same second as the new job: the creation time does not tell them apart.
+		created := []metav1.Time{metav1.NewTime(t0.Add(-48 * time.Hour)), t0}[i]
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d-old", i), Labels: l,
-			CreationTimestamp: metav1.NewTime(t0.Add(-48 * time.Hour)), DeletionTimestamp: &t0,
+			CreationTimestamp: created, DeletionTimestamp: &t0,
 			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	}
 	r := newReconciler(objs...)
@@ -267,5 +270,41 @@ func TestRecreatedJobIgnoresOldPods(t *testing.T) {
 	if diff := cmp.Diff(seen{State: mlv1.StatePending},
 		seen{got.Status.State, got.Status.FailureReason, got.Status.StartTime, got.Status.Workers}); diff != "" {
 		t.Errorf("the new job's status (-want +got):\n%s", diff)
+	}
+}
+
+// TestFaultIsWrittenAtOnce: a fault a worker is stuck on (ImagePullBackOff) is no detail: it is written at
+// the reconcile that sees it, however long the job's detail interval (monitoring.scrapeIntervalSeconds).
+func TestFaultIsWrittenAtOnce(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ("ml", "f").Workers(2).With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Monitoring = &mlv1.MonitoringSpec{ScrapeIntervalSeconds: ptr.To(int32(3600))}
+	}).Obj()
+	tj.UID = "uid-f"
+	r := newReconciler(tj)
+	clock := clocktesting.NewFakePassiveClock(t0.Time)
+	r.Clock, r.DetailInterval = clock, 5*time.Second
+	key := client.ObjectKeyFromObject(tj)
+	reconcileN(t, r, key, 1)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: names.AttemptLabels(tj)},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	if err := r.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	clock.SetTime(clock.Now().Add(time.Second))
+	reconcileN(t, r, key, 1) // the pending pod: a detail, waiting its hour
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: names.ContainerName, State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "nope"`}}}}
+	if err := r.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	clock.SetTime(clock.Now().Add(time.Second))
+	reconcileN(t, r, key, 1)
+	got := &mlv1.TrainingJob{}
+	if err := r.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	if reason := derive.ConditionReason(got.Status, mlv1.ConditionRunning); reason != "ImagePullBackOff" {
+		t.Errorf("Running condition's reason %q, want ImagePullBackOff written at once", reason)
 	}
 }

@@ -20,6 +20,8 @@ const (
 	// RankLabel is the pod label carrying a worker's rank. The Job controller sets it on every pod of an
 	// Indexed Job, so the operator reads it rather than setting its own.
 	RankLabel = "batch.kubernetes.io/job-completion-index"
+	// ControllerUIDLabel is the Job controller's label of a pod with the UID of the Job that made it.
+	ControllerUIDLabel = "batch.kubernetes.io/controller-uid"
 	// RankAnnotation is the pod annotation carrying a worker's rank; env reads it through the downward API.
 	RankAnnotation = "batch.kubernetes.io/job-completion-index"
 	// ManagedByLabel marks objects the operator manages.
