@@ -219,14 +219,14 @@ func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[s
 }
 
 // write writes st as the new status and records the events of what changed. A change of details only
-// (derive.Significant; a fault's reason is not one, see sameConditions) waits DetailInterval from when it was
-// first seen: worker counts move with every pod event, and a state change that follows (all workers
-// running, the Job complete) carries them in one write.
+// (what the write budget calls routine: no state, condition status or fault's reason) waits DetailInterval
+// from when it was first seen: worker counts move with every pod event, and a state change that follows (all
+// workers running, the Job complete) carries them in one write.
 func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(tj)
 	goodput, moved := r.goodput(tj, old, st, now)
-	if !moved && !derive.Significant(old, st) && sameConditions(old, st, ownerOf(jobController).Conditions) {
+	if !moved && routineWrite(jobController, old, st) {
 		if wait := r.detailsWait(key, tj, old, st, now); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
