@@ -73,9 +73,4 @@ func stable(err error) error {
 const maxServerMessage = 512
 
 // clip cuts a server's message to maxServerMessage bytes, marking the cut.
-func clip(s string) string {
-	if len(s) <= maxServerMessage {
-		return s
-	}
-	return text.Cut(s, maxServerMessage) + "…"
-}
+func clip(s string) string { return text.Clip(s, maxServerMessage) }

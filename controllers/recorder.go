@@ -2,11 +2,11 @@ package controllers
 
 import (
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // noteLimit is the most an event's note may hold (events.k8s.io/v1: 1 KiB): the API server refuses a
@@ -24,14 +24,4 @@ func (r limitedRecorder) Eventf(regarding, related runtime.Object, eventtype, re
 }
 
 // limitNote cuts s to noteLimit bytes, at a character's boundary, marking the cut with "…".
-func limitNote(s string) string {
-	if len(s) <= noteLimit {
-		return s
-	}
-	const more = "…"
-	cut := s[:noteLimit-len(more)]
-	for !utf8.ValidString(cut) {
-		cut = cut[:len(cut)-1]
-	}
-	return strings.TrimRight(cut, " \n") + more
-}
+func limitNote(s string) string { return text.Clip(s, noteLimit) }

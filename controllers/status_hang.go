@@ -17,6 +17,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
@@ -149,6 +150,9 @@ func (r *StatusReconciler) lastLogLines(ctx context.Context, pods []corev1.Pod, 
 	return strings.Join(parts, "; ")
 }
 
+// maxLogLine bounds each log line a hang's message quotes (240 bytes and the mark of the cut).
+const maxLogLine = 243
+
 // describeLog turns timestamped log lines into " printed nothing for 10m3s, last: LINE | LINE" (without
 // the age when the lines carry no time: the process node serves none).
 func describeLog(out string, now time.Time) string {
@@ -156,16 +160,13 @@ func describeLog(out string, now time.Time) string {
 	var last time.Time
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		text := sc.Text()
-		if ts, rest, ok := strings.Cut(text, " "); ok {
+		line := sc.Text()
+		if ts, rest, ok := strings.Cut(line, " "); ok {
 			if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-				last, text = t, rest
+				last, line = t, rest
 			}
 		}
-		if len(text) > 240 {
-			text = text[:240] + "…"
-		}
-		lines = append(lines, text)
+		lines = append(lines, text.Clip(line, maxLogLine))
 	}
 	switch {
 	case len(lines) == 0:

@@ -2,7 +2,10 @@
 // another.
 package text
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Cut returns at most n bytes of s, cut at a character's boundary: a message bounded for an API field, a
 // report or a log stays valid UTF-8.
@@ -14,4 +17,14 @@ func Cut(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// Clip returns at most n bytes of s, cut at a character's boundary and marked with "…" where it was cut
+// (the spaces before the mark trimmed): a message a reader should know is longer.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "…"
+	return strings.TrimRight(Cut(s, max(0, n-len(more))), " \n") + more
 }

@@ -27,3 +27,25 @@ func TestCut(t *testing.T) {
 		})
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    string
+		n    int
+		want string
+	}{
+		{name: "short", s: "abc", n: 5, want: "abc"},
+		{name: "exact", s: "abcdef", n: 6, want: "abcdef"},
+		{name: "cut and marked", s: "abcdefgh", n: 6, want: "abc…"},
+		{name: "inside a character", s: "abéfgh", n: 6, want: "ab…"},
+		{name: "spaces before the mark", s: "ab  \ncdefgh", n: 8, want: "ab…"},
+		{name: "no room but the mark", s: "abcdef", n: 2, want: "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Clip(tc.s, tc.n)); diff != "" {
+				t.Errorf("Clip(%q, %d) (-want +got):\n%s", tc.s, tc.n, diff)
+			}
+		})
+	}
+}
