@@ -33,10 +33,7 @@ func TestDetailsAreCoalesced(t *testing.T) {
 	ctx := context.Background()
 	tj := tjtest.NewTJ("ml", "w").Workers(2).Obj()
 	tj.UID = "uid-w"
-	r := newReconciler(tj)
-	clock := clocktesting.NewFakePassiveClock(t0.Time)
-	r.Clock, r.DetailInterval = clock, 5*time.Second
-	key := client.ObjectKeyFromObject(tj)
+	r, clock, key := detailsReconciler(tj)
 	writes := 0
 	step := func(after time.Duration) (reconcile.Result, mlv1.TrainingJobStatus) {
 		clock.SetTime(clock.Now().Add(after))
@@ -196,10 +193,7 @@ func TestFlappingDetailsAreWritten(t *testing.T) {
 	ctx := context.Background()
 	tj := tjtest.NewTJ("ml", "f").Workers(2).Obj()
 	tj.UID = "uid-f"
-	r := newReconciler(tj)
-	clock := clocktesting.NewFakePassiveClock(t0.Time)
-	r.Clock, r.DetailInterval = clock, 5*time.Second
-	key := client.ObjectKeyFromObject(tj)
+	r, clock, key := detailsReconciler(tj)
 	reconcileN(t, r, key, 1)
 	pods := make([]*corev1.Pod, 2)
 	for i := range pods {
@@ -281,10 +275,7 @@ func TestFaultIsWrittenAtOnce(t *testing.T) {
 		tj.Spec.Monitoring = &mlv1.MonitoringSpec{ScrapeIntervalSeconds: ptr.To(int32(3600))}
 	}).Obj()
 	tj.UID = "uid-f"
-	r := newReconciler(tj)
-	clock := clocktesting.NewFakePassiveClock(t0.Time)
-	r.Clock, r.DetailInterval = clock, 5*time.Second
-	key := client.ObjectKeyFromObject(tj)
+	r, clock, key := detailsReconciler(tj)
 	reconcileN(t, r, key, 1)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: names.AttemptLabels(tj)},
 		Status: corev1.PodStatus{Phase: corev1.PodPending}}
@@ -307,4 +298,13 @@ func TestFaultIsWrittenAtOnce(t *testing.T) {
 	if reason := derive.ConditionReason(got.Status, mlv1.ConditionRunning); reason != "ImagePullBackOff" {
 		t.Errorf("Running condition's reason %q, want ImagePullBackOff written at once", reason)
 	}
+}
+
+// detailsReconciler returns a JobReconciler of tj with a fake clock at t0 and a detail interval of 5 s, the
+// clock, and tj's key.
+func detailsReconciler(tj *mlv1.TrainingJob) (*JobReconciler, *clocktesting.FakePassiveClock, client.ObjectKey) {
+	r := newReconciler(tj)
+	clock := clocktesting.NewFakePassiveClock(t0.Time)
+	r.Clock, r.DetailInterval = clock, 5*time.Second
+	return r, clock, client.ObjectKeyFromObject(tj)
 }
