@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,8 +57,30 @@ func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, 
 	if !sync() {
 		return nil
 	}
+	// The cache holds slim copies (CacheOptions): the update starts from the object as the API server stores it.
+	if err := r.readStored(ctx, current); err != nil {
+		return err
+	}
+	if !sync() {
+		return nil
+	}
 	if err := r.Update(ctx, current); err != nil {
 		return fmt.Errorf("updating %T %s of %s: %w", current, current.GetName(), klog.KObj(tj), err)
+	}
+	return nil
+}
+
+// readStored reads obj again as the API server stores it, past the cache (APIReader; the client where none is set).
+func (r *JobReconciler) readStored(ctx context.Context, obj client.Object) error {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	key := client.ObjectKeyFromObject(obj)
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type())) // a decode into a used object would merge its maps
+	if err := reader.Get(ctx, key, obj); err != nil {
+		return fmt.Errorf("reading %T %s: %w", obj, key.Name, err)
 	}
 	return nil
 }

@@ -49,8 +49,9 @@ func NewScheme() *runtime.Scheme {
 // CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
 // objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
 // keeps its managedFields there (never read, often the largest part of a small object), pods and Jobs
-// keep no pod spec and pods only the metadata the controllers read (slimPod, slimJob), ConfigMaps hold
-// their config.json as a digest (slimConfigMap), and TrainingJobs are held defaulted (defaultTrainingJob).
+// keep no pod spec and pods only the metadata the controllers read (slimPod, slimJob), Services only their
+// ports, selector, labels and owner (slimService), ConfigMaps hold their config.json as a digest
+// (slimConfigMap), and TrainingJobs are held defaulted (defaultTrainingJob).
 //
 // Kueue's Workloads are held (only the TrainingJobs' own) where the cluster serves Kueue's API (cfg's
 // discovery says so); the cache cannot be told about an API the cluster does not serve.
@@ -60,7 +61,7 @@ func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
 	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:       {Label: sel, Transform: slimPod},
 		&batchv1.Job{}:      {Label: sel, Transform: slimJob},
-		&corev1.Service{}:   {Label: sel},
+		&corev1.Service{}:   {Label: sel, Transform: slimService},
 		&corev1.ConfigMap{}: {Label: sel, Transform: slimConfigMap},
 		// Checkpoint claims the operator created; users' own claims are not held.
 		&corev1.PersistentVolumeClaim{}: {Label: sel},
@@ -164,6 +165,19 @@ func slimJob(obj any) (any, error) {
 		j.ManagedFields = nil
 		j.Spec = batchv1.JobSpec{Parallelism: j.Spec.Parallelism, Completions: j.Spec.Completions,
 			CompletionMode: j.Spec.CompletionMode, Suspend: j.Spec.Suspend}
+	}
+	return obj, nil
+}
+
+// slimService keeps of a job's headless Service what ensureService compares (its ports and selector) and the
+// metadata the owner watch reads (its labels and owner). An update re-reads the Service whole (ensure).
+func slimService(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Service); ok {
+		s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
+			CreationTimestamp: s.CreationTimestamp, DeletionTimestamp: s.DeletionTimestamp, Labels: s.Labels,
+			OwnerReferences: s.OwnerReferences}
+		s.Spec = corev1.ServiceSpec{Ports: s.Spec.Ports, Selector: s.Spec.Selector}
+		s.Status = corev1.ServiceStatus{}
 	}
 	return obj, nil
 }

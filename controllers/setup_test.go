@@ -116,3 +116,45 @@ func TestCachedPod(t *testing.T) {
 		t.Errorf("cached pod (-want +got):\n%s", diff)
 	}
 }
+
+// TestCachedService: the cache holds of a job's Service its ports, selector, labels and owner; a drifted
+// Service is updated from the Service as stored (the APIReader's), so what the cache drops (the cluster IP,
+// its families, a user's annotation) is kept.
+func TestCachedService(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ("ml", "svc").Obj()
+	tj.UID = "uid-svc"
+	stored := builders.Service(tj)
+	stored.UID, stored.ResourceVersion, stored.Annotations = "u", "3", map[string]string{"team": "vision"}
+	stored.OwnerReferences = []metav1.OwnerReference{{Kind: "TrainingJob", Name: tj.Name, UID: tj.UID}}
+	stored.Spec.ClusterIPs, stored.Spec.IPFamilies = []string{corev1.ClusterIPNone}, []corev1.IPFamily{corev1.IPv4Protocol}
+	stored.Spec.Selector = map[string]string{"stale": "selector"}
+	obj, err := slimService(stored.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := obj.(*corev1.Service)
+	want := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: stored.Name, Namespace: "ml", UID: "u", ResourceVersion: "3",
+		Labels: stored.Labels, OwnerReferences: stored.OwnerReferences},
+		Spec: corev1.ServiceSpec{Ports: stored.Spec.Ports, Selector: stored.Spec.Selector}}
+	if diff := cmp.Diff(want, held); diff != "" {
+		t.Fatalf("cached service (-want +got):\n%s", diff)
+	}
+	r := newReconciler(tj, held)
+	r.APIReader = newReconciler(stored).Client
+	if err := r.ensureService(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Service{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(stored), got); err != nil {
+		t.Fatal(err)
+	}
+	wantSpec := stored.Spec
+	wantSpec.Selector = builders.Service(tj).Spec.Selector
+	if diff := cmp.Diff(wantSpec, got.Spec); diff != "" {
+		t.Errorf("updated spec (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(stored.Annotations, got.Annotations); diff != "" {
+		t.Errorf("updated annotations (-want +got):\n%s", diff)
+	}
+}

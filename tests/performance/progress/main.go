@@ -41,7 +41,7 @@ func main() {
 	flag.StringVar(&c.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "control-plane binaries (hack/testbin.sh prints the directory)")
 	flag.StringVar(&c.manager, "manager", "bin/manager", "the manager binary (make build)")
 	flag.StringVar(&jobs, "jobs", "100,1000", "job counts to measure")
-	flag.IntVar(&c.rounds, "rounds", 4, "measured changes per job")
+	flag.IntVar(&c.rounds, "rounds", 4, "measured changes per job (0: none, only -sustain's phase)")
 	flag.DurationVar(&c.interval, "interval", 5*time.Second, "the manager's --progress-interval")
 	flag.StringVar(&c.out, "out", "", "write the report here too")
 	flag.DurationVar(&c.sustain, "sustain", 0, "after the rounds, change every job's figure at every interval for this long and "+
@@ -84,7 +84,9 @@ func run(ctx context.Context, c config) error {
 		if err != nil {
 			return fmt.Errorf("%d jobs: %w", n, err)
 		}
-		fmt.Fprintln(&report, r.row(n))
+		if c.rounds > 0 {
+			fmt.Fprintln(&report, r.row(n))
+		}
 		if c.sustain > 0 {
 			sustained = append(sustained, r.sustained.row(n))
 		}
@@ -92,8 +94,9 @@ func run(ctx context.Context, c config) error {
 	if c.sustain > 0 {
 		fmt.Fprintf(&report, "\nSustained: every job's figure changes every %s for %s; --status-write-qps %s\n\n", c.interval, c.sustain,
 			qpsWords(c.statusQPS))
-		fmt.Fprintln(&report, "| jobs | status writes/s | wanted writes/s | longest wait for a write p50 | p99 | max | jobs never written |")
-		fmt.Fprintln(&report, "|---|---|---|---|---|---|---|")
+		fmt.Fprintln(&report, "| jobs | status writes/s | wanted writes/s | longest wait for a write p50 | p99 | max | jobs never written | "+
+			"reads of rank 0/job/interval | manager heap MiB |")
+		fmt.Fprintln(&report, "|---|---|---|---|---|---|---|---|---|")
 		fmt.Fprintln(&report, strings.Join(sustained, "\n"))
 	}
 	fmt.Print(report.String())

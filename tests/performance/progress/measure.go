@@ -52,11 +52,14 @@ type sustained struct {
 	writesPerSecond, wantedPerSecond float64
 	longest                          []time.Duration // each job's longest time without a status write
 	never                            int             // jobs not written at all
+	// readsPerInterval is rank 0's reads per job per interval; heapMiB the manager's heap in use at the end.
+	readsPerInterval, heapMiB float64
 }
 
 func (s sustained) row(n int) string {
 	q := benchkit.Quantiles(s.longest)
-	return fmt.Sprintf("| %d | %.1f | %.1f | %s | %s | %s | %d |", n, s.writesPerSecond, s.wantedPerSecond, q[0], q[1], q[2], s.never)
+	return fmt.Sprintf("| %d | %.1f | %.1f | %s | %s | %s | %d | %.2f | %.1f |", n, s.writesPerSecond, s.wantedPerSecond, q[0], q[1], q[2],
+		s.never, s.readsPerInterval, s.heapMiB)
 }
 
 func (r result) row(n int) string {
@@ -68,6 +71,7 @@ func (r result) row(n int) string {
 // bench is one measurement: a control plane, the manager and n endpoints.
 type bench struct {
 	c         config
+	mgr       *cluster.Process
 	n         int
 	k         client.WithWatch
 	eps       []*endpoint
@@ -98,7 +102,17 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 		return result{}, err
 	}
 	defer cl.Stop()
-	b := &bench{c: c, n: n, metrics: benchkit.FreeAddr()}
+	b := &bench{c: c, n: n}
+	// The endpoints' ports first: one of them would take a free address picked before them.
+	for range n {
+		ep, err := serve()
+		if err != nil {
+			return result{}, err
+		}
+		ep.epoch.Store(1)
+		b.eps = append(b.eps, ep)
+	}
+	b.metrics = benchkit.FreeAddr()
 	if b.k, err = client.NewWithWatch(cl.Config, client.Options{Scheme: controllers.NewScheme()}); err != nil {
 		return result{}, err
 	}
@@ -111,23 +125,16 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 		return result{}, err
 	}
 	defer mgr.Stop()
+	b.mgr = mgr
 	if err := b.setUp(ctx); err != nil {
 		return result{}, err
 	}
 	return b.run(ctx, mgr.Pid())
 }
 
-// setUp serves the endpoints, creates the jobs and their rank-0 pods and waits until every job runs
+// setUp creates the jobs and their rank-0 pods and waits until every job runs
 // and its first figure reached the status.
 func (b *bench) setUp(ctx context.Context) error {
-	for i := 0; i < b.n; i++ {
-		ep, err := serve()
-		if err != nil {
-			return err
-		}
-		ep.epoch.Store(1)
-		b.eps = append(b.eps, ep)
-	}
 	if err := b.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
@@ -137,7 +144,9 @@ func (b *bench) setUp(ctx context.Context) error {
 	if err := benchkit.Parallel(b.n, 8, b.createPod); err != nil {
 		return err
 	}
-	return b.waitFor(ctx, 5*time.Minute, "every job Running at epoch 1", func(tj *mlv1.TrainingJob) bool {
+	// Every job's first figure is a routine write: at 10,000 jobs the budget alone takes minutes.
+	wait := 5*time.Minute + time.Duration(float64(b.n)/max(orDefaultQPS(b.c.statusQPS), 1)*float64(time.Second))
+	return b.waitFor(ctx, wait, "every job Running at epoch 1", func(tj *mlv1.TrainingJob) bool {
 		return tj.Status.State == mlv1.StateRunning && tj.Status.CurrentEpoch == 1
 	})
 }
@@ -205,6 +214,9 @@ func (b *bench) waitFor(ctx context.Context, timeout time.Duration, what string,
 		if good == b.n {
 			return nil
 		}
+		if exited, err := b.mgr.Exited(); exited {
+			return fmt.Errorf("%s: the manager exited (%v), see %s", what, err, b.mgr.Log)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: %d of %d after %s", what, good, b.n, timeout)
 		}
@@ -270,16 +282,21 @@ func (b *bench) sustain(from int64) sustained {
 		b.writtenAt[j] = start
 	}
 	b.mu.Unlock()
-	m0 := b.modified.Load()
+	m0, req0 := b.modified.Load(), b.requests()
 	b.measuring.Store(true)
 	b.churn(from, int(b.c.sustain/b.c.interval))
 	b.measuring.Store(false)
 	end := time.Now()
+	reads := float64(b.requests()-req0) / float64(b.n) / (float64(end.Sub(start)) / float64(b.c.interval))
+	var heap float64
+	if m, err := benchkit.Metrics(b.metrics, ""); err == nil {
+		heap = benchkit.Sum(m, "go_memstats_heap_inuse_bytes", nil) / (1 << 20)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sustaining = false
 	s := sustained{writesPerSecond: float64(b.modified.Load()-m0) / end.Sub(start).Seconds(),
-		wantedPerSecond: float64(b.n) / b.c.interval.Seconds()}
+		wantedPerSecond: float64(b.n) / b.c.interval.Seconds(), readsPerInterval: reads, heapMiB: heap}
 	for j := range b.gaps {
 		if b.writtenAt[j].Equal(start) {
 			s.never++
