@@ -172,7 +172,8 @@ func (r *JobReconciler) ensureRunning(ctx context.Context, tj *mlv1.TrainingJob,
 }
 
 // observePods observes the workers' pods: their inputs' fetch, Kueue's quota and readiness, and, while the
-// attempt is failing, the exits of pods gone, the failed trainers' logs and the nodes' trouble.
+// attempt is failing, the exits of pods gone, the failed trainers' logs, the nodes' trouble and the nodes
+// the workers could move to.
 func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	var err error
 	if obs.Pods, err = r.listPods(ctx, tj, true, obs.Job); err != nil {
@@ -187,7 +188,10 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
 	obs.Logs = r.failedLogs(ctx, obs.Pods)
-	obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now())
+	if obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now()); err != nil {
+		return err
+	}
+	obs.Schedulable, err = schedulableNodes(ctx, r.APIReader, tj, r.Options, *obs)
 	return err
 }
 

@@ -18,11 +18,12 @@ import (
 )
 
 // exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
-// code, as the pod watch delivered them. When a rank is killed, the Job controller fails the Job on the
-// first failed pod and deletes the others; on real nodes the killed rank's pod can be gone (its end
-// reported and the pod deleted in one instant) before the JobController reads the attempt, and its peer's
-// error exit (it lost the rank) would then be judged alone: a retryable kill read as a permanent error.
-// The watch saw the kill: the verdict reads the remembered ends of pods that are gone (derive.Observed.Gone).
+// code or deleted at once (derive.ForceDeleted), as the pod watch delivered them. When a rank is killed,
+// the Job controller fails the Job on the first failed pod and deletes the others; on real nodes the killed
+// rank's pod can be gone (its end reported and the pod deleted in one instant) before the JobController
+// reads the attempt, and its peer's error exit (it lost the rank) would then be judged alone: a retryable
+// kill read as a permanent error. The watch saw the kill (or the deletion): the verdict reads the
+// remembered ends of pods that are gone (derive.Observed.Gone).
 // Kept in memory only: an operator that restarts in that instant judges on what is left, as before.
 type exitMemory struct {
 	mu   sync.Mutex
@@ -39,7 +40,7 @@ type attemptExits struct {
 // ignored, a newer attempt's replaces what was kept.
 func (m *exitMemory) record(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
-	if !ok || !derive.ExitedNonZero(p) {
+	if !ok || !derive.ExitedNonZero(p) && !derive.ForceDeleted(p) {
 		return
 	}
 	attempt := names.JobAttempt(p)
@@ -55,7 +56,8 @@ func (m *exitMemory) record(p *corev1.Pod) {
 	case kept.pods == nil || attempt > kept.attempt:
 		kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}}
 	}
-	kept.pods[p.UID] = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels},
+	kept.pods[p.UID] = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
+		DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
 		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
 	m.jobs[key] = kept
 }

@@ -30,6 +30,13 @@ func workerPod(name string, attempt string, code int32) *corev1.Pod {
 	return p
 }
 
+// forceDeleted marks p as deleted with no grace period.
+func forceDeleted(p *corev1.Pod) *corev1.Pod {
+	now, grace := metav1.Now(), int64(0)
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	return p
+}
+
 // TestExitMemory: which pods the memory gives back as gone, after which events.
 func TestExitMemory(t *testing.T) {
 	job := types.NamespacedName{Namespace: "ml", Name: "g"}
@@ -46,6 +53,8 @@ func TestExitMemory(t *testing.T) {
 			present: []corev1.Pod{*workerPod("w-1", "0", 137)}, wantGone: nil},
 		{name: "a running or succeeded pod is not kept", seen: []*corev1.Pod{workerPod("w-1", "0", 0)}, attempt: 0,
 			present: nil, wantGone: nil},
+		{name: "a running rank deleted at once (kubectl delete --force) is kept", seen: []*corev1.Pod{forceDeleted(workerPod("w-1", "0", 0))},
+			attempt: 0, present: nil, wantGone: []string{"w-1"}},
 		{name: "another attempt's pod is not the current attempt's", seen: []*corev1.Pod{workerPod("w-1", "0", 137)}, attempt: 1,
 			present: nil, wantGone: nil},
 		{name: "a newer attempt replaces the older", seen: []*corev1.Pod{workerPod("w-1", "0", 137), workerPod("w-0", "1", 137)}, attempt: 1,

@@ -2,18 +2,24 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
 
 // attemptFailing reports whether the current attempt has failed, or is known to fail (derive.AttemptFailure).
 func attemptFailing(tj *mlv1.TrainingJob, obs derive.Observed) bool {
@@ -94,4 +100,81 @@ func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return derive.SettleLeft(obs, c, metav1.NewTime(now)), true
+}
+
+// schedulableNodes lists the nodes the job's workers could be placed on, avoidance aside (derive.Observed.Schedulable),
+// when the failing attempt may avoid a node (a node in trouble, a rank failing on the node of the previous
+// failure, a rule that avoids): nil otherwise. Pages of nodePage; it stops once it has a few more than
+// avoidance could need (the avoided nodes, the attempt's, and two), so a large cluster costs one page.
+func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.TrainingJob, opts builders.Options,
+	obs derive.Observed) ([]string, error) {
+	if !mayAvoid(tj, obs) {
+		return nil, nil
+	}
+	free := tj.DeepCopy()
+	free.Status.AvoidedNodes = nil
+	var admission *builders.Admission // Kueue's flavor adds its node labels
+	if obs.Queue != nil {
+		admission = obs.Queue.Admission
+	}
+	pod := &corev1.Pod{Spec: builders.AdmittedJob(free, opts, admission).Spec.Template.Spec}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	enough := len(tj.Status.AvoidedNodes) + len(obs.Pods) + len(obs.Gone) + 2
+	out := []string{}
+	list := &corev1.NodeList{}
+	for opt := (client.ListOptions{Limit: nodePage}); len(out) < enough; opt.Continue = list.Continue {
+		if err := reader.List(ctx, list, &opt); err != nil {
+			return nil, fmt.Errorf("listing nodes: %w", err)
+		}
+		for i := range list.Items {
+			if n := &list.Items[i]; placeable(n, pod, affinity) {
+				out = append(out, n.Name)
+			}
+		}
+		if list.Continue == "" {
+			break
+		}
+	}
+	return out, nil
+}
+
+// nodePage is how many nodes one list request reads.
+const nodePage = 100
+
+// mayAvoid reports whether the failing attempt may add a node to avoid.
+func mayAvoid(tj *mlv1.TrainingJob, obs derive.Observed) bool {
+	fp := tj.Spec.FailurePolicy
+	if fp == nil || fp.MaxAvoidedNodes == nil || *fp.MaxAvoidedNodes == 0 {
+		return false
+	}
+	if len(obs.NodeTrouble) > 0 || tj.Status.LastFailureNode != "" {
+		return true
+	}
+	return slices.ContainsFunc(fp.Rules, func(r mlv1.FailureRule) bool { return r.AvoidNode })
+}
+
+// placeable reports whether the scheduler could place the pod on n as far as the node tells: Ready, not
+// cordoned, matching the pod's node selector and required affinity, with no taint the pod does not
+// tolerate that keeps new pods off. Resources are not counted.
+func placeable(n *corev1.Node, pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity) bool {
+	if n.Spec.Unschedulable || !nodeReady(n) {
+		return false
+	}
+	if ok, err := affinity.Match(n); err != nil || !ok {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, pod.Spec.Tolerations,
+		func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		}, false)
+	return !untolerated
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

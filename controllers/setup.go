@@ -113,15 +113,16 @@ func defaultTrainingJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimPod keeps of a worker's pod what the controllers read: its name, times, finalizers and the labels
-// the operator reads (operatorLabels), its node and status. The pod's spec (containers, env, volumes: most of its size),
-// its annotations, owner and other labels are never read, and pods are never updated from the cache (only
-// deleted, and their Job tracking finalizer removed with a JSON patch).
+// slimPod keeps of a worker's pod what the controllers read: its name, times (its deletion's grace period
+// too), finalizers and the labels the operator reads (operatorLabels), its node and status. The pod's spec
+// (containers, env, volumes: most of its size), its annotations, owner and other labels are never read,
+// and pods are never updated from the cache (only deleted, and their Job tracking finalizer removed with
+// a JSON patch).
 func slimPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		p.ObjectMeta = metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp, Finalizers: p.Finalizers,
-			Labels: operatorLabels(p.Labels)}
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds, Finalizers: p.Finalizers, Labels: operatorLabels(p.Labels)}
 		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, InitContainers: agentTokenOnly(p.Spec.InitContainers)}
 	}
 	return obj, nil

@@ -3,6 +3,7 @@ package derive
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
@@ -12,11 +13,18 @@ import (
 // into node affinity NotIn for every worker of later attempts: a lost node, the failing rank's node when
 // it also held the failing rank of the previous failed attempt, the failing rank's node when a rule with
 // avoidNode decided. At most failurePolicy.maxAvoidedNodes stay, the newest (0 turns avoidance off). It
-// records the failing rank's node as lastFailureNode.
-func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) {
+// records the failing rank's node as lastFailureNode. Avoidance stops short of the last schedulable nodes:
+// a node is not avoided when fewer nodes than the failed attempt's workers held would be left for them
+// (f.schedulable); the note returned says which ("" when none).
+func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) (note string) {
 	limit := int(*tj.Spec.FailurePolicy.MaxAvoidedNodes)
+	var kept []string
 	add := func(node, why string) {
 		if node == "" || limit == 0 || avoided(st, node) {
+			return
+		}
+		if !roomToAvoid(st, f, node) {
+			kept = append(kept, node)
 			return
 		}
 		st.AvoidedNodes = append(st.AvoidedNodes, mlv1.AvoidedNode{Name: node, Reason: text.Cut(why, 512), Attempt: st.Attempt})
@@ -39,6 +47,26 @@ func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) {
 		st.AvoidedNodes = append([]mlv1.AvoidedNode(nil), st.AvoidedNodes[over:]...)
 	}
 	st.LastFailureNode = f.node
+	if len(kept) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; not avoiding node %s: the workers held %d nodes, and of the %d schedulable fewer would be left",
+		strings.Join(kept, ", "), max(f.used, 1), len(f.schedulable))
+}
+
+// roomToAvoid reports whether avoiding node leaves at least as many schedulable nodes, not avoided, as the
+// failed attempt's workers held (at least one); true when the schedulable nodes were not read.
+func roomToAvoid(st *mlv1.TrainingJobStatus, f failure, node string) bool {
+	if f.schedulable == nil {
+		return true
+	}
+	left := 0
+	for _, n := range f.schedulable {
+		if n != node && !avoided(st, n) {
+			left++
+		}
+	}
+	return left >= max(f.used, 1)
 }
 
 func avoided(st *mlv1.TrainingJobStatus, node string) bool {

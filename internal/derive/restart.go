@@ -75,6 +75,10 @@ type failure struct {
 	inputs bool
 	// at is when the failing rank's container ended; zero when the failure is no exit.
 	at time.Time
+	// schedulable are the nodes the workers could run on (Observed.Schedulable; nil: not read), used how
+	// many nodes the failed attempt's workers held: avoidance leaves them at least that many.
+	schedulable []string
+	used        int
 }
 
 // failedAttempt returns the phase the failed Job of the current attempt leads to. With restartPolicy Gang a
@@ -85,7 +89,9 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 		// The Job itself restarted the workers in place until its backoffLimit (the budget).
 		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended(), obs.Logs)}
 	}
-	f := applyRules(tj, classify(tj, obs, c))
+	f := classify(tj, obs, c)
+	f.schedulable, f.used = obs.Schedulable, nodesUsed(obs)
+	f = applyRules(tj, f)
 	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
 		// Another rank may have failed first, unreported yet: decide on the whole story.
 		prev := tj.Status.State
@@ -121,7 +127,7 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 		return phase{mlv1.StateFailed, ReasonBackoffLimitExceeded,
 			fmt.Sprintf("%d restarts (failurePolicy.backoffLimit %d), last: %s", st.RestartCount, limit, f.what)}
 	}
-	avoidNodes(tj, st, f)
+	note := avoidNodes(tj, st, f)
 	st.Attempt++
 	st.LastFailure = text.Cut(f.what, 2048)
 	st.LastFailureTime = nil
@@ -132,10 +138,21 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	if f.kind == retryable {
 		st.RestartCount++
 		return phase{mlv1.StateInitializing, ReasonRestarting,
-			fmt.Sprintf("restart %d/%d%s: %s; starting attempt %d", st.RestartCount, limit, by, f.what, st.Attempt)}
+			fmt.Sprintf("restart %d/%d%s: %s%s; starting attempt %d", st.RestartCount, limit, by, f.what, note, st.Attempt)}
 	}
 	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf(
-		"restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s; starting attempt %d", by, f.what, st.Attempt)}
+		"restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s%s; starting attempt %d", by, f.what, note, st.Attempt)}
+}
+
+// nodesUsed returns how many nodes the attempt's workers were placed on.
+func nodesUsed(obs Observed) int {
+	used := map[string]bool{}
+	for _, p := range obs.ended() {
+		if p.Spec.NodeName != "" {
+			used[p.Spec.NodeName] = true
+		}
+	}
+	return len(used)
 }
 
 // ReasonFailureRule is the Failed reason of a failure a rule of failurePolicy.rules fails.
@@ -199,6 +216,12 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		}
 	}
 	e := firstExit(ended)
+	if p := deletedWhileRunning(ended, e); p != nil {
+		disrupted.what = fmt.Sprintf("pod %s (rank %s) was deleted at once (grace period 0) while it ran, with no exit of its own; "+
+			"the exits of its peers that followed do not decide", p.Name, p.Labels[names.RankLabel])
+		disrupted.text, disrupted.node = disrupted.what, p.Spec.NodeName
+		return disrupted
+	}
 	if e == nil {
 		what := strings.TrimSuffix(c.Reason+": "+c.Message, ": ")
 		return failure{kind: retryable, class: mlv1.FailureError, what: what, text: what}
@@ -208,6 +231,40 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		f.tied = append(f.tied, exitFailure(tj, o, obs.Logs))
 	}
 	return f
+}
+
+// ForceDeleted reports whether p is being deleted with no grace period (`kubectl delete pod --force`, the pod
+// garbage collector): it leaves the API server at once, its end unreported.
+func ForceDeleted(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
+}
+
+// deletedWhileRunning returns the earliest pod deleted at once while its containers ran (none had ended
+// before the deletion's second), no later than the second after the first exit (first, nil: none): the
+// rank vanished, and a peer that lost it exits with an error (1, a permanent code) that is no cause.
+func deletedWhileRunning(pods []corev1.Pod, first *rankExit) *corev1.Pod {
+	var out *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if !ForceDeleted(p) || endedBefore(p, p.DeletionTimestamp.Time) ||
+			first != nil && p.DeletionTimestamp.After(first.t.FinishedAt.Add(time.Second)) {
+			continue
+		}
+		if out == nil || p.DeletionTimestamp.Before(out.DeletionTimestamp) {
+			out = p
+		}
+	}
+	return out
+}
+
+// endedBefore reports whether a container of p ended in a second before at.
+func endedBefore(p *corev1.Pod, at time.Time) bool {
+	for _, cs := range containerStatuses(p) {
+		if t := cs.State.Terminated; t != nil && t.FinishedAt.Time.Before(at.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // exitFailure returns the failure of a rank's exit, which rules match.

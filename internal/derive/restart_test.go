@@ -24,6 +24,12 @@ func (b *podB) disrupted(reason string) *podB {
 	return b
 }
 
+// forceDeleted marks a pod as `kubectl delete pod --force` leaves it: deleted at once, at t0 + sec.
+func (b *podB) forceDeleted(sec int) *podB {
+	b.p.DeletionTimestamp, b.p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(t0.Add(time.Duration(sec)*time.Second))), ptr.To[int64](0)
+	return b
+}
+
 // TestFailedAttempt: what a failed attempt's Job becomes under each restart policy, exit code and budget.
 func TestFailedAttempt(t *testing.T) {
 	gang := func(restarts int32, f func(*mlv1.FailurePolicy)) *mlv1.TrainingJob {
@@ -176,6 +182,41 @@ func TestFailedAttempt(t *testing.T) {
 			wantAttempt:  1,
 			wantRestarts: 1,
 			wantMessage:  "restart 1/3: rank 1 (pod w-1, container trainer) exited with code 137; starting attempt 1",
+		},
+		// `kubectl delete pod --force` of a running rank: the pod leaves no exit of its own, and its peer's
+		// error exit (it lost the rank) is no cause.
+		{
+			name:         "a rank deleted at once while it ran is a disruption, not its peer's error exit",
+			tj:           gang(1, nil),
+			obs:          Observed{Job: failedJob, Pods: pods(lostPeer()), Gone: pods(pod("1", corev1.PodRunning).forceDeleted(1))},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 1,
+			wantMessage: disruption + "pod w-1 (rank 1) was deleted at once (grace period 0) while it ran, with no exit of its own; " +
+				"the exits of its peers that followed do not decide; starting attempt 1",
+		},
+		{
+			name:         "the same, the deleted pod still listed and killed",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: pods(lostPeer(), pod("1", corev1.PodFailed).exited(137, "", false).at(3).forceDeleted(2))},
+			wantState:    mlv1.StateInitializing,
+			wantReason:   ReasonRestarting,
+			wantAttempt:  1,
+			wantRestarts: 0,
+			wantMessage: disruption + "pod w-1 (rank 1) was deleted at once (grace period 0) while it ran, with no exit of its own; " +
+				"the exits of its peers that followed do not decide; starting attempt 1",
+		},
+		{
+			name:         "a rank deleted at once after its peer's error exit does not hide it",
+			tj:           gang(0, nil),
+			obs:          Observed{Job: failedJob, Pods: pods(lostPeer()), Gone: pods(pod("1", corev1.PodRunning).forceDeleted(4))},
+			after:        FailureSettle,
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + "rank 0 (pod w-0, container trainer) exited with code 1: lost rank 1: EOF",
 		},
 		{
 			name:         "unreported for FailureSettle, the error exit decides",

@@ -89,6 +89,7 @@ func TestAvoidNodes(t *testing.T) {
 		f        failure
 		want     []string
 		wantLast string
+		wantNote string
 	}{
 		{
 			name:     "a lost node",
@@ -130,6 +131,33 @@ func TestAvoidNodes(t *testing.T) {
 			want:     []string{"b:", "c:node is gone"},
 			wantLast: "",
 		},
+		// A 2-node cluster: the same rank failed twice on n1 with the workers on both nodes; avoiding n1
+		// would leave 1 node for workers that needed 2, and the job unschedulable.
+		{
+			name:     "not the last schedulable nodes",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"},
+			f:        failure{kind: retryable, node: "n1", schedulable: []string{"n1", "n2"}, used: 2},
+			want:     nil,
+			wantLast: "n1",
+			wantNote: "; not avoiding node n1: the workers held 2 nodes, and of the 2 schedulable fewer would be left",
+		},
+		{
+			name:     "a node avoided before counts as gone",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{AvoidedNodes: avoid("n2")},
+			f:        failure{kind: disruption, lost: map[string]string{"n1": "is gone"}, schedulable: []string{"n1", "n2", "n3"}, used: 1},
+			want:     []string{"n2:", "n1:node is gone"},
+			wantLast: "",
+		},
+		{
+			name:     "with room for the workers, avoided",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"},
+			f:        failure{kind: retryable, node: "n1", schedulable: []string{"n1", "n2", "n3"}, used: 2},
+			want:     []string{"n1:held the failing rank in attempts 0 and 1"},
+			wantLast: "n1",
+		},
 		{
 			name:     "cap 0: none",
 			tj:       withCap(0),
@@ -142,7 +170,10 @@ func TestAvoidNodes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.st
-			avoidNodes(tc.tj, &st, tc.f)
+			note := avoidNodes(tc.tj, &st, tc.f)
+			if note != tc.wantNote {
+				t.Errorf("note %q, want %q", note, tc.wantNote)
+			}
 			var got []string
 			for _, a := range st.AvoidedNodes {
 				got = append(got, a.Name+":"+a.Reason)

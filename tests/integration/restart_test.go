@@ -211,6 +211,48 @@ func TestLostNodeCountsOnceTainted(t *testing.T) {
 	})
 }
 
+// TestForceDeletedRankIsADisruption: `kubectl delete pod --force` of a running rank, then its peer exits 1
+// (it lost the rank). The deleted pod leaves no exit of its own; the peer's error exit, a permanent code,
+// used to fail the run for good (NonRetryableExitCode). It is a disruption: the gang restarts, not counted.
+func TestForceDeletedRankIsADisruption(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startControllerManager(t)
+	startOperator(t, ns)
+	tj := tjtest.NewTJ(ns, "forced").Workers(2).GPUs(0).Image("busybox:1.36", "train").Obj()
+	if err := env.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	pods := workerPods(t, tj, 2)
+	for i := range pods {
+		setPodStatus(t, &pods[i], corev1.PodRunning, running(), 0)
+	}
+	waitForState(t, client.ObjectKeyFromObject(tj), mlv1.StateRunning)
+	rank1 := &pods[0]
+	if rank1.Labels[names.RankLabel] != "1" {
+		rank1 = &pods[1]
+	}
+	rank0 := &pods[0]
+	if rank1 == rank0 {
+		rank0 = &pods[1]
+	}
+	if err := env.Client.Delete(ctx, rank1, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	setPodStatus(t, rank0, corev1.PodFailed, terminated(1, "Error"), 0)
+	eventually(t, "an uncounted gang restart naming the deleted pod", func(ctx context.Context) error {
+		got, err := getTJ(ctx, tj)
+		if err != nil {
+			return err
+		}
+		if got.Status.Attempt != 1 || got.Status.RestartCount != 0 || !strings.Contains(got.Status.LastFailure, "deleted at once") {
+			return fmt.Errorf("state %s, attempt %d, restartCount %d, lastFailure %q", got.Status.State, got.Status.Attempt,
+				got.Status.RestartCount, got.Status.LastFailure)
+		}
+		return nil
+	})
+}
+
 // currentJob returns the workers' Job of tj's current attempt.
 func currentJob(ctx context.Context, tj *mlv1.TrainingJob) (*batchv1.Job, error) {
 	job := &batchv1.Job{}

@@ -1,0 +1,72 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// node returns a node with the given labels, Ready unless ready is false.
+func node(name string, ready bool, labels map[string]string) *corev1.Node {
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+}
+
+// TestSchedulableNodes: the nodes a failing attempt's workers could move to, read only when a node may be
+// avoided: Ready, not cordoned, matching the workers' node selector, with no taint they do not tolerate.
+func TestSchedulableNodes(t *testing.T) {
+	gpu := map[string]string{"pool": "gpu"}
+	cordoned := node("cordoned", true, gpu)
+	cordoned.Spec.Unschedulable = true
+	tainted := node("tainted", true, gpu)
+	tainted.Spec.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	tolerated := node("tolerated", true, gpu)
+	tolerated.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}
+	preferred := node("preferred-off", true, gpu)
+	preferred.Spec.Taints = []corev1.Taint{{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}}
+	nodes := []client.Object{node("ready", true, gpu), node("not-ready", false, gpu), node("cpu", true, map[string]string{"pool": "cpu"}),
+		cordoned, tainted, tolerated, preferred}
+	tj := tjtest.NewTJ("ml", "n").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Scheduling = &mlv1.SchedulingSpec{NodeSelector: gpu,
+			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}}
+	}).Obj()
+	failedOn := tj.DeepCopy()
+	failedOn.Status.LastFailureNode, failedOn.Status.AvoidedNodes = "ready", []mlv1.AvoidedNode{{Name: "tolerated"}}
+	cases := []struct {
+		name string
+		tj   *mlv1.TrainingJob
+		obs  derive.Observed
+		want []string
+	}{
+		{name: "no node can be avoided: not read", tj: tj, want: nil},
+		{name: "a node in trouble", tj: tj, obs: derive.Observed{NodeTrouble: map[string]string{"x": "is gone"}},
+			want: []string{"preferred-off", "ready", "tolerated"}},
+		{name: "the previous failure's node, avoided ones still listed", tj: failedOn,
+			want: []string{"preferred-off", "ready", "tolerated"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReconciler(nodes...)
+			got, err := schedulableNodes(context.Background(), r.Client, tc.tj, builders.Options{}, tc.obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("schedulable (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
