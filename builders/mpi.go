@@ -46,13 +46,14 @@ func MPIEnabled(tj *mlv1.TrainingJob) bool { return tj.Backend() == mlv1.Backend
 
 // mpiLauncher runs as `sh -c mpiLauncher mpi "$@"` with the user's command as "$@". Every rank runs the
 // SSH server (Open MPI may reach rank 0's own slots through it too); rank 0 then waits until every
-// server answers, writes the hostfile and runs the command, and stops its server when the command ends.
+// server answers, writes the hostfile and runs the command, and stops its server when the command ends
+// (the function execs the server, so that $! is the server and not a subshell that would leave it running).
 // Only $VAR and ${...} are used: the kubelet would expand $(...). The {port} and {...key} placeholders are
 // MPISSHPort and the Secret's file names.
 var mpiLauncher = strings.NewReplacer("{port}", strconv.Itoa(MPISSHPort), "{host_key}", SSHHostKey,
 	"{authorized_keys}", SSHAuthorizedKeys, "{key}", SSHPrivateKey).Replace(`sshd() {
   mkdir -p /run/sshd 2>/dev/null || true
-  /usr/sbin/sshd -D -e -p {port} -o ListenAddress="$POD_IP" -h "$MPI_SSH_DIR/{host_key}" \
+  exec /usr/sbin/sshd -D -e -p {port} -o ListenAddress="$POD_IP" -h "$MPI_SSH_DIR/{host_key}" \
     -o AuthorizedKeysFile="$MPI_SSH_DIR/{authorized_keys}" -o StrictModes=no -o PidFile=none -o PermitRootLogin=prohibit-password
 }
 if [ "$RANK" != 0 ]; then sshd; exit; fi

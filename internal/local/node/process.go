@@ -142,9 +142,13 @@ func (r *podRun) workDir(c *corev1.Container, ms mounts) string {
 	return r.n.opts.WorkDir
 }
 
+// wait waits for the container's main process; when it has ended, what it left running in its group ends
+// too, as a container runtime ends every process of a container whose first process exited (a background
+// server the program started, for example the MPI launcher's sshd, was left behind on this node).
 func (p *process) wait() {
 	p.err = p.cmd.Wait()
 	p.finished = time.Now()
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	_ = p.log.Close() // the process wrote it; nothing is left to flush
 	close(p.exited)
 }
