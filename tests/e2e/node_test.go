@@ -253,3 +253,74 @@ func patchConfigMapValue(ns, name, v string) error {
 	cm.Data["v"] = v
 	return stack.Client.Update(ctx, cm)
 }
+
+// TestProcessNodeRestartAllContainers: a container exit that matches a RestartAllContainers rule (KEP-5532)
+// restarts every container of the pod in place, init containers and sidecars included, as kubelet 1.36.3
+// does on the local stack's real nodes (the same pod there gave what is checked here): the pod keeps its
+// UID and volumes, goes Pending while its containers start again, every container's restart count grows
+// by one per restart and its last state is the kubelet's RestartingAllContainers end (137; the exit that
+// matched is not kept), and AllContainersRestarting is False again once they run.
+func TestProcessNodeRestartAllContainers(t *testing.T) {
+	ns := newNamespace(t)
+	data := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	withData := func(c corev1.Container) corev1.Container { c.VolumeMounts = data; return c }
+	const serve = `trap "exit 0" TERM; while :; do sleep 0.2; done`
+	side := withData(sh("side", serve))
+	side.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	main := withData(sh("main", `n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; echo run $n; `+
+		`if [ $n -lt 3 ]; then sleep 0.5; exit 42; fi; `+serve))
+	main.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+	main.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	pod := podOn(ns, "restart-all", corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](5),
+		Volumes:        []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		InitContainers: []corev1.Container{withData(sh("setup", "echo init")), side},
+		Containers:     []corev1.Container{main, withData(sh("other", serve))}})
+	create(t, pod)
+	uid := pod.UID // set by the create
+	got := &corev1.Pod{}
+	eventually(t, time.Minute, "every container restarted twice, running", func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			return err
+		}
+		counts := map[string]int32{}
+		for _, cs := range append(append([]corev1.ContainerStatus{}, got.Status.InitContainerStatuses...), got.Status.ContainerStatuses...) {
+			counts[cs.Name] = cs.RestartCount
+		}
+		want := map[string]int32{"setup": 2, "side": 2, "main": 2, "other": 2}
+		if diff := cmp.Diff(want, counts); diff != "" || got.Status.Phase != corev1.PodRunning || !podReady(got) {
+			return fmt.Errorf("phase %s, restart counts (-want +got):\n%s", got.Status.Phase, diff)
+		}
+		return nil
+	})
+	if got.UID != uid {
+		t.Errorf("pod UID %s, was %s: restarted in place, not replaced", got.UID, uid)
+	}
+	wantLast := corev1.ContainerStateTerminated{ExitCode: 137, Reason: "RestartingAllContainers",
+		Message: "The container is removed because RestartAllContainers in place"}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, got.Status.InitContainerStatuses...), got.Status.ContainerStatuses...) {
+		if diff := cmp.Diff(&wantLast, cs.LastTerminationState.Terminated); diff != "" {
+			t.Errorf("%s's last state (-want +got):\n%s", cs.Name, diff)
+		}
+	}
+	if c := podCondition(got, corev1.AllContainersRestarting); c == nil || c.Status != corev1.ConditionFalse {
+		t.Errorf("AllContainersRestarting %+v, want False once the containers run again", c)
+	}
+	if log := podLog(t, pod, "main"); !strings.Contains(log, "run 3") {
+		t.Errorf("main's log %q: the emptyDir should have kept the count across the restarts", log)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	c := podCondition(p, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}

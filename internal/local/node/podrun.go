@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,10 +39,6 @@ type podRun struct {
 	finalize bool // delete the pod from the API server once its processes are gone
 	done     chan struct{}
 
-	sidecars    sync.WaitGroup
-	sidecarStop chan struct{} // closed when the sidecars must stop: main containers done or pod stopped
-	sidecarOnce sync.Once
-
 	mu      sync.Mutex // guards status
 	status  corev1.PodStatus
 	writeMu sync.Mutex // serialises status writes
@@ -50,8 +47,49 @@ type podRun struct {
 func newPodRun(n *Node, pod *corev1.Pod) *podRun {
 	return &podRun{
 		n: n, pod: pod.DeepCopy(), key: client.ObjectKeyFromObject(pod), dir: PodDir(n.opts.DataRoot, pod),
-		stop: make(chan struct{}), done: make(chan struct{}), sidecarStop: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+}
+
+// round is one run of the pod's containers, init containers first. A container exit that matches a
+// RestartAllContainers rule (KEP-5532) ends the round: every container is stopped and the pod runs them
+// all again, init containers included, keeping its UID, address and volumes.
+type round struct {
+	stop     chan struct{} // closed when the round's containers must stop: the pod stops, or all restart
+	stopOnce sync.Once
+	restart  atomic.Bool // a container's exit asked to restart all
+
+	sidecars    sync.WaitGroup
+	sidecarStop chan struct{} // closed when the sidecars must stop: main containers done or the round stopped
+	sidecarOnce sync.Once
+}
+
+// newRound starts a round whose stop follows the pod's.
+func (r *podRun) newRound() *round {
+	rd := &round{stop: make(chan struct{}), sidecarStop: make(chan struct{})}
+	go func() {
+		select {
+		case <-r.stop:
+			rd.end()
+		case <-rd.stop:
+		}
+	}()
+	return rd
+}
+
+func (rd *round) end() { rd.stopOnce.Do(func() { close(rd.stop) }) }
+
+// restartAll ends the round for a restart of every container.
+func (rd *round) restartAll() {
+	rd.restart.Store(true)
+	rd.end()
+}
+
+// stopSidecars stops the round's native sidecars once the main containers are done (or the round stops)
+// and waits for them; the kubelet does the same, so a sidecar never keeps a finished pod running.
+func (rd *round) stopSidecars() {
+	rd.sidecarOnce.Do(func() { close(rd.sidecarStop) })
+	rd.sidecars.Wait()
 }
 
 // terminate stops the pod's processes: SIGTERM, then SIGKILL after grace. When called for a pod being
@@ -108,20 +146,20 @@ func (r *podRun) run(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	defer r.stopSidecars()
-	if !r.runInit(ctx, dirs) {
-		return r.writeStatus(ctx)
+	for {
+		rd := r.newRound()
+		initialized := r.runInit(ctx, dirs, rd)
+		if initialized {
+			r.runMain(ctx, dirs, rd)
+		}
+		rd.stopSidecars()
+		if !rd.restart.Load() || r.stopping() {
+			r.update(func(s *corev1.PodStatus) { endPhase(s, initialized, r.stopping()) })
+			return r.writeStatus(ctx)
+		}
+		r.update(func(s *corev1.PodStatus) { restartingAll(s, len(r.pod.Spec.InitContainers) > 0) })
+		_ = r.writeStatus(ctx)
 	}
-	r.runMain(ctx, dirs)
-	r.stopSidecars()
-	return r.writeStatus(ctx)
-}
-
-// stopSidecars stops the native sidecars once the main containers are done (or the pod stops) and waits
-// for them; the kubelet does the same, so a sidecar never keeps a finished pod running.
-func (r *podRun) stopSidecars() {
-	r.sidecarOnce.Do(func() { close(r.sidecarStop) })
-	r.sidecars.Wait()
 }
 
 // prepareVolumes retries until the pod's volumes can be set up (a missing ConfigMap may appear later),
@@ -140,54 +178,68 @@ func (r *podRun) prepareVolumes(ctx context.Context) (map[string]string, bool) {
 	}
 }
 
-// runInit runs the init containers in order; false when one failed for good or the pod was stopped.
-func (r *podRun) runInit(ctx context.Context, dirs map[string]string) bool {
+// runInit runs the init containers in order; false when one failed for good or the round was stopped.
+func (r *podRun) runInit(ctx context.Context, dirs map[string]string, rd *round) bool {
 	for i := range r.pod.Spec.InitContainers {
 		c := &r.pod.Spec.InitContainers[i]
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			// A native sidecar: it keeps running beside the main containers until they are done.
-			r.sidecars.Go(func() { r.supervise(ctx, c, dirs, corev1.RestartPolicyAlways, true, r.sidecarStop) })
+			rd.sidecars.Go(func() { r.supervise(ctx, c, dirs, corev1.RestartPolicyAlways, true, rd.sidecarStop, rd) })
 			continue
 		}
-		policy := r.pod.Spec.RestartPolicy
+		policy := containerPolicy(c, r.pod.Spec.RestartPolicy)
 		if policy == corev1.RestartPolicyAlways {
 			policy = corev1.RestartPolicyOnFailure // init containers run to completion
 		}
-		if !r.supervise(ctx, c, dirs, policy, true, r.stop) {
-			if !r.stopping() {
-				r.update(func(s *corev1.PodStatus) { s.Phase = corev1.PodFailed })
-			}
+		if !r.supervise(ctx, c, dirs, policy, true, rd.stop, rd) {
 			return false
 		}
 	}
 	r.update(func(s *corev1.PodStatus) { setCondition(s, corev1.PodInitialized, true) })
-	return !r.stopping()
+	return !closed(rd.stop)
 }
 
-// runMain runs the main containers side by side until each is done for good or the pod is stopped.
-func (r *podRun) runMain(ctx context.Context, dirs map[string]string) {
+// runMain runs the main containers side by side until each is done for good or the round is stopped.
+func (r *podRun) runMain(ctx context.Context, dirs map[string]string, rd *round) {
 	var wg sync.WaitGroup
 	for i := range r.pod.Spec.Containers {
 		c := &r.pod.Spec.Containers[i]
-		wg.Go(func() { r.supervise(ctx, c, dirs, r.pod.Spec.RestartPolicy, false, r.stop) })
+		wg.Go(func() { r.supervise(ctx, c, dirs, containerPolicy(c, r.pod.Spec.RestartPolicy), false, rd.stop, rd) })
 	}
 	wg.Wait()
-	r.update(func(s *corev1.PodStatus) { s.Phase = terminalPhase(s) })
 }
 
-// supervise runs one container, restarting it as policy says; true when it ended with exit code 0. A
+// containerPolicy returns a container's restart policy: its own (restartPolicy on the container, which
+// restart rules require), else the pod's.
+func containerPolicy(c *corev1.Container, pod corev1.RestartPolicy) corev1.RestartPolicy {
+	if c.RestartPolicy != nil {
+		return corev1.RestartPolicy(*c.RestartPolicy)
+	}
+	return pod
+}
+
+// supervise runs one container, restarting it as its restart rules and policy say; true when it ended with
+// exit code 0. An exit that matches a RestartAllContainers rule ends the round (rd.restartAll). A
 // container that cannot be configured yet (a missing ConfigMap or Secret) is retried whatever the policy,
 // as the kubelet does: it never ran, so it has not failed.
 func (r *podRun) supervise(
 	ctx context.Context, c *corev1.Container, dirs map[string]string, policy corev1.RestartPolicy, init bool, stop <-chan struct{},
+	rd *round,
 ) bool {
 	backoff := r.n.opts.RestartBackoff
 	for {
-		code, ran := r.runContainer(ctx, c, dirs, init, stop)
+		code, ran := r.runContainer(ctx, c, dirs, init, stop, rd)
 		if closed(stop) {
 			return ran && code == 0
 		}
-		if ran && (policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0)) {
+		action, matched := restartRule(c, code)
+		if ran && matched && action == corev1.ContainerRestartRuleActionRestartAllContainers {
+			r.update(func(s *corev1.PodStatus) { setCondition(s, corev1.AllContainersRestarting, true) })
+			_ = r.writeStatus(ctx)
+			rd.restartAll()
+			return false
+		}
+		if ran && !matched && (policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0)) {
 			return code == 0
 		}
 		if ran {
@@ -204,7 +256,7 @@ func (r *podRun) supervise(
 // runContainer starts the container's process, reports it running, waits for it (or stops it when the
 // pod stops) and reports its exit code. ran is false when the container could not be configured.
 func (r *podRun) runContainer(
-	ctx context.Context, c *corev1.Container, dirs map[string]string, init bool, stop <-chan struct{},
+	ctx context.Context, c *corev1.Container, dirs map[string]string, init bool, stop <-chan struct{}, rd *round,
 ) (code int32, ran bool) {
 	p, err := r.start(ctx, c, dirs)
 	var cfgErr *ConfigError
@@ -225,7 +277,10 @@ func (r *podRun) runContainer(
 	case <-stop:
 		r.mu.Lock()
 		grace := r.grace
-		if !closed(r.stop) {
+		switch {
+		case !closed(r.stop) && rd.restart.Load():
+			grace = gracePeriod(r.pod) // all containers restart: the pod's grace period, without preStop hooks
+		case !closed(r.stop):
 			grace = sidecarGrace // a sidecar stopped because the main containers are done
 		}
 		r.mu.Unlock()

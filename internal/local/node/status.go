@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,7 @@ import (
 
 // ownConditions are the pod conditions the node sets; others (PodScheduled, DisruptionTarget) are kept.
 var ownConditions = []corev1.PodConditionType{
-	corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady,
+	corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.AllContainersRestarting,
 }
 
 // ContainerIDPrefix starts a container ID on a process node; the process ID follows.
@@ -41,6 +42,9 @@ func initialStatus(pod *corev1.Pod, podIP string, now metav1.Time) corev1.PodSta
 	setCondition(&s, corev1.PodInitialized, len(pod.Spec.InitContainers) == 0)
 	setCondition(&s, corev1.ContainersReady, false)
 	setCondition(&s, corev1.PodReady, false)
+	if couldRestartAll(pod) {
+		setCondition(&s, corev1.AllContainersRestarting, false)
+	}
 	return s
 }
 
@@ -183,4 +187,76 @@ func isOwn(t corev1.PodConditionType) bool {
 		}
 	}
 	return false
+}
+
+// restartRule returns the action of the first of the container's restart rules its exit code matches.
+func restartRule(c *corev1.Container, code int32) (corev1.ContainerRestartRuleAction, bool) {
+	for _, rule := range c.RestartPolicyRules {
+		e := rule.ExitCodes
+		if e == nil {
+			continue
+		}
+		if slices.Contains(e.Values, code) == (e.Operator == corev1.ContainerRestartRuleOnExitCodesOpIn) {
+			return rule.Action, true
+		}
+	}
+	return "", false
+}
+
+// restartedAllMessage is the kubelet's (1.36) last state of every container a RestartAllContainers rule
+// stopped: exit code 137, reason RestartingAllContainers, no times; the exit that matched the rule is not
+// kept.
+const restartedAllMessage = "The container is removed because RestartAllContainers in place"
+
+// restartingAll reports, as the kubelet 1.36 does, a pod whose containers were all stopped by a
+// RestartAllContainers rule and start again: every container's last state is the kubelet's
+// RestartingAllContainers end (the exit that matched is not kept) and its restart count one more; the pod is
+// Pending, not initialized (when it has init containers) nor ready, and AllContainersRestarting is
+// False again as the containers start.
+func restartingAll(s *corev1.PodStatus, inits bool) {
+	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			cs := &list[i]
+			if cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil && cs.RestartCount == 0 {
+				continue // never started in this round
+			}
+			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "RestartingAllContainers", Message: restartedAllMessage}}
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+			cs.RestartCount++
+			cs.Started, cs.Ready = ptr.To(false), false
+		}
+	}
+	s.Phase = corev1.PodPending
+	if inits {
+		setCondition(s, corev1.PodInitialized, false)
+	}
+	updateReadiness(s)
+	setCondition(s, corev1.AllContainersRestarting, false)
+}
+
+// couldRestartAll reports whether a container of the pod has a RestartAllContainers rule: the kubelet then
+// reports the AllContainersRestarting condition (False) from the pod's start.
+func couldRestartAll(pod *corev1.Pod) bool {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, r := range c.RestartPolicyRules {
+				if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// endPhase sets the phase of a pod whose containers are done: Failed when an init container failed for
+// good, else from the main containers' ends; a stopped pod keeps its phase until its containers report.
+func endPhase(s *corev1.PodStatus, initialized, stopped bool) {
+	switch {
+	case !initialized && !stopped:
+		s.Phase = corev1.PodFailed
+	case initialized:
+		s.Phase = terminalPhase(s)
+	}
 }
