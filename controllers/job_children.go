@@ -260,8 +260,12 @@ func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob,
 func (r *JobReconciler) stopPods(ctx context.Context, tj *mlv1.TrainingJob, old []corev1.Pod) error {
 	var errs []error
 	var mu sync.Mutex
+	var grace *int64
+	if derive.LastAttemptHung(tj.Status) {
+		grace = ptr.To(hungGrace)
+	}
 	parallel(len(old), stopWorkers, func(i int) {
-		if err := r.stopPod(ctx, &old[i]); err != nil {
+		if err := r.stopPod(ctx, &old[i], grace); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()
@@ -280,11 +284,21 @@ const stopWorkers = 16
 const trackingFinalizerPatch = `[{"op":"test","path":"/metadata/finalizers/%d","value":%q},` +
 	`{"op":"remove","path":"/metadata/finalizers/%d"}]`
 
-// stopPod deletes a pod of an older attempt unless it is being deleted, and releases its Job tracking
-// finalizer.
-func (r *JobReconciler) stopPod(ctx context.Context, p *corev1.Pod) error {
-	if p.DeletionTimestamp == nil {
-		if err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}); ignoreNotFound(err) != nil {
+// hungGrace is the grace period, in seconds, of the workers of an attempt that hung: a hung rank that
+// ignores SIGTERM held a gang restart for its whole grace period (31 s of a 39.5 s restart in a goodput
+// fault run); it is killed, not waited for.
+const hungGrace int64 = 1
+
+// stopPod deletes a pod of an older attempt unless it is being deleted (with no longer a grace period than
+// grace, when set: the pods' own otherwise), and releases its Job tracking finalizer.
+func (r *JobReconciler) stopPod(ctx context.Context, p *corev1.Pod, grace *int64) error {
+	longer := grace != nil && (p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds > *grace)
+	if p.DeletionTimestamp == nil || longer {
+		opts := []client.DeleteOption{client.Preconditions{UID: &p.UID}}
+		if grace != nil {
+			opts = append(opts, client.GracePeriodSeconds(*grace))
+		}
+		if err := r.Delete(ctx, p, opts...); ignoreNotFound(err) != nil {
 			return err
 		}
 	}

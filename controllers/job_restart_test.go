@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
@@ -59,6 +61,55 @@ func TestDeleteAttempt(t *testing.T) {
 			// Called again (the Job already gone): no error.
 			if err := r.deleteAttempt(ctx, tj, job); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestHungAttemptIsKilled: the workers of an attempt that ended hung (status.lastFailure is the hang
+// detector's) are deleted with a 1 s grace period, also those the garbage collector already deletes with
+// their own; those of any other failure keep their grace period (a trainer may checkpoint on SIGTERM).
+func TestHungAttemptIsKilled(t *testing.T) {
+	thirty := int64(30)
+	for _, tc := range []struct {
+		name        string
+		lastFailure string
+		deleting    *int64 // the pod's grace period when it is already being deleted
+		want        []string
+	}{
+		{name: "hung", lastFailure: "Hang: rank 0 reported no progress for 10m0s", want: []string{"1s"}},
+		{name: "hung, already deleted with 30 s", lastFailure: "Hang: rank 0 reported no progress for 10m0s", deleting: &thirty,
+			want: []string{"1s"}},
+		{name: "a crash", lastFailure: "rank 1 (pod w-1, container trainer) exited with code 137", want: []string{"default"}},
+		{name: "a crash, already deleted", lastFailure: "rank 1 exited with code 137", deleting: &thirty, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "n").Obj()
+			tj.Status.Attempt, tj.Status.LastFailure = 1, tc.lastFailure
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-0", UID: "u0",
+				Labels: map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0"}}}
+			if tc.deleting != nil {
+				now := metav1.Now()
+				pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds, pod.Finalizers = &now, tc.deleting, []string{"example.com/keep"}
+			}
+			var got []string
+			r := newReconciler(tj)
+			r.Client = interceptor.NewClient(fake.NewClientBuilder().WithScheme(r.Scheme).WithObjects(pod).Build(), interceptor.Funcs{
+				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					o := &client.DeleteOptions{}
+					o.ApplyOptions(opts)
+					if o.GracePeriodSeconds == nil {
+						got = append(got, "default")
+					} else {
+						got = append(got, strconv.Itoa(int(*o.GracePeriodSeconds))+"s")
+					}
+					return nil
+				}})
+			if err := r.stopPods(context.Background(), tj, []corev1.Pod{*pod}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("deletes (-want +got):\n%s", diff)
 			}
 		})
 	}

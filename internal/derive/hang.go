@@ -2,6 +2,7 @@ package derive
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -228,10 +229,19 @@ func hungCondition(st mlv1.TrainingJobStatus) *metav1.Condition {
 	return c
 }
 
+// hangFailurePrefix starts status.lastFailure when the attempt it ended had hung.
+const hangFailurePrefix = "Hang: "
+
+// LastAttemptHung reports whether the attempt before the current one ended because it hung (its failure,
+// status.lastFailure, is the hang detector's verdict): its workers are stopped at once.
+func LastAttemptHung(st mlv1.TrainingJobStatus) bool {
+	return strings.HasPrefix(st.LastFailure, hangFailurePrefix)
+}
+
 // hungPhase returns the phase of a hung attempt, acted on by failurePolicy.onHang (Restart: a counted gang
 // restart; Fail) after failurePolicy.rules, which may match it by kind Hang or by the ranks' last log lines.
 func hungPhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, c *metav1.Condition) phase {
-	f := failure{kind: retryable, class: mlv1.FailureHang, what: "Hang: " + c.Message, text: c.Message}
+	f := failure{kind: retryable, class: mlv1.FailureHang, what: hangFailurePrefix + c.Message, text: c.Message}
 	if tj.OnHang() == mlv1.HangFail {
 		f.kind = permanent
 	}

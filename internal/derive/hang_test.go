@@ -360,3 +360,25 @@ func TestAdvanced(t *testing.T) {
 		})
 	}
 }
+
+// TestLastAttemptHung: a restart the hang detector decided is known from status.lastFailure afterwards
+// (the JobController stops that attempt's workers at once); another failure's is not.
+func TestLastAttemptHung(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "h").BackoffLimit(3, mlv1.RestartGang).Obj()
+	hung := tj.Status.DeepCopy()
+	hungPhase(tj, hung, &metav1.Condition{Type: mlv1.ConditionStalled, Status: metav1.ConditionTrue, Message: "no progress for 10m0s"})
+	crashed := tj.Status.DeepCopy()
+	decide(tj, crashed, failure{kind: retryable, class: mlv1.FailureError, what: "rank 1 exited with code 137"})
+	for _, tc := range []struct {
+		name string
+		st   *mlv1.TrainingJobStatus
+		want bool
+	}{
+		{name: "hung", st: hung, want: true},
+		{name: "crashed", st: crashed, want: false},
+	} {
+		if got := LastAttemptHung(*tc.st); got != tc.want || tc.st.Attempt != 1 {
+			t.Errorf("%s: LastAttemptHung %t, want %t (attempt %d, lastFailure %q)", tc.name, got, tc.want, tc.st.Attempt, tc.st.LastFailure)
+		}
+	}
+}
