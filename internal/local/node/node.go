@@ -78,6 +78,11 @@ type Node struct {
 
 	partition partition
 
+	// runCtx is the pods' runs' context: cancelled stopWrites after the node starts to stop, so that no
+	// status write of a stopping pod waits for an API server that does not answer.
+	runCtx     context.Context
+	cancelRuns context.CancelFunc
+
 	mu    sync.Mutex
 	runs  map[types.UID]*podRun
 	addrs addrTable
@@ -105,6 +110,8 @@ func New(opts Options) *Node {
 
 // Start registers the Node and runs its pods until ctx is done; then it stops every process it started.
 func (n *Node) Start(ctx context.Context, cfg *rest.Config) error {
+	n.runCtx, n.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
+	defer n.cancelRuns()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -181,7 +188,7 @@ func (n *Node) reconcilePod(ctx context.Context, req reconcile.Request) (reconci
 	case pod.Status.StartTime != nil:
 		return reconcile.Result{}, n.lost(ctx, pod)
 	default:
-		n.startRun(ctx, pod)
+		n.startRun(pod)
 	}
 	return reconcile.Result{}, nil
 }
@@ -210,12 +217,12 @@ func (n *Node) lost(ctx context.Context, pod *corev1.Pod) error {
 	return client.IgnoreNotFound(n.client.Status().Update(ctx, pod))
 }
 
-func (n *Node) startRun(ctx context.Context, pod *corev1.Pod) {
+func (n *Node) startRun(pod *corev1.Pod) {
 	run := newPodRun(n, pod)
 	n.mu.Lock()
 	n.runs[pod.UID] = run
 	n.mu.Unlock()
-	go run.loop(context.WithoutCancel(ctx))
+	go run.loop(n.runCtx) // not the reconcile's: a pod runs past it
 }
 
 // forget kills what is left of a pod that was removed from the API server.
@@ -234,15 +241,23 @@ func (n *Node) forget(key types.NamespacedName) {
 	}
 }
 
-// stopAll stops every pod's processes when the node shuts down.
+// stopWrites is how long the pods' runs may still write their status once the node stops: an API server
+// that does not answer (overloaded, stopped by a harness first) held a stop for 15 minutes.
+var stopWrites = 10 * time.Second // a variable for the tests
+
+// stopAll stops every pod's processes when the node shuts down; their last status writes are given up after
+// stopWrites.
 func (n *Node) stopAll() {
 	runs := n.allRuns()
 	for _, r := range runs {
 		r.shutdown(2 * time.Second)
 	}
+	giveUp := time.AfterFunc(stopWrites, n.cancelRuns)
+	defer giveUp.Stop()
 	for _, r := range runs {
 		<-r.done
 	}
+	n.cancelRuns()
 }
 
 // allRuns returns the pods' runs the node has started.
