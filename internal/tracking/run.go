@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/tracking/mlflow"
 )
 
@@ -93,10 +94,7 @@ func Params(tj *mlv1.TrainingJob) []mlflow.Tag {
 func sorted(m map[string]string) []mlflow.Tag {
 	out := make([]mlflow.Tag, 0, len(m))
 	for k, v := range m {
-		if len(v) > maxParamValueLength {
-			v = v[:maxParamValueLength]
-		}
-		out = append(out, mlflow.Tag{Key: k, Value: v})
+		out = append(out, mlflow.Tag{Key: k, Value: text.Cut(v, maxParamValueLength)}) // valid UTF-8, or MLflow refuses it
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

@@ -1,6 +1,7 @@
 package tracking_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,9 @@ func TestParams(t *testing.T) {
 			{Key: "gradientAccumulationSteps", Value: "4"}, {Key: "learningRate", Value: "0.001"}, {Key: "mixedPrecision", Value: "true"},
 			{Key: "optimizer", Value: "adamw"}, {Key: "warmupSteps", Value: "0"},
 		}},
+		{name: "a value past MLflow's 6,000 bytes is cut at a character's boundary", hp: &mlv1.Hyperparameters{
+			AdditionalParams: map[string]string{"notes": strings.Repeat("a", 5999) + "é"},
+		}, want: []mlflow.Tag{{Key: "notes", Value: strings.Repeat("a", 5999)}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // maxAnswerBytes bounds what is read of an answer: a run with its tags, params and latest metrics fits
@@ -165,10 +167,5 @@ func debugAnswer(ctx context.Context, call string, status int, data []byte) {
 	}
 }
 
-// truncate keeps the first 256 bytes of s.
-func truncate(s string) string {
-	if len(s) > 256 {
-		return s[:256] + "..."
-	}
-	return s
-}
+// truncate keeps at most the first 256 bytes of s, cut at a character's boundary and marked.
+func truncate(s string) string { return text.Clip(s, 256) }
