@@ -57,6 +57,9 @@ type JobReconciler struct {
 	detailsSince sync.Map
 	// exits remembers the non-zero ends of pods the watch delivered, for pods deleted before they are read.
 	exits exitMemory
+	// schedulableRead holds, by ObjectKey, the schedulable nodes read for a failing attempt
+	// (schedulableRead): read once per attempt, not at every reconcile while its verdict waits.
+	schedulableRead sync.Map
 	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
 	Logs LogReader
 	// checkpointSeconds is what rank 0's trainer reports having spent saving checkpoints in the current
@@ -122,6 +125,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bool, err error) error {
 	if !found {
 		r.detailsSince.Delete(key)
+		r.schedulableRead.Delete(key)
 		r.exits.forget(key)
 		r.writes.forget(key)
 	}
@@ -187,11 +191,12 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 		return err
 	}
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
+	obs.ForceDeleted = r.exits.forcedWhileRunning(client.ObjectKeyFromObject(tj), tj.Status.Attempt)
 	obs.Logs = r.failedLogs(ctx, obs.Pods)
 	if obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now()); err != nil {
 		return err
 	}
-	obs.Schedulable, err = schedulableNodes(ctx, r.APIReader, tj, r.Options, *obs)
+	obs.Schedulable, err = r.schedulable(ctx, tj, *obs)
 	return err
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
-// code or deleted at once (derive.ForceDeleted), as the pod watch delivered them. When a rank is killed,
+// code or deleted at once while their trainer ran (derive.ForceDeleted), as the pod watch delivered them. When a rank is killed,
 // the Job controller fails the Job on the first failed pod and deletes the others; on real nodes the killed
 // rank's pod can be gone (its end reported and the pod deleted in one instant) before the JobController
 // reads the attempt, and its peer's error exit (it lost the rank) would then be judged alone: a retryable
@@ -30,17 +30,21 @@ type exitMemory struct {
 	jobs map[types.NamespacedName]attemptExits
 }
 
-// attemptExits are the remembered pods of one attempt, by pod UID.
+// attemptExits are the remembered pods of one attempt, by pod UID: those that ended with a non-zero code
+// (pods), and those deleted at once while their trainer ran (forced, as seen then: a later state, killed by
+// the kubelet, does not replace it).
 type attemptExits struct {
 	attempt int32
 	pods    map[types.UID]corev1.Pod
+	forced  map[types.UID]corev1.Pod
 }
 
 // record remembers p when one of its containers ended with a non-zero code; an older attempt's pod is
 // ignored, a newer attempt's replaces what was kept.
 func (m *exitMemory) record(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
-	if !ok || !derive.ExitedNonZero(p) && !derive.ForceDeleted(p) {
+	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
+	if !ok || !derive.ExitedNonZero(p) && !forced {
 		return
 	}
 	attempt := names.JobAttempt(p)
@@ -54,12 +58,33 @@ func (m *exitMemory) record(p *corev1.Pod) {
 	case kept.pods != nil && attempt < kept.attempt:
 		return
 	case kept.pods == nil || attempt > kept.attempt:
-		kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}}
+		kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{}}
 	}
-	kept.pods[p.UID] = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
+	seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
 		DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
 		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
+	if forced {
+		kept.forced[p.UID] = seen
+	}
+	if derive.ExitedNonZero(p) {
+		kept.pods[p.UID] = seen
+	}
 	m.jobs[key] = kept
+}
+
+// forcedWhileRunning returns the remembered pods of the job's attempt deleted at once while their trainer ran.
+func (m *exitMemory) forcedWhileRunning(key types.NamespacedName, attempt int32) []corev1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept, ok := m.jobs[key]
+	if !ok || kept.attempt != attempt {
+		return nil
+	}
+	out := make([]corev1.Pod, 0, len(kept.forced))
+	for _, p := range kept.forced {
+		out = append(out, p)
+	}
+	return out
 }
 
 // gone returns the remembered pods of the job's attempt that are not among present (the pods listed now).

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // workerPod returns a pod of job "g" in namespace ml, of the given attempt, whose trainer ended with code (0:
@@ -41,11 +42,12 @@ func forceDeleted(p *corev1.Pod) *corev1.Pod {
 func TestExitMemory(t *testing.T) {
 	job := types.NamespacedName{Namespace: "ml", Name: "g"}
 	cases := []struct {
-		name     string
-		seen     []*corev1.Pod
-		attempt  int32
-		present  []corev1.Pod
-		wantGone []string
+		name       string
+		seen       []*corev1.Pod
+		attempt    int32
+		present    []corev1.Pod
+		wantGone   []string
+		wantForced []string // name:state as seen at the deletion
 	}{
 		{name: "a killed rank deleted since", seen: []*corev1.Pod{workerPod("w-1", "0", 137)}, attempt: 0,
 			present: []corev1.Pod{*workerPod("w-0", "0", 1)}, wantGone: []string{"w-1"}},
@@ -53,8 +55,11 @@ func TestExitMemory(t *testing.T) {
 			present: []corev1.Pod{*workerPod("w-1", "0", 137)}, wantGone: nil},
 		{name: "a running or succeeded pod is not kept", seen: []*corev1.Pod{workerPod("w-1", "0", 0)}, attempt: 0,
 			present: nil, wantGone: nil},
-		{name: "a running rank deleted at once (kubectl delete --force) is kept", seen: []*corev1.Pod{forceDeleted(workerPod("w-1", "0", 0))},
-			attempt: 0, present: nil, wantGone: []string{"w-1"}},
+		{name: "a running rank deleted at once (kubectl delete --force) is kept as then, killed since",
+			seen:    []*corev1.Pod{forceDeleted(workerPod("w-1", "0", 0)), forceDeleted(workerPod("w-1", "0", 137))},
+			attempt: 0, present: nil, wantGone: []string{"w-1"}, wantForced: []string{"w-1:running"}},
+		{name: "the kubelet's last delete of a pod that ended is no forced deletion",
+			seen: []*corev1.Pod{forceDeleted(workerPod("w-1", "0", 143))}, attempt: 0, present: nil, wantGone: []string{"w-1"}},
 		{name: "another attempt's pod is not the current attempt's", seen: []*corev1.Pod{workerPod("w-1", "0", 137)}, attempt: 1,
 			present: nil, wantGone: nil},
 		{name: "a newer attempt replaces the older", seen: []*corev1.Pod{workerPod("w-1", "0", 137), workerPod("w-0", "1", 137)}, attempt: 1,
@@ -76,6 +81,17 @@ func TestExitMemory(t *testing.T) {
 		sort.Strings(got)
 		if diff := cmp.Diff(tc.wantGone, got); diff != "" {
 			t.Errorf("%s: gone (-want +got):\n%s", tc.name, diff)
+		}
+		var forced []string
+		for _, p := range m.forcedWhileRunning(job, tc.attempt) {
+			state := "ended"
+			if derive.RunningWhenDeleted(&p) {
+				state = "running"
+			}
+			forced = append(forced, p.Name+":"+state)
+		}
+		if diff := cmp.Diff(tc.wantForced, forced); diff != "" {
+			t.Errorf("%s: deleted at once while running (-want +got):\n%s", tc.name, diff)
 		}
 		m.forget(job)
 		if left := m.gone(job, tc.attempt, nil); len(left) != 0 {

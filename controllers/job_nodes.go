@@ -9,12 +9,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
@@ -103,26 +104,25 @@ func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
 }
 
 // schedulableNodes lists the nodes the job's workers could be placed on, avoidance aside (derive.Observed.Schedulable),
-// when the failing attempt may avoid a node (a node in trouble, a rank failing on the node of the previous
-// failure, a rule that avoids): nil otherwise. Pages of nodePage; it stops once it has a few more than
-// avoidance could need (the avoided nodes, the attempt's, and two), so a large cluster costs one page.
-func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.TrainingJob, opts builders.Options,
-	obs derive.Observed) ([]string, error) {
-	if !mayAvoid(tj, obs) {
+// when the failing attempt may avoid a node (mayAvoid): nil otherwise, or when no worker of the attempt can
+// be read. The workers' placement is read from one of the attempt's pods as the API server stores it, so
+// what admission added (a GPU toleration, a namespace's node selector) counts; the list is filtered by its
+// node selector on the server, read nodePage at a time, and stops once it has a few more than avoidance
+// could need (the avoided nodes, the attempt's, and two).
+func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.TrainingJob, obs derive.Observed) ([]string, error) {
+	if !mayAvoid(tj, obs) || len(obs.Pods) == 0 {
 		return nil, nil
 	}
-	free := tj.DeepCopy()
-	free.Status.AvoidedNodes = nil
-	var admission *builders.Admission // Kueue's flavor adds its node labels
-	if obs.Queue != nil {
-		admission = obs.Queue.Admission
+	pod := &corev1.Pod{}
+	if found, err := getOptional(ctx, reader, client.ObjectKeyFromObject(&obs.Pods[0]), pod); err != nil || !found {
+		return nil, err
 	}
-	pod := &corev1.Pod{Spec: builders.AdmittedJob(free, opts, admission).Spec.Template.Spec}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	enough := len(tj.Status.AvoidedNodes) + len(obs.Pods) + len(obs.Gone) + 2
 	out := []string{}
 	list := &corev1.NodeList{}
-	for opt := (client.ListOptions{Limit: nodePage}); len(out) < enough; opt.Continue = list.Continue {
+	opt := client.ListOptions{Limit: nodePage, LabelSelector: labels.SelectorFromSet(pod.Spec.NodeSelector)}
+	for ; len(out) < enough; opt.Continue = list.Continue {
 		if err := reader.List(ctx, list, &opt); err != nil {
 			return nil, fmt.Errorf("listing nodes: %w", err)
 		}
@@ -135,19 +135,26 @@ func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.Traini
 			break
 		}
 	}
+	if len(out) == 0 {
+		return nil, nil // the workers ran somewhere: a count of none is a miscount, not a full cluster
+	}
 	return out, nil
 }
 
 // nodePage is how many nodes one list request reads.
 const nodePage = 100
 
-// mayAvoid reports whether the failing attempt may add a node to avoid.
+// mayAvoid reports whether the failing attempt may add a node to avoid: a worker's node is in trouble, a
+// worker runs on the node of the previous failure (which avoidance takes on a second failure there), or a
+// rule avoids the failing rank's node; never with maxAvoidedNodes 0.
 func mayAvoid(tj *mlv1.TrainingJob, obs derive.Observed) bool {
 	fp := tj.Spec.FailurePolicy
 	if fp == nil || fp.MaxAvoidedNodes == nil || *fp.MaxAvoidedNodes == 0 {
 		return false
 	}
-	if len(obs.NodeTrouble) > 0 || tj.Status.LastFailureNode != "" {
+	last := tj.Status.LastFailureNode
+	onLast := func(p corev1.Pod) bool { return last != "" && p.Spec.NodeName == last }
+	if len(obs.NodeTrouble) > 0 || slices.ContainsFunc(obs.Pods, onLast) || slices.ContainsFunc(obs.Gone, onLast) {
 		return true
 	}
 	return slices.ContainsFunc(fp.Rules, func(r mlv1.FailureRule) bool { return r.AvoidNode })
@@ -177,4 +184,26 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// schedulableAt is the schedulable nodes read for one attempt of a job.
+type schedulableAt struct {
+	uid     types.UID
+	attempt int32
+	nodes   []string
+}
+
+// schedulable returns the schedulable nodes of the failing attempt (schedulableNodes), read once per attempt.
+func (r *JobReconciler) schedulable(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed) ([]string, error) {
+	key := client.ObjectKeyFromObject(tj)
+	if v, ok := r.schedulableRead.Load(key); ok {
+		if at := v.(schedulableAt); at.uid == tj.UID && at.attempt == tj.Status.Attempt {
+			return at.nodes, nil
+		}
+	}
+	nodes, err := schedulableNodes(ctx, r.APIReader, tj, obs)
+	if err == nil && nodes != nil {
+		r.schedulableRead.Store(key, schedulableAt{uid: tj.UID, attempt: tj.Status.Attempt, nodes: nodes})
+	}
+	return nodes, err
 }

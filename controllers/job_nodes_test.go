@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
@@ -26,7 +25,8 @@ func node(name string, ready bool, labels map[string]string) *corev1.Node {
 }
 
 // TestSchedulableNodes: the nodes a failing attempt's workers could move to, read only when a node may be
-// avoided: Ready, not cordoned, matching the workers' node selector, with no taint they do not tolerate.
+// avoided: Ready, not cordoned, matching the workers' node selector, with no taint they do not tolerate, as
+// one of the attempt's pods is stored (a toleration admission added counts).
 func TestSchedulableNodes(t *testing.T) {
 	gpu := map[string]string{"pool": "gpu"}
 	cordoned := node("cordoned", true, gpu)
@@ -37,30 +37,36 @@ func TestSchedulableNodes(t *testing.T) {
 	tolerated.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}
 	preferred := node("preferred-off", true, gpu)
 	preferred.Spec.Taints = []corev1.Taint{{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}}
-	nodes := []client.Object{node("ready", true, gpu), node("not-ready", false, gpu), node("cpu", true, map[string]string{"pool": "cpu"}),
-		cordoned, tainted, tolerated, preferred}
+	// The stored pod: the job's node selector, and the GPU toleration admission (ExtendedResourceToleration) added.
+	stored := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "n-worker-0-x"},
+		Spec: corev1.PodSpec{NodeName: "ready", NodeSelector: gpu,
+			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}}}
+	objs := []client.Object{node("ready", true, gpu), node("not-ready", false, gpu), node("cpu", true, map[string]string{"pool": "cpu"}),
+		cordoned, tainted, tolerated, preferred, stored}
 	tj := tjtest.NewTJ("ml", "n").With(func(tj *mlv1.TrainingJob) {
-		tj.Spec.Scheduling = &mlv1.SchedulingSpec{NodeSelector: gpu,
-			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}}
+		tj.Spec.Scheduling = &mlv1.SchedulingSpec{NodeSelector: gpu}
 	}).Obj()
 	failedOn := tj.DeepCopy()
 	failedOn.Status.LastFailureNode, failedOn.Status.AvoidedNodes = "ready", []mlv1.AvoidedNode{{Name: "tolerated"}}
+	listed := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: stored.Name}, Spec: corev1.PodSpec{NodeName: "ready"}}}
+	trouble := map[string]string{"x": "is gone"}
 	cases := []struct {
 		name string
 		tj   *mlv1.TrainingJob
 		obs  derive.Observed
 		want []string
 	}{
-		{name: "no node can be avoided: not read", tj: tj, want: nil},
-		{name: "a node in trouble", tj: tj, obs: derive.Observed{NodeTrouble: map[string]string{"x": "is gone"}},
+		{name: "no node can be avoided: not read", tj: tj, obs: derive.Observed{Pods: listed}, want: nil},
+		{name: "a node in trouble", tj: tj, obs: derive.Observed{Pods: listed, NodeTrouble: trouble},
 			want: []string{"preferred-off", "ready", "tolerated"}},
-		{name: "the previous failure's node, avoided ones still listed", tj: failedOn,
+		{name: "a worker on the previous failure's node, avoided ones still listed", tj: failedOn, obs: derive.Observed{Pods: listed},
 			want: []string{"preferred-off", "ready", "tolerated"}},
+		{name: "no worker to read: unknown", tj: tj, obs: derive.Observed{NodeTrouble: trouble}, want: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newReconciler(nodes...)
-			got, err := schedulableNodes(context.Background(), r.Client, tc.tj, builders.Options{}, tc.obs)
+			r := newReconciler(objs...)
+			got, err := schedulableNodes(context.Background(), r.Client, tc.tj, tc.obs)
 			if err != nil {
 				t.Fatal(err)
 			}

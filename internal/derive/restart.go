@@ -216,7 +216,7 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		}
 	}
 	e := firstExit(ended)
-	if p := deletedWhileRunning(ended, e); p != nil {
+	if p := deletedWhileRunning(obs, e); p != nil {
 		disrupted.what = fmt.Sprintf("pod %s (rank %s) was deleted at once (grace period 0) while it ran, with no exit of its own; "+
 			"the exits of its peers that followed do not decide", p.Name, p.Labels[names.RankLabel])
 		disrupted.text, disrupted.node = disrupted.what, p.Spec.NodeName
@@ -239,15 +239,17 @@ func ForceDeleted(p *corev1.Pod) bool {
 	return p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
 }
 
-// deletedWhileRunning returns the earliest pod deleted at once while its containers ran (none had ended
-// before the deletion's second), no later than the second after the first exit (first, nil: none): the
-// rank vanished, and a peer that lost it exits with an error (1, a permanent code) that is no cause.
-func deletedWhileRunning(pods []corev1.Pod, first *rankExit) *corev1.Pod {
+// deletedWhileRunning returns the earliest pod deleted at once while its trainer ran (RunningWhenDeleted: the
+// state the watch saw at the deletion, Observed.ForceDeleted, or the pod as listed now), no later than the
+// second after the first exit (first, nil: none): the rank vanished, and a peer that lost it exits with an
+// error (1, a permanent code) that is no cause. The kubelet's own last delete of a pod that ended (its
+// graceful stop done) also has grace period 0, but comes after the containers ended: it is not one.
+func deletedWhileRunning(obs Observed, first *rankExit) *corev1.Pod {
 	var out *corev1.Pod
-	for i := range pods {
-		p := &pods[i]
-		if !ForceDeleted(p) || endedBefore(p, p.DeletionTimestamp.Time) ||
-			first != nil && p.DeletionTimestamp.After(first.t.FinishedAt.Add(time.Second)) {
+	candidates := append(obs.ForceDeleted[:len(obs.ForceDeleted):len(obs.ForceDeleted)], obs.Pods...)
+	for i := range candidates {
+		p := &candidates[i]
+		if !ForceDeleted(p) || !RunningWhenDeleted(p) || first != nil && p.DeletionTimestamp.After(first.t.FinishedAt.Add(time.Second)) {
 			continue
 		}
 		if out == nil || p.DeletionTimestamp.Before(out.DeletionTimestamp) {
@@ -257,14 +259,17 @@ func deletedWhileRunning(pods []corev1.Pod, first *rankExit) *corev1.Pod {
 	return out
 }
 
-// endedBefore reports whether a container of p ended in a second before at.
-func endedBefore(p *corev1.Pod, at time.Time) bool {
-	for _, cs := range containerStatuses(p) {
-		if t := cs.State.Terminated; t != nil && t.FinishedAt.Time.Before(at.Truncate(time.Second)) {
-			return true
+// RunningWhenDeleted reports whether a pod's containers ran and none had ended: as seen at a deletion with
+// no grace period, a rank that vanished while it ran.
+func RunningWhenDeleted(p *corev1.Pod) bool {
+	running := false
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			return false
 		}
+		running = running || cs.State.Running != nil
 	}
-	return false
+	return running
 }
 
 // exitFailure returns the failure of a rank's exit, which rules match.

@@ -24,6 +24,13 @@ func (b *podB) disrupted(reason string) *podB {
 	return b
 }
 
+// trainerRunning gives the pod a running trainer container.
+func (b *podB) trainerRunning() *podB {
+	b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t0}}}}
+	return b
+}
+
 // forceDeleted marks a pod as `kubectl delete pod --force` leaves it: deleted at once, at t0 + sec.
 func (b *podB) forceDeleted(sec int) *podB {
 	b.p.DeletionTimestamp, b.p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(t0.Add(time.Duration(sec)*time.Second))), ptr.To[int64](0)
@@ -186,9 +193,10 @@ func TestFailedAttempt(t *testing.T) {
 		// `kubectl delete pod --force` of a running rank: the pod leaves no exit of its own, and its peer's
 		// error exit (it lost the rank) is no cause.
 		{
-			name:         "a rank deleted at once while it ran is a disruption, not its peer's error exit",
-			tj:           gang(1, nil),
-			obs:          Observed{Job: failedJob, Pods: pods(lostPeer()), Gone: pods(pod("1", corev1.PodRunning).forceDeleted(1))},
+			name: "a rank deleted at once while it ran is a disruption, not its peer's error exit",
+			tj:   gang(1, nil),
+			obs: Observed{Job: failedJob, Pods: pods(lostPeer()),
+				ForceDeleted: pods(pod("1", corev1.PodRunning).trainerRunning().forceDeleted(1))},
 			wantState:    mlv1.StateInitializing,
 			wantReason:   ReasonRestarting,
 			wantAttempt:  1,
@@ -197,9 +205,10 @@ func TestFailedAttempt(t *testing.T) {
 				"the exits of its peers that followed do not decide; starting attempt 1",
 		},
 		{
-			name:         "the same, the deleted pod still listed and killed",
-			tj:           gang(0, nil),
-			obs:          Observed{Job: failedJob, Pods: pods(lostPeer(), pod("1", corev1.PodFailed).exited(137, "", false).at(3).forceDeleted(2))},
+			name: "the same, the deleted pod still listed, killed since",
+			tj:   gang(0, nil),
+			obs: Observed{Job: failedJob, Pods: pods(lostPeer(), pod("1", corev1.PodFailed).exited(137, "", false).at(3).forceDeleted(2)),
+				ForceDeleted: pods(pod("1", corev1.PodRunning).trainerRunning().forceDeleted(2))},
 			wantState:    mlv1.StateInitializing,
 			wantReason:   ReasonRestarting,
 			wantAttempt:  1,
@@ -207,10 +216,36 @@ func TestFailedAttempt(t *testing.T) {
 			wantMessage: disruption + "pod w-1 (rank 1) was deleted at once (grace period 0) while it ran, with no exit of its own; " +
 				"the exits of its peers that followed do not decide; starting attempt 1",
 		},
+		// The kubelet ends a pod's graceful stop with a delete of grace period 0 too, once its containers ended:
+		// a peer the Job controller stopped is no vanished rank.
 		{
-			name:         "a rank deleted at once after its peer's error exit does not hide it",
+			name: "the kubelet's last delete of a stopped peer is no disruption",
+			tj:   gang(0, nil),
+			obs: Observed{Job: failedJob, Pods: pods(pod("0", corev1.PodFailed).exited(1, "Error", false).message("bug").at(2),
+				pod("1", corev1.PodFailed).exited(143, "Error", false).at(2).forceDeleted(2))},
+			after:        FailureSettle,
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + "rank 0 (pod w-0, container trainer) exited with code 1: bug",
+		},
+		{
+			name:         "a rank deleted at once before it ever ran does not hide its peer's error exit",
 			tj:           gang(0, nil),
-			obs:          Observed{Job: failedJob, Pods: pods(lostPeer()), Gone: pods(pod("1", corev1.PodRunning).forceDeleted(4))},
+			obs:          Observed{Job: failedJob, Pods: pods(lostPeer()), ForceDeleted: pods(pod("1", corev1.PodPending).forceDeleted(1))},
+			after:        FailureSettle,
+			wantState:    mlv1.StateFailed,
+			wantReason:   ReasonNonRetryableExitCode,
+			wantAttempt:  0,
+			wantRestarts: 0,
+			wantMessage:  notRetried + "rank 0 (pod w-0, container trainer) exited with code 1: lost rank 1: EOF",
+		},
+		{
+			name: "a rank deleted at once after its peer's error exit does not hide it",
+			tj:   gang(0, nil),
+			obs: Observed{Job: failedJob, Pods: pods(lostPeer()),
+				ForceDeleted: pods(pod("1", corev1.PodRunning).trainerRunning().forceDeleted(4))},
 			after:        FailureSettle,
 			wantState:    mlv1.StateFailed,
 			wantReason:   ReasonNonRetryableExitCode,

@@ -38,6 +38,9 @@ type Observed struct {
 	// Gone are pods of the current attempt that were seen ending with a non-zero exit code and are deleted
 	// since (the Job controller deletes a failed Job's pods): their ends still explain the failure.
 	Gone []corev1.Pod
+	// ForceDeleted are pods of the current attempt as the watch saw them when they were deleted at once
+	// (grace period 0) while their trainer ran (RunningWhenDeleted), listed or gone since.
+	ForceDeleted []corev1.Pod
 	// CreateRejected is why the API server refused to create a child (invalid, forbidden by admission or
 	// quota) before the Job existed; empty otherwise.
 	CreateRejected string

@@ -206,23 +206,27 @@ func restartRule(c *corev1.Container, code int32) (corev1.ContainerRestartRuleAc
 // restartedAllMessage is the kubelet's (1.36) last state of every container a RestartAllContainers rule
 // stopped: exit code 137, reason RestartingAllContainers, no times; the exit that matched the rule is not
 // kept.
-const restartedAllMessage = "The container is removed because RestartAllContainers in place"
+const (
+	restartedAllMessage = "The container is removed because RestartAllContainers in place"
+	restartingAllReason = "RestartingAllContainers"
+)
 
 // restartingAll reports, as the kubelet 1.36 does, a pod whose containers were all stopped by a
 // RestartAllContainers rule and start again: every container's last state is the kubelet's
-// RestartingAllContainers end (the exit that matched is not kept) and its restart count one more; the pod is
+// RestartingAllContainers end (the exit that matched is not kept) and its restart count one more (one that
+// did not start in the round is left as it is), waiting with that reason; the pod is
 // Pending, not initialized (when it has init containers) nor ready, and AllContainersRestarting is
 // False again as the containers start.
 func restartingAll(s *corev1.PodStatus, inits bool) {
 	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for i := range list {
 			cs := &list[i]
-			if cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil && cs.RestartCount == 0 {
-				continue // never started in this round
+			if cs.State.Waiting != nil {
+				continue // not started in this round: the kubelet counts no restart of it
 			}
 			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 137, Reason: "RestartingAllContainers", Message: restartedAllMessage}}
-			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+				ExitCode: 137, Reason: restartingAllReason, Message: restartedAllMessage}}
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: restartingAllReason}}
 			cs.RestartCount++
 			cs.Started, cs.Ready = ptr.To(false), false
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,5 +113,43 @@ func TestMergeStatusKeepsOthersConditions(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got.Conditions); diff != "" || got.Phase != corev1.PodRunning {
 		t.Errorf("conditions (-want +got):\n%s phase %s", diff, got.Phase)
+	}
+}
+
+// TestRestartingAll: after a RestartAllContainers exit every container that ran in the round (ended or
+// stopped) gets the kubelet's RestartingAllContainers last state and one more restart; one that did not
+// start (waiting) is left as it is; the pod is Pending, not initialized, and AllContainersRestarting False.
+func TestRestartingAll(t *testing.T) {
+	terminated := func(code int32) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
+	}
+	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	s := corev1.PodStatus{Phase: corev1.PodRunning,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: "setup", State: terminated(0)},
+			{Name: "side", State: terminated(143), RestartCount: 1}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", State: terminated(42)}, {Name: "never", State: waiting}}}
+	setCondition(&s, corev1.AllContainersRestarting, true)
+	restartingAll(&s, true)
+	got := map[string]string{}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...) {
+		last := "-"
+		if tr := cs.LastTerminationState.Terminated; tr != nil {
+			last = fmt.Sprintf("%d/%s", tr.ExitCode, tr.Reason)
+		}
+		got[cs.Name] = fmt.Sprintf("restarts %d, last %s", cs.RestartCount, last)
+	}
+	want := map[string]string{"setup": "restarts 1, last 137/RestartingAllContainers", "side": "restarts 2, last 137/RestartingAllContainers",
+		"main": "restarts 1, last 137/RestartingAllContainers", "never": "restarts 0, last -"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("containers (-want +got):\n%s", diff)
+	}
+	conds := map[corev1.PodConditionType]corev1.ConditionStatus{}
+	for _, c := range s.Conditions {
+		conds[c.Type] = c.Status
+	}
+	wantConds := map[corev1.PodConditionType]corev1.ConditionStatus{corev1.AllContainersRestarting: corev1.ConditionFalse,
+		corev1.PodInitialized: corev1.ConditionFalse, corev1.ContainersReady: corev1.ConditionFalse, corev1.PodReady: corev1.ConditionFalse}
+	if diff := cmp.Diff(wantConds, conds); diff != "" || s.Phase != corev1.PodPending {
+		t.Errorf("phase %s, conditions (-want +got):\n%s", s.Phase, diff)
 	}
 }
