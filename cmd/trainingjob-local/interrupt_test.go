@@ -142,3 +142,74 @@ func children(t *testing.T) []string {
 	}
 	return kids
 }
+
+// TestSIGTERMStopsEverything: `trainingjob-local up` sent SIGTERM (a test harness's timeout, a service
+// manager) while a TrainingJob trains returns within 30 s and leaves no process behind: not its trainers,
+// not its control plane (a stop once waited 15 minutes on a pod's last status write).
+func TestSIGTERMStopsEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local stack: make test runs it, make unit (go test -short) does not")
+	}
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, state := t.TempDir(), t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/supervisor", "./cmd/trainingjob-local")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(filepath.Join(bin, "trainingjob-local"), "up", "--assets", assets, "--state-dir", state, "--path", bin,
+		"-f", trainerJob(t, "endless", 2, 100000, "50ms"))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	pids := trainerPIDs(t, filepath.Join(state, "kubeconfig"), done)
+	if running := processesMentioning(state); len(running) < 2 {
+		t.Fatalf("the stack's processes cannot be told by their command line: %v", running)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("up exited with %v\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("up still runs 30 s after SIGTERM\n%s", out.String())
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("trainer %d still runs", pid)
+		}
+	}
+	if left := processesMentioning(state); len(left) > 0 {
+		t.Errorf("processes of the stack left behind: %v", left)
+	}
+}
+
+// processesMentioning lists the live processes whose command line names s (the stack's state directory:
+// etcd, kube-apiserver, the operator and the pods are started with paths under it).
+func processesMentioning(s string) []string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []string
+	for _, c := range cmdlines {
+		data, err := os.ReadFile(c)
+		if err != nil || !bytes.Contains(data, []byte(s)) {
+			continue
+		}
+		out = append(out, filepath.Base(filepath.Dir(c))+" "+strings.ReplaceAll(string(data), "\x00", " "))
+	}
+	return out
+}
