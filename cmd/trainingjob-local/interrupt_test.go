@@ -43,9 +43,10 @@ spec:
 	return file
 }
 
-// TestInterruptStopsEverything: cancelling `up` (what Ctrl-C does) while a TrainingJob trains stops the
-// trainers, the control plane and every other process it started.
-func TestInterruptStopsEverything(t *testing.T) {
+// stackDirs skips a short run, and returns the control plane's binaries, a directory with the packages built
+// into it, and a state directory.
+func stackDirs(t *testing.T, packages ...string) (assets, bin, state string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the local stack: make test runs it, make unit (go test -short) does not")
 	}
@@ -53,12 +54,19 @@ func TestInterruptStopsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/supervisor")
+	bin, state = t.TempDir(), t.TempDir()
+	build := exec.Command("go", append([]string{"build", "-o", bin + "/"}, packages...)...)
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the trainer: %v\n%s", err, out)
+		t.Fatalf("building %v: %v\n%s", packages, err, out)
 	}
+	return assets, bin, state
+}
+
+// TestInterruptStopsEverything: cancelling `up` (what Ctrl-C does) while a TrainingJob trains stops the
+// trainers, the control plane and every other process it started.
+func TestInterruptStopsEverything(t *testing.T) {
+	assets, bin, state := stackDirs(t, "./examples/trainer", "./cmd/supervisor")
 	file := trainerJob(t, "endless", 2, 100000, "50ms")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -147,19 +155,7 @@ func children(t *testing.T) []string {
 // manager) while a TrainingJob trains returns within 30 s and leaves no process behind: not its trainers,
 // not its control plane (a stop once waited 15 minutes on a pod's last status write).
 func TestSIGTERMStopsEverything(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the local stack: make test runs it, make unit (go test -short) does not")
-	}
-	assets, err := testenv.Assets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, state := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./examples/trainer", "./cmd/supervisor", "./cmd/trainingjob-local")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
+	assets, bin, state := stackDirs(t, "./examples/trainer", "./cmd/supervisor", "./cmd/trainingjob-local")
 	var out bytes.Buffer
 	cmd := exec.Command(filepath.Join(bin, "trainingjob-local"), "up", "--assets", assets, "--state-dir", state, "--path", bin,
 		"-f", trainerJob(t, "endless", 2, 100000, "50ms"))
