@@ -18,12 +18,13 @@ import (
 )
 
 // exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
-// code or deleted at once while their trainer ran (derive.ForceDeleted), as the pod watch delivered them. When a rank is killed,
-// the Job controller fails the Job on the first failed pod and deletes the others; on real nodes the killed
-// rank's pod can be gone (its end reported and the pod deleted in one instant) before the JobController
-// reads the attempt, and its peer's error exit (it lost the rank) would then be judged alone: a retryable
-// kill read as a permanent error. The watch saw the kill (or the deletion): the verdict reads the
-// remembered ends of pods that are gone (derive.Observed.Gone).
+// code or deleted at once while their trainer ran (derive.ForceDeleted), as the pod watch delivered them.
+// When a rank is killed, the Job controller fails the Job on the first failed pod and deletes the others;
+// on real nodes the killed rank's pod can be gone (its end reported and the pod deleted in one instant)
+// before the JobController reads the attempt, and its peer's error exit (it lost the rank) would then be
+// judged alone: a retryable kill read as a permanent error. The watch saw the kill (or the deletion): the
+// verdict reads the remembered ends of pods that are gone (derive.Observed.Gone) and the pods deleted at
+// once while they ran (derive.Observed.ForceDeleted).
 // Kept in memory only: an operator that restarts in that instant judges on what is left, as before.
 type exitMemory struct {
 	mu   sync.Mutex
@@ -39,8 +40,8 @@ type attemptExits struct {
 	forced  map[types.UID]corev1.Pod
 }
 
-// record remembers p when one of its containers ended with a non-zero code; an older attempt's pod is
-// ignored, a newer attempt's replaces what was kept.
+// record remembers p when one of its containers ended with a non-zero code, or when it is deleted at once
+// while its trainer runs; an older attempt's pod is ignored, a newer attempt's replaces what was kept.
 func (m *exitMemory) record(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
 	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
