@@ -310,7 +310,7 @@ func goodputLine(tj *mlv1.TrainingJob) string {
 		what string
 	}{
 		{b.Queued, "queued"}, {b.Scheduling, "scheduling and pulling images"}, {b.Startup, "starting up"},
-		{b.Restart, restartWords(tj.Status.RestartCount)}, {b.LostWork, "of training done again after restarts"},
+		{b.Restart, restartWords(tj.Status)}, {b.LostWork, "of training done again after restarts"},
 		{b.Hang, "hung"}, {b.Checkpoint, "saving checkpoints"},
 	}
 	sort.SliceStable(parts, func(i, j int) bool { return parts[i].secs > parts[j].secs })
@@ -374,9 +374,19 @@ func seconds(s float64) string {
 	return duration.HumanDuration(time.Duration(s * float64(time.Second)))
 }
 
-func restartWords(n int32) string {
+// restartWords names the gang restarts (every attempt after the first) and, when some were not counted
+// against backoffLimit (a disruption: preemption, a lost node, a pod deleted at once), how many were.
+func restartWords(st mlv1.TrainingJobStatus) string {
+	n, counted := max(st.Attempt, st.RestartCount), st.RestartCount
+	words := fmt.Sprintf("%d restarts", n)
 	if n == 1 {
-		return "restarting (1 restart)"
+		words = "1 restart"
 	}
-	return fmt.Sprintf("restarting (%d restarts)", n)
+	switch counted {
+	case n:
+		return "restarting (" + words + ")"
+	case 0:
+		return "restarting (" + words + ", not counted)"
+	}
+	return fmt.Sprintf("restarting (%s, %d counted)", words, counted)
 }

@@ -201,3 +201,26 @@ func TestProgressLineSaysTheSource(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartWords: the goodput line counts every gang restart and says how many counted against
+// backoffLimit when a disruption's did not.
+func TestRestartWords(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		attempt  int32
+		restarts int32
+		want     string
+	}{
+		{name: "every restart counted", attempt: 2, restarts: 2, want: "restarting (2 restarts)"},
+		{name: "one restart counted", attempt: 1, restarts: 1, want: "restarting (1 restart)"},
+		{name: "a disruption's restart", attempt: 1, restarts: 0, want: "restarting (1 restart, not counted)"},
+		{name: "some of them", attempt: 3, restarts: 2, want: "restarting (3 restarts, 2 counted)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := restartWords(mlv1.TrainingJobStatus{Attempt: tc.attempt, RestartCount: tc.restarts})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
