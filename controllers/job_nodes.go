@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -103,13 +104,14 @@ func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
 	return derive.SettleLeft(obs, c, metav1.NewTime(now)), true
 }
 
-// schedulableNodes lists the nodes the job's workers could be placed on, avoidance aside (derive.Observed.Schedulable),
-// when the failing attempt may avoid a node (mayAvoid): nil otherwise, or when no worker of the attempt can
-// be read. The workers' placement is read from one of the attempt's pods as the API server stores it, so
-// what admission added (a GPU toleration, a namespace's node selector) counts; the list is filtered by its
-// node selector on the server, read nodePage at a time, and stops once it has a few more than avoidance
-// could need (the avoided nodes, the attempt's, and two).
-func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.TrainingJob, obs derive.Observed) ([]string, error) {
+// schedulableNodes maps the nodes the job's workers could be placed on, avoidance aside, to how many workers
+// each holds by its allocatable resources (derive.Observed.Schedulable), when the failing attempt may avoid
+// a node (mayAvoid): nil otherwise, or when no worker of the attempt can be read. The workers' placement
+// and requests are read from one of the attempt's pods as the API server stores it, so what admission
+// added (a GPU toleration, a namespace's node selector) counts; the list is filtered by its node selector on
+// the server, read nodePage at a time, and stops once the nodes read hold every worker even without the
+// largest of them that avoidance could take (the avoided ones and one more).
+func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.TrainingJob, obs derive.Observed) (map[string]int32, error) {
 	if !mayAvoid(tj, obs) || len(obs.Pods) == 0 {
 		return nil, nil
 	}
@@ -117,18 +119,17 @@ func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.Traini
 	if found, err := getOptional(ctx, reader, client.ObjectKeyFromObject(&obs.Pods[0]), pod); err != nil || !found {
 		return nil, err
 	}
-	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
-	enough := len(tj.Status.AvoidedNodes) + len(obs.Pods) + len(obs.Gone) + 2
-	out := []string{}
+	affinity, req, workers := nodeaffinity.GetRequiredNodeAffinity(pod), podRequests(pod), max(tj.Spec.NumWorkers, 1)
+	out := map[string]int32{}
 	list := &corev1.NodeList{}
 	opt := client.ListOptions{Limit: nodePage, LabelSelector: labels.SelectorFromSet(pod.Spec.NodeSelector)}
-	for ; len(out) < enough; opt.Continue = list.Continue {
+	for ; !holdsAll(out, len(tj.Status.AvoidedNodes)+1, workers); opt.Continue = list.Continue {
 		if err := reader.List(ctx, list, &opt); err != nil {
 			return nil, fmt.Errorf("listing nodes: %w", err)
 		}
 		for i := range list.Items {
 			if n := &list.Items[i]; placeable(n, pod, affinity) {
-				out = append(out, n.Name)
+				out[n.Name] = holds(n, req, workers)
 			}
 		}
 		if list.Continue == "" {
@@ -139,6 +140,53 @@ func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.Traini
 		return nil, nil // the workers ran somewhere: a count of none is a miscount, not a full cluster
 	}
 	return out, nil
+}
+
+// holdsAll reports whether the nodes hold the workers without the `without` nodes that hold the most.
+func holdsAll(nodes map[string]int32, without int, workers int32) bool {
+	all := slices.Sorted(maps.Values(nodes))
+	var sum int32
+	for _, h := range all[:max(0, len(all)-without)] {
+		sum += h
+	}
+	return sum >= workers
+}
+
+// podRequests returns what the scheduler counts of a worker pod: its containers' and sidecars' requests.
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	add := func(c corev1.Container) {
+		for name, q := range c.Resources.Requests {
+			sum := out[name]
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		add(c)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	return out
+}
+
+// holds returns how many workers of these requests node n holds by its allocatable resources, at most workers.
+func holds(n *corev1.Node, req corev1.ResourceList, workers int32) int32 {
+	most := int64(workers)
+	for name, q := range req {
+		if q.IsZero() {
+			continue
+		}
+		alloc, ok := n.Status.Allocatable[name]
+		if !ok {
+			return 0
+		}
+		most = min(most, alloc.MilliValue()/q.MilliValue())
+	}
+	return int32(most)
 }
 
 // nodePage is how many nodes one list request reads.
@@ -190,11 +238,11 @@ func nodeReady(n *corev1.Node) bool {
 type schedulableAt struct {
 	uid     types.UID
 	attempt int32
-	nodes   []string
+	nodes   map[string]int32
 }
 
 // schedulable returns the schedulable nodes of the failing attempt (schedulableNodes), read once per attempt.
-func (r *JobReconciler) schedulable(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed) ([]string, error) {
+func (r *JobReconciler) schedulable(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed) (map[string]int32, error) {
 	key := client.ObjectKeyFromObject(tj)
 	if v, ok := r.schedulableRead.Load(key); ok {
 		if at := v.(schedulableAt); at.uid == tj.UID && at.attempt == tj.Status.Attempt {

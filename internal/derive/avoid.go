@@ -14,8 +14,8 @@ import (
 // it also held the failing rank of the previous failed attempt, the failing rank's node when a rule with
 // avoidNode decided. At most failurePolicy.maxAvoidedNodes stay, the newest (0 turns avoidance off). It
 // records the failing rank's node as lastFailureNode. Avoidance stops short of the last schedulable nodes:
-// a node is not avoided when fewer nodes than the failed attempt's workers held would be left for them
-// (f.schedulable); the note returned says which ("" when none).
+// a node is not avoided when the schedulable nodes left would not hold every worker by their allocatable
+// resources (f.schedulable); the note returned says which ("" when none).
 func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) (note string) {
 	limit := int(*tj.Spec.FailurePolicy.MaxAvoidedNodes)
 	var kept []string
@@ -50,23 +50,23 @@ func avoidNodes(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) (no
 	if len(kept) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; not avoiding node %s: the workers held %d nodes, and of the %d schedulable fewer would be left",
-		strings.Join(kept, ", "), max(f.used, 1), len(f.schedulable))
+	return fmt.Sprintf("; not avoiding node %s: the other schedulable nodes would not hold the %d workers", strings.Join(kept, ", "),
+		f.workers)
 }
 
-// roomToAvoid reports whether avoiding node leaves at least as many schedulable nodes, not avoided, as the
-// failed attempt's workers held (at least one); true when the schedulable nodes were not read.
+// roomToAvoid reports whether the schedulable nodes other than node and those avoided hold every worker (at
+// least one) by their allocatable resources; true when the schedulable nodes were not read.
 func roomToAvoid(st *mlv1.TrainingJobStatus, f failure, node string) bool {
 	if f.schedulable == nil {
 		return true
 	}
-	left := 0
-	for _, n := range f.schedulable {
+	var room int32
+	for n, holds := range f.schedulable {
 		if n != node && !avoided(st, n) {
-			left++
+			room += holds
 		}
 	}
-	return left >= max(f.used, 1)
+	return room >= max(f.workers, 1)
 }
 
 func avoided(st *mlv1.TrainingJobStatus, node string) bool {

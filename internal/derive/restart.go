@@ -75,10 +75,10 @@ type failure struct {
 	inputs bool
 	// at is when the failing rank's container ended; zero when the failure is no exit.
 	at time.Time
-	// schedulable are the nodes the workers could run on (Observed.Schedulable; nil: not read), used how
-	// many nodes the failed attempt's workers held: avoidance leaves them at least that many.
-	schedulable []string
-	used        int
+	// schedulable are the nodes the workers could run on and how many each holds (Observed.Schedulable;
+	// nil: not read), workers the job's: avoidance leaves room for them all.
+	schedulable map[string]int32
+	workers     int32
 }
 
 // failedAttempt returns the phase the failed Job of the current attempt leads to. With restartPolicy Gang a
@@ -90,7 +90,7 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 		return phase{mlv1.StateFailed, c.Reason, failureMessage(c, obs.ended(), obs.Logs)}
 	}
 	f := classify(tj, obs, c)
-	f.schedulable, f.used = obs.Schedulable, nodesUsed(obs)
+	f.schedulable, f.workers = obs.Schedulable, tj.Spec.NumWorkers
 	f = applyRules(tj, f)
 	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
 		// Another rank may have failed first, unreported yet: decide on the whole story.
@@ -142,17 +142,6 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	}
 	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf(
 		"restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s%s; starting attempt %d", by, f.what, note, st.Attempt)}
-}
-
-// nodesUsed returns how many nodes the attempt's workers were placed on.
-func nodesUsed(obs Observed) int {
-	used := map[string]bool{}
-	for _, p := range obs.ended() {
-		if p.Spec.NodeName != "" {
-			used[p.Spec.NodeName] = true
-		}
-	}
-	return len(used)
 }
 
 // ReasonFailureRule is the Failed reason of a failure a rule of failurePolicy.rules fails.

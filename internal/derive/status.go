@@ -51,10 +51,11 @@ type Observed struct {
 	// tainted: NodeTrouble) to why; read only once the attempt's Job fails. A failure with a worker on such a node is a
 	// disruption, whichever rank exited first.
 	NodeTrouble map[string]string
-	// Schedulable are the nodes the workers could be placed on, avoidance aside (Ready, schedulable, matching
-	// their node selection and tolerating their taints), read while the attempt fails and a node may be
-	// avoided, at most a few more than avoidance could need; nil when not read.
-	Schedulable []string
+	// Schedulable maps the nodes the workers could be placed on, avoidance aside (Ready, schedulable, matching
+	// their node selection and tolerating their taints), to how many workers each holds by its allocatable
+	// resources; read while the attempt fails and a node may be avoided, possibly only part of the cluster
+	// (enough to tell); nil when not read.
+	Schedulable map[string]int32
 	// NodeWait is, when a failing attempt's worker is on a node that is not Ready but does not count as
 	// lost yet (NodeTrouble's wait), how long until it does; 0 otherwise.
 	NodeWait time.Duration
