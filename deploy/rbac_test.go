@@ -34,8 +34,9 @@ var used = map[string][]string{
 	"core/pods/log": {"get"},
 	// an unbound claim's events (read, not cached)
 	"core/events": {"list"},
-	// a failed attempt's nodes: one lost or not Ready makes the failure a disruption
-	"core/nodes":                  {"get"},
+	// a failed attempt's nodes: one lost or not Ready makes the failure a disruption; list: the nodes its
+	// workers could move to, so that avoidance leaves them room
+	"core/nodes":                  {"get", "list"},
 	"core/persistentvolumeclaims": {"create", "get", "list", "watch"},
 	// create: an MPI job's SSH keys, in its namespace; get: MLflow credentials, read uncached (no Secret is
 	// cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
