@@ -6,45 +6,31 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestCut(t *testing.T) {
+// TestCutAndClip: both cut at a character's boundary; Clip also marks the cut, within the same bound.
+func TestCutAndClip(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		cut  func(string, int) string
 		s    string
 		n    int
 		want string
 	}{
-		{name: "short", s: "abc", n: 5, want: "abc"},
-		{name: "exact", s: "abc", n: 3, want: "abc"},
-		{name: "ascii", s: "abcdef", n: 4, want: "abcd"},
-		{name: "inside a character", s: "aé", n: 2, want: "a"},
-		{name: "after a character", s: "aéb", n: 3, want: "aé"},
-		{name: "zero", s: "abc", n: 0, want: ""},
+		{name: "Cut short", cut: Cut, s: "abc", n: 5, want: "abc"},
+		{name: "Cut exact", cut: Cut, s: "abc", n: 3, want: "abc"},
+		{name: "Cut ascii", cut: Cut, s: "abcdef", n: 4, want: "abcd"},
+		{name: "Cut inside a character", cut: Cut, s: "aé", n: 2, want: "a"},
+		{name: "Cut after a character", cut: Cut, s: "aéb", n: 3, want: "aé"},
+		{name: "Cut zero", cut: Cut, s: "abc", n: 0, want: ""},
+		{name: "Clip short", cut: Clip, s: "abc", n: 5, want: "abc"},
+		{name: "Clip exact", cut: Clip, s: "abcdef", n: 6, want: "abcdef"},
+		{name: "Clip cut and marked", cut: Clip, s: "abcdefgh", n: 6, want: "abc…"},
+		{name: "Clip inside a character", cut: Clip, s: "abéfgh", n: 6, want: "ab…"},
+		{name: "Clip spaces before the mark", cut: Clip, s: "ab  \ncdefgh", n: 8, want: "ab…"},
+		{name: "Clip no room but the mark", cut: Clip, s: "abcdef", n: 2, want: "…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Cut(tc.s, tc.n)); diff != "" {
-				t.Errorf("Cut(%q, %d) (-want +got):\n%s", tc.s, tc.n, diff)
-			}
-		})
-	}
-}
-
-func TestClip(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		s    string
-		n    int
-		want string
-	}{
-		{name: "short", s: "abc", n: 5, want: "abc"},
-		{name: "exact", s: "abcdef", n: 6, want: "abcdef"},
-		{name: "cut and marked", s: "abcdefgh", n: 6, want: "abc…"},
-		{name: "inside a character", s: "abéfgh", n: 6, want: "ab…"},
-		{name: "spaces before the mark", s: "ab  \ncdefgh", n: 8, want: "ab…"},
-		{name: "no room but the mark", s: "abcdef", n: 2, want: "…"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Clip(tc.s, tc.n)); diff != "" {
-				t.Errorf("Clip(%q, %d) (-want +got):\n%s", tc.s, tc.n, diff)
+			if diff := cmp.Diff(tc.want, tc.cut(tc.s, tc.n)); diff != "" {
+				t.Errorf("(%q, %d) (-want +got):\n%s", tc.s, tc.n, diff)
 			}
 		})
 	}
