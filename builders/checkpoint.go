@@ -101,9 +101,9 @@ func TensorBoardDir(tj *mlv1.TrainingJob) string {
 // checkpoint when it gets SIGTERM, then exit: the pods get checkpoint.preemptionGraceSeconds to do it.
 const CheckpointOnSigtermEnv = "TRAININGJOB_CHECKPOINT_ON_SIGTERM"
 
-// terminationGrace returns the workers' time between SIGTERM and SIGKILL: checkpoint.preemptionGraceSeconds
+// TerminationGrace returns the workers' time between SIGTERM and SIGKILL: checkpoint.preemptionGraceSeconds
 // with onPreemption, else the Kubernetes default (nil).
-func terminationGrace(tj *mlv1.TrainingJob) *int64 {
+func TerminationGrace(tj *mlv1.TrainingJob) *int64 {
 	c := tj.Spec.Checkpoint
 	if !tj.CheckpointEnabled() || !c.OnPreemption {
 		return nil

@@ -73,6 +73,9 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 	sharedMemory(&job.Spec.Template.Spec, tj, opts)
 	overlay(&job.Spec.Template, tj, opts)
 	job.Annotations = map[string]string{names.SpecHashAnnotation: SpecHash(job)}
+	if InPlace(tj, opts) {
+		job.Annotations[names.InPlaceAnnotation] = "true"
+	}
 	return job
 }
 
@@ -152,6 +155,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 	spec.Volumes = append(spec.Volumes, inputsVolumes(tj, opts)...)
 	spec.InitContainers = append(spec.InitContainers, supervisorInitContainer(tj, opts)...)
 	spec.Volumes = append(spec.Volumes, supervisorVolumes(tj)...)
+	spec.Volumes = append(spec.Volumes, stateVolumes(tj, opts)...)
 	if s := tj.Spec.Scheduling; s != nil {
 		spec.PriorityClassName = s.Priority
 		// Copies: the overlay adds to them, and builders never change the TrainingJob.
@@ -160,7 +164,7 @@ func podSpec(tj *mlv1.TrainingJob, opts Options) corev1.PodSpec {
 		spec.Tolerations = slices.Clone(s.Tolerations)
 		spec.SchedulerName = schedulerName(tj)
 	}
-	spec.TerminationGracePeriodSeconds = terminationGrace(tj)
+	spec.TerminationGracePeriodSeconds = TerminationGrace(tj)
 	avoidNodes(&spec, tj.Status.AvoidedNodes)
 	return spec
 }
@@ -232,6 +236,7 @@ func container(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		SecurityContext:          workerSecurityContext(tj),
 	}
 	supervise(tj, &c)
+	restartInPlace(tj, opts, &c)
 	return c
 }
 

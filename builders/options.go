@@ -44,4 +44,8 @@ type Options struct {
 	// InputsNodeCacheMaxSize is the most a PerNode job's inputs may take on a node (its inputs.cacheSize,
 	// default DefaultInputsCacheSize, no more than this); nil: inputs.cacheSize alone.
 	InputsNodeCacheMaxSize *resource.Quantity
+	// InPlaceRestart: the cluster restarts every container of a pod in place on a container's exit code
+	// (RestartAllContainers, found out by a dry run when the manager starts), so a gang restart of a job
+	// whose restartStrategy is InPlace keeps the pods (InPlace).
+	InPlaceRestart bool
 }

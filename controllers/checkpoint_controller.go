@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -235,8 +237,13 @@ func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Po
 // last reported is what is known).
 func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) (bool, error) {
 	var older []corev1.Pod
+	inPlace, err := r.restartingInPlace(ctx, tj)
+	if err != nil {
+		return false, err
+	}
 	for _, p := range pods {
-		if names.JobAttempt(&p) < tj.Status.Attempt && !derive.Ended(&p) {
+		restarts := inPlace != "" && p.Labels[names.ControllerUIDLabel] == inPlace && p.DeletionTimestamp == nil
+		if names.JobAttempt(&p) < tj.Status.Attempt && !derive.Ended(&p) && !restarts {
 			older = append(older, p)
 		}
 	}
@@ -245,6 +252,19 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 	}
 	left, err := withoutStranded(ctx, r.APIReader, older, r.Clock.Now())
 	return len(left) > 0, err
+}
+
+// restartingInPlace returns the UID of the workers' Job when it restarts in place (names.InPlaceAnnotation),
+// "" otherwise: its pods of an older attempt are the ones to restart, which wait for RESUME_FROM; what
+// their agents report meanwhile is left to the next attempt. One being deleted is still waited for: the
+// gang is recreated.
+func (r *CheckpointReconciler) restartingInPlace(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
+	job := &batchv1.Job{}
+	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job)
+	if err != nil || !found || job.Annotations[names.InPlaceAnnotation] == "" || job.DeletionTimestamp != nil {
+		return "", err
+	}
+	return string(job.UID), nil
 }
 
 // rank0Pods returns the rank 0 pods of every attempt still there.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,11 +43,19 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 		}
 		return p
 	}
+	inJob := func(p *corev1.Pod, deleted bool) *corev1.Pod {
+		p.Labels[names.ControllerUIDLabel] = "job-uid"
+		if deleted {
+			p.DeletionTimestamp, p.Finalizers = &t0, []string{"test"}
+		}
+		return p
+	}
 	cases := []struct {
 		name        string
 		attempt     int32
 		resumeFrom  *string // the ConfigMap's value before; nil: no key
 		pod         *corev1.Pod
+		inPlace     bool // the workers' Job restarts in place (names.InPlaceAnnotation), its UID "job-uid"
 		want        string
 		wantSettled string
 	}{
@@ -59,6 +69,10 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			want: uri + "7", wantSettled: "1"},
 		{name: "or, the pod gone, what it last reported", attempt: 1, resumeFrom: ptr.To(uri + "4"), pod: nil,
 			want: uri + "4", wantSettled: "1"},
+		{name: "a pod restarting in place is not waited for", attempt: 1, resumeFrom: ptr.To(uri + "4"),
+			pod: inJob(rank0("0", corev1.PodRunning, ""), false), inPlace: true, want: uri + "4", wantSettled: "1"},
+		{name: "but one being deleted is", attempt: 1, resumeFrom: ptr.To(uri + "4"),
+			pod: inJob(rank0("0", corev1.PodRunning, ""), true), inPlace: true, want: uri + "4", wantSettled: "0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +87,10 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			objs := []client.Object{tj, cm}
 			if tc.pod != nil {
 				objs = append(objs, tc.pod)
+			}
+			if tc.inPlace {
+				objs = append(objs, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid",
+					Annotations: map[string]string{names.InPlaceAnnotation: "true"}}})
 			}
 			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(objs...).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
 			r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time)}

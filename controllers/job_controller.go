@@ -27,6 +27,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
@@ -65,6 +66,11 @@ type JobReconciler struct {
 	// checkpointSeconds is what rank 0's trainer reports having spent saving checkpoints in the current
 	// attempt (the StatusController reads it: Setup wires it), for goodput; nil reads none.
 	checkpointSeconds func(*mlv1.TrainingJob) *float64
+	// Control orders the supervisors of a job that restarts in place (job_inplace.go).
+	Control *controlapi.Client
+	// notHeld remembers the pods whose supervisor said it held nothing, by job and pod, with the
+	// readiness they had (mayBeHeld): asked again only once it changes.
+	notHeld notHeld
 	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
 	// controller watches the Workloads it owns.
 	kueueServed bool
@@ -126,6 +132,7 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 	if !found {
 		r.detailsSince.Delete(key)
 		r.schedulableRead.Delete(key)
+		r.notHeld.forget(key)
 		r.exits.forget(key)
 		r.writes.forget(key)
 	}
@@ -183,6 +190,7 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	if obs.Pods, err = r.listPods(ctx, tj, true, obs.Job); err != nil {
 		return err
 	}
+	r.heldExits(ctx, tj, obs)
 	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
 	if err := r.releaseQuota(ctx, tj, obs); err != nil {
 		return err

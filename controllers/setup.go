@@ -28,6 +28,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
@@ -250,6 +251,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := takeOverMovedFields(mgr, cfg.Namespaces); err != nil {
 		return err
 	}
+	w.cfg.Builders.InPlaceRestart = inPlaceRestartServed(mgr)
 	jc, sc := w.jobReconciler(), w.statusReconciler()
 	jc.checkpointSeconds = sc.checkpointSeconds // goodput's checkpoint time, as rank 0 reports it
 	controllers := []struct {
@@ -285,7 +287,8 @@ type wiring struct {
 func (w wiring) jobReconciler() *JobReconciler {
 	return &JobReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Scheme: w.mgr.GetScheme(),
 		Recorder: w.recorder, Clock: clock.RealClock{}, Options: w.cfg.Builders, Workers: orDefaultInt(w.cfg.JobWorkers, 10),
-		Logs: w.logs, DetailInterval: w.interval} // worker counts and reasons are written at most as often as progress is
+		Logs: w.logs, DetailInterval: w.interval, // worker counts and reasons are written at most as often as progress is
+		Control: &controlapi.Client{HTTP: w.http, Timeout: w.timeout}}
 }
 
 func (w wiring) statusReconciler() *StatusReconciler {

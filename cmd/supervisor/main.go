@@ -48,7 +48,8 @@ func run(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	return supervisor.Run(supervisor.Config{Command: fs.Args(), Listen: *listen, Pattern: os.Getenv(patternEnv)})
+	return supervisor.Run(supervisor.Config{Command: fs.Args(), Listen: *listen, Pattern: os.Getenv(patternEnv),
+		Control: supervisor.ControlFromEnv()})
 }
 
 // install copies the supervisor to the one path it is given.

@@ -43,6 +43,9 @@ const (
 	ResumedFromAnnotation = "ml.example.com/resumed-from"
 	// SpecHashAnnotation on the Job is SpecHash of the Job as built; see SpecHash.
 	SpecHashAnnotation = "ml.example.com/spec-hash"
+	// InPlaceAnnotation on the Job says its workers restart in place (builders.InPlace): a gang restart
+	// orders their supervisors, and the Job and its pods are labelled with the new attempt.
+	InPlaceAnnotation = "ml.example.com/restart-in-place"
 )
 
 // Kueue's names (sigs.k8s.io/kueue: pkg/controller/constants and apis/kueue/v1beta2) that the operator

@@ -27,6 +27,11 @@ func (tj *TrainingJob) RDMAEnabled() bool {
 	return tj.Spec.Networking.RDMAEnabled != nil && *tj.Spec.Networking.RDMAEnabled
 }
 
+// RestartStrategy returns failurePolicy.restartStrategy.
+func (tj *TrainingJob) RestartStrategy() RestartStrategy {
+	return tj.Spec.FailurePolicy.RestartStrategy
+}
+
 // RestartPolicy returns failurePolicy.restartPolicy.
 func (tj *TrainingJob) RestartPolicy() RestartPolicy { return tj.Spec.FailurePolicy.RestartPolicy }
 

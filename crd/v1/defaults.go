@@ -13,6 +13,7 @@ const (
 	DefaultElasticMaxRestarts     int32 = 10
 	DefaultMasterPort             int32 = 29500
 	DefaultRestartPolicy                = RestartGang
+	DefaultRestartStrategy              = RestartInPlace
 	DefaultBackoffLimit           int32 = 3
 	DefaultCleanPodPolicy               = CleanPodsRunning
 	DefaultProgressFromOutput           = true
@@ -64,6 +65,9 @@ func (tj *TrainingJob) Default() {
 	s.FailurePolicy = orEmpty(s.FailurePolicy)
 	if s.FailurePolicy.RestartPolicy == "" {
 		s.FailurePolicy.RestartPolicy = DefaultRestartPolicy
+	}
+	if s.FailurePolicy.RestartStrategy == "" {
+		s.FailurePolicy.RestartStrategy = DefaultRestartStrategy
 	}
 	setDefault(&s.FailurePolicy.BackoffLimit, DefaultBackoffLimit)
 	if s.FailurePolicy.OnHang == "" {

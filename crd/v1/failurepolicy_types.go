@@ -16,6 +16,19 @@ const (
 	RestartNever RestartPolicy = "Never"
 )
 
+// RestartStrategy is how a gang restart brings the workers back.
+// +kubebuilder:validation:Enum=InPlace;Recreate
+type RestartStrategy string
+
+// Restart strategies.
+const (
+	// RestartInPlace restarts every container of each worker's pod on its node (the kubelet's
+	// RestartAllContainers), keeping the pod, its node, IP and volumes; a pod that is gone is recreated.
+	RestartInPlace RestartStrategy = "InPlace"
+	// RestartRecreate deletes every worker's pod and creates a new set.
+	RestartRecreate RestartStrategy = "Recreate"
+)
+
 // FailurePolicy decides how worker failures are retried.
 // +kubebuilder:validation:XValidation:rule="!has(self.retryableExitCodes) || !has(self.nonRetryableExitCodes) || !self.retryableExitCodes.exists(c, c in self.nonRetryableExitCodes)",message="an exit code must not be both in retryableExitCodes and in nonRetryableExitCodes",fieldPath=".retryableExitCodes"
 // +kubebuilder:validation:XValidation:rule="!has(self.restartPolicy) || self.restartPolicy == 'Gang' || !has(self.retryableExitCodes) && !has(self.nonRetryableExitCodes)",message="retryableExitCodes and nonRetryableExitCodes apply to restartPolicy Gang only",fieldPath=".restartPolicy"
@@ -26,6 +39,13 @@ type FailurePolicy struct {
 	// +optional
 	// +kubebuilder:default=Gang
 	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+
+	// restartStrategy is how a gang restart brings the workers back: InPlace (default: each pod's
+	// containers restart on its node, where the cluster can and the trainer runs under the supervisor;
+	// Recreate otherwise, and the Restarting condition says why) or Recreate (new pods).
+	// +optional
+	// +kubebuilder:default=InPlace
+	RestartStrategy RestartStrategy `json:"restartStrategy,omitempty"`
 
 	// backoffLimit is how many restarts after a retryable failure the TrainingJob may use before it fails;
 	// disruptions (preemption, eviction, node loss) are not counted.

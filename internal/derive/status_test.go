@@ -543,3 +543,26 @@ func TestSignificant(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingReason: a container waiting because its pod restarts in place is no trouble; one waiting in a
+// crash loop is.
+func TestWaitingReason(t *testing.T) {
+	waiting := func(reason string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-0"}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m"}}}}
+		return p
+	}
+	for _, tt := range []struct {
+		name, reason, want string
+	}{
+		{name: "restarting in place", reason: "RestartingAllContainers", want: ""},
+		{name: "crash loop", reason: "CrashLoopBackOff", want: "CrashLoopBackOff"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := waitingReason([]corev1.Pod{waiting(tt.reason)}); got != tt.want {
+				t.Errorf("reason %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -97,7 +97,8 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 		}
 		for _, cs := range containerStatuses(p) {
 			w := cs.State.Waiting
-			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
+			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" ||
+				w.Reason == ReasonRestartingAllContainers {
 				continue
 			}
 			why := fmt.Sprintf("pod %s: %s", p.Name, w.Message)
@@ -109,6 +110,10 @@ func waitingReason(pods []corev1.Pod) (string, string) {
 	}
 	return "", ""
 }
+
+// ReasonRestartingAllContainers is the waiting reason the kubelet gives every container of a pod it restarts
+// in place (a gang restart in place): the containers are about to start again, nothing is stuck.
+const ReasonRestartingAllContainers = "RestartingAllContainers"
 
 // containerStatuses returns a pod's init container (sidecars included) then main container statuses: init
 // containers first, since one stuck or failed there holds the whole pod.

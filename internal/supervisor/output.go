@@ -35,6 +35,7 @@ type Monitor struct {
 	mu     sync.Mutex
 	rec    *recognize.Recognizer
 	format string // of the last recognised line
+	tail   *tail  // the last lines
 }
 
 // newMonitor returns a Monitor recognising the built-in formats and pattern, if any; a pattern that does
@@ -45,7 +46,7 @@ func newMonitor(pattern string, piped bool) *Monitor {
 		fmt.Fprintf(os.Stderr, "supervisor: monitoring.progressPattern ignored: %v\n", err)
 		rec, _ = recognize.New("")
 	}
-	return &Monitor{piped: piped, start: time.Now(), rec: rec}
+	return &Monitor{piped: piped, start: time.Now(), rec: rec, tail: &tail{}}
 }
 
 // moved returns how much output has been passed on.
@@ -60,6 +61,7 @@ func (m *Monitor) wrote(n int) {
 // Line reads one line of output (without its end).
 func (m *Monitor) Line(line []byte) {
 	m.lines.Add(1)
+	m.tail.add(line)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if format, ok := m.rec.Line(line); ok {

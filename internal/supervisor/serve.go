@@ -18,9 +18,9 @@ import (
 // contentType is the Prometheus text format's.
 const contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// serve serves m on addr in the background: GET /metrics and GET /healthz. When it cannot listen it says
-// so in one line on stderr and serves nothing: the training goes on.
-func serve(addr string, m *Monitor) {
+// serve serves m on addr in the background: GET /metrics and GET /healthz, and ctl's protocol when it takes
+// orders. When it cannot listen it says so in one line on stderr and serves nothing: the training goes on.
+func serve(addr string, m *Monitor, ctl *controller) {
 	if addr == "" {
 		return
 	}
@@ -29,7 +29,7 @@ func serve(addr string, m *Monitor) {
 		fmt.Fprintf(os.Stderr, "supervisor: not serving progress on %s: %v\n", addr, err)
 		return
 	}
-	go func() { _ = newServer(m).Serve(limitListener(l, maxConns)) }()
+	go func() { _ = newServer(m, ctl).Serve(limitListener(l, maxConns)) }()
 }
 
 // maxConns bounds the connections the server holds: anyone who reaches the pod may connect, and the
@@ -76,8 +76,9 @@ func (c *slotConn) Close() error {
 }
 
 // newServer returns the metrics server; its timeouts free a slow or idle client's connection, and it logs
-// nothing (its stderr is the program's).
-func newServer(m *Monitor) *http.Server {
+// nothing (its stderr is the program's). GET /healthz answers 503 while ctl holds a failed program or
+// restarts: the pod's readiness probe.
+func newServer(m *Monitor, ctl *controller) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", contentType)
@@ -85,8 +86,16 @@ func newServer(m *Monitor) *http.Server {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if ok, why := ctl.ready(); !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, why)
+			return
+		}
 		_, _ = io.WriteString(w, "ok")
 	})
+	if ctl != nil {
+		ctl.register(mux)
+	}
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

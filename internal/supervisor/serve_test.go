@@ -98,7 +98,7 @@ func TestOutputSeries(t *testing.T) {
 
 // TestServer: GET /metrics in the text format's content type, GET /healthz "ok", other methods refused.
 func TestServer(t *testing.T) {
-	srv := httptest.NewServer(newServer(newMonitor("", true)).Handler)
+	srv := httptest.NewServer(newServer(newMonitor("", true), nil).Handler)
 	defer srv.Close()
 	tests := []struct {
 		name, method, path string

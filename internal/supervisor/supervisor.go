@@ -24,6 +24,8 @@ type Config struct {
 	Listen string
 	// Pattern is the job's own progress pattern (TRAININGJOB_PROGRESS_PATTERN); empty for none.
 	Pattern string
+	// Control lets the operator hold a failed program and restart the pod in place; zero for none.
+	Control Control
 }
 
 // Run runs cfg.Command under supervision until it exits and returns the code to exit with: the program's
@@ -41,14 +43,16 @@ func Run(cfg Config) int {
 		p = newPipes() // nil when it fails: the program then writes to our files itself
 	}
 	m := newMonitor(cfg.Pattern, p != nil)
-	serve(cfg.Listen, m)
+	ctl := newController(cfg.Control, m.tail)
+	serve(cfg.Listen, m, ctl)
 	pid, err := start(cfg.Command, p)
 	if err != nil {
 		p.close()
 		return cannotRun(cfg.Command[0], err)
 	}
+	ctl.running(pid)
 	done := p.copy(m)
 	status := wait(pid, sigs, chld)
 	drain(done, chld, m, drainTimeout)
-	return exitCode(status)
+	return ctl.exited(status, sigs)
 }

@@ -55,6 +55,8 @@ func TestFailureHandling(t *testing.T) {
 			// Rank 1 died as epoch 3 started, after checkpoint 2: the new gang resumes from it, not earlier.
 			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
 			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: rank 1 (pod retry-worker-1-", "exited with code 137", "starting attempt 1")
+			// In place (restartStrategy's default): the pods were kept, every container ran again.
+			assertEvent(t, tj.Namespace, "Restarting", "attempt 1: the 2 workers' pods restart in place")
 			assertGone(t, pids) // no rank of the first attempt left waiting at the dead rendezvous
 		},
 	}, {

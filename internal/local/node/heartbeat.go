@@ -96,7 +96,7 @@ func (n *Node) nodeStatus(old corev1.NodeStatus) corev1.NodeStatus {
 	now := metav1.Now()
 	alloc := n.allocatable()
 	s := corev1.NodeStatus{
-		Capacity: alloc, Allocatable: alloc, Phase: corev1.NodeRunning,
+		Capacity: alloc, Allocatable: alloc, Phase: corev1.NodeRunning, DeclaredFeatures: DeclaredFeatures,
 		Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: hostIP}, {Type: corev1.NodeHostName, Address: n.opts.Name},
 		},
@@ -181,3 +181,8 @@ func kernelVersion() string {
 	data, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return strings.TrimSpace(string(data))
 }
+
+// DeclaredFeatures are the features the node declares, as a kubelet 1.36 does those of its gates (the
+// scheduler places a pod that needs one only on a node that declares it): the process node restarts all of
+// a pod's containers on a container's exit code (RestartAllContainers, podrun.go).
+var DeclaredFeatures = []string{"RestartAllContainersOnContainerExits"}

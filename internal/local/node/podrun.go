@@ -278,8 +278,17 @@ func (r *podRun) runContainer(
 		_ = r.writeStatus(ctx)
 		return 128, true
 	}
-	r.update(func(s *corev1.PodStatus) { setRunning(s, c.Name, init, p.cmd.Process.Pid, p.started) })
+	probed := !init && c.ReadinessProbe != nil
+	r.update(func(s *corev1.PodStatus) {
+		setRunning(s, c.Name, init, p.cmd.Process.Pid, p.started)
+		if probed {
+			setReady(s, c.Name, false) // unready until its probe passes
+		}
+	})
 	_ = r.writeStatus(ctx)
+	if probed {
+		go r.probeReadiness(ctx, c, p.exited)
+	}
 	select {
 	case <-p.exited:
 	case <-stop:

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
+)
+
+// controlled is a supervisor that takes orders, running program, and how to reach it.
+type controlled struct {
+	cmd   *exec.Cmd
+	addr  string
+	dir   string
+	token string
+	out   lockedBuffer
+}
+
+// lockedBuffer is the supervisor's output, read while it is written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startControlled starts program (a shell script) under a supervisor with the token "t0ken", attempt 1, a
+// state directory (with state written into it first when not empty) and the hold given.
+func startControlled(t *testing.T, program, state string, hold int) *controlled {
+	t.Helper()
+	c := &controlled{addr: freeAddr(t), dir: t.TempDir(), token: "t0ken"}
+	if state != "" {
+		if err := os.WriteFile(filepath.Join(c.dir, "restart.json"), []byte(state), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.cmd = exec.Command(supervisorBin, supervised([]string{"--listen=" + c.addr}, "sh", "-c", program)[1:]...)
+	c.cmd.Env = append(os.Environ(), controlapi.TokenEnv+"="+c.token, controlapi.RestartCodeEnv+"=215",
+		controlapi.AttemptEnv+"=1", controlapi.StateDirEnv+"="+c.dir, controlapi.HoldEnv+"="+strconv.Itoa(hold))
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
+	return c
+}
+
+// client returns the operator's client of the protocol.
+func client() *controlapi.Client {
+	return &controlapi.Client{HTTP: &http.Client{}, Timeout: 5 * time.Second}
+}
+
+// until calls f every 50 ms until it returns true, for at most 20 s.
+func until(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if f() {
+			return
+		}
+	}
+	t.Fatalf("never: %s", what)
+}
+
+// held waits until the supervisor holds a failed program and returns its exit.
+func (c *controlled) held(t *testing.T) controlapi.Exit {
+	t.Helper()
+	var e controlapi.Exit
+	until(t, "the program is held", func() bool {
+		var err error
+		e, err = client().Exit(context.Background(), c.addr, c.token)
+		return err == nil && e.Held
+	})
+	return e
+}
+
+// code waits for the supervisor's exit code.
+func (c *controlled) code(t *testing.T) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case <-done:
+		return c.cmd.ProcessState.ExitCode()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the supervisor did not exit; its output:\n%s", c.out.String())
+		return 0
+	}
+}
+
+func healthz(addr string) (int, string) {
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHeldUntilOrdered: a program that fails is held: the pod is unready, GET /exit tells how it ended
+// (only with the token), and an order to restart into a later attempt ends the supervisor with the restart
+// code after writing the order down for the restarted containers.
+func TestHeldUntilOrdered(t *testing.T) {
+	c := startControlled(t, `echo "Traceback: ValueError: bad batch" >&2; exit 3`, "", 60)
+	e := c.held(t)
+	if e.ExitCode != 3 || e.Attempt != 1 || !strings.Contains(e.Message, "ValueError: bad batch") || e.FinishedAt.IsZero() {
+		t.Errorf("exit = %+v, want code 3 in attempt 1 with the last line as its message", e)
+	}
+	if code, body := healthz(c.addr); code != http.StatusServiceUnavailable || !strings.Contains(body, "code 3") {
+		t.Errorf("healthz while held = %d %q, want 503 naming the code", code, body)
+	}
+	if _, err := client().Exit(context.Background(), c.addr, "wrong"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("exit with a wrong token: %v, want 401", err)
+	}
+	if err := client().Restart(context.Background(), c.addr, "", controlapi.Order{Attempt: 2}); err == nil {
+		t.Error("an order without the token was taken")
+	}
+	if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.held(t); e.ExitCode != 3 {
+		t.Errorf("an order for the attempt it runs ended the hold: %+v", e)
+	}
+	if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 2, ResumeFrom: "s3://b/ck-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.code(t); code != controlapi.RestartCode {
+		t.Errorf("exit code %d, want the restart code %d; output:\n%s", code, controlapi.RestartCode, c.out.String())
+	}
+	var o controlapi.Order
+	b, err := os.ReadFile(filepath.Join(c.dir, "restart.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &o)
+	}
+	if diff := cmp.Diff(controlapi.Order{Attempt: 2, ResumeFrom: "s3://b/ck-2"}, o); err != nil || diff != "" {
+		t.Errorf("the order kept (-want +got):\n%s (%v)", diff, err)
+	}
+}
+
+// TestRunningProgramStopped: an order to a running program that ignores SIGTERM kills it after the grace
+// period, and the supervisor exits with the restart code.
+func TestRunningProgramStopped(t *testing.T) {
+	c := startControlled(t, `trap "" TERM; echo started; while :; do sleep 0.1; done`, "", 60)
+	until(t, "the program runs", func() bool { return strings.Contains(c.out.String(), "started") })
+	if code, _ := healthz(c.addr); code != http.StatusOK {
+		t.Errorf("healthz while running = %d, want 200", code)
+	}
+	if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 5, GraceSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := healthz(c.addr); code != http.StatusServiceUnavailable {
+		t.Errorf("healthz while restarting = %d %q, want 503", code, body)
+	}
+	if code := c.code(t); code != controlapi.RestartCode {
+		t.Errorf("exit code %d, want the restart code", code)
+	}
+}
+
+// TestHoldEnds: without an order, a hold ends with the program's own code: on SIGTERM (the pod deleted),
+// and at the hold's end (the operator gone). A program that succeeds is not held.
+func TestHoldEnds(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		program string
+		hold    int
+		signal  bool
+		want    int
+	}{
+		{name: "SIGTERM", program: "exit 7", hold: 60, signal: true, want: 7},
+		{name: "hold's end", program: "exit 9", hold: 1, want: 9},
+		{name: "success", program: "exit 0", hold: 60, want: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startControlled(t, tt.program, "", tt.hold)
+			if tt.signal {
+				c.held(t)
+				_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			if code := c.code(t); code != tt.want {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.want, c.out.String())
+			}
+		})
+	}
+}
+
+// TestRestartedContainersTakeTheOrder: containers restarted in place run in the attempt the last order
+// named, with its RESUME_FROM, even when their environment (read by the kubelet from the ConfigMap) is older.
+func TestRestartedContainersTakeTheOrder(t *testing.T) {
+	c := startControlled(t, `echo "resume=$RESUME_FROM"; exit 4`, `{"attempt":3,"resumeFrom":"s3://b/ck-9"}`, 60)
+	if e := c.held(t); e.Attempt != 3 {
+		t.Errorf("attempt %d, want 3 (the order's)", e.Attempt)
+	}
+	if !strings.Contains(c.out.String(), "resume=s3://b/ck-9") {
+		t.Errorf("the program's RESUME_FROM is not the order's; output:\n%s", c.out.String())
+	}
+	if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.held(t); !e.Held {
+		t.Error("an order for the attempt it already runs ended the hold")
+	}
+}

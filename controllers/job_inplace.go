@@ -1,0 +1,299 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
+)
+
+// Gang restarts in place (failurePolicy.restartStrategy InPlace, builders.InPlace). A trainer that fails is
+// held by its supervisor, which fails the pod's readiness probe: the pod turns unready and the JobController
+// reads how the trainer ended (heldExits), which the state machine then reads as any failed worker's end.
+// When it decides on a restart, the JobController orders every worker's supervisor to restart into the new
+// attempt (restartInPlace): each exits with the restart code, and the kubelet runs every container of the
+// pod again, init containers included, keeping the pod. A pod that is gone, being deleted, on a node to
+// avoid, or that cannot be reached makes the whole gang recreated, as before, with an event saying why.
+
+// heldExits replaces, in obs.Pods, each pod whose supervisor holds a failed trainer of the current attempt
+// by what the kubelet would show had the trainer's container ended: the pod Failed, the trainer terminated
+// with the program's code and message. A pod is asked once per readiness change: only an unready pod
+// whose trainer runs can be held.
+func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) {
+	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
+		return
+	}
+	token := builders.ControlToken(tj, r.Options)
+	parallel(len(obs.Pods), stopWorkers, func(i int) {
+		p := &obs.Pods[i]
+		key, ok := mayBeHeld(p)
+		if !ok {
+			return
+		}
+		if r.notHeld.seen(tj, p.UID, key) {
+			return
+		}
+		e, err := r.Control.Exit(ctx, supervisorAddr(p), token)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("reading a held exit", "pod", klog.KObj(p), "error", err.Error())
+			return
+		}
+		if !e.Held || e.Attempt != tj.Status.Attempt {
+			r.notHeld.remember(tj, p.UID, key)
+			return
+		}
+		asEnded(p, e)
+	})
+}
+
+// mayBeHeld says whether a pod's trainer may be held (the pod runs, unready, its trainer running) and the
+// key of its present readiness: its UID and when its Ready condition last changed.
+func mayBeHeld(p *corev1.Pod) (string, bool) {
+	cs := trainerStatus(p)
+	ready := podReady(p)
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || p.Status.PodIP == "" || cs == nil ||
+		cs.State.Running == nil || cs.Ready || ready == nil || ready.Status == corev1.ConditionTrue {
+		return "", false
+	}
+	return string(p.UID) + "/" + ready.LastTransitionTime.UTC().Format(time.RFC3339Nano) + "/" + strconv.Itoa(int(cs.RestartCount)), true
+}
+
+func podReady(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func trainerStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == names.ContainerName {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// asEnded makes p read as the kubelet would show it had its trainer's container ended as e says.
+func asEnded(p *corev1.Pod, e controlapi.Exit) {
+	cs := trainerStatus(p)
+	p.Status.Phase = corev1.PodFailed
+	cs.Ready = false
+	cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: e.ExitCode, Signal: e.Signal,
+		Reason: "Error", Message: e.Message, StartedAt: metav1.NewTime(e.StartedAt), FinishedAt: metav1.NewTime(e.FinishedAt)}}
+}
+
+// supervisorAddr returns host:port of a pod's supervisor.
+func supervisorAddr(p *corev1.Pod) string {
+	return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(builders.SupervisorPort)))
+}
+
+// restartInPlace restarts the workers of job, an older attempt's Job built to restart in place, into the
+// current attempt: once RESUME_FROM is settled for it, every pod not yet moved is ordered to restart and
+// then labelled with the attempt; the Job last. done is false when the gang cannot restart in place (a pod
+// gone, being deleted, on a node to avoid, not reachable): the caller recreates it.
+func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
+	obs *derive.Observed) (done bool, err error) {
+	if tj.CheckpointEnabled() && (cm == nil || cm.Annotations[names.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt))) {
+		obs.StartBlocked = "waiting for the checkpoint controller to settle RESUME_FROM"
+		return true, nil
+	}
+	var pods corev1.PodList
+	ofJob := client.MatchingLabels{names.ControllerUIDLabel: string(job.UID)}
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), ofJob); err != nil {
+		return false, fmt.Errorf("listing pods of %s: %w", klog.KObj(job), err)
+	}
+	if why := notRestartable(tj, job, pods.Items); why != "" {
+		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
+			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
+		return false, nil
+	}
+	obs.StartBlocked = fmt.Sprintf("restarting the workers of attempt %d in place", names.JobAttempt(job))
+	order := controlapi.Order{Attempt: tj.Status.Attempt, GraceSeconds: orderGrace(tj), ResumeFrom: cm.Data[names.ResumeFromKey]}
+	if failed := r.order(ctx, tj, pods.Items, order); failed != "" {
+		r.Recorder.Eventf(tj, job, corev1.EventTypeWarning, derive.ReasonRestarting, "Recreate",
+			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, failed)
+		return false, nil
+	}
+	if err := r.label(ctx, job, tj.Status.Attempt); err != nil {
+		return true, err
+	}
+	r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "RestartInPlace",
+		"attempt %d: the %d workers' pods restart in place", tj.Status.Attempt, len(pods.Items))
+	return true, nil
+}
+
+// notRestartable says why the pods cannot restart in place; "" when they all can.
+func notRestartable(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) string {
+	if n := ptr.Deref(job.Spec.Parallelism, 0); int32(len(pods)) != n {
+		return fmt.Sprintf("%d of %d pods are there", len(pods), n)
+	}
+	for i := range pods {
+		p := &pods[i]
+		switch {
+		case names.JobAttempt(p) == tj.Status.Attempt:
+			continue // ordered and labelled already
+		case p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+			return fmt.Sprintf("pod %s is %s", p.Name, ended(p))
+		case p.Status.PodIP == "":
+			return fmt.Sprintf("pod %s has no IP", p.Name)
+		case slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName }):
+			return fmt.Sprintf("pod %s is on node %s, which the workers avoid now", p.Name, p.Spec.NodeName)
+		}
+	}
+	return ""
+}
+
+func ended(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "being deleted"
+	}
+	return string(p.Status.Phase)
+}
+
+// orderGrace is how long a restarted trainer gets between SIGTERM and SIGKILL: a second after a hang (a hung
+// rank is killed, not waited for), else the pods' grace period (a trainer may checkpoint on SIGTERM).
+func orderGrace(tj *mlv1.TrainingJob) int64 {
+	if derive.LastAttemptHung(tj.Status) {
+		return hungGrace
+	}
+	if g := builders.TerminationGrace(tj); g != nil {
+		return *g
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
+
+// order orders every pod not labelled with the current attempt yet to restart into it, several at once,
+// and labels it once its supervisor took the order; it returns why one could not be ordered ("" when all
+// were).
+func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) string {
+	token := builders.ControlToken(tj, r.Options)
+	var mu sync.Mutex
+	var failed string
+	parallel(len(pods), stopWorkers, func(i int) {
+		p := &pods[i]
+		if names.JobAttempt(p) == o.Attempt {
+			return
+		}
+		err := r.Control.Restart(ctx, supervisorAddr(p), token, o)
+		if err == nil {
+			err = r.label(ctx, p, o.Attempt)
+		}
+		if err != nil {
+			mu.Lock()
+			failed = fmt.Sprintf("pod %s: %v", p.Name, err)
+			mu.Unlock()
+		}
+	})
+	return failed
+}
+
+// attemptLabelPatch sets the attempt label.
+const attemptLabelPatch = `{"metadata":{"labels":{%q:%q}}}`
+
+// label sets an object's attempt label.
+func (r *JobReconciler) label(ctx context.Context, obj client.Object, attempt int32) error {
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, attemptLabelPatch, names.AttemptLabel, strconv.Itoa(int(attempt))))
+	if err := r.Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("labelling %s with attempt %d: %w", klog.KObj(obj), attempt, err)
+	}
+	return nil
+}
+
+// notHeld remembers, by job and pod, the readiness (mayBeHeld's key) at which a pod's supervisor said it
+// held nothing. Safe for concurrent use.
+type notHeld struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]map[types.UID]string
+}
+
+func (n *notHeld) seen(tj *mlv1.TrainingJob, pod types.UID, key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.jobs[client.ObjectKeyFromObject(tj)][pod] == key
+}
+
+// remember keeps key for the pod, and forgets the job's pods that are no longer asked about after a while:
+// at most one entry per pod the job has had, dropped with the job (forget).
+func (n *notHeld) remember(tj *mlv1.TrainingJob, pod types.UID, key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.jobs == nil {
+		n.jobs = map[types.NamespacedName]map[types.UID]string{}
+	}
+	k := client.ObjectKeyFromObject(tj)
+	if n.jobs[k] == nil || len(n.jobs[k]) > 4*int(tj.Spec.NumWorkers)+16 {
+		n.jobs[k] = map[types.UID]string{}
+	}
+	n.jobs[k][pod] = key
+}
+
+func (n *notHeld) forget(key types.NamespacedName) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.jobs, key)
+}
+
+// inPlaceRestartServed says whether the API server keeps a container's RestartAllContainers rule (Kubernetes
+// 1.35+ with its gates on), by a dry run of a Job that has one in the default namespace: a server without
+// the feature drops the rule or refuses it. No answer (an error) counts as no: gang restarts then recreate
+// the pods, and each says why (builders.InPlaceUnavailable).
+func inPlaceRestartServed(mgr ctrl.Manager) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := corev1.Container{Name: "probe", Image: "probe", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever),
+		RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn,
+				Values: []int32{controlapi.RestartCode}}}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{GenerateName: "trainingjob-operator-probe-", Namespace: metav1.NamespaceDefault},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{c}}}}}
+	if err := mgr.GetClient().Create(ctx, job, client.DryRunAll); err != nil {
+		mgr.GetLogger().Info("gang restarts recreate the pods: the dry run of a RestartAllContainers rule failed", "error", err.Error())
+		return false
+	}
+	cs := job.Spec.Template.Spec.Containers
+	served := len(cs) == 1 && len(cs[0].RestartPolicyRules) == 1
+	declared, err := nodesDeclare(ctx, mgr.GetAPIReader(), restartAllContainersFeature)
+	mgr.GetLogger().Info("gang restarts", "inPlace", served && declared, "ruleServed", served, "nodesDeclare", declared, "error", err)
+	return served && declared
+}
+
+// restartAllContainersFeature is the feature a kubelet declares (node.status.declaredFeatures) when it
+// restarts all of a pod's containers on a rule: the scheduler places a pod with such a rule only there.
+const restartAllContainersFeature = "RestartAllContainersOnContainerExits"
+
+// nodesDeclare says whether a node of the first page of nodes declares feature: older kubelets ignore the
+// rule, and a scheduler that checks declared features would place the pods nowhere.
+func nodesDeclare(ctx context.Context, c client.Reader, feature string) (bool, error) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.Limit(500)); err != nil {
+		return false, err
+	}
+	for _, n := range nodes.Items {
+		if slices.Contains(n.Status.DeclaredFeatures, feature) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

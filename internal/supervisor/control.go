@@ -1,0 +1,301 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
+)
+
+// Control is what a supervisor that takes the operator's orders (package controlapi) needs: the job's
+// token, the code to exit with on an order to restart, the attempt the pod was created in and a
+// directory that outlives the containers. A zero Token takes no orders.
+type Control struct {
+	Token       string
+	RestartCode int
+	Attempt     int32
+	StateDir    string
+	// Hold is how long a program that failed is held for the operator's word; then the supervisor exits
+	// with the program's code, as without control (DefaultHold when zero).
+	Hold time.Duration
+	// TerminationLog is the container's termination message file (/dev/termination-log when empty).
+	TerminationLog string
+}
+
+// DefaultHold is how long a failed program waits for the operator's order before the supervisor exits
+// with its code: the Job then fails, and the operator restarts the gang the slow way.
+const DefaultHold = 2 * time.Minute
+
+// stateFile keeps, in Control.StateDir, the last order obeyed: the attempt the restarted containers run in
+// and the RESUME_FROM it named.
+const stateFile = "restart.json"
+
+// controller holds the program's run for the operator: its pid, and once it failed, how it ended.
+type controller struct {
+	cfg     Control
+	tail    *tail
+	mu      sync.Mutex
+	attempt int32
+	pid     int
+	started time.Time
+	held    *controlapi.Exit
+	ordered bool
+	orders  chan struct{}
+}
+
+// newController returns the controller of cfg, nil when it takes no orders. It reads the last order obeyed
+// (the restart that started these containers) and gives its RESUME_FROM to the program.
+func newController(cfg Control, t *tail) *controller {
+	if cfg.Token == "" || cfg.RestartCode <= 0 || cfg.RestartCode > 255 {
+		return nil
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = DefaultHold
+	}
+	if cfg.TerminationLog == "" {
+		cfg.TerminationLog = "/dev/termination-log"
+	}
+	c := &controller{cfg: cfg, tail: t, attempt: cfg.Attempt, orders: make(chan struct{}, 1)}
+	if o, ok := c.lastOrder(); ok && o.Attempt >= c.attempt {
+		c.attempt = o.Attempt
+		if o.ResumeFrom != "" {
+			_ = os.Setenv("RESUME_FROM", o.ResumeFrom)
+		}
+	}
+	return c
+}
+
+// lastOrder reads the last order obeyed in this pod.
+func (c *controller) lastOrder() (controlapi.Order, bool) {
+	var o controlapi.Order
+	if c.cfg.StateDir == "" {
+		return o, false
+	}
+	b, err := os.ReadFile(filepath.Join(c.cfg.StateDir, stateFile))
+	if err != nil || len(b) > controlapi.MaxBody || json.Unmarshal(b, &o) != nil {
+		return o, false
+	}
+	return o, true
+}
+
+// register serves the protocol on mux.
+func (c *controller) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+controlapi.ExitPath, c.serveExit)
+	mux.HandleFunc("POST "+controlapi.RestartPath, c.serveRestart)
+}
+
+// ready says whether the pod is ready: not while a failed program is held or a restart is under way.
+func (c *controller) ready() (bool, string) {
+	if c == nil {
+		return true, ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.held != nil:
+		return false, fmt.Sprintf("held: the program exited with code %d", c.held.ExitCode)
+	case c.ordered:
+		return false, "restarting"
+	}
+	return true, ""
+}
+
+func (c *controller) serveExit(w http.ResponseWriter, r *http.Request) {
+	if !agentapi.Authorized(r, c.cfg.Token) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	c.mu.Lock()
+	e := controlapi.Exit{Attempt: c.attempt}
+	if c.held != nil {
+		e = *c.held
+	}
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
+	if !agentapi.Authorized(r, c.cfg.Token) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	var o controlapi.Order
+	dec := json.NewDecoder(io.LimitReader(r.Body, controlapi.MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil || o.Attempt < 0 || o.GraceSeconds < 0 || len(o.ResumeFrom) > 4096 {
+		http.Error(w, "bad order", http.StatusBadRequest)
+		return
+	}
+	if err := c.obey(o); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// obey takes an order: one for an attempt the pod already runs, or one after another, changes nothing.
+// Otherwise it writes the order down for the restarted containers, and stops the program (SIGTERM, then
+// SIGKILL after the grace period) or ends a hold.
+func (c *controller) obey(o controlapi.Order) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o.Attempt <= c.attempt || c.ordered {
+		return nil
+	}
+	if err := c.writeOrder(o); err != nil {
+		return err
+	}
+	c.ordered = true
+	c.orders <- struct{}{}
+	if c.held == nil && c.pid > 0 {
+		pid := c.pid
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		time.AfterFunc(time.Duration(o.GraceSeconds)*time.Second, func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	return nil
+}
+
+// writeOrder keeps the order in the state directory, replacing the last one at once.
+func (c *controller) writeOrder(o controlapi.Order) error {
+	if c.cfg.StateDir == "" {
+		return nil
+	}
+	b, _ := json.Marshal(o)
+	tmp := filepath.Join(c.cfg.StateDir, stateFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("keeping the order: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.cfg.StateDir, stateFile)); err != nil {
+		return fmt.Errorf("keeping the order: %w", err)
+	}
+	return nil
+}
+
+// running records the program's pid once it started; an order that came before it stops it at once.
+func (c *controller) running(pid int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pid, c.started = pid, time.Now()
+	if c.ordered {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// exited returns the code to exit with once the program ended with status: the restart code when an order
+// came; the program's code when it succeeded, or once a hold ends without an order (a signal, the hold's
+// time). A program that failed is held until then.
+func (c *controller) exited(status syscall.WaitStatus, sigs <-chan os.Signal) int {
+	code := exitCode(status)
+	if c == nil {
+		return code
+	}
+	c.mu.Lock()
+	if c.ordered {
+		c.mu.Unlock()
+		return c.cfg.RestartCode
+	}
+	if code == 0 {
+		c.mu.Unlock()
+		return 0
+	}
+	c.held = c.exit(status, code)
+	c.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "supervisor: the program exited with code %d; held for the operator's word (at most %s)\n", code, c.cfg.Hold)
+	return c.hold(code, sigs)
+}
+
+// hold waits for an order (the restart code), a signal that ends the container or the hold's end (code).
+func (c *controller) hold(code int, sigs <-chan os.Signal) int {
+	timer := time.NewTimer(c.cfg.Hold)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.orders:
+			return c.cfg.RestartCode
+		case s := <-sigs:
+			if s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGHUP || s == syscall.SIGQUIT {
+				return code
+			}
+		case <-timer.C:
+			fmt.Fprintf(os.Stderr, "supervisor: no word from the operator in %s; exiting with the program's code %d\n", c.cfg.Hold, code)
+			return code
+		}
+	}
+}
+
+// exit describes how the program ended, as the kubelet would in its container's terminated state.
+func (c *controller) exit(status syscall.WaitStatus, code int) *controlapi.Exit {
+	e := &controlapi.Exit{Attempt: c.attempt, Held: true, ExitCode: int32(code), StartedAt: c.started, FinishedAt: time.Now()}
+	if status.Signaled() {
+		e.Signal = int32(status.Signal())
+	}
+	e.Message = c.message()
+	return e
+}
+
+// message returns the termination message the program wrote, or the end of its output.
+func (c *controller) message() string {
+	f, err := os.Open(c.cfg.TerminationLog)
+	if err == nil {
+		b, _ := io.ReadAll(io.LimitReader(f, controlapi.MaxMessage))
+		_ = f.Close()
+		if len(b) > 0 {
+			return string(b)
+		}
+	}
+	return c.tail.String()
+}
+
+// ControlFromEnv returns the Control the environment (controlapi's variables) describes; a zero Token when
+// it describes none.
+func ControlFromEnv() Control {
+	code, _ := strconv.Atoi(os.Getenv(controlapi.RestartCodeEnv))
+	attempt, _ := strconv.ParseInt(os.Getenv(controlapi.AttemptEnv), 10, 32)
+	hold, _ := strconv.Atoi(os.Getenv(controlapi.HoldEnv))
+	return Control{Token: os.Getenv(controlapi.TokenEnv), RestartCode: code, Attempt: int32(attempt),
+		StateDir: os.Getenv(controlapi.StateDirEnv), Hold: time.Duration(hold) * time.Second}
+}
+
+// tail keeps the last bytes of the program's lines: the message of a failure when the program wrote no
+// termination message.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// tailSize is how much output tail keeps: the kubelet's fallback to the log keeps 2 KiB.
+const tailSize = 2 << 10
+
+func (t *tail) add(line []byte) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(append(t.buf, line...), '\n')
+	if n := len(t.buf); n > 2*tailSize {
+		t.buf = append(t.buf[:0], t.buf[n-tailSize:]...)
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.buf); n > tailSize {
+		return string(t.buf[n-tailSize:])
+	}
+	return string(t.buf)
+}

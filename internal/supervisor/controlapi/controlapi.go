@@ -1,0 +1,128 @@
+// Package controlapi is the supervisor's control protocol, one definition for both sides: the paths, what
+// they carry, and a Client the JobController calls supervisors with. It serves a gang restart in place
+// (failurePolicy.restartStrategy InPlace): the JobController learns a held failure and orders each
+// worker's supervisor to restart, and the kubelet restarts every container of the pod on the restart
+// code (a RestartAllContainers rule), keeping the pod.
+//
+//	GET  /exit     how the program's last run ended while the supervisor holds it (Exit)
+//	POST /restart  an Order: stop the program and exit with the restart code
+//
+// Both need "Authorization: Bearer <token>", the job's control token (TokenEnv): only the operator, which
+// derives it from a key only it holds, and the job's own pods know it. A supervisor given no token serves
+// neither.
+package controlapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// The protocol's paths.
+const (
+	ExitPath    = "/exit"
+	RestartPath = "/restart"
+)
+
+// The environment of a supervisor that takes orders.
+const (
+	// TokenEnv holds the job's control token.
+	TokenEnv = "TRAININGJOB_CONTROL_TOKEN"
+	// RestartCodeEnv is the exit code the container's RestartAllContainers rule matches.
+	RestartCodeEnv = "TRAININGJOB_RESTART_CODE"
+	// AttemptEnv is the attempt (status.attempt) the pod was created in.
+	AttemptEnv = "TRAININGJOB_ATTEMPT"
+	// StateDirEnv is a directory that outlives the containers (an emptyDir of the pod) where the
+	// supervisor keeps the attempt its last order named.
+	StateDirEnv = "TRAININGJOB_STATE_DIR"
+	// HoldEnv is how many seconds a failed program is held for an order (the supervisor's default when
+	// unset).
+	HoldEnv = "TRAININGJOB_HOLD_SECONDS"
+)
+
+// RestartCode is the exit code a supervisor exits with on an order to restart: none of the codes a shell, a
+// signal or Python gives (126-128, 128+n up to 159, 1, 2).
+const RestartCode = 215
+
+// MaxBody bounds what either side reads of a request or an answer.
+const MaxBody = 16 << 10
+
+// MaxMessage bounds Exit.Message: the kubelet's termination message limit.
+const MaxMessage = 4 << 10
+
+// Exit is what GET /exit answers: the attempt the supervisor runs in and, while it holds a program that
+// ended with a non-zero code (Held), how the program ended. Message is the program's termination message
+// or, when it wrote none, the end of its output (as FallbackToLogsOnError).
+type Exit struct {
+	Attempt    int32     `json:"attempt"`
+	Held       bool      `json:"held"`
+	ExitCode   int32     `json:"exitCode,omitempty"`
+	Signal     int32     `json:"signal,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Message    string    `json:"message,omitempty"`
+}
+
+// Order is what POST /restart carries: the attempt the pod restarts into (an order for an attempt the
+// supervisor already runs changes nothing), how long the program gets between SIGTERM and SIGKILL, and
+// RESUME_FROM for the attempt (what the ConfigMap names; the supervisor gives it to the restarted program
+// even when the kubelet read the ConfigMap before it changed).
+type Order struct {
+	Attempt      int32  `json:"attempt"`
+	GraceSeconds int64  `json:"graceSeconds"`
+	ResumeFrom   string `json:"resumeFrom,omitempty"`
+}
+
+// Client calls supervisors; addr is host:port.
+type Client struct {
+	HTTP    *http.Client
+	Timeout time.Duration
+}
+
+// Exit reads how a supervisor's program ended.
+func (c *Client) Exit(ctx context.Context, addr, token string) (Exit, error) {
+	var e Exit
+	err := c.do(ctx, http.MethodGet, "http://"+addr+ExitPath, token, nil, func(body io.Reader) error {
+		return json.NewDecoder(body).Decode(&e)
+	})
+	return e, err
+}
+
+// Restart orders a supervisor to restart its pod into o.Attempt.
+func (c *Client) Restart(ctx context.Context, addr, token string, o Order) error {
+	body, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, "http://"+addr+RestartPath, token, body, func(io.Reader) error { return nil })
+}
+
+// do sends one request with the token (never put in an error) and reads at most MaxBody of the answer.
+func (c *Client) do(ctx context.Context, method, u, token string, body []byte, read func(io.Reader) error) error {
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("supervisor: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("supervisor: %s %s: %s", method, u, resp.Status)
+	}
+	return read(io.LimitReader(resp.Body, MaxBody))
+}
