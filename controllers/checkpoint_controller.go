@@ -9,6 +9,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,9 @@ type CheckpointReconciler struct {
 	// delivered: a pod deleted as it stops (an eviction, a preemption, a gang restart) is gone before a
 	// reconcile reads it, and its report names the checkpoint written at preemption.
 	finals sync.Map
+	// fresh holds, per job, the attempt for which rank 0's agent of the attempt before, restarting in place,
+	// reported after the restart's decision (inPlaceReport).
+	fresh sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
@@ -80,6 +84,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		if !found && err == nil {
 			r.reports.forget(req.NamespacedName)
 			r.finals.Delete(req.NamespacedName)
+			r.fresh.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
@@ -128,7 +133,11 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 		derive.ApplyResumed(&tj.Status, cm.Annotations[names.ResumedFromAnnotation])
 	}
 	if tj.Status.State != mlv1.StateRunning {
-		return "", reconcile.Result{}
+		inPlace, err := r.restartingInPlace(ctx, tj)
+		if err != nil || inPlace == "" {
+			return "", reconcile.Result{}
+		}
+		return "", r.inPlaceReport(ctx, tj, cm, pods)
 	}
 	return r.readWhenDue(ctx, tj, pods, now.Time)
 }
@@ -242,7 +251,8 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 		return false, err
 	}
 	for _, p := range pods {
-		restarts := inPlace != "" && p.Labels[names.ControllerUIDLabel] == inPlace && p.DeletionTimestamp == nil
+		restarts := inPlace != "" && p.Labels[names.ControllerUIDLabel] == inPlace && p.DeletionTimestamp == nil &&
+			r.reportedSinceRestart(tj)
 		if names.JobAttempt(&p) < tj.Status.Attempt && !derive.Ended(&p) && !restarts {
 			older = append(older, p)
 		}
@@ -253,6 +263,51 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 	left, err := withoutStranded(ctx, r.APIReader, older, r.Clock.Now())
 	return len(left) > 0, err
 }
+
+// inPlaceReport reads, while the job restarts in place and RESUME_FROM is not settled for the new attempt,
+// the agent of rank 0's pod of the older attempt (still running: its containers restart without a final
+// report, as the kubelet keeps none of their ends) into tj.Status, until it reports after the restart's
+// decision. Reading the agent makes it sync again soon after; res comes back for the next read.
+func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
+	pods []corev1.Pod) reconcile.Result {
+	key := client.ObjectKeyFromObject(tj)
+	if cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt)) || r.reportedSinceRestart(tj) {
+		return reconcile.Result{}
+	}
+	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRestarting)
+	for _, p := range pods {
+		if names.JobAttempt(&p) >= tj.Status.Attempt || p.DeletionTimestamp != nil {
+			continue
+		}
+		addr, err := runningRank0(&mlv1.TrainingJob{Status: mlv1.TrainingJobStatus{Attempt: names.JobAttempt(&p)}}, []corev1.Pod{p},
+			builders.AgentPort)
+		if err != nil {
+			continue
+		}
+		if a, err := r.Agent.Status(ctx, addr); err == nil && a.Time.After(c.LastTransitionTime.Time) {
+			derive.ApplyFinalReport(&tj.Status, a, metav1.NewTime(r.Clock.Now()))
+			r.fresh.Store(key, tj.Status.Attempt)
+			return reconcile.Result{}
+		}
+	}
+	return reconcile.Result{RequeueAfter: 500 * time.Millisecond}
+}
+
+// reportedSinceRestart says whether rank 0's agent of the older attempt reported after the decision of the
+// current attempt's restart (inPlaceReport), or there is no such wait: no restart under way, or
+// inPlaceReportWait has passed since its decision.
+func (r *CheckpointReconciler) reportedSinceRestart(tj *mlv1.TrainingJob) bool {
+	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRestarting)
+	if c == nil || c.Status != metav1.ConditionTrue || r.Clock.Since(c.LastTransitionTime.Time) >= inPlaceReportWait {
+		return true
+	}
+	v, ok := r.fresh.Load(client.ObjectKeyFromObject(tj))
+	return ok && v.(int32) == tj.Status.Attempt
+}
+
+// inPlaceReportWait bounds how long RESUME_FROM waits for a fresh report of a rank 0 that restarts in place:
+// past it, the newest checkpoint known is resumed from.
+const inPlaceReportWait = 10 * time.Second
 
 // restartingInPlace returns the UID of the workers' Job when it restarts in place (names.InPlaceAnnotation),
 // "" otherwise: its pods of an older attempt are the ones to restart, which wait for RESUME_FROM; what

@@ -56,6 +56,7 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 		resumeFrom  *string // the ConfigMap's value before; nil: no key
 		pod         *corev1.Pod
 		inPlace     bool // the workers' Job restarts in place (names.InPlaceAnnotation), its UID "job-uid"
+		restarting  bool // the Restarting condition turned True now
 		want        string
 		wantSettled string
 	}{
@@ -73,12 +74,18 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 			pod: inJob(rank0("0", corev1.PodRunning, ""), false), inPlace: true, want: uri + "4", wantSettled: "1"},
 		{name: "but one being deleted is", attempt: 1, resumeFrom: ptr.To(uri + "4"),
 			pod: inJob(rank0("0", corev1.PodRunning, ""), true), inPlace: true, want: uri + "4", wantSettled: "0"},
+		{name: "nor, right after the restart's decision, until its agent reported since", attempt: 1, resumeFrom: ptr.To(uri + "4"),
+			pod: inJob(rank0("0", corev1.PodRunning, ""), false), inPlace: true, restarting: true, want: uri + "4", wantSettled: "0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj()
 			tj.Status.State, tj.Status.Attempt = mlv1.StateInitializing, tc.attempt
 			tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: uri + "4", LatestEpoch: 4}
+			if tc.restarting {
+				tj.Status.Conditions = []metav1.Condition{{Type: mlv1.ConditionRestarting, Status: metav1.ConditionTrue, Reason: "Restarting",
+					LastTransitionTime: t0}}
+			}
 			cm, _ := builders.ConfigMap(tj)
 			cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
 			if tc.resumeFrom != nil {

@@ -147,13 +147,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	case found && !metav1.IsControlledBy(job, tj):
 		return fmt.Errorf("job %s exists and is not owned by trainingjob %s", job.Name, tj.Name)
 	case found && names.JobAttempt(job) != tj.Status.Attempt:
-		if job.Annotations[names.InPlaceAnnotation] != "" && builders.InPlace(tj, r.Options) {
-			if done, err := r.restartInPlace(ctx, tj, cm, job, obs); done || err != nil {
-				return err
-			}
-		}
-		obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
-		return r.deleteAttempt(ctx, tj, job)
+		return r.nextAttempt(ctx, tj, cm, job, obs)
 	case found && finished(tj):
 		obs.Job = job
 		return r.stopJob(ctx, tj, job)

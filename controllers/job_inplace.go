@@ -33,6 +33,30 @@ import (
 // pod again, init containers included, keeping the pod. A pod that is gone, being deleted, on a node to
 // avoid, or that cannot be reached makes the whole gang recreated, as before, with an event saying why.
 
+// nextAttempt moves the workers of job, an older attempt's Job, to the current attempt: in place when the Job
+// was built for it and the job still may, else by deleting the Job and its pods (the next Job is created once
+// they are gone), saying why once when the job asked for in place.
+func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
+	obs *derive.Observed) error {
+	why := builders.InPlaceUnavailable(tj, r.Options)
+	if finished(tj) {
+		why = "" // the run ended: its workers are only stopped
+	}
+	if job.Annotations[names.InPlaceAnnotation] != "" && builders.InPlace(tj, r.Options) && !finished(tj) && cm != nil {
+		done, err := r.restartInPlace(ctx, tj, cm, job, obs)
+		if done || err != nil {
+			return err
+		}
+		why = "" // restartInPlace said why
+	}
+	if why != "" && job.DeletionTimestamp == nil {
+		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
+			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
+	}
+	obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
+	return r.deleteAttempt(ctx, tj, job)
+}
+
 // heldExits replaces, in obs.Pods, each pod whose supervisor holds a failed trainer of the current attempt
 // by what the kubelet would show had the trainer's container ended: the pod Failed, the trainer terminated
 // with the program's code and message. A pod is asked once per readiness change: only an unready pod
@@ -45,8 +69,8 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 	parallel(len(obs.Pods), stopWorkers, func(i int) {
 		p := &obs.Pods[i]
 		key, ok := mayBeHeld(p)
-		if !ok {
-			return
+		if !ok || p.Labels[names.ControllerUIDLabel] != string(obs.Job.UID) {
+			return // only the Job's own pods get the token
 		}
 		if r.notHeld.seen(tj, p.UID, key) {
 			return
@@ -94,13 +118,16 @@ func trainerStatus(p *corev1.Pod) *corev1.ContainerStatus {
 	return nil
 }
 
-// asEnded makes p read as the kubelet would show it had its trainer's container ended as e says.
+// asEnded makes p read as the kubelet would show it had its trainer's container ended as e says; its times
+// to the second, as the kubelet's (ranks that fail in the same second are then told apart by how they
+// ended, as for any failure).
 func asEnded(p *corev1.Pod, e controlapi.Exit) {
 	cs := trainerStatus(p)
 	p.Status.Phase = corev1.PodFailed
 	cs.Ready = false
 	cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: e.ExitCode, Signal: e.Signal,
-		Reason: "Error", Message: e.Message, StartedAt: metav1.NewTime(e.StartedAt), FinishedAt: metav1.NewTime(e.FinishedAt)}}
+		Reason: "Error", Message: e.Message, StartedAt: metav1.NewTime(e.StartedAt.Truncate(time.Second)),
+		FinishedAt: metav1.NewTime(e.FinishedAt.Truncate(time.Second))}}
 }
 
 // supervisorAddr returns host:port of a pod's supervisor.

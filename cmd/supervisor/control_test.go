@@ -190,12 +190,18 @@ func TestHoldEnds(t *testing.T) {
 		want    int
 	}{
 		{name: "SIGTERM", program: "exit 7", hold: 60, signal: true, want: 7},
+		{name: "SIGTERM while the program runs (the pod deleted): not held", program: "echo started; exec sleep 30", hold: 60,
+			signal: true, want: 143},
 		{name: "hold's end", program: "exit 9", hold: 1, want: 9},
 		{name: "success", program: "exit 0", hold: 60, want: 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := startControlled(t, tt.program, "", tt.hold)
-			if tt.signal {
+			switch {
+			case tt.signal && tt.want == 143:
+				until(t, "the program runs", func() bool { return strings.Contains(c.out.String(), "started") })
+				_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			case tt.signal:
 				c.held(t)
 				_ = c.cmd.Process.Signal(syscall.SIGTERM)
 			}
@@ -221,5 +227,60 @@ func TestRestartedContainersTakeTheOrder(t *testing.T) {
 	}
 	if e := c.held(t); !e.Held {
 		t.Error("an order for the attempt it already runs ended the hold")
+	}
+}
+
+// TestHostileStateFile: the trainer shares the state directory; what it leaves there instead of an order
+// (a FIFO, a link to an endless file, a huge file) is ignored, and the program runs.
+func TestHostileStateFile(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{name: "FIFO", make: func(p string) error { return exec.Command("mkfifo", p).Run() }},
+		{name: "link to /dev/zero", make: func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{name: "huge", make: func(p string) error { return os.WriteFile(p, make([]byte, 1<<20), 0o600) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := tt.make(filepath.Join(dir, "restart.json")); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(supervisorBin, supervised([]string{"--listen=" + freeAddr(t)}, "sh", "-c", "echo ran; exit 3")[1:]...)
+			cmd.Env = append(os.Environ(), controlapi.TokenEnv+"=t", controlapi.RestartCodeEnv+"=215", controlapi.AttemptEnv+"=1",
+				controlapi.StateDirEnv+"="+dir, controlapi.HoldEnv+"=1")
+			var out lockedBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			c := &controlled{cmd: cmd}
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			if code := c.code(t); code != 3 || !strings.Contains(out.String(), "ran") {
+				t.Errorf("exit code %d, want the program's 3; output:\n%s", code, out.String())
+			}
+		})
+	}
+}
+
+// TestBadOrders: an order with more than one JSON value, or a grace period past an int32, is refused
+// (400) and changes nothing.
+func TestBadOrders(t *testing.T) {
+	c := startControlled(t, `exit 3`, "", 60)
+	c.held(t)
+	for _, body := range []string{`{"attempt":2}{"attempt":99} garbage`, `{"attempt":2,"graceSeconds":9999999999}`} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+c.addr+controlapi.RestartPath, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("order %s: %s, want 400 Bad Request", body, resp.Status)
+		}
+	}
+	if e := c.held(t); !e.Held {
+		t.Error("a refused order ended the hold")
 	}
 }

@@ -66,7 +66,8 @@ func firstExit(pods []corev1.Pod) *rankExit {
 	return best
 }
 
-// nonZeroExits returns the non-zero exits (current or last run) of the pods' containers: the checkpoint
+// nonZeroExits returns the non-zero exits (current or last run, but not the end a restart in place gives every
+// container) of the pods' containers: the checkpoint
 // agent's only (agent), or every other's. A failed resume check (an init container) names the missing
 // checkpoint; the agent, a sidecar that ends with its pod, is no cause while a trainer's exit is there:
 // under load its own end (stopped with the attempt, or failing its final report) can be the earliest, and
@@ -79,7 +80,8 @@ func nonZeroExits(pods []corev1.Pod, agent bool) []*rankExit {
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil && t.ExitCode != 0 {
+				// A restart in place ends every container so (137, no times): the gang's restart, no cause.
+				if t != nil && t.ExitCode != 0 && t.Reason != ReasonRestartingAllContainers {
 					exits = append(exits, &rankExit{pod: p, container: cs.Name, t: t})
 				}
 			}

@@ -170,10 +170,10 @@ func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Dur
 }
 
 // ExitedNonZero reports whether a container of the pod (init containers included) has ended with a
-// non-zero code.
+// non-zero code, other than the end a restart in place gives every container.
 func ExitedNonZero(p *corev1.Pod) bool {
 	for _, cs := range containerStatuses(p) {
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.Reason != ReasonRestartingAllContainers {
 			return true
 		}
 	}

@@ -566,3 +566,21 @@ func TestWaitingReason(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstExitAfterARestartInPlace: the ends a restart in place gave every container (137,
+// RestartingAllContainers, no times) are no cause: the next failure is the trainer's own exit.
+func TestFirstExitAfterARestartInPlace(t *testing.T) {
+	restarted := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonRestartingAllContainers}}
+	pod := func(rank string, state corev1.ContainerState) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-" + rank, Labels: map[string]string{names.RankLabel: rank}}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: names.ContainerName, State: state, LastTerminationState: restarted}}
+		return p
+	}
+	failed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error",
+		FinishedAt: metav1.Now()}}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	e := firstExit([]corev1.Pod{pod("0", running), pod("1", failed)})
+	if e == nil || e.t.ExitCode != 3 || e.pod.Name != "a-worker-1" {
+		t.Fatalf("first exit = %+v, want rank 1's code 3", e)
+	}
+}

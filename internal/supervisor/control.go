@@ -49,7 +49,10 @@ type controller struct {
 	started time.Time
 	held    *controlapi.Exit
 	ordered bool
-	orders  chan struct{}
+	// stopping: a signal that ends the container came (the pod is deleted): a program that ends then is
+	// not held.
+	stopping bool
+	orders   chan struct{}
 }
 
 // newController returns the controller of cfg, nil when it takes no orders. It reads the last order obeyed
@@ -80,11 +83,25 @@ func (c *controller) lastOrder() (controlapi.Order, bool) {
 	if c.cfg.StateDir == "" {
 		return o, false
 	}
-	b, err := os.ReadFile(filepath.Join(c.cfg.StateDir, stateFile))
-	if err != nil || len(b) > controlapi.MaxBody || json.Unmarshal(b, &o) != nil {
+	b, err := readRegular(filepath.Join(c.cfg.StateDir, stateFile), controlapi.MaxBody)
+	if err != nil || json.Unmarshal(b, &o) != nil {
 		return o, false
 	}
 	return o, true
+}
+
+// readRegular reads at most limit bytes of path when it is a regular file, not through a link: the trainer,
+// which shares the directory, may have put anything there (a FIFO would block the read for ever).
+func readRegular(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // read only
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() || info.Size() > limit {
+		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", path, limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // register serves the protocol on mux.
@@ -132,7 +149,8 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 	var o controlapi.Order
 	dec := json.NewDecoder(io.LimitReader(r.Body, controlapi.MaxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil || o.Attempt < 0 || o.GraceSeconds < 0 || len(o.ResumeFrom) > 4096 {
+	if err := dec.Decode(&o); err != nil || dec.More() || o.Attempt < 0 || o.GraceSeconds < 0 || o.GraceSeconds > maxGrace ||
+		len(o.ResumeFrom) > 4096 {
 		http.Error(w, "bad order", http.StatusBadRequest)
 		return
 	}
@@ -142,6 +160,9 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
+
+// maxGrace bounds an order's grace period (a pod's terminationGracePeriodSeconds fits an int32 too).
+const maxGrace = 1<<31 - 1
 
 // obey takes an order: one for an attempt the pod already runs, or one after another, changes nothing.
 // Otherwise it writes the order down for the restarted containers, and stops the program (SIGTERM, then
@@ -195,9 +216,10 @@ func (c *controller) running(pid int) {
 }
 
 // exited returns the code to exit with once the program ended with status: the restart code when an order
-// came; the program's code when it succeeded, or once a hold ends without an order (a signal, the hold's
-// time). A program that failed is held until then.
-func (c *controller) exited(status syscall.WaitStatus, sigs <-chan os.Signal) int {
+// came; the program's code when it succeeded, when a signal that ends the container came first, or once a
+// hold ends without an order (such a signal, the hold's time). A program that failed otherwise is held until
+// then.
+func (c *controller) exited(status syscall.WaitStatus, ended time.Time, sigs <-chan os.Signal) int {
 	code := exitCode(status)
 	if c == nil {
 		return code
@@ -207,14 +229,29 @@ func (c *controller) exited(status syscall.WaitStatus, sigs <-chan os.Signal) in
 		c.mu.Unlock()
 		return c.cfg.RestartCode
 	}
-	if code == 0 {
+	if code == 0 || c.stopping {
 		c.mu.Unlock()
-		return 0
+		return code
 	}
-	c.held = c.exit(status, code)
+	c.held = c.exit(status, code, ended)
 	c.mu.Unlock()
 	fmt.Fprintf(os.Stderr, "supervisor: the program exited with code %d; held for the operator's word (at most %s)\n", code, c.cfg.Hold)
 	return c.hold(code, sigs)
+}
+
+// signalled notes a signal the supervisor received while the program ran.
+func (c *controller) signalled(s os.Signal) {
+	if c == nil || !ends(s) {
+		return
+	}
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+}
+
+// ends says whether a signal ends a container: what the kubelet sends at a pod's deletion, or a user.
+func ends(s os.Signal) bool {
+	return s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGHUP || s == syscall.SIGQUIT
 }
 
 // hold waits for an order (the restart code), a signal that ends the container or the hold's end (code).
@@ -226,7 +263,7 @@ func (c *controller) hold(code int, sigs <-chan os.Signal) int {
 		case <-c.orders:
 			return c.cfg.RestartCode
 		case s := <-sigs:
-			if s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGHUP || s == syscall.SIGQUIT {
+			if ends(s) {
 				return code
 			}
 		case <-timer.C:
@@ -236,9 +273,9 @@ func (c *controller) hold(code int, sigs <-chan os.Signal) int {
 	}
 }
 
-// exit describes how the program ended, as the kubelet would in its container's terminated state.
-func (c *controller) exit(status syscall.WaitStatus, code int) *controlapi.Exit {
-	e := &controlapi.Exit{Attempt: c.attempt, Held: true, ExitCode: int32(code), StartedAt: c.started, FinishedAt: time.Now()}
+// exit describes how the program ended (at ended), as the kubelet would in its container's terminated state.
+func (c *controller) exit(status syscall.WaitStatus, code int, ended time.Time) *controlapi.Exit {
+	e := &controlapi.Exit{Attempt: c.attempt, Held: true, ExitCode: int32(code), StartedAt: c.started, FinishedAt: ended}
 	if status.Signaled() {
 		e.Signal = int32(status.Signal())
 	}

@@ -67,15 +67,16 @@ func cannotRun(name string, err error) int {
 	return 126
 }
 
-// wait forwards the signals that arrive to the program and reaps every child that exits until the
-// program itself has, and returns its status.
-func wait(pid int, sigs, chld <-chan os.Signal) syscall.WaitStatus {
+// wait forwards the signals that arrive to the program (telling seen of each) and reaps every child that
+// exits until the program itself has, and returns its status.
+func wait(pid int, sigs, chld <-chan os.Signal, seen func(os.Signal)) syscall.WaitStatus {
 	for {
 		if status, exited := reap(pid); exited {
 			return status
 		}
 		select {
 		case s := <-sigs:
+			seen(s)
 			forward(pid, s)
 		case <-chld:
 		}

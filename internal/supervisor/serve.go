@@ -33,8 +33,9 @@ func serve(addr string, m *Monitor, ctl *controller) {
 }
 
 // maxConns bounds the connections the server holds: anyone who reaches the pod may connect, and the
-// supervisor's memory is the trainer container's.
-const maxConns = 8
+// supervisor's memory is the trainer container's. The readiness probe and the operator's orders share them:
+// a NetworkPolicy that lets only the nodes and the operator reach the port keeps strangers from taking them.
+const maxConns = 32
 
 // limitListener accepts at most n connections at once; one more is closed at once.
 func limitListener(l net.Listener, n int) net.Listener {

@@ -52,7 +52,8 @@ func Run(cfg Config) int {
 	}
 	ctl.running(pid)
 	done := p.copy(m)
-	status := wait(pid, sigs, chld)
+	status := wait(pid, sigs, chld, ctl.signalled)
+	ended := time.Now() // before the output drains: which rank failed first is told by this
 	drain(done, chld, m, drainTimeout)
-	return ctl.exited(status, sigs)
+	return ctl.exited(status, ended, sigs)
 }

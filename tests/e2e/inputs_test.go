@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,9 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs/hubtest"
-	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 )
 
 // withS3Dataset takes the dataset from s3://datasets/squad on the test's S3 server, with its keys.
@@ -267,19 +269,7 @@ func TestInputsPerNodeCache(t *testing.T) {
 		tj.Spec.Inputs.StorageClassName = ptr.To(class.Name)
 		tj.Spec.Inputs.Cache = mlv1.InputsCachePerNode
 	}).Obj())
-	read := map[string]int64{} // each worker pod's fetcher: the bytes it read from the server
 	eventually(t, 5*time.Minute, "Completed after a gang restart", func() error {
-		pods := &corev1.PodList{}
-		if err := stack.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, p := range pods.Items {
-			for _, cs := range p.Status.InitContainerStatuses {
-				if n, ok := stacktest.FetchedBytes(cs); ok {
-					read[p.Name] = n
-				}
-			}
-		}
 		tj := getTJ(t, ns, name)
 		if tj.Status.State == mlv1.StateFailed {
 			t.Fatalf("Failed: %+v", condition(tj, mlv1.ConditionFailed))
@@ -290,8 +280,16 @@ func TestInputsPerNodeCache(t *testing.T) {
 		return nil
 	})
 	tj := getTJ(t, ns, name)
+	// Every run of every fetcher (a pod restarted in place runs its init containers again; its log keeps
+	// every run's lines): the bytes each read from the server.
+	logs := node.AllLogs(stack.DataRoot, ns, name+"-worker-*", names.InputsContainerName)
+	var runs []int64
+	for _, m := range regexp.MustCompile(`bytes in [0-9]+ files, ([0-9]+) read in`).FindAllStringSubmatch(logs, -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		runs = append(runs, n)
+	}
 	var sum int64
-	for _, n := range read {
+	for _, n := range runs {
 		sum += n
 	}
 	type fetched struct {
@@ -299,9 +297,9 @@ func TestInputsPerNodeCache(t *testing.T) {
 		Fetchers int
 		Bytes    int64
 	}
-	gotFetched := fetched{Restarts: tj.Status.RestartCount, Fetchers: len(read), Bytes: sum}
+	gotFetched := fetched{Restarts: tj.Status.RestartCount, Fetchers: len(runs), Bytes: sum}
 	if diff := cmp.Diff(fetched{Restarts: 1, Fetchers: 6, Bytes: total}, gotFetched); diff != "" {
-		t.Errorf("fetchers seen %v; want one restart, 6 fetchers reading %d bytes in all (-want +got):\n%s", read, total, diff)
+		t.Errorf("fetcher runs read %v; want one restart, 6 fetcher runs reading %d bytes in all (-want +got):\n%s", runs, total, diff)
 	}
 	if c := condition(tj, mlv1.ConditionInputsReady); c == nil || c.Status != metav1.ConditionTrue || len(tj.Status.Inputs) != 1 ||
 		tj.Status.Inputs[0].Bytes != total {

@@ -27,9 +27,10 @@ type podRecord struct {
 	added, bound, running, gone time.Time
 	// stopping is when the pod's deletion was first seen.
 	stopping time.Time
-	// removed is when the played kubelet's final delete (grace 0) was answered.
-	removed         time.Time
-	deleting, ended bool
+	// removed is when the played kubelet's final delete (grace 0) was answered; restarting when it began
+	// restarting the pod's containers in place.
+	removed, restarting time.Time
+	deleting, ended     bool
 }
 
 // kubelet plays the scheduler and the kubelet for the bench namespace, the same for every operator and at
@@ -45,6 +46,8 @@ type kubelet struct {
 	mu        sync.Mutex
 	// pods are every pod seen, by job; a deleted pod's record stays (gone set).
 	pods map[string]map[types.UID]*podRecord
+	// sup are the pods' played supervisors (inplace.go).
+	sup supervisors
 }
 
 // startKubelet registers the node and starts the played kubelet with workers goroutines until ctx is done.
@@ -53,7 +56,10 @@ func startKubelet(ctx context.Context, cs kubernetes.Interface, stopDelay time.D
 		return nil, err
 	}
 	k := &kubelet{cs: cs, stopDelay: stopDelay, jobOf: jobOf, work: make(chan func(), 1<<16),
-		pods: map[string]map[types.UID]*podRecord{}}
+		pods: map[string]map[types.UID]*podRecord{}, sup: supervisors{byIP: map[string]*played{}}}
+	if err := k.serveSupervisors(ctx); err != nil {
+		return nil, err
+	}
 	for w := 0; w < clients; w++ {
 		go func() {
 			for {
@@ -100,6 +106,9 @@ func createNode(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	// As a kubelet 1.36 declares it: the operator then restarts gangs in place where a job asks (the
+	// scheduler places pods with a RestartAllContainers rule only on such nodes).
+	node.Status.DeclaredFeatures = []string{"RestartAllContainersOnContainerExits"}
 	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return err
 }
@@ -161,7 +170,8 @@ func (k *kubelet) run(p *corev1.Pod) {
 	}
 	k.mark(p, func(r *podRecord) { r.bound = time.Now() })
 	now := metav1.Now()
-	st := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "127.0.0.1", PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}},
+	ip := k.sup.podIP(p)
+	st := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "127.0.0.1", PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
 		StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},

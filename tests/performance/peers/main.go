@@ -28,6 +28,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 )
 
@@ -47,11 +48,12 @@ type config struct {
 	rates                       []string
 	stopDelay                   time.Duration
 	repeats                     int
+	strategies                  []mlv1.RestartStrategy
 }
 
 func main() {
 	c := config{}
-	var jobs, ranks, ops, rates, kcm string
+	var jobs, ranks, ops, rates, kcm, strategies string
 	flag.StringVar(&c.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "control-plane binaries (hack/testbin.sh prints the directory)")
 	flag.StringVar(&c.manager, "manager", "bin/manager", "the manager binary (make build)")
 	flag.StringVar(&c.peers, "peers", "", "the peers' directory (hack/peers.sh prints it)")
@@ -62,6 +64,7 @@ func main() {
 	flag.StringVar(&kcm, "kcm-qps", "20,200", "gang restart: kube-controller-manager client rates to measure at (20: its default)")
 	flag.DurationVar(&c.stopDelay, "stop-delay", time.Second,
 		"gang restart: how long the played kubelet takes to stop a deleted pod's containers")
+	flag.StringVar(&strategies, "restart-strategies", "Recreate,InPlace", "gang restart: failurePolicy.restartStrategy values to measure")
 	flag.IntVar(&c.repeats, "repeats", 2, "gang restart: restarts and fresh starts measured per size")
 	flag.StringVar(&c.out, "out", "", "directory for report.json, report.md and the components' logs")
 	flag.Parse()
@@ -77,6 +80,9 @@ func main() {
 		c.kcmQPS, err = benchkit.Counts(kcm)
 	}
 	c.operators, c.rates = strings.Split(ops, ","), strings.Split(rates, ",")
+	for _, s := range strings.Split(strategies, ",") {
+		c.strategies = append(c.strategies, mlv1.RestartStrategy(s))
+	}
 	notOurs := func(o string) bool { return o != "trainingjob-operator" }
 	if err == nil && len(c.jobs) > 0 && c.peers == "" && slices.ContainsFunc(c.operators, notOurs) {
 		err = fmt.Errorf("-peers is required (hack/peers.sh builds them and prints the directory)")

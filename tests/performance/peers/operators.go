@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +76,11 @@ func ours() *operator {
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 				Spec: mlv1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: int32(workers), GPUsPerWorker: ptr.To[int32](0), Image: "bench:1",
 					Command: []string{"train"}, Checkpoint: &mlv1.CheckpointSpec{Enabled: ptr.To(false)},
-					Monitoring: &mlv1.MonitoringSpec{Enabled: ptr.To(false)}}}
+					Monitoring:    &mlv1.MonitoringSpec{Enabled: ptr.To(false)},
+					FailurePolicy: &mlv1.FailurePolicy{RestartStrategy: mlv1.RestartRecreate}}}
+			if strings.HasPrefix(name, inPlacePrefix) { // under the supervisor, which in place needs
+				tj.Spec.Monitoring.Enabled, tj.Spec.FailurePolicy.RestartStrategy = ptr.To(true), mlv1.RestartInPlace
+			}
 			return toUnstructured(tj)
 		},
 		finished: func(u *unstructured.Unstructured) bool {

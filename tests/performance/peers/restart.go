@@ -64,9 +64,9 @@ func restartTable(rs []restartResult) string {
 		"kube-controller-manager writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		p := r.Phases
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s |\n",
 			r.Ranks, kcmRate(r.KCMQPS), r.Kind, r.Repeat, dash(p.Detect), dash(p.Stopping), dash(p.Stopped), dash(p.OldGone),
-			p.Job, p.Pods, p.Scheduled, p.Running, p.Status,
+			dash(p.Job), dash(p.Pods), dash(p.Scheduled), p.Running, p.Status,
 			byKindInt(r.Writes["operator"]), byKindInt(r.Writes["kube-controller-manager"]))
 	}
 	return b.String()
@@ -193,22 +193,44 @@ func measureRestart(ctx context.Context, c config, ranks, kcmQPS int) ([]restart
 	}
 	var out []restartResult
 	for rep := 1; rep <= c.repeats; rep++ {
-		name := fmt.Sprintf("gang-%d", rep)
-		fresh, err := r.freshStart(ctx, op, seen, name, ranks)
-		if err != nil {
-			return out, err
+		for _, strategy := range c.strategies {
+			res, err := r.timeRestart(ctx, op, seen, c, strategy, rep, ranks, kcmQPS)
+			out = append(out, res...)
+			if err != nil {
+				return out, err
+			}
 		}
-		restart, err := r.gangRestart(ctx, seen, name, ranks)
-		if err != nil {
-			return out, err
-		}
+	}
+	return out, nil
+}
+
+// inPlacePrefix starts the names of the jobs that restart in place (ours().object).
+const inPlacePrefix = "inplace-"
+
+// timeRestart times a fresh start of a job of ranks ranks with the restart strategy, then a gang restart.
+func (r *run) timeRestart(ctx context.Context, op *operator, seen *seenJobs, c config, strategy mlv1.RestartStrategy, rep, ranks,
+	kcmQPS int) ([]restartResult, error) {
+	name, kind := fmt.Sprintf("gang-%d", rep), "restart"
+	if strategy == mlv1.RestartInPlace {
+		name, kind = fmt.Sprintf("%s%d", inPlacePrefix, rep), "restart in place"
+	}
+	var out []restartResult
+	fresh, err := r.freshStart(ctx, op, seen, name, ranks)
+	if err != nil {
+		return out, err
+	}
+	restart, err := r.gangRestart(ctx, seen, name, ranks, strategy == mlv1.RestartInPlace)
+	if err != nil {
+		return out, err
+	}
+	{
 		for _, p := range []struct {
 			kind string
 			ph   phases
 			w    map[string]map[string]int
 		}{
 			{kind: "fresh", ph: fresh.phases, w: fresh.writes},
-			{kind: "restart", ph: restart.phases, w: restart.writes},
+			{kind: kind, ph: restart.phases, w: restart.writes},
 		} {
 			res := restartResult{Ranks: ranks, KCMQPS: kcmQPS, Kind: p.kind, Repeat: rep, StopDelay: c.stopDelay.Seconds(),
 				Phases: p.ph, Writes: p.w}
@@ -261,13 +283,18 @@ func (r *run) writesBetween(from, to time.Time) (map[string]map[string]int, erro
 }
 
 // gangRestart fails the highest rank of the running job and times the restart's phases from the failure.
-func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, ranks int) (timed, error) {
+// In place, the rank's supervisor holds its exit (the pod turns unready) and the pods' restarts are timed.
+func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, ranks int, inPlace bool) (timed, error) {
 	jobName := names.JobName(&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	_, oldUID := seen.jobAdded(jobName, "")
 	recs := r.kl.records(name)
 	slices.SortFunc(recs, func(a, b podRecord) int { return podRank(b.pod) - podRank(a.pod) })
 	failed := time.Now()
-	if err := r.kl.end(ctx, recs[0].pod, 137); err != nil {
+	fail := r.kl.end
+	if inPlace {
+		fail = r.kl.hold
+	}
+	if err := fail(ctx, recs[0].pod, 137); err != nil {
 		return timed{}, err
 	}
 	runningAgain := func() bool { return !seen.stateAt(name, 1, mlv1.StateRunning).IsZero() }
@@ -275,6 +302,9 @@ func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, rank
 		return timed{}, err
 	}
 	p := r.podPhases(name, failed, ranks)
+	if inPlace {
+		p = r.inPlacePhases(name, failed, ranks)
+	}
 	newAt, _ := seen.jobAdded(jobName, oldUID)
 	p.Detect, p.Job = seen.stateAt(name, 1, "").Sub(failed).Seconds(), newAt.Sub(failed).Seconds()
 	p.Status = seen.stateAt(name, 1, mlv1.StateRunning).Sub(failed).Seconds()
@@ -320,4 +350,25 @@ func podRank(p *corev1.Pod) int {
 	var n int
 	_, _ = fmt.Sscan(p.Labels[names.RankLabel], &n)
 	return n
+}
+
+// inPlacePhases returns, for a restart in place, the time from origin until every pod of the job had begun
+// restarting (as "old pods all stopping") and ran again (as "all Running"); a pod created after origin (there
+// should be none) is reported.
+func (r *run) inPlacePhases(job string, origin time.Time, ranks int) phases {
+	var restarting, running time.Time
+	n, created := 0, 0
+	for _, rec := range r.kl.records(job) {
+		if rec.added.After(origin) {
+			created++
+		}
+		if rec.restarting.After(origin) && rec.running.After(origin) {
+			n++
+			restarting, running = later(restarting, rec.restarting), later(running, rec.running)
+		}
+	}
+	if n < ranks || created > 0 {
+		fmt.Fprintf(os.Stderr, "peer-bench: %s: %d of %d pods restarted in place, %d pods created\n", job, n, ranks, created)
+	}
+	return phases{Stopping: restarting.Sub(origin).Seconds(), Running: running.Sub(origin).Seconds()}
 }

@@ -1,0 +1,274 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
+)
+
+// playedSupervisors answer the control protocol for every pod IP (the request's host) from one test server:
+// held exits by IP, and the orders they took.
+type playedSupervisors struct {
+	mu     sync.Mutex
+	held   map[string]controlapi.Exit
+	orders map[string]controlapi.Order
+	asked  map[string]int
+	token  string
+}
+
+func (s *playedSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ip, _, _ := net.SplitHostPort(r.Host)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+s.token {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	switch r.URL.Path {
+	case controlapi.ExitPath:
+		s.asked[ip]++
+		_ = json.NewEncoder(w).Encode(s.held[ip])
+	case controlapi.RestartPath:
+		var o controlapi.Order
+		_ = json.NewDecoder(r.Body).Decode(&o)
+		s.orders[ip] = o
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+// controlClient returns a client that reaches srv whatever address it dials.
+func controlClient(srv *httptest.Server) *controlapi.Client {
+	addr := srv.Listener.Addr().String()
+	return &controlapi.Client{Timeout: 2 * time.Second, HTTP: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}}
+}
+
+// heldPod returns rank's running pod of attempt 0 at ip, made by the Job "job-uid", ready or not.
+func heldPod(rank, ip string, ready bool) *corev1.Pod {
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-" + rank, UID: types.UID("uid-" + rank),
+		Labels: map[string]string{names.NameLabel: "a", names.AttemptLabel: "0", names.RankLabel: rank, names.ControllerUIDLabel: "job-uid"}}}
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.NewTime(t0.Time)}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Ready: ready,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	return p
+}
+
+// TestHeldExits: an unready pod whose supervisor holds a failed trainer of the current attempt reads as a
+// failed pod, its trainer terminated with the held code and message (times to the second); a ready pod is
+// not asked, an unready one that holds nothing is asked once for the same readiness, and a pod no Job made
+// is never asked (it would get the token).
+func TestHeldExits(t *testing.T) {
+	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+	tj := tjtest.NewTJ("ml", "a").Obj()
+	tj.UID = "tj-uid"
+	ended := time.Date(2026, 1, 1, 0, 0, 5, 600_000_000, time.UTC)
+	sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{},
+		held: map[string]controlapi.Exit{
+			"10.0.0.2": {Held: true, ExitCode: 137, Signal: 9, FinishedAt: ended, Message: "Killed"},
+			"10.0.0.4": {Held: true, Attempt: 3, ExitCode: 1}, // an older order's attempt: not this one's
+		}}
+	srv := httptest.NewServer(sup)
+	defer srv.Close()
+	r := &JobReconciler{Options: opts, Control: controlClient(srv)}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "job-uid", Annotations: map[string]string{names.InPlaceAnnotation: "true"}}}
+	stranger := heldPod("9", "10.6.6.6", false) // made by no Job: never given the token
+	delete(stranger.Labels, names.ControllerUIDLabel)
+	sup.held["10.6.6.6"] = controlapi.Exit{Held: true, ExitCode: 1, Message: "forged"}
+	obs := derive.Observed{Job: job, Pods: []corev1.Pod{*heldPod("0", "10.0.0.1", true), *heldPod("1", "10.0.0.2", false),
+		*heldPod("2", "10.0.0.3", false), *heldPod("3", "10.0.0.4", false), *stranger}}
+	for range 2 {
+		o := obs
+		o.Pods = append([]corev1.Pod(nil), obs.Pods...)
+		for i := range o.Pods {
+			o.Pods[i] = *o.Pods[i].DeepCopy()
+		}
+		r.heldExits(context.Background(), tj, &o)
+		got := map[string]string{}
+		for _, p := range o.Pods {
+			cs := trainerStatus(&p)
+			got[p.Name] = string(p.Status.Phase)
+			if term := cs.State.Terminated; term != nil {
+				got[p.Name] += " " + term.Reason + " " + strings.Join([]string{term.Message, term.FinishedAt.UTC().Format(time.RFC3339Nano)}, " ")
+			}
+		}
+		want := map[string]string{"a-worker-0": "Running", "a-worker-1": "Failed Error Killed 2026-01-01T00:00:05Z",
+			"a-worker-2": "Running", "a-worker-3": "Running", "a-worker-9": "Running"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pods (-want +got):\n%s", diff)
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"10.0.0.2": 2, "10.0.0.3": 1, "10.0.0.4": 1}, sup.asked); diff != "" {
+		t.Errorf("supervisors asked (-want +got):\n%s", diff)
+	}
+}
+
+// TestRestartInPlace: once RESUME_FROM is settled, every pod of the Job is ordered into the new attempt
+// (with RESUME_FROM and the grace period) and labelled with it, then the Job; a pod being deleted, missing
+// or on a node to avoid makes the gang recreated instead, with an event saying why.
+func TestRestartInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		settled string
+		pods    func() []*corev1.Pod
+		avoid   string
+		want    bool
+		orders  map[string]controlapi.Order
+		labels  string // the Job's attempt label after
+		event   string
+	}{
+		{
+			name: "every pod ordered and labelled", settled: "1",
+			pods: func() []*corev1.Pod {
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false)}
+			},
+			want: true, labels: "1", event: "attempt 1: the 2 workers' pods restart in place",
+			orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"},
+				"10.0.0.2": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+		},
+		{
+			name: "RESUME_FROM not settled yet: nothing ordered", settled: "0",
+			pods: func() []*corev1.Pod {
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false)}
+			},
+			want: true, labels: "0",
+		},
+		{
+			name: "a pod being deleted: recreated", settled: "1",
+			pods: func() []*corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0.Time)), []string{"x"}
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
+			},
+			labels: "0", event: "attempt 1: recreating the workers' pods: pod a-worker-1 is being deleted",
+		},
+		{
+			name: "a pod missing: recreated", settled: "1",
+			pods:   func() []*corev1.Pod { return []*corev1.Pod{heldPod("0", "10.0.0.1", true)} },
+			labels: "0", event: "attempt 1: recreating the workers' pods: 1 of 2 pods are there",
+		},
+		{
+			name: "a pod on a node to avoid: recreated", settled: "1", avoid: "n1",
+			pods: func() []*corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.Spec.NodeName = "n1"
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
+			},
+			labels: "0", event: "attempt 1: recreating the workers' pods: pod a-worker-1 is on node n1, which the workers avoid now",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+			tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj().Defaulted()
+			tj.UID, tj.Status.Attempt = "tj-uid", 1
+			if tc.avoid != "" {
+				tj.Status.AvoidedNodes = []mlv1.AvoidedNode{{Name: tc.avoid}}
+			}
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid",
+				Labels: map[string]string{names.AttemptLabel: "0"}, Annotations: map[string]string{names.InPlaceAnnotation: "true"}},
+				Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2)}}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj),
+				Annotations: map[string]string{names.ResumeAttemptAnnotation: tc.settled}},
+				Data: map[string]string{names.ResumeFromKey: "pvc://c/ck-3"}}
+			objs := []client.Object{tj, job, cm}
+			for _, p := range tc.pods() {
+				objs = append(objs, p)
+			}
+			sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{}}
+			srv := httptest.NewServer(sup)
+			defer srv.Close()
+			r := newReconciler(objs...)
+			r.Options, r.Control = opts, controlClient(srv)
+			rec := events.NewFakeRecorder(10)
+			r.Recorder = rec
+			var obs derive.Observed
+			done, err := r.restartInPlace(context.Background(), tj, cm, job, &obs)
+			if err != nil || done != tc.want {
+				t.Fatalf("restartInPlace = %t, %v; want %t", done, err, tc.want)
+			}
+			if diff := cmp.Diff(tc.orders, nilIfEmpty(sup.orders)); diff != "" {
+				t.Errorf("orders (-want +got):\n%s", diff)
+			}
+			got := &batchv1.Job{}
+			if err := r.Get(context.Background(), client.ObjectKeyFromObject(job), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Labels[names.AttemptLabel] != tc.labels {
+				t.Errorf("the Job's attempt label %q, want %q", got.Labels[names.AttemptLabel], tc.labels)
+			}
+			var event string
+			select {
+			case event = <-rec.Events:
+			default:
+			}
+			if tc.event != "" && !strings.Contains(event, tc.event) || tc.event == "" && event != "" {
+				t.Errorf("event %q, want one with %q", event, tc.event)
+			}
+		})
+	}
+}
+
+func nilIfEmpty(m map[string]controlapi.Order) map[string]controlapi.Order {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// TestFinishedJobIsNotRestarted: a run that ended (its deadline passed after a restart was decided) while its
+// Job is still the older attempt's gets its Job deleted, with or without checkpoints, and no order.
+func TestFinishedJobIsNotRestarted(t *testing.T) {
+	for _, checkpoints := range []bool{false, true} {
+		opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+		b := tjtest.NewTJ("ml", "a")
+		if checkpoints {
+			b = b.Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC})
+		}
+		tj := b.Obj().Defaulted()
+		tj.UID, tj.Status.Attempt, tj.Status.State = "tj-uid", 1, mlv1.StateFailed
+		job := builders.AdmittedJob(tj, opts, nil)
+		job.UID, job.Labels[names.AttemptLabel] = "job-uid", "0"
+		job.OwnerReferences = []metav1.OwnerReference{{APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: tj.Name, UID: tj.UID,
+			Controller: ptr.To(true)}}
+		sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{}}
+		srv := httptest.NewServer(sup)
+		r := newReconciler(tj, job, heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false))
+		r.Options, r.Control = opts, controlClient(srv)
+		var obs derive.Observed
+		if err := r.ensureJob(context.Background(), tj, nil, &obs); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		if err := r.Get(context.Background(), client.ObjectKeyFromObject(job), &batchv1.Job{}); err == nil || len(sup.orders) > 0 {
+			t.Errorf("checkpoints %t: the ended run's Job of an older attempt is still there (%v), orders %v", checkpoints, err, sup.orders)
+		}
+	}
+}
