@@ -138,7 +138,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		admission = obs.Queue.Admission
 	}
 	waits := obs.Queue != nil && admission == nil
-	want := builders.AdmittedJob(tj, r.Options, admission)
+	want := builders.AdmittedJob(tj, r.options(ctx), admission)
 	job := &batchv1.Job{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), job)
 	switch {

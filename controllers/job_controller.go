@@ -66,8 +66,10 @@ type JobReconciler struct {
 	// checkpointSeconds is what rank 0's trainer reports having spent saving checkpoints in the current
 	// attempt (the StatusController reads it: Setup wires it), for goodput; nil reads none.
 	checkpointSeconds func(*mlv1.TrainingJob) *float64
-	// Control orders the supervisors of a job that restarts in place (job_inplace.go).
+	// Control orders the supervisors of a job that restarts in place (job_inplace.go); inPlace finds out
+	// whether the cluster can (nil: Options.InPlaceRestart says).
 	Control *controlapi.Client
+	inPlace *inPlaceSupport
 	// notHeld remembers the pods whose supervisor said it held nothing, by job and pod, with the
 	// readiness they had (mayBeHeld): asked again only once it changes.
 	notHeld notHeld

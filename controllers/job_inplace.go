@@ -38,11 +38,12 @@ import (
 // they are gone), saying why once when the job asked for in place.
 func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
 	obs *derive.Observed) error {
-	why := builders.InPlaceUnavailable(tj, r.Options)
+	opts := r.options(ctx)
+	why := builders.InPlaceUnavailable(tj, opts)
 	if finished(tj) {
 		why = "" // the run ended: its workers are only stopped
 	}
-	if job.Annotations[names.InPlaceAnnotation] != "" && builders.InPlace(tj, r.Options) && !finished(tj) && cm != nil {
+	if job.Annotations[names.InPlaceAnnotation] != "" && builders.InPlace(tj, opts) && !finished(tj) && cm != nil {
 		done, err := r.restartInPlace(ctx, tj, cm, job, obs)
 		if done || err != nil {
 			return err
@@ -301,9 +302,51 @@ func inPlaceRestartServed(mgr ctrl.Manager) bool {
 	}
 	cs := job.Spec.Template.Spec.Containers
 	served := len(cs) == 1 && len(cs[0].RestartPolicyRules) == 1
-	declared, err := nodesDeclare(ctx, mgr.GetAPIReader(), restartAllContainersFeature)
-	mgr.GetLogger().Info("gang restarts", "inPlace", served && declared, "ruleServed", served, "nodesDeclare", declared, "error", err)
-	return served && declared
+	mgr.GetLogger().Info("gang restarts", "ruleServed", served)
+	return served
+}
+
+// inPlaceSupport says whether the cluster restarts pods in place: its API server keeps the rule (served,
+// found once at start) and a node declares the feature, looked for until one does (nodes register after
+// the operator starts), at growing intervals from a second to five minutes.
+type inPlaceSupport struct {
+	served bool
+	reader client.Reader
+	mu     sync.Mutex
+	// declared: a node declared the feature (then never looked for again); next, when to look again.
+	declared bool
+	next     time.Time
+	wait     time.Duration
+}
+
+// available reports whether gang restarts may go in place now.
+func (s *inPlaceSupport) available(ctx context.Context, now time.Time) bool {
+	if !s.served {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.declared || now.Before(s.next) {
+		return s.declared
+	}
+	s.wait = min(max(2*s.wait, time.Second), 5*time.Minute)
+	s.next = now.Add(s.wait)
+	declared, err := nodesDeclare(ctx, s.reader, restartAllContainersFeature)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("looking for nodes that restart pods in place", "error", err.Error())
+	}
+	s.declared = declared
+	return declared
+}
+
+// options returns the builders' options, with the cluster's in-place support as found now (when the
+// reconciler finds it: tests set Options.InPlaceRestart themselves).
+func (r *JobReconciler) options(ctx context.Context) builders.Options {
+	o := r.Options
+	if r.inPlace != nil {
+		o.InPlaceRestart = r.inPlace.available(ctx, r.Clock.Now())
+	}
+	return o
 }
 
 // restartAllContainersFeature is the feature a kubelet declares (node.status.declaredFeatures) when it

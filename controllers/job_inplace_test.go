@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
@@ -269,6 +271,46 @@ func TestFinishedJobIsNotRestarted(t *testing.T) {
 		srv.Close()
 		if err := r.Get(context.Background(), client.ObjectKeyFromObject(job), &batchv1.Job{}); err == nil || len(sup.orders) > 0 {
 			t.Errorf("checkpoints %t: the ended run's Job of an older attempt is still there (%v), orders %v", checkpoints, err, sup.orders)
+		}
+	}
+}
+
+// TestInPlaceSupport: without the rule served nothing is looked for; with it, a node declaring the feature
+// is looked for at growing intervals until one does (nodes register after the operator starts), then never
+// again.
+func TestInPlaceSupport(t *testing.T) {
+	lists := 0
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(NewScheme()).Build(), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			lists++
+			return c.List(ctx, l, opts...)
+		}})
+	ctx := context.Background()
+	if (&inPlaceSupport{reader: c}).available(ctx, t0.Time) || lists != 0 {
+		t.Fatalf("without the rule served: available, or %d lists", lists)
+	}
+	s := &inPlaceSupport{served: true, reader: c}
+	type step struct {
+		after     time.Duration
+		node      bool // a node declaring the feature registers before the step
+		available bool
+		lists     int
+	}
+	for i, st := range []step{
+		{after: 0, available: false, lists: 1},
+		{after: 500 * time.Millisecond, node: true, available: false, lists: 1}, // not looked for again yet
+		{after: time.Second, available: true, lists: 2},
+		{after: time.Hour, available: true, lists: 2},
+	} {
+		if st.node {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+				Status: corev1.NodeStatus{DeclaredFeatures: []string{restartAllContainersFeature}}}
+			if err := c.Create(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := s.available(ctx, t0.Add(st.after)); got != st.available || lists != st.lists {
+			t.Errorf("step %d: available %t after %d lists, want %t after %d", i, got, lists, st.available, st.lists)
 		}
 	}
 }

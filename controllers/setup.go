@@ -251,9 +251,9 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := takeOverMovedFields(mgr, cfg.Namespaces); err != nil {
 		return err
 	}
-	w.cfg.Builders.InPlaceRestart = inPlaceRestartServed(mgr)
 	jc, sc := w.jobReconciler(), w.statusReconciler()
 	jc.checkpointSeconds = sc.checkpointSeconds // goodput's checkpoint time, as rank 0 reports it
+	jc.inPlace = &inPlaceSupport{served: inPlaceRestartServed(mgr), reader: mgr.GetAPIReader()}
 	controllers := []struct {
 		name  string
 		setup func(ctrl.Manager) error
