@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -158,16 +159,23 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 	}
 	obs.StartBlocked = fmt.Sprintf("restarting the workers of attempt %d in place", names.JobAttempt(job))
 	order := controlapi.Order{Attempt: tj.Status.Attempt, GraceSeconds: orderGrace(tj), ResumeFrom: cm.Data[names.ResumeFromKey]}
-	if failed := r.order(ctx, tj, pods.Items, order); failed != "" {
+	failed, err := r.order(ctx, tj, pods.Items, order)
+	if err != nil {
+		return true, err
+	}
+	if failed != "" {
 		r.Recorder.Eventf(tj, job, corev1.EventTypeWarning, derive.ReasonRestarting, "Recreate",
 			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, failed)
 		return false, nil
 	}
+	before := job.ResourceVersion
 	if err := r.label(ctx, job, tj.Status.Attempt); err != nil {
 		return true, err
 	}
-	r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "RestartInPlace",
-		"attempt %d: the %d workers' pods restart in place", tj.Status.Attempt, len(pods.Items))
+	if job.ResourceVersion != before { // once: a reconcile on a cache behind the label changes nothing
+		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "RestartInPlace",
+			"attempt %d: the %d workers' pods restart in place", tj.Status.Attempt, len(pods.Items))
+	}
 	return true, nil
 }
 
@@ -211,30 +219,47 @@ func orderGrace(tj *mlv1.TrainingJob) int64 {
 	return corev1.DefaultTerminationGracePeriodSeconds
 }
 
-// order orders every pod not labelled with the current attempt yet to restart into it, several at once,
-// and labels it once its supervisor took the order; it returns why one could not be ordered ("" when all
-// were).
-func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) string {
+// order orders every pod not labelled with the current attempt yet to restart into it, many at once (a
+// request to its supervisor, no API write), then labels those that took it (an API write each, after every
+// restart began); it returns why one could not be ordered ("" when all were), or the error of a label
+// (tried again at the next reconcile: an order already taken changes nothing).
+func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) (string, error) {
 	token := builders.ControlToken(tj, r.Options)
 	var mu sync.Mutex
 	var failed string
-	parallel(len(pods), stopWorkers, func(i int) {
+	took := make([]bool, len(pods))
+	parallel(len(pods), orderWorkers, func(i int) {
 		p := &pods[i]
 		if names.JobAttempt(p) == o.Attempt {
 			return
 		}
-		err := r.Control.Restart(ctx, supervisorAddr(p), token, o)
-		if err == nil {
-			err = r.label(ctx, p, o.Attempt)
-		}
-		if err != nil {
+		if err := r.Control.Restart(ctx, supervisorAddr(p), token, o); err != nil {
 			mu.Lock()
 			failed = fmt.Sprintf("pod %s: %v", p.Name, err)
 			mu.Unlock()
+			return
+		}
+		took[i] = true
+	})
+	if failed != "" {
+		return failed, nil
+	}
+	var errs []error
+	parallel(len(pods), stopWorkers, func(i int) {
+		if !took[i] {
+			return
+		}
+		if err := r.label(ctx, &pods[i], o.Attempt); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
 		}
 	})
-	return failed
+	return "", errors.Join(errs...)
 }
+
+// orderWorkers is how many supervisors the JobController orders at once.
+const orderWorkers = 64
 
 // attemptLabelPatch sets the attempt label.
 const attemptLabelPatch = `{"metadata":{"labels":{%q:%q}}}`

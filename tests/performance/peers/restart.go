@@ -301,13 +301,18 @@ func (r *run) gangRestart(ctx context.Context, seen *seenJobs, name string, rank
 	if err := waitFor(ctx, 5*time.Minute, name+" Running again", runningAgain); err != nil {
 		return timed{}, err
 	}
-	p := r.podPhases(name, failed, ranks)
-	if inPlace {
-		p = r.inPlacePhases(name, failed, ranks)
-	}
-	newAt, _ := seen.jobAdded(jobName, oldUID)
-	p.Detect, p.Job = seen.stateAt(name, 1, "").Sub(failed).Seconds(), newAt.Sub(failed).Seconds()
+	var p phases
+	p.Detect = seen.stateAt(name, 1, "").Sub(failed).Seconds()
 	p.Status = seen.stateAt(name, 1, mlv1.StateRunning).Sub(failed).Seconds()
+	if inPlace {
+		p = r.inPlacePhases(name, failed, ranks, p)
+		w, err := r.writesBetween(failed, seen.stateAt(name, 1, mlv1.StateRunning))
+		return timed{phases: p, writes: w}, err
+	}
+	pods := r.podPhases(name, failed, ranks)
+	p.Pods, p.Scheduled, p.Running = pods.Pods, pods.Scheduled, pods.Running
+	newAt, _ := seen.jobAdded(jobName, oldUID)
+	p.Job = newAt.Sub(failed).Seconds()
 	var gone, stopping, removed time.Time
 	for _, rec := range r.kl.records(name) {
 		if rec.added.Before(failed) {
@@ -355,7 +360,7 @@ func podRank(p *corev1.Pod) int {
 // inPlacePhases returns, for a restart in place, the time from origin until every pod of the job had begun
 // restarting (as "old pods all stopping") and ran again (as "all Running"); a pod created after origin (there
 // should be none) is reported.
-func (r *run) inPlacePhases(job string, origin time.Time, ranks int) phases {
+func (r *run) inPlacePhases(job string, origin time.Time, ranks int, p phases) phases {
 	var restarting, running time.Time
 	n, created := 0, 0
 	for _, rec := range r.kl.records(job) {
@@ -370,5 +375,6 @@ func (r *run) inPlacePhases(job string, origin time.Time, ranks int) phases {
 	if n < ranks || created > 0 {
 		fmt.Fprintf(os.Stderr, "peer-bench: %s: %d of %d pods restarted in place, %d pods created\n", job, n, ranks, created)
 	}
-	return phases{Stopping: restarting.Sub(origin).Seconds(), Running: running.Sub(origin).Seconds()}
+	p.Stopping, p.Running = restarting.Sub(origin).Seconds(), running.Sub(origin).Seconds()
+	return p
 }

@@ -37,6 +37,8 @@ type run struct {
 	dyn   dynamic.Interface
 	kl    *kubelet
 	procs []*cluster.Process
+	// stopKubelet stops the played kubelet.
+	stopKubelet context.CancelFunc
 	// finished holds when the operator first called each job finished.
 	mu       sync.Mutex
 	finished map[string]time.Time
@@ -75,13 +77,18 @@ func startRun(ctx context.Context, c config, jobOf func(*corev1.Pod) string, sto
 			return r, err
 		}
 	}
-	r.kl, err = startKubelet(ctx, r.cs, stopDelay, jobOf)
+	kctx, cancel := context.WithCancel(ctx)
+	r.stopKubelet = cancel
+	r.kl, err = startKubelet(kctx, r.cs, stopDelay, jobOf)
 	return r, err
 }
 
 // stop stops the operator and the control plane and removes the run's directory (its logs are copied to
 // the output directory first, when there is one).
 func (r *run) stop(label string) {
+	if r.stopKubelet != nil {
+		r.stopKubelet() // its played supervisors' port too
+	}
 	for _, p := range r.procs {
 		p.Stop()
 	}
