@@ -213,11 +213,16 @@ const agentTokenContext = "trainingjob-operator/checkpoint-agent-token/v1\x00"
 // holds the same key) and different for every job; "" without a key. The agent container gets it as
 // agentapi.TokenEnv; the Job's template stays a pure function of the TrainingJob and Options.
 func AgentToken(tj *mlv1.TrainingJob, opts Options) string {
+	return jobToken(agentTokenContext, tj, opts)
+}
+
+// jobToken returns hex(HMAC-SHA256(opts.AgentTokenKey, context || the job's UID)); "" without a key.
+func jobToken(context string, tj *mlv1.TrainingJob, opts Options) string {
 	if len(opts.AgentTokenKey) == 0 {
 		return ""
 	}
 	m := hmac.New(sha256.New, opts.AgentTokenKey)
-	m.Write([]byte(agentTokenContext + string(tj.UID)))
+	m.Write([]byte(context + string(tj.UID)))
 	return hex.EncodeToString(m.Sum(nil))
 }
 

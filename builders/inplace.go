@@ -1,9 +1,6 @@
 package builders
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,12 +56,7 @@ const controlTokenContext = "trainingjob-operator/supervisor-control-token/v1\x0
 // ControlToken returns the job's control token: hex(HMAC-SHA256(opts.AgentTokenKey, context || the job's
 // UID)), as AgentToken but for another use; "" without a key.
 func ControlToken(tj *mlv1.TrainingJob, opts Options) string {
-	if len(opts.AgentTokenKey) == 0 {
-		return ""
-	}
-	m := hmac.New(sha256.New, opts.AgentTokenKey)
-	m.Write([]byte(controlTokenContext + string(tj.UID)))
-	return hex.EncodeToString(m.Sum(nil))
+	return jobToken(controlTokenContext, tj, opts)
 }
 
 // restartInPlace makes the trainer c restartable in place: the restart rule, the supervisor's control
