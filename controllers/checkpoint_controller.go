@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -223,7 +222,7 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 // token the builders gave the job (builders.AgentToken with TokenKey). Never logged.
 func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Pod, addr string) string {
 	for _, p := range pods {
-		if p.Status.PodIP == "" || net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(builders.AgentPort))) != addr {
+		if p.Status.PodIP == "" || podAddr(&p, builders.AgentPort) != addr {
 			continue
 		}
 		for _, c := range p.Spec.InitContainers {
@@ -276,15 +275,11 @@ func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.Train
 	}
 	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRestarting)
 	for _, p := range pods {
-		if names.JobAttempt(&p) >= tj.Status.Attempt || p.DeletionTimestamp != nil {
+		if names.JobAttempt(&p) >= tj.Status.Attempt || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning ||
+			p.Status.PodIP == "" {
 			continue
 		}
-		addr, err := runningRank0(&mlv1.TrainingJob{Status: mlv1.TrainingJobStatus{Attempt: names.JobAttempt(&p)}}, []corev1.Pod{p},
-			builders.AgentPort)
-		if err != nil {
-			continue
-		}
-		if a, err := r.Agent.Status(ctx, addr); err == nil && a.Time.After(c.LastTransitionTime.Time) {
+		if a, err := r.Agent.Status(ctx, podAddr(&p, builders.AgentPort)); err == nil && a.Time.After(c.LastTransitionTime.Time) {
 			derive.ApplyFinalReport(&tj.Status, a, metav1.NewTime(r.Clock.Now()))
 			r.fresh.Store(key, tj.Status.Attempt)
 			return reconcile.Result{}

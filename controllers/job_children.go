@@ -217,12 +217,21 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 		}
 	}
 	switch {
-	case checkpoints && cm.Annotations[names.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt)):
-		return "waiting for the checkpoint controller to settle RESUME_FROM", nil
+	case checkpoints && !resumeSettled(tj, cm):
+		return waitingForResumeFrom, nil
 	case tracked && cm.Annotations[names.TrackingSettledAnnotation] == "":
 		return "waiting for the tracking controller's first attempt to create the MLflow run", nil
 	}
 	return "", nil
+}
+
+// waitingForResumeFrom says why an attempt's workers do not start yet.
+const waitingForResumeFrom = "waiting for the checkpoint controller to settle RESUME_FROM"
+
+// resumeSettled says whether the CheckpointController settled RESUME_FROM for the current attempt (cm, the
+// job's ConfigMap, nil when not read).
+func resumeSettled(tj *mlv1.TrainingJob, cm *corev1.ConfigMap) bool {
+	return cm != nil && cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt))
 }
 
 // deleteJob deletes a Job the current attempt replaces; its pods go with it (background propagation),

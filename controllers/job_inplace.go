@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -77,7 +76,7 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 		if r.notHeld.seen(tj, p.UID, key) {
 			return
 		}
-		e, err := r.Control.Exit(ctx, supervisorAddr(p), token)
+		e, err := r.Control.Exit(ctx, podAddr(p, builders.SupervisorPort), token)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("reading a held exit", "pod", klog.KObj(p), "error", err.Error())
 			return
@@ -132,19 +131,14 @@ func asEnded(p *corev1.Pod, e controlapi.Exit) {
 		FinishedAt: metav1.NewTime(e.FinishedAt.Truncate(time.Second))}}
 }
 
-// supervisorAddr returns host:port of a pod's supervisor.
-func supervisorAddr(p *corev1.Pod) string {
-	return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(builders.SupervisorPort)))
-}
-
 // restartInPlace restarts the workers of job, an older attempt's Job built to restart in place, into the
 // current attempt: once RESUME_FROM is settled for it, every pod not yet moved is ordered to restart and
 // then labelled with the attempt; the Job last. done is false when the gang cannot restart in place (a pod
 // gone, being deleted, on a node to avoid, not reachable): the caller recreates it.
 func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
 	obs *derive.Observed) (done bool, err error) {
-	if tj.CheckpointEnabled() && (cm == nil || cm.Annotations[names.ResumeAttemptAnnotation] != strconv.Itoa(int(tj.Status.Attempt))) {
-		obs.StartBlocked = "waiting for the checkpoint controller to settle RESUME_FROM"
+	if tj.CheckpointEnabled() && !resumeSettled(tj, cm) {
+		obs.StartBlocked = waitingForResumeFrom
 		return true, nil
 	}
 	var pods corev1.PodList
@@ -233,7 +227,7 @@ func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []
 		if names.JobAttempt(p) == o.Attempt {
 			return
 		}
-		if err := r.Control.Restart(ctx, supervisorAddr(p), token, o); err != nil {
+		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), token, o); err != nil {
 			mu.Lock()
 			failed = fmt.Sprintf("pod %s: %v", p.Name, err)
 			mu.Unlock()

@@ -31,10 +31,15 @@ func runningRank0(tj *mlv1.TrainingJob, pods []corev1.Pod, port int32) (string, 
 	for _, p := range pods {
 		if names.JobAttempt(&p) == tj.Status.Attempt && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" &&
 			p.DeletionTimestamp == nil {
-			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), nil
+			return podAddr(&p, port), nil
 		}
 	}
 	return "", errors.New("rank 0 has no running pod")
+}
+
+// podAddr returns host:port of a pod's port.
+func podAddr(p *corev1.Pod, port int32) string {
+	return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port)))
 }
 
 // unwrapURLError drops net/http's "Get URL:" wrapping, which the caller's message already carries.

@@ -80,8 +80,7 @@ func nonZeroExits(pods []corev1.Pod, agent bool) []*rankExit {
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				// A restart in place ends every container so (137, no times): the gang's restart, no cause.
-				if t != nil && t.ExitCode != 0 && t.Reason != ReasonRestartingAllContainers {
+				if failedEnd(t) {
 					exits = append(exits, &rankExit{pod: p, container: cs.Name, t: t})
 				}
 			}

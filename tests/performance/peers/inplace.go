@@ -120,8 +120,7 @@ func (k *kubelet) hold(ctx context.Context, p *corev1.Pod, code int32) error {
 	k.sup.mu.Unlock()
 	st := *p.Status.DeepCopy()
 	now := metav1.Now()
-	setPodCondition(&st, corev1.PodReady, corev1.ConditionFalse, now)
-	setPodCondition(&st, corev1.ContainersReady, corev1.ConditionFalse, now)
+	setPodReady(&st, corev1.ConditionFalse, now)
 	for i := range st.ContainerStatuses {
 		if st.ContainerStatuses[i].Name == names.ContainerName {
 			st.ContainerStatuses[i].Ready = false
@@ -143,8 +142,7 @@ func (k *kubelet) restartAll(p *corev1.Pod) {
 	now := metav1.Now()
 	st.Phase = corev1.PodPending
 	setPodCondition(&st, corev1.AllContainersRestarting, corev1.ConditionTrue, now)
-	setPodCondition(&st, corev1.PodReady, corev1.ConditionFalse, now)
-	setPodCondition(&st, corev1.ContainersReady, corev1.ConditionFalse, now)
+	setPodReady(&st, corev1.ConditionFalse, now)
 	for i := range st.ContainerStatuses {
 		cs := &st.ContainerStatuses[i]
 		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137,
@@ -164,8 +162,7 @@ func (k *kubelet) runAgain(p *corev1.Pod, st corev1.PodStatus) {
 	now := metav1.Now()
 	st.Phase = corev1.PodRunning
 	setPodCondition(&st, corev1.AllContainersRestarting, corev1.ConditionFalse, now)
-	setPodCondition(&st, corev1.PodReady, corev1.ConditionTrue, now)
-	setPodCondition(&st, corev1.ContainersReady, corev1.ConditionTrue, now)
+	setPodReady(&st, corev1.ConditionTrue, now)
 	for i := range st.ContainerStatuses {
 		cs := &st.ContainerStatuses[i]
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
@@ -184,6 +181,12 @@ func (k *kubelet) current(p *corev1.Pod) *corev1.Pod {
 		return r.pod
 	}
 	return p
+}
+
+// setPodReady sets the pod's Ready and ContainersReady conditions.
+func setPodReady(st *corev1.PodStatus, s corev1.ConditionStatus, now metav1.Time) {
+	setPodCondition(st, corev1.PodReady, s, now)
+	setPodCondition(st, corev1.ContainersReady, s, now)
 }
 
 func setPodCondition(st *corev1.PodStatus, t corev1.PodConditionType, s corev1.ConditionStatus, now metav1.Time) {
