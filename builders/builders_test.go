@@ -534,7 +534,7 @@ func TestConfigMap(t *testing.T) {
 		tj.Spec.Hyperparameters.LearningRate = ptr.To(0.00005)
 		tj.Spec.Hyperparameters.AdditionalParams = map[string]string{"dropout": "0.1"}
 	}).Obj()
-	cm, err := builders.ConfigMap(tj)
+	cm, err := builders.ConfigMap(tj, builders.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +604,7 @@ func TestResumeFrom(t *testing.T) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: "a-config"}, Key: "RESUME_FROM", Optional: ptr.To(true)}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cm, err := builders.ConfigMap(tc.tj)
+			cm, err := builders.ConfigMap(tc.tj, builders.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

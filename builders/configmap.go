@@ -58,8 +58,9 @@ func Config(tj *mlv1.TrainingJob) RunConfig {
 // names.ResumeAttemptAnnotation are the CheckpointController's to write; a job with checkpoints gets them
 // already settled for its first attempt, for which the CheckpointController would find nothing else to
 // wait for (no older rank 0 can report a newer checkpoint) and write the same: its workers start
-// without waiting for that write.
-func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
+// without waiting for that write. A job that restarts in place also gets its attempt
+// (names.CurrentAttemptKey), the JobController's to keep.
+func ConfigMap(tj *mlv1.TrainingJob, opts Options) (*corev1.ConfigMap, error) {
 	data, err := json.MarshalIndent(Config(tj), "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding config of %s/%s: %w", tj.Namespace, tj.Name, err)
@@ -71,6 +72,9 @@ func ConfigMap(tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	if tj.CheckpointEnabled() && tj.Status.Attempt == 0 {
 		cm.Data[names.ResumeFromKey] = ResumeFrom(tj)
 		cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
+	}
+	if InPlace(tj, opts) {
+		cm.Data[names.CurrentAttemptKey] = itoa(tj.Status.Attempt)
 	}
 	return cm, nil
 }

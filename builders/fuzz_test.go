@@ -85,7 +85,7 @@ func FuzzJob(f *testing.F) {
 				seen[e.Name] = true
 			}
 		}
-		if _, err := builders.ConfigMap(tj); err != nil {
+		if _, err := builders.ConfigMap(tj, builders.Options{}); err != nil {
 			t.Fatal(fmt.Errorf("config map: %w", err))
 		}
 		_ = builders.Service(tj)

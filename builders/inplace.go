@@ -1,13 +1,16 @@
 package builders
 
 import (
+	"math"
 	"strconv"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 )
@@ -72,11 +75,26 @@ func restartInPlace(tj *mlv1.TrainingJob, opts Options, c *corev1.Container) {
 			Values: []int32{controlapi.RestartCode}}}}
 	c.Env = append(c.Env, value(controlapi.TokenEnv, ControlToken(tj, opts)),
 		value(controlapi.RestartCodeEnv, strconv.Itoa(controlapi.RestartCode)),
-		value(controlapi.AttemptEnv, strconv.Itoa(int(tj.Status.Attempt))), value(controlapi.StateDirEnv, StateDir))
+		value(controlapi.AttemptEnv, strconv.Itoa(int(tj.Status.Attempt))), value(controlapi.StateDirEnv, StateDir),
+		configMapKeyEnv(tj, names.CurrentAttemptKey))
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: StateVolume, MountPath: StateDir})
 	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 		Path: "/healthz", Port: intstr.FromString(SupervisorPortName)}},
 		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+}
+
+// inPlaceJob lets the Job of a job that restarts in place outlive its pods' failures: the JobController
+// decides every restart from the pods (a failed trainer is held, its pod never fails), and a pod that is
+// gone for good (deleted, evicted, its node lost, failed outside the trainer) is replaced alone by the Job
+// controller while the others restart in place. A pod failure policy that failed the Job on a disruption
+// would stop every pod.
+func inPlaceJob(tj *mlv1.TrainingJob, opts Options, job *batchv1.Job) {
+	if !InPlace(tj, opts) {
+		return
+	}
+	job.Spec.BackoffLimit = ptr.To(int32(math.MaxInt32))
+	job.Spec.PodFailurePolicy = nil
+	job.Annotations[names.InPlaceAnnotation] = "true"
 }
 
 // stateVolumes returns the supervisor's state emptyDir; none when the job does not restart in place.

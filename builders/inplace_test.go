@@ -1,6 +1,7 @@
 package builders_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,8 +17,10 @@ import (
 
 // TestInPlace: a job restarts in place when it asks (the default), the cluster can, the operator holds a
 // token key and the trainer runs under the supervisor; its trainer then has the restart rule, the control
-// environment, the state directory and the readiness probe, and its Job the annotation. Otherwise the
-// template is today's and the reason is given.
+// environment (the job's current attempt from the ConfigMap, which holds it), the state directory and the
+// readiness probe, and its Job the annotation, no backoff limit and no pod failure policy (the pods' failures
+// are the operator's to judge; a gone pod is replaced alone). Otherwise the template is today's and the
+// reason is given.
 func TestInPlace(t *testing.T) {
 	able := builders.Options{InPlaceRestart: true, AgentTokenKey: builders.SecretKey("k")}
 	type got struct {
@@ -27,9 +30,15 @@ func TestInPlace(t *testing.T) {
 		Probe      bool
 		State      bool
 		ControlEnv []string
+		// BackoffLimit is the Job's; FailJob whether it has a pod failure policy; CMAttempt the ConfigMap's.
+		BackoffLimit int32
+		FailJob      bool
+		CMAttempt    string
 	}
-	inPlace := got{Annotated: true, Rule: true, Probe: true, State: true,
-		ControlEnv: []string{controlapi.TokenEnv, controlapi.RestartCodeEnv, controlapi.AttemptEnv, controlapi.StateDirEnv}}
+	inPlace := got{Annotated: true, Rule: true, Probe: true, State: true, BackoffLimit: math.MaxInt32, CMAttempt: "0",
+		ControlEnv: []string{controlapi.TokenEnv, controlapi.RestartCodeEnv, controlapi.AttemptEnv, controlapi.StateDirEnv,
+			controlapi.CurrentAttemptEnv}}
+	recreated := func(why string) got { return got{Why: why, FailJob: true} }
 	cases := []struct {
 		name string
 		tj   *mlv1.TrainingJob
@@ -42,29 +51,30 @@ func TestInPlace(t *testing.T) {
 			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
 				tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartStrategy: mlv1.RestartRecreate}
 			}).Obj(),
+			want: recreated(""),
 		},
 		{
 			name: "a cluster without RestartAllContainers", tj: tjtest.NewTJ("ml", "a").Obj(),
 			opts: builders.Options{AgentTokenKey: builders.SecretKey("k")},
-			want: got{Why: "the cluster does not restart all of a pod's containers in place (RestartAllContainers, Kubernetes 1.35+)"},
+			want: recreated("the cluster does not restart all of a pod's containers in place (RestartAllContainers, Kubernetes 1.35+)"),
 		},
 		{
 			name: "no token key", tj: tjtest.NewTJ("ml", "a").Obj(), opts: builders.Options{InPlaceRestart: true},
-			want: got{Why: "the operator has no token key to order restarts with"},
+			want: recreated("the operator has no token key to order restarts with"),
 		},
 		{
 			name: "not supervised", opts: able,
 			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
 				tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressFromOutput: ptr.To(false)}
 			}).Obj(),
-			want: got{Why: "the trainer does not run under the supervisor (monitoring or progressFromOutput off, or no command)"},
+			want: recreated("the trainer does not run under the supervisor (monitoring or progressFromOutput off, or no command)"),
 		},
 		{
 			name: "elastic", opts: able,
 			tj: tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
 				tj.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 2}
 			}).Obj(),
-			want: got{Why: "an elastic job's torchrun restarts its own workers"},
+			want: recreated("an elastic job's torchrun restarts its own workers"),
 		},
 	}
 	for _, tt := range cases {
@@ -83,8 +93,18 @@ func TestInPlace(t *testing.T) {
 				switch e.Name {
 				case controlapi.TokenEnv, controlapi.RestartCodeEnv, controlapi.AttemptEnv, controlapi.StateDirEnv:
 					g.ControlEnv = append(g.ControlEnv, e.Name)
+				case controlapi.CurrentAttemptEnv:
+					if e.ValueFrom.ConfigMapKeyRef.Key == names.CurrentAttemptKey {
+						g.ControlEnv = append(g.ControlEnv, e.Name)
+					}
 				}
 			}
+			g.BackoffLimit, g.FailJob = *job.Spec.BackoffLimit, job.Spec.PodFailurePolicy != nil
+			cm, err := builders.ConfigMap(tj, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.CMAttempt = cm.Data[names.CurrentAttemptKey]
 			if diff := cmp.Diff(tt.want, g); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -72,10 +72,9 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 	}
 	sharedMemory(&job.Spec.Template.Spec, tj, opts)
 	overlay(&job.Spec.Template, tj, opts)
-	job.Annotations = map[string]string{names.SpecHashAnnotation: SpecHash(job)}
-	if InPlace(tj, opts) {
-		job.Annotations[names.InPlaceAnnotation] = "true"
-	}
+	job.Annotations = map[string]string{}
+	inPlaceJob(tj, opts, job)
+	job.Annotations[names.SpecHashAnnotation] = SpecHash(job)
 	return job
 }
 
@@ -86,7 +85,8 @@ func Job(tj *mlv1.TrainingJob, opts Options) *batchv1.Job {
 // every attempt): the Job runs one attempt. With restartPolicy Gang or Never its first failed pod fails it
 // (backoffLimit 0) and the JobController decides from the pods whether a new attempt starts; a disrupted
 // pod (preempted, evicted, its node lost) fails it through the pod failure policy, whose message names
-// DisruptionTarget, so the restart is not counted even when the pod is gone. With OnFailure the Job
+// DisruptionTarget, so the restart is not counted even when the pod is gone (a job that restarts in place
+// differs, see inPlaceJob). With OnFailure the Job
 // restarts containers in place within failurePolicy.backoffLimit. failurePolicy.activeDeadlineSeconds is
 // enforced by the JobController over all attempts.
 func jobBackoffLimit(tj *mlv1.TrainingJob) int32 {

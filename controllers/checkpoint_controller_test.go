@@ -86,7 +86,7 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 				tj.Status.Conditions = []metav1.Condition{{Type: mlv1.ConditionRestarting, Status: metav1.ConditionTrue, Reason: "Restarting",
 					LastTransitionTime: t0}}
 			}
-			cm, _ := builders.ConfigMap(tj)
+			cm, _ := builders.ConfigMap(tj, builders.Options{})
 			cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
 			if tc.resumeFrom != nil {
 				cm.Data[names.ResumeFromKey] = *tc.resumeFrom
@@ -191,7 +191,7 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := newTJ()
-			cm, _ := builders.ConfigMap(tj)
+			cm, _ := builders.ConfigMap(tj, builders.Options{})
 			cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
 			cm.Data[names.ResumeFromKey] = uri + "4"
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-0",

@@ -86,24 +86,30 @@ func (r *JobReconciler) readStored(ctx context.Context, obj client.Object) error
 }
 
 // ensureConfigMap creates the ConfigMap, or brings config.json up to date (it changes only while no worker
-// runs: admission rejects changes to the hyperparameters of an Initializing or Running job). Its
+// runs: admission rejects changes to the hyperparameters of an Initializing or Running job), and the attempt
+// of a job that restarts in place (before its pods are ordered into it: see builders.ConfigMap). Its
 // RESUME_FROM key and the annotation that says for which attempt it was settled belong to the
 // CheckpointController and are kept as they are (the ConfigMap is created with them settled for the
 // first attempt, see builders.ConfigMap). It returns the ConfigMap as created or found.
 func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
-	want, err := builders.ConfigMap(tj)
+	want, err := builders.ConfigMap(tj, r.options(ctx))
 	if err != nil {
 		return nil, err
 	}
 	cm := &corev1.ConfigMap{}
 	err = r.ensure(ctx, tj, want, cm, func() bool {
-		if have, config := cm.Data[names.ConfigFileName], want.Data[names.ConfigFileName]; have == config || have == configDigest(config) {
+		have, config := cm.Data[names.ConfigFileName], want.Data[names.ConfigFileName]
+		attempt, inPlace := want.Data[names.CurrentAttemptKey]
+		if (have == config || have == configDigest(config)) && (!inPlace || cm.Data[names.CurrentAttemptKey] == attempt) {
 			return false // as built; the cache holds its digest (slimConfigMap)
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[names.ConfigFileName] = want.Data[names.ConfigFileName]
+		cm.Data[names.ConfigFileName] = config
+		if inPlace {
+			cm.Data[names.CurrentAttemptKey] = attempt
+		}
 		return true
 	})
 	if cm.ResourceVersion == "" { // not found: want is what was created (or, created meanwhile by another reconcile, alike)
@@ -155,6 +161,9 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return r.deleteJob(ctx, job, "built from an older spec")
 	case found:
 		obs.Job = job
+		if err := r.adoptReplacements(ctx, tj, cm, job); err != nil {
+			return err
+		}
 		if err := r.syncSize(ctx, tj, job); err != nil {
 			return err
 		}

@@ -197,11 +197,15 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	if err := r.releaseQuota(ctx, tj, obs); err != nil {
 		return err
 	}
-	if err := r.syncPodsReady(ctx, tj, obs); err != nil || !attemptFailing(tj, *obs) {
+	if err := r.syncPodsReady(ctx, tj, obs); err != nil {
 		return err
 	}
+	// Before the verdict: where the Job gives none (derive.RestartsInPlace), a rank that is gone decides.
 	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
 	obs.ForceDeleted = r.exits.forcedWhileRunning(client.ObjectKeyFromObject(tj), tj.Status.Attempt)
+	if !attemptFailing(tj, *obs) {
+		return nil
+	}
 	obs.Logs = r.failedLogs(ctx, obs.Pods)
 	if obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now()); err != nil {
 		return err

@@ -67,7 +67,7 @@ func countChildren(t *testing.T, c client.Client, ns string) children {
 func TestReconcileIsIdempotent(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "mnist").Obj()
 	tj.UID = "uid-1"
-	leftover, err := builders.ConfigMap(tj)
+	leftover, err := builders.ConfigMap(tj, builders.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 	staleJob.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "s", UID: "uid-s", Controller: ptr.To(true),
 	}}
-	staleCM, _ := builders.ConfigMap(old)
+	staleCM, _ := builders.ConfigMap(old, builders.Options{})
 	edited := old.DeepCopy()
 	edited.Spec.NumWorkers, edited.Spec.Hyperparameters.Epochs = 3, ptr.To[int32](9)
 	edited.Status.State = mlv1.StateSuspended
@@ -234,7 +234,7 @@ func TestCleanup(t *testing.T) {
 			}
 			job := builders.Job(tc.tj, builders.Options{})
 			job.Status.Active = 1
-			cm, _ := builders.ConfigMap(tc.tj)
+			cm, _ := builders.ConfigMap(tc.tj, builders.Options{})
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 				Namespace: "ml", Name: tc.tj.Name + "-worker-0", Labels: names.AttemptLabels(tc.tj),
 			}}

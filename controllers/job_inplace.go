@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +31,10 @@ import (
 // reads how the trainer ended (heldExits), which the state machine then reads as any failed worker's end.
 // When it decides on a restart, the JobController orders every worker's supervisor to restart into the new
 // attempt (restartInPlace): each exits with the restart code, and the kubelet runs every container of the
-// pod again, init containers included, keeping the pod. A pod that is gone, being deleted, on a node to
-// avoid, or that cannot be reached makes the whole gang recreated, as before, with an event saying why.
+// pod again, init containers included, keeping the pod. A pod that is gone (ended, being deleted) is
+// replaced alone by the Job controller; its replacement's supervisor sees that it is behind the job's
+// attempt (names.CurrentAttemptKey) and waits to be ordered too (adoptReplacements). A pod on a node to
+// avoid, or one that cannot be reached, makes the whole gang recreated, as before, with an event saying why.
 
 // nextAttempt moves the workers of job, an older attempt's Job, to the current attempt: in place when the Job
 // was built for it and the job still may, else by deleting the Job and its pods (the next Job is created once
@@ -132,12 +135,14 @@ func asEnded(p *corev1.Pod, e controlapi.Exit) {
 }
 
 // restartInPlace restarts the workers of job, an older attempt's Job built to restart in place, into the
-// current attempt: once RESUME_FROM is settled for it, every pod not yet moved is ordered to restart and
-// then labelled with the attempt; the Job last. done is false when the gang cannot restart in place (a pod
-// gone, being deleted, on a node to avoid, not reachable): the caller recreates it.
+// current attempt: once RESUME_FROM is settled for it, every running pod not yet moved is ordered to restart
+// and then labelled with the attempt; the Job last. A pod that is gone (ended, being deleted) or not started
+// is left to the Job controller, which replaces it (alone); the replacement waits for its order
+// (adoptReplacements). done is false when the gang cannot restart in place (a pod on a node to avoid, none
+// left running, one not reachable): the caller recreates it.
 func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
 	obs *derive.Observed) (done bool, err error) {
-	if tj.CheckpointEnabled() && !resumeSettled(tj, cm) {
+	if tj.CheckpointEnabled() && !resumeSettled(tj, cm) || cm.Data[names.CurrentAttemptKey] != strconv.Itoa(int(tj.Status.Attempt)) {
 		obs.StartBlocked = waitingForResumeFrom
 		return true, nil
 	}
@@ -146,14 +151,14 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), ofJob); err != nil {
 		return false, fmt.Errorf("listing pods of %s: %w", klog.KObj(job), err)
 	}
-	if why := notRestartable(tj, job, pods.Items); why != "" {
+	restart, left, why := inPlacePlan(tj, pods.Items)
+	if why != "" {
 		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
 			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
 		return false, nil
 	}
 	obs.StartBlocked = fmt.Sprintf("restarting the workers of attempt %d in place", names.JobAttempt(job))
-	order := controlapi.Order{Attempt: tj.Status.Attempt, GraceSeconds: orderGrace(tj), ResumeFrom: cm.Data[names.ResumeFromKey]}
-	failed, err := r.order(ctx, tj, pods.Items, order)
+	failed, err := r.order(ctx, tj, restart, inPlaceOrder(tj, cm))
 	if err != nil {
 		return true, err
 	}
@@ -168,37 +173,90 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 	}
 	if job.ResourceVersion != before { // once: a reconcile on a cache behind the label changes nothing
 		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "RestartInPlace",
-			"attempt %d: the %d workers' pods restart in place", tj.Status.Attempt, len(pods.Items))
+			"attempt %d: %s", tj.Status.Attempt, restartedInPlace(restart, left))
 	}
 	return true, nil
 }
 
-// notRestartable says why the pods cannot restart in place; "" when they all can.
-func notRestartable(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) string {
-	if n := ptr.Deref(job.Spec.Parallelism, 0); int32(len(pods)) != n {
-		return fmt.Sprintf("%d of %d pods are there", len(pods), n)
+func inPlaceOrder(tj *mlv1.TrainingJob, cm *corev1.ConfigMap) controlapi.Order {
+	return controlapi.Order{Attempt: tj.Status.Attempt, GraceSeconds: orderGrace(tj), ResumeFrom: cm.Data[names.ResumeFromKey]}
+}
+
+// restartedInPlace says what a restart in place did: the pods restarted and those the Job controller replaces.
+func restartedInPlace(restart []corev1.Pod, left []string) string {
+	what := fmt.Sprintf("the %d workers' pods restart in place", len(restart))
+	if len(restart) == 1 {
+		what = "1 worker's pod restarts in place"
 	}
+	if len(left) > 0 {
+		what += fmt.Sprintf("; the Job controller replaces %s, which joins once it runs", strings.Join(left, ", "))
+	}
+	return what
+}
+
+// inPlacePlan sorts the pods of a Job to restart in place: those to order (running, reachable, not moved yet)
+// and those left to the Job controller (left, described: gone or not started; a replacement joins when it
+// runs). why says why the gang is recreated instead: a pod on a node the workers avoid now (the Job's
+// template keeps the node), or no pod left to restart.
+func inPlacePlan(tj *mlv1.TrainingJob, pods []corev1.Pod) (restart []corev1.Pod, left []string, why string) {
+	moved := 0
 	for i := range pods {
 		p := &pods[i]
 		switch {
+		case slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName }) &&
+			p.Spec.NodeName != "" && !derive.Ended(p) && p.DeletionTimestamp == nil:
+			return nil, nil, fmt.Sprintf("pod %s is on node %s, which the workers avoid now", p.Name, p.Spec.NodeName)
 		case names.JobAttempt(p) == tj.Status.Attempt:
-			continue // ordered and labelled already
-		case p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
-			return fmt.Sprintf("pod %s is %s", p.Name, ended(p))
-		case p.Status.PodIP == "":
-			return fmt.Sprintf("pod %s has no IP", p.Name)
-		case slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName }):
-			return fmt.Sprintf("pod %s is on node %s, which the workers avoid now", p.Name, p.Spec.NodeName)
+			moved++ // ordered and labelled already
+		case p.DeletionTimestamp != nil || derive.Ended(p):
+			left = append(left, fmt.Sprintf("pod %s (rank %s, %s)", p.Name, p.Labels[names.RankLabel], ended(p)))
+		case p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning:
+			left = append(left, fmt.Sprintf("pod %s (rank %s, not started)", p.Name, p.Labels[names.RankLabel]))
+		default:
+			restart = append(restart, *p)
 		}
 	}
-	return ""
+	if len(restart)+moved == 0 {
+		return nil, nil, "no worker's pod is left running"
+	}
+	return restart, left, ""
 }
 
 func ended(p *corev1.Pod) string {
 	if p.DeletionTimestamp != nil {
 		return "being deleted"
 	}
-	return string(p.Status.Phase)
+	return strings.ToLower(string(p.Status.Phase))
+}
+
+// adoptReplacements orders into the current attempt the pods of job, a Job that restarts in place, which
+// the Job controller created for ranks that were gone: their supervisor is behind the job's attempt and
+// waits for the order (it restarts the pod's containers into the attempt), then each is labelled with it.
+// A pod not reachable yet is tried at the next reconcile (its start triggers one).
+func (r *JobReconciler) adoptReplacements(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job) error {
+	if job.Annotations[names.InPlaceAnnotation] == "" || cm == nil || finished(tj) || !builders.InPlace(tj, r.options(ctx)) {
+		return nil
+	}
+	others, err := r.listPods(ctx, tj, false, job)
+	if err != nil {
+		return err
+	}
+	behind := slices.DeleteFunc(others, func(p corev1.Pod) bool {
+		cs := trainerStatus(&p)
+		return p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(&p) >= tj.Status.Attempt ||
+			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || cs == nil || cs.State.Running == nil
+	})
+	if len(behind) == 0 {
+		return nil
+	}
+	failed, err := r.order(ctx, tj, behind, inPlaceOrder(tj, cm))
+	if err != nil {
+		return err
+	}
+	if failed != "" {
+		return fmt.Errorf("attempt %d: ordering a replaced worker's pod: %s", tj.Status.Attempt, failed)
+	}
+	return nil
 }
 
 // orderGrace is how long a restarted trainer gets between SIGTERM and SIGKILL: a second after a hang (a hung
@@ -308,21 +366,30 @@ func (n *notHeld) forget(key types.NamespacedName) {
 func inPlaceRestartServed(mgr ctrl.Manager) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := corev1.Container{Name: "probe", Image: "probe", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever),
+	served, err := RestartRuleServed(ctx, mgr.GetClient())
+	if err != nil {
+		mgr.GetLogger().Info("gang restarts recreate the pods: the dry run of a RestartAllContainers rule failed", "error", err.Error())
+		return false
+	}
+	mgr.GetLogger().Info("gang restarts", "ruleServed", served)
+	return served
+}
+
+// RestartRuleServed creates, as a dry run, a Job whose container has a RestartAllContainers rule, and says
+// whether the API server kept the rule (the field is dropped, or the Job refused, where the feature is off).
+func RestartRuleServed(ctx context.Context, c client.Client) (bool, error) {
+	ctr := corev1.Container{Name: "probe", Image: "probe", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever),
 		RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
 			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn,
 				Values: []int32{controlapi.RestartCode}}}}}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{GenerateName: "trainingjob-operator-probe-", Namespace: metav1.NamespaceDefault},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{c}}}}}
-	if err := mgr.GetClient().Create(ctx, job, client.DryRunAll); err != nil {
-		mgr.GetLogger().Info("gang restarts recreate the pods: the dry run of a RestartAllContainers rule failed", "error", err.Error())
-		return false
+			Containers: []corev1.Container{ctr}}}}}
+	if err := c.Create(ctx, job, client.DryRunAll); err != nil {
+		return false, err
 	}
 	cs := job.Spec.Template.Spec.Containers
-	served := len(cs) == 1 && len(cs[0].RestartPolicyRules) == 1
-	mgr.GetLogger().Info("gang restarts", "ruleServed", served)
-	return served
+	return len(cs) == 1 && len(cs[0].RestartPolicyRules) == 1, nil
 }
 
 // inPlaceSupport says whether the cluster restarts pods in place: its API server keeps the rule (served,

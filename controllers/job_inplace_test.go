@@ -133,19 +133,23 @@ func TestHeldExits(t *testing.T) {
 	}
 }
 
-// TestRestartInPlace: once RESUME_FROM is settled, every pod of the Job is ordered into the new attempt
-// (with RESUME_FROM and the grace period) and labelled with it, then the Job; a pod being deleted, missing
-// or on a node to avoid makes the gang recreated instead, with an event saying why.
+// TestRestartInPlace: once RESUME_FROM is settled and the ConfigMap holds the attempt, every running pod of
+// the Job is ordered into the new attempt (with RESUME_FROM and the grace period) and labelled with it, then
+// the Job; a pod being deleted, failed, not started or missing is left to the Job controller, which replaces
+// it alone; a pod on a node to avoid, or no pod left running, makes the gang recreated instead, with an
+// event saying why.
 func TestRestartInPlace(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		settled string
-		pods    func() []*corev1.Pod
-		avoid   string
-		want    bool
-		orders  map[string]controlapi.Order
-		labels  string // the Job's attempt label after
-		event   string
+		// cmAttempt is the ConfigMap's names.CurrentAttemptKey ("1" when empty).
+		cmAttempt string
+		pods      func() []*corev1.Pod
+		avoid     string
+		want      bool
+		orders    map[string]controlapi.Order
+		labels    string // the Job's attempt label after
+		event     string
 	}{
 		{
 			name: "every pod ordered and labelled", settled: "1",
@@ -164,18 +168,47 @@ func TestRestartInPlace(t *testing.T) {
 			want: true, labels: "0",
 		},
 		{
-			name: "a pod being deleted: recreated", settled: "1",
+			name: "the ConfigMap not at the attempt yet: nothing ordered", settled: "1", cmAttempt: "0",
+			pods: func() []*corev1.Pod {
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false)}
+			},
+			want: true, labels: "0",
+		},
+		{
+			name: "a pod being deleted: the other restarts in place, it is replaced alone", settled: "1",
 			pods: func() []*corev1.Pod {
 				p := heldPod("1", "10.0.0.2", false)
 				p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0.Time)), []string{"x"}
 				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
 			},
-			labels: "0", event: "attempt 1: recreating the workers' pods: pod a-worker-1 is being deleted",
+			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+			event: "attempt 1: 1 worker's pod restarts in place; the Job controller replaces pod a-worker-1 (rank 1, being deleted), " +
+				"which joins once it runs",
 		},
 		{
-			name: "a pod missing: recreated", settled: "1",
-			pods:   func() []*corev1.Pod { return []*corev1.Pod{heldPod("0", "10.0.0.1", true)} },
-			labels: "0", event: "attempt 1: recreating the workers' pods: 1 of 2 pods are there",
+			name: "a pod failed and one not started: left to the Job controller", settled: "1",
+			pods: func() []*corev1.Pod {
+				failed, pending := heldPod("1", "10.0.0.2", false), heldPod("2", "", false)
+				failed.Status.Phase, pending.Status.Phase = corev1.PodFailed, corev1.PodPending
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), failed, pending}
+			},
+			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+			event: "the Job controller replaces pod a-worker-1 (rank 1, failed), pod a-worker-2 (rank 2, not started)",
+		},
+		{
+			name: "a pod missing: the others restart in place", settled: "1",
+			pods: func() []*corev1.Pod { return []*corev1.Pod{heldPod("0", "10.0.0.1", true)} },
+			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+			event: "attempt 1: 1 worker's pod restarts in place",
+		},
+		{
+			name: "every pod gone: recreated", settled: "1",
+			pods: func() []*corev1.Pod {
+				p := heldPod("0", "10.0.0.1", true)
+				p.Status.Phase = corev1.PodFailed
+				return []*corev1.Pod{p}
+			},
+			labels: "0", event: "attempt 1: recreating the workers' pods: no worker's pod is left running",
 		},
 		{
 			name: "a pod on a node to avoid: recreated", settled: "1", avoid: "n1",
@@ -199,7 +232,10 @@ func TestRestartInPlace(t *testing.T) {
 				Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2)}}
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj),
 				Annotations: map[string]string{names.ResumeAttemptAnnotation: tc.settled}},
-				Data: map[string]string{names.ResumeFromKey: "pvc://c/ck-3"}}
+				Data: map[string]string{names.ResumeFromKey: "pvc://c/ck-3", names.CurrentAttemptKey: tc.cmAttempt}}
+			if tc.cmAttempt == "" {
+				cm.Data[names.CurrentAttemptKey] = "1"
+			}
 			objs := []client.Object{tj, job, cm}
 			for _, p := range tc.pods() {
 				objs = append(objs, p)
@@ -311,6 +347,50 @@ func TestInPlaceSupport(t *testing.T) {
 		}
 		if got := s.available(ctx, t0.Add(st.after)); got != st.available || lists != st.lists {
 			t.Errorf("step %d: available %t after %d lists, want %t after %d", i, got, lists, st.available, st.lists)
+		}
+	}
+}
+
+// TestAdoptReplacements: in a Job that restarted in place, a running pod the Job controller created for a
+// rank that was gone (the Job's template's older attempt label) is ordered into the current attempt and
+// labelled with it; a pod not started, being deleted, moved already or another Job's is left alone.
+func TestAdoptReplacements(t *testing.T) {
+	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+	tj := tjtest.NewTJ("ml", "a").Obj().Defaulted()
+	tj.UID, tj.Status.Attempt = "tj-uid", 2
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid",
+		Labels: map[string]string{names.AttemptLabel: "2"}, Annotations: map[string]string{names.InPlaceAnnotation: "true"}},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](4)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj)},
+		Data: map[string]string{names.CurrentAttemptKey: "2"}}
+	moved, replacement, pending, deleting, stranger := heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false),
+		heldPod("2", "", false), heldPod("3", "10.0.0.4", false), heldPod("4", "10.0.0.5", false)
+	moved.Labels[names.AttemptLabel] = "2"
+	pending.Status.Phase = corev1.PodPending
+	deleting.DeletionTimestamp, deleting.Finalizers = ptr.To(metav1.NewTime(t0.Time)), []string{"x"}
+	stranger.Labels[names.ControllerUIDLabel] = "another-job"
+	sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{}}
+	srv := httptest.NewServer(sup)
+	defer srv.Close()
+	r := newReconciler(tj, job, cm, moved, replacement, pending, deleting, stranger)
+	r.Options, r.Control = opts, controlClient(srv)
+	if err := r.adoptReplacements(context.Background(), tj, cm, job); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]controlapi.Order{"10.0.0.2": {Attempt: 2, GraceSeconds: 30}}, sup.orders); diff != "" {
+		t.Errorf("orders (-want +got):\n%s", diff)
+	}
+	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, stranger} {
+		got := &corev1.Pod{}
+		if err := r.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		want := p.Labels[names.AttemptLabel]
+		if p == replacement {
+			want = "2"
+		}
+		if got.Labels[names.AttemptLabel] != want {
+			t.Errorf("pod %s: attempt label %q, want %q", p.Name, got.Labels[names.AttemptLabel], want)
 		}
 	}
 }

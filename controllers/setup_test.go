@@ -43,7 +43,7 @@ func TestCachedConfigMap(t *testing.T) {
 	ctx := context.Background()
 	tj := tjtest.NewTJ("ml", "cm").Obj()
 	tj.UID = "uid-cm"
-	built, err := builders.ConfigMap(tj)
+	built, err := builders.ConfigMap(tj, builders.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

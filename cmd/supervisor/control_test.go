@@ -48,8 +48,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // startControlled starts program (a shell script) under a supervisor with the token "t0ken", attempt 1, a
-// state directory (with state written into it first when not empty) and the hold given.
-func startControlled(t *testing.T, program, state string, hold int) *controlled {
+// state directory (with state written into it first when not empty), the hold given and env added.
+func startControlled(t *testing.T, program, state string, hold int, env ...string) *controlled {
 	t.Helper()
 	c := &controlled{addr: freeAddr(t), dir: t.TempDir(), token: "t0ken"}
 	if state != "" {
@@ -60,6 +60,7 @@ func startControlled(t *testing.T, program, state string, hold int) *controlled 
 	c.cmd = exec.Command(supervisorBin, supervised([]string{"--listen=" + c.addr}, "sh", "-c", program)[1:]...)
 	c.cmd.Env = append(os.Environ(), controlapi.TokenEnv+"="+c.token, controlapi.RestartCodeEnv+"=215",
 		controlapi.AttemptEnv+"=1", controlapi.StateDirEnv+"="+c.dir, controlapi.HoldEnv+"="+strconv.Itoa(hold))
+	c.cmd.Env = append(c.cmd.Env, env...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -227,6 +228,60 @@ func TestRestartedContainersTakeTheOrder(t *testing.T) {
 	}
 	if e := c.held(t); !e.Held {
 		t.Error("an order for the attempt it already runs ended the hold")
+	}
+}
+
+// TestBehindWaitsForItsOrder: a pod created in attempt 1 when the job is in attempt 3 (the Job controller
+// replaced a rank that was gone after the gang restarted in place) does not run the program: it is unready
+// and holds nothing until ordered, then exits with the restart code and keeps the order, which the
+// restarted containers run in; without an order it gives up after the hold, and a SIGTERM ends it.
+func TestBehindWaitsForItsOrder(t *testing.T) {
+	behind := controlapi.CurrentAttemptEnv + "=3"
+	for _, tt := range []struct {
+		name   string
+		hold   int
+		order  bool
+		signal bool
+		want   int
+	}{
+		{name: "ordered", hold: 60, order: true, want: 215},
+		{name: "no order: the hold's end", hold: 1, want: 1},
+		{name: "SIGTERM", hold: 60, signal: true, want: 143},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startControlled(t, "echo ran; exit 0", "", tt.hold, behind)
+			until(t, "unready", func() bool { code, body := healthz(c.addr); return code == 503 && strings.Contains(body, "attempt 3") })
+			e, err := client().Exit(context.Background(), c.addr, c.token)
+			if err != nil || e.Held || e.Attempt != 1 {
+				t.Errorf("exit %+v, %v; want not held, attempt 1", e, err)
+			}
+			switch {
+			case tt.order:
+				if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 3, ResumeFrom: "s3://b/ck-4"}); err != nil {
+					t.Fatal(err)
+				}
+			case tt.signal:
+				_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			if code := c.code(t); code != tt.want {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.want, c.out.String())
+			}
+			if strings.Contains(c.out.String(), "ran") {
+				t.Errorf("the program ran; output:\n%s", c.out.String())
+			}
+			if !tt.order {
+				return
+			}
+			// The restarted containers: the order kept, the program runs in attempt 3 from its checkpoint.
+			state, err := os.ReadFile(filepath.Join(c.dir, "restart.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			again := startControlled(t, `echo "resume=$RESUME_FROM"; exit 0`, string(state), 60, behind)
+			if code := again.code(t); code != 0 || !strings.Contains(again.out.String(), "resume=s3://b/ck-4") {
+				t.Errorf("restarted: exit code %d, want 0 with the order's RESUME_FROM; output:\n%s", code, again.out.String())
+			}
+		})
 	}
 }
 

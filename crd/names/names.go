@@ -162,6 +162,11 @@ func JobAttempt(obj interface{ GetLabels() map[string]string }) int32 {
 // get the value the operator holds at that moment, with no change to the Job's template.
 const ResumeFromKey = "RESUME_FROM"
 
+// CurrentAttemptKey is the ConfigMap key, and the supervisor's environment variable, holding the job's
+// attempt (status.attempt) of a job that restarts in place: a pod the Job controller creates for a rank
+// that was gone, after the gang restarted without it, reads that it is behind and waits for its order.
+const CurrentAttemptKey = "TRAININGJOB_CURRENT_ATTEMPT"
+
 // The MLflow run's ConfigMap keys, which the TrackingController alone writes, and its mark on the
 // ConfigMap once it has tried to create the run (see package builders, tracking.go).
 const (

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -97,25 +98,48 @@ func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 //
 // A worker that was stopped (its pod being deleted: the Job controller ends the other ranks once a success
 // policy is met, a user deletes a pod, an eviction) does not count here: the Job controller's own verdict
-// decides then, as does a Job that met its success criteria.
+// decides then, as does a Job that met its success criteria; except for a Job that restarts in place
+// (RestartsInPlace), which gives no verdict.
 func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 	if tj.RestartPolicy() == mlv1.RestartOnFailure || JobCondition(obs.Job, batchv1.JobSuccessCriteriaMet) != nil ||
 		JobCondition(obs.Job, batchv1.JobComplete) != nil {
 		return nil
 	}
+	inPlace := RestartsInPlace(obs.Job)
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if p.Status.Phase != corev1.PodFailed || p.DeletionTimestamp != nil {
+		if p.Status.Phase != corev1.PodFailed || p.DeletionTimestamp != nil && !inPlace {
 			continue
 		}
 		at := p.CreationTimestamp
 		if e := firstExit([]corev1.Pod{*p}); e != nil {
 			at = e.t.FinishedAt
 		}
-		return &batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
-			Message: "Job has reached the specified backoff limit", LastTransitionTime: at}
+		return failureTarget(at)
+	}
+	if !inPlace {
+		return nil
+	}
+	if e := firstExit(obs.Gone); e != nil {
+		return failureTarget(e.t.FinishedAt)
+	}
+	if p := deletedWhileRunning(obs, nil); p != nil {
+		return failureTarget(*p.DeletionTimestamp)
 	}
 	return nil
+}
+
+func failureTarget(at metav1.Time) *batchv1.JobCondition {
+	return &batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
+		Message: "Job has reached the specified backoff limit", LastTransitionTime: at}
+}
+
+// RestartsInPlace reports whether job, not suspended, was built to restart its pods in place: its Job
+// controller never fails it (builders.inPlaceJob), so a worker's pod that failed, even deleted, or that is
+// gone (Observed.Gone, Observed.ForceDeleted) fails the attempt here. A suspended Job's pods are stopped,
+// not failed.
+func RestartsInPlace(job *batchv1.Job) bool {
+	return job != nil && job.Annotations[names.InPlaceAnnotation] != "" && (job.Spec.Suspend == nil || !*job.Spec.Suspend)
 }
 
 // lostNodeNames returns the nodes of the attempt's workers that are in trouble, mapped to why.

@@ -659,3 +659,46 @@ func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// TestInPlaceAttemptFailure: the Job of a job that restarts in place gives no verdict, so a worker's pod
+// that failed while being deleted (an eviction), one gone after a non-zero exit, or one deleted at once
+// while it ran fails the attempt, dated when it ended; a suspended Job's stopped pods and any Job's
+// running ones do not, nor a deleted failed pod of a Job that does not restart in place (its controller
+// decides).
+func TestInPlaceAttemptFailure(t *testing.T) {
+	inPlace := func(suspend bool) *batchv1.Job {
+		j := job()
+		j.Annotations = map[string]string{names.InPlaceAnnotation: "true"}
+		j.Spec.Suspend = ptr.To(suspend)
+		return j
+	}
+	evicted := pod("1", corev1.PodFailed).exited(143, "Error", false).at(3).disrupted("EvictionByEvictionAPI")
+	evicted.p.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(time.Second)))
+	at := func(sec int) *batchv1.JobCondition {
+		return &batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
+			Message: "Job has reached the specified backoff limit", LastTransitionTime: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}
+	}
+	running := pods(pod("0", corev1.PodRunning).trainerRunning())
+	for _, tc := range []struct {
+		name string
+		obs  Observed
+		want *batchv1.JobCondition
+	}{
+		{name: "an evicted pod", obs: Observed{Job: inPlace(false), Pods: append(running, evicted.p)}, want: at(3)},
+		{name: "a pod gone after a non-zero exit",
+			obs: Observed{Job: inPlace(false), Pods: running, Gone: pods(pod("1", corev1.PodFailed).exited(1, "Error", false).at(4))}, want: at(4)},
+		{name: "a pod deleted at once while it ran",
+			obs:  Observed{Job: inPlace(false), Pods: running, ForceDeleted: pods(pod("1", corev1.PodRunning).trainerRunning().forceDeleted(5))},
+			want: at(5)},
+		{name: "every pod running", obs: Observed{Job: inPlace(false), Pods: running}},
+		{name: "a suspended Job's stopped pod", obs: Observed{Job: inPlace(true), Pods: append(running, evicted.p)}},
+		{name: "recreated, not in place: the Job controller decides", obs: Observed{Job: job(), Pods: append(running, evicted.p)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "g").BackoffLimit(3, mlv1.RestartGang).Obj()
+			if diff := cmp.Diff(tc.want, AttemptFailure(tj, tc.obs)); diff != "" {
+				t.Errorf("AttemptFailure (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

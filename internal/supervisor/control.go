@@ -23,7 +23,10 @@ type Control struct {
 	Token       string
 	RestartCode int
 	Attempt     int32
-	StateDir    string
+	// Current is the job's attempt when the container was created (0: unknown). A pod behind it (created
+	// in an older attempt, never ordered) waits for its order before it runs the program.
+	Current  int32
+	StateDir string
 	// Hold is how long a program that failed is held for the operator's word; then the supervisor exits
 	// with the program's code, as without control (DefaultHold when zero).
 	Hold time.Duration
@@ -52,7 +55,9 @@ type controller struct {
 	// stopping: a signal that ends the container came (the pod is deleted): a program that ends then is
 	// not held.
 	stopping bool
-	orders   chan struct{}
+	// behind: the pod is behind the job's attempt and waits for its order (barrier).
+	behind bool
+	orders chan struct{}
 }
 
 // newController returns the controller of cfg, nil when it takes no orders. It reads the last order obeyed
@@ -74,7 +79,36 @@ func newController(cfg Control, t *tail) *controller {
 			_ = os.Setenv("RESUME_FROM", o.ResumeFrom)
 		}
 	}
+	c.behind = cfg.Current > c.attempt
 	return c
+}
+
+// barrier holds a pod that is behind the job's attempt (created for a rank that was gone, after the gang
+// restarted in place without it) before the program starts: had it run, it would have joined the gang's
+// rendezvous in the wrong attempt, maybe from an older checkpoint. It waits for the operator's order (the
+// restart code: the pod's containers run again in the attempt ordered, init containers included), a
+// signal that ends the container, or the hold's end (1). waited is false when the pod is not behind.
+func (c *controller) barrier(sigs <-chan os.Signal) (code int, waited bool) {
+	if c == nil || !c.behind {
+		return 0, false
+	}
+	fmt.Fprintf(os.Stderr, "supervisor: this pod was created in attempt %d and the job is in attempt %d; "+
+		"waiting for the operator's order to join it (at most %s)\n", c.attempt, c.cfg.Current, c.cfg.Hold)
+	timer := time.NewTimer(c.cfg.Hold)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.orders:
+			return c.cfg.RestartCode, true
+		case s := <-sigs:
+			if ends(s) {
+				return 128 + int(s.(syscall.Signal)), true
+			}
+		case <-timer.C:
+			fmt.Fprintf(os.Stderr, "supervisor: no order from the operator in %s; the program did not run\n", c.cfg.Hold)
+			return 1, true
+		}
+	}
 }
 
 // lastOrder reads the last order obeyed in this pod.
@@ -122,6 +156,8 @@ func (c *controller) ready() (bool, string) {
 		return false, fmt.Sprintf("held: the program exited with code %d", c.held.ExitCode)
 	case c.ordered:
 		return false, "restarting"
+	case c.behind:
+		return false, fmt.Sprintf("waiting for the order to join attempt %d", c.cfg.Current)
 	}
 	return true, ""
 }
@@ -301,8 +337,9 @@ func (c *controller) message() string {
 func ControlFromEnv() Control {
 	code, _ := strconv.Atoi(os.Getenv(controlapi.RestartCodeEnv))
 	attempt, _ := strconv.ParseInt(os.Getenv(controlapi.AttemptEnv), 10, 32)
+	current, _ := strconv.ParseInt(os.Getenv(controlapi.CurrentAttemptEnv), 10, 32)
 	hold, _ := strconv.Atoi(os.Getenv(controlapi.HoldEnv))
-	return Control{Token: os.Getenv(controlapi.TokenEnv), RestartCode: code, Attempt: int32(attempt),
+	return Control{Token: os.Getenv(controlapi.TokenEnv), RestartCode: code, Attempt: int32(attempt), Current: int32(current),
 		StateDir: os.Getenv(controlapi.StateDirEnv), Hold: time.Duration(hold) * time.Second}
 }
 

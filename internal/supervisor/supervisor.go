@@ -45,6 +45,10 @@ func Run(cfg Config) int {
 	m := newMonitor(cfg.Pattern, p != nil)
 	ctl := newController(cfg.Control, m.tail)
 	serve(cfg.Listen, m, ctl)
+	if code, waited := ctl.barrier(sigs); waited {
+		p.close()
+		return code
+	}
 	pid, err := start(cfg.Command, p)
 	if err != nil {
 		p.close()

@@ -97,6 +97,23 @@ func TestFailureHandling(t *testing.T) {
 		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
 			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption (not counted against failurePolicy.backoffLimit)",
 				"DisruptionTarget")
+			// In place: rank 0 restarted in its pod, the evicted rank's pod was replaced alone.
+			assertEvent(t, tj.Namespace, "Restarting", "attempt 1: 1 worker's pod restarts in place;",
+				"the Job controller replaces pod evicted-worker-1-")
+		},
+	}, {
+		name: "a rank's pod deleted at once (kubectl delete pod --force): replaced alone, the others restart in place, not counted",
+		job: func(ns string) *tjtest.TJ {
+			return withCheckpoints(trainerJob(ns, "forced", 3, 8, "--epoch-delay=500ms")).BackoffLimit(0, mlv1.RestartGang)
+		},
+		fault:     forceDeleteRank(1),
+		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 0, wantAttempt: 1,
+		check: func(t *testing.T, tj *mlv1.TrainingJob, _ map[int]int) {
+			assertEvent(t, tj.Namespace, "Restarting", "restart after a disruption", "was deleted at once (grace period 0) while it ran")
+			assertEvent(t, tj.Namespace, "Restarting", "attempt 1: the 2 workers' pods restart in place;",
+				"the Job controller replaces pod forced-worker-1-")
+			assertKeptPods(t, tj, 0, 2)
+			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 1, 8)
 		},
 	}, {
 		name: "stall: a rank stops mid-run, rank 0 blocks in the collective; a counted gang restart resumes",
@@ -312,6 +329,50 @@ func evictRank(rank int) func(t *testing.T, ns, name string) {
 			return nil
 		})
 		stacktest.EvictRank(t, stack.Client, ns, name, rank)
+	}
+}
+
+// forceDeleteRank deletes a rank's pod at once (grace period 0) once the run has trained an epoch, as
+// `kubectl delete pod --force` does.
+func forceDeleteRank(rank int) func(t *testing.T, ns, name string) {
+	return func(t *testing.T, ns, name string) {
+		eventually(t, 2*time.Minute, "an epoch trained", func() error {
+			if tj := getTJ(t, ns, name); tj.Status.State != mlv1.StateRunning || tj.Status.CurrentEpoch < 1 {
+				return fmt.Errorf("%s at epoch %d", tj.Status.State, tj.Status.CurrentEpoch)
+			}
+			return nil
+		})
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(ctx, pods, client.InNamespace(ns),
+			client.MatchingLabels{names.NameLabel: name, names.RankLabel: fmt.Sprint(rank)}); err != nil || len(pods.Items) != 1 {
+			t.Fatalf("rank %d's pods: %d, %v", rank, len(pods.Items), err)
+		}
+		if err := stack.Client.Delete(ctx, &pods.Items[0], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// assertKeptPods checks that each of ranks has one pod, created in attempt 0 and restarted in place into the
+// job's attempt (its containers ran again: a restart count).
+func assertKeptPods(t *testing.T, tj *mlv1.TrainingJob, ranks ...int) {
+	t.Helper()
+	for _, rank := range ranks {
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(ctx, pods, client.InNamespace(tj.Namespace),
+			client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: fmt.Sprint(rank)}); err != nil || len(pods.Items) != 1 {
+			t.Errorf("rank %d's pods: %d, %v; want the one kept", rank, len(pods.Items), err)
+			continue
+		}
+		p := pods.Items[0]
+		restarts := int32(0)
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts = max(restarts, cs.RestartCount)
+		}
+		if p.Labels[names.AttemptLabel] != fmt.Sprint(tj.Status.Attempt) || restarts == 0 {
+			t.Errorf("rank %d's pod %s: attempt label %q, restart count %d; want restarted in place into attempt %d",
+				rank, p.Name, p.Labels[names.AttemptLabel], restarts, tj.Status.Attempt)
+		}
 	}
 }
 

@@ -51,6 +51,9 @@ type Options struct {
 	// valid for the Service's address, ServiceAccounts get tokens, and kube-controller-manager publishes
 	// the CA (kube-root-ca.crt) and creates every namespace's default ServiceAccount.
 	AdvertiseAddress string
+	// APIServerFeatureGates, when set, is kube-apiserver's --feature-gates (a test of a cluster without a
+	// feature).
+	APIServerFeatureGates string
 }
 
 // inClusterControllers are what pods that use the API server need of kube-controller-manager.
@@ -149,6 +152,9 @@ func (c *Cluster) prepare(crds []*apiextensionsv1.CustomResourceDefinition) erro
 	c.env.ControlPlane.APIServer = api
 	// Process nodes serve container logs on their InternalIP (their host names do not resolve).
 	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	if c.opts.APIServerFeatureGates != "" {
+		api.Configure().Set("feature-gates", c.opts.APIServerFeatureGates)
+	}
 	if c.opts.AdvertiseAddress != "" {
 		if c.rootCA, err = inClusterCerts(api, certDir, c.opts.AdvertiseAddress); err != nil {
 			return err

@@ -118,7 +118,7 @@ func (r *run) ceiling(ctx context.Context, n int) (time.Duration, error) {
 			Spec: mlv1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 2, GPUsPerWorker: ptr.To[int32](0), Image: "bench:1",
 				Command: []string{"train"}}}
 		tj.Default()
-		cm, err := builders.ConfigMap(tj)
+		cm, err := builders.ConfigMap(tj, builders.Options{})
 		if err != nil {
 			return err
 		}

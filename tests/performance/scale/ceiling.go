@@ -22,7 +22,7 @@ func (b *bench) ceiling(ctx context.Context) (time.Duration, error) {
 		tj := trainingJob(i, b.c.checkpoints)
 		tj.Namespace = ceilingNS
 		tj.Default() // as the operator reads it
-		cm, err := builders.ConfigMap(tj)
+		cm, err := builders.ConfigMap(tj, builders.Options{})
 		if err != nil {
 			return err
 		}
