@@ -161,7 +161,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return r.deleteJob(ctx, job, "built from an older spec")
 	case found:
 		obs.Job = job
-		if err := r.adoptReplacements(ctx, tj, cm, job); err != nil {
+		if err := r.labelReplacements(ctx, tj, job); err != nil {
 			return err
 		}
 		if err := r.syncSize(ctx, tj, job); err != nil {

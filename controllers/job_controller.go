@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,7 +73,10 @@ type JobReconciler struct {
 	inPlace *inPlaceSupport
 	// notHeld remembers the pods whose supervisor said it held nothing, by job and pod, with the
 	// readiness they had (mayBeHeld): asked again only once it changes.
-	notHeld notHeld
+	notHeld podMemo
+	// ordered remembers the pods ordered into an attempt (a reconcile on a cache that has not shown their
+	// label yet does not order a supervisor that is exiting to restart them).
+	ordered podMemo
 	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
 	// controller watches the Workloads it owns.
 	kueueServed bool
@@ -135,6 +139,7 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 		r.detailsSince.Delete(key)
 		r.schedulableRead.Delete(key)
 		r.notHeld.forget(key)
+		r.ordered.forget(key)
 		r.exits.forget(key)
 		r.writes.forget(key)
 	}
@@ -192,7 +197,9 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	if obs.Pods, err = r.listPods(ctx, tj, true, obs.Job); err != nil {
 		return err
 	}
-	r.heldExits(ctx, tj, obs)
+	if err := r.heldExits(ctx, tj, obs); err != nil {
+		return err
+	}
 	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
 	if err := r.releaseQuota(ctx, tj, obs); err != nil {
 		return err
@@ -201,8 +208,10 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 		return err
 	}
 	// Before the verdict: where the Job gives none (derive.RestartsInPlace), a rank that is gone decides.
-	obs.Gone = r.exits.gone(client.ObjectKeyFromObject(tj), tj.Status.Attempt, obs.Pods)
-	obs.ForceDeleted = r.exits.forcedWhileRunning(client.ObjectKeyFromObject(tj), tj.Status.Attempt)
+	// Only the current Job's: one Kueue recreated at a resumption keeps the attempt, not the stopped pods.
+	key := client.ObjectKeyFromObject(tj)
+	obs.Gone = slices.DeleteFunc(r.exits.gone(key, tj.Status.Attempt, obs.Pods), notOf(obs.Job))
+	obs.ForceDeleted = slices.DeleteFunc(r.exits.forcedWhileRunning(key, tj.Status.Attempt), notOf(obs.Job))
 	if !attemptFailing(tj, *obs) {
 		return nil
 	}
@@ -212,6 +221,14 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	}
 	obs.Schedulable, err = r.schedulable(ctx, tj, *obs)
 	return err
+}
+
+// notOf says whether a pod was made by another Job than job (pods made by hand, in tests, carry no Job's UID).
+func notOf(job *batchv1.Job) func(corev1.Pod) bool {
+	return func(p corev1.Pod) bool {
+		uid, made := p.Labels[names.ControllerUIDLabel]
+		return made && (job == nil || uid != string(job.UID))
+	}
 }
 
 // failedLogLines is how much of a failed trainer's log the JobController reads for the failure's hint:
@@ -327,6 +344,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 			return inputsRecheck, cs != nil && cs.State.Running != nil
 		},
 		func() (time.Duration, bool) { return goodputRecheck, goodputMoves(tj, tj.Status.State) },
+		func() (time.Duration, bool) { return exitRecheck, r.exitsAwaited(tj, obs) },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,5 +119,35 @@ func TestRecordingExits(t *testing.T) {
 	gone := m.gone(types.NamespacedName{Namespace: "ml", Name: "g"}, 0, nil)
 	if len(gone) != 2 || enqueued != 2 {
 		t.Errorf("%d pods kept, %d events passed on; want 2 and 2", len(gone), enqueued)
+	}
+}
+
+// TestNotOf: the remembered ends of pods another Job made (the one Kueue replaced at a resumption, in the
+// same attempt) are not the current Job's; pods made by hand carry no Job's UID and are kept.
+func TestNotOf(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "job-uid"}}
+	mk := func(uid string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}}}
+		if uid != "" {
+			p.Labels[names.ControllerUIDLabel] = uid
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		job  *batchv1.Job
+		want bool
+	}{
+		{name: "the Job's", pod: mk("job-uid"), job: job, want: false},
+		{name: "another Job's", pod: mk("old-uid"), job: job, want: true},
+		{name: "made by hand", pod: mk(""), job: job, want: false},
+		{name: "no Job yet", pod: mk("old-uid"), want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := notOf(tc.job)(tc.pod); got != tc.want {
+				t.Errorf("notOf = %t, want %t", got, tc.want)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ import (
 // attempt (restartInPlace): each exits with the restart code, and the kubelet runs every container of the
 // pod again, init containers included, keeping the pod. A pod that is gone (ended, being deleted) is
 // replaced alone by the Job controller; its replacement's supervisor sees that it is behind the job's
-// attempt (names.CurrentAttemptKey) and waits to be ordered too (adoptReplacements). A pod on a node to
+// attempt (names.CurrentAttemptKey) and waits to be ordered too (labelReplacements, heldExits). A pod on a node to
 // avoid, or one that cannot be reached, makes the whole gang recreated, as before, with an event saying why.
 
 // nextAttempt moves the workers of job, an older attempt's Job, to the current attempt: in place when the Job
@@ -64,12 +64,14 @@ func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, c
 // heldExits replaces, in obs.Pods, each pod whose supervisor holds a failed trainer of the current attempt
 // by what the kubelet would show had the trainer's container ended: the pod Failed, the trainer terminated
 // with the program's code and message. A pod is asked once per readiness change: only an unready pod
-// whose trainer runs can be held.
-func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) {
+// whose trainer runs can be held. A pod whose supervisor is behind the attempt (a replacement waiting for
+// its order, labelled by labelReplacements) is ordered into it.
+func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
-		return
+		return nil
 	}
 	token := builders.ControlToken(tj, r.Options)
+	behind := make([]bool, len(obs.Pods))
 	parallel(len(obs.Pods), stopWorkers, func(i int) {
 		p := &obs.Pods[i]
 		key, ok := mayBeHeld(p)
@@ -80,16 +82,64 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 			return
 		}
 		e, err := r.Control.Exit(ctx, podAddr(p, builders.SupervisorPort), token)
-		if err != nil {
+		switch {
+		case err != nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("reading a held exit", "pod", klog.KObj(p), "error", err.Error())
-			return
-		}
-		if !e.Held || e.Attempt != tj.Status.Attempt {
+		case !e.Held && e.Attempt < tj.Status.Attempt && !finished(tj):
+			behind[i] = true
+		case !e.Held || e.Attempt != tj.Status.Attempt:
 			r.notHeld.remember(tj, p.UID, key)
-			return
+		default:
+			asEnded(p, e)
 		}
-		asEnded(p, e)
 	})
+	return r.orderBehind(ctx, tj, obs.Pods, behind)
+}
+
+// exitsAwaited says whether a pod of obs may hold a failed trainer or wait for its order and its supervisor
+// has not answered yet (it was not listening, or did not answer): the JobController asks again a second
+// later, as its pod's state may not change to trigger a reconcile.
+func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed) bool {
+	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
+		return false
+	}
+	return slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool {
+		key, ok := mayBeHeld(&p)
+		return ok && p.Labels[names.ControllerUIDLabel] == string(obs.Job.UID) && !r.notHeld.seen(tj, p.UID, key)
+	})
+}
+
+// exitRecheck is how soon a supervisor that did not answer is asked again.
+const exitRecheck = time.Second
+
+// orderBehind orders into the current attempt the pods marked behind: replacements whose supervisor waits for
+// its order. An order already taken changes nothing.
+func (r *JobReconciler) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, behind []bool) error {
+	if !slices.Contains(behind, true) {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil {
+		return fmt.Errorf("reading the ConfigMap to order a replaced worker: %w", err)
+	}
+	if tj.CheckpointEnabled() && !resumeSettled(tj, cm) {
+		return nil // the CheckpointController's write triggers a reconcile
+	}
+	token, o := builders.ControlToken(tj, r.Options), inPlaceOrder(tj, cm)
+	for i := range pods {
+		if !behind[i] {
+			continue
+		}
+		p := &pods[i]
+		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), token, o); err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("ordering a replaced worker", "pod", klog.KObj(p), "error", err.Error())
+			continue // asked again (exitsAwaited)
+		}
+		if key, ok := mayBeHeld(p); ok {
+			r.notHeld.remember(tj, p.UID, key) // until its containers restart
+		}
+	}
+	return nil
 }
 
 // mayBeHeld says whether a pod's trainer may be held (the pod runs, unready, its trainer running) and the
@@ -138,7 +188,7 @@ func asEnded(p *corev1.Pod, e controlapi.Exit) {
 // current attempt: once RESUME_FROM is settled for it, every running pod not yet moved is ordered to restart
 // and then labelled with the attempt; the Job last. A pod that is gone (ended, being deleted) or not started
 // is left to the Job controller, which replaces it (alone); the replacement waits for its order
-// (adoptReplacements). done is false when the gang cannot restart in place (a pod on a node to avoid, none
+// (labelReplacements, heldExits). done is false when the gang cannot restart in place (a pod on a node to avoid, none
 // left running, one not reachable): the caller recreates it.
 func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
 	obs *derive.Observed) (done bool, err error) {
@@ -229,34 +279,31 @@ func ended(p *corev1.Pod) string {
 	return strings.ToLower(string(p.Status.Phase))
 }
 
-// adoptReplacements orders into the current attempt the pods of job, a Job that restarts in place, which
-// the Job controller created for ranks that were gone: their supervisor is behind the job's attempt and
-// waits for the order (it restarts the pod's containers into the attempt), then each is labelled with it.
-// A pod not reachable yet is tried at the next reconcile (its start triggers one).
-func (r *JobReconciler) adoptReplacements(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job) error {
-	if job.Annotations[names.InPlaceAnnotation] == "" || cm == nil || finished(tj) || !builders.InPlace(tj, r.options(ctx)) {
+// labelReplacements labels with the current attempt the pods of job, a Job that restarts in place, that the
+// Job controller created for ranks that were gone (or that had not started at the restart): they are the
+// attempt's workers (their failure is the attempt's, their start counts), and their supervisor, behind the
+// attempt, waits for its order (heldExits gives it once it runs). A pod that ended or is being deleted is an
+// older attempt's.
+func (r *JobReconciler) labelReplacements(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	if job.Annotations[names.InPlaceAnnotation] == "" || finished(tj) {
 		return nil
 	}
 	others, err := r.listPods(ctx, tj, false, job)
 	if err != nil {
 		return err
 	}
-	behind := slices.DeleteFunc(others, func(p corev1.Pod) bool {
-		cs := trainerStatus(&p)
-		return p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(&p) >= tj.Status.Attempt ||
-			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || cs == nil || cs.State.Running == nil
-	})
-	if len(behind) == 0 {
-		return nil
+	var errs []error
+	for i := range others {
+		p := &others[i]
+		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt ||
+			p.DeletionTimestamp != nil || derive.Ended(p) {
+			continue
+		}
+		if err := r.label(ctx, p, tj.Status.Attempt); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	failed, err := r.order(ctx, tj, behind, inPlaceOrder(tj, cm))
-	if err != nil {
-		return err
-	}
-	if failed != "" {
-		return fmt.Errorf("attempt %d: ordering a replaced worker's pod: %s", tj.Status.Attempt, failed)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // orderGrace is how long a restarted trainer gets between SIGTERM and SIGKILL: a second after a hang (a hung
@@ -285,13 +332,18 @@ func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []
 		if names.JobAttempt(p) == o.Attempt {
 			return
 		}
+		took[i] = true
+		if r.ordered.seen(tj, p.UID, strconv.Itoa(int(o.Attempt))) {
+			return // ordered by an earlier reconcile, whose label the cache has not shown yet
+		}
 		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), token, o); err != nil {
 			mu.Lock()
 			failed = fmt.Sprintf("pod %s: %v", p.Name, err)
 			mu.Unlock()
+			took[i] = false
 			return
 		}
-		took[i] = true
+		r.ordered.remember(tj, p.UID, strconv.Itoa(int(o.Attempt)))
 	})
 	if failed != "" {
 		return failed, nil
@@ -325,14 +377,14 @@ func (r *JobReconciler) label(ctx context.Context, obj client.Object, attempt in
 	return nil
 }
 
-// notHeld remembers, by job and pod, the readiness (mayBeHeld's key) at which a pod's supervisor said it
-// held nothing. Safe for concurrent use.
-type notHeld struct {
+// podMemo remembers a key per job and pod (bounded per job): the readiness (mayBeHeld's key) at which a
+// pod's supervisor said it held nothing, or the attempt a pod was ordered into. Safe for concurrent use.
+type podMemo struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]map[types.UID]string
 }
 
-func (n *notHeld) seen(tj *mlv1.TrainingJob, pod types.UID, key string) bool {
+func (n *podMemo) seen(tj *mlv1.TrainingJob, pod types.UID, key string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.jobs[client.ObjectKeyFromObject(tj)][pod] == key
@@ -340,7 +392,7 @@ func (n *notHeld) seen(tj *mlv1.TrainingJob, pod types.UID, key string) bool {
 
 // remember keeps key for the pod, and forgets the job's pods that are no longer asked about after a while:
 // at most one entry per pod the job has had, dropped with the job (forget).
-func (n *notHeld) remember(tj *mlv1.TrainingJob, pod types.UID, key string) {
+func (n *podMemo) remember(tj *mlv1.TrainingJob, pod types.UID, key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.jobs == nil {
@@ -353,7 +405,7 @@ func (n *notHeld) remember(tj *mlv1.TrainingJob, pod types.UID, key string) {
 	n.jobs[k][pod] = key
 }
 
-func (n *notHeld) forget(key types.NamespacedName) {
+func (n *podMemo) forget(key types.NamespacedName) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.jobs, key)

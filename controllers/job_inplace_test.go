@@ -113,7 +113,9 @@ func TestHeldExits(t *testing.T) {
 		for i := range o.Pods {
 			o.Pods[i] = *o.Pods[i].DeepCopy()
 		}
-		r.heldExits(context.Background(), tj, &o)
+		if err := r.heldExits(context.Background(), tj, &o); err != nil {
+			t.Fatal(err)
+		}
 		got := map[string]string{}
 		for _, p := range o.Pods {
 			cs := trainerStatus(&p)
@@ -351,46 +353,90 @@ func TestInPlaceSupport(t *testing.T) {
 	}
 }
 
-// TestAdoptReplacements: in a Job that restarted in place, a running pod the Job controller created for a
-// rank that was gone (the Job's template's older attempt label) is ordered into the current attempt and
-// labelled with it; a pod not started, being deleted, moved already or another Job's is left alone.
-func TestAdoptReplacements(t *testing.T) {
-	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+// TestLabelReplacements: in a Job that restarted in place, a pod the Job controller created for a rank that
+// was gone (the Job's template's older attempt label), running or not yet, is labelled with the current
+// attempt, with no order (its supervisor gets one once it runs: TestBehindIsOrdered); a pod that ended, one
+// being deleted, one moved already and another Job's are left alone.
+func TestLabelReplacements(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "a").Obj().Defaulted()
 	tj.UID, tj.Status.Attempt = "tj-uid", 2
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid",
 		Labels: map[string]string{names.AttemptLabel: "2"}, Annotations: map[string]string{names.InPlaceAnnotation: "true"}},
 		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](4)}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj)},
-		Data: map[string]string{names.CurrentAttemptKey: "2"}}
-	moved, replacement, pending, deleting, stranger := heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false),
-		heldPod("2", "", false), heldPod("3", "10.0.0.4", false), heldPod("4", "10.0.0.5", false)
+	moved, replacement, pending, deleting, ended, stranger := heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false),
+		heldPod("2", "", false), heldPod("3", "10.0.0.4", false), heldPod("3", "10.0.0.5", false), heldPod("4", "10.0.0.6", false)
 	moved.Labels[names.AttemptLabel] = "2"
 	pending.Status.Phase = corev1.PodPending
 	deleting.DeletionTimestamp, deleting.Finalizers = ptr.To(metav1.NewTime(t0.Time)), []string{"x"}
+	ended.Name, ended.UID, ended.Status.Phase = "a-worker-3-old", "uid-3-old", corev1.PodFailed
 	stranger.Labels[names.ControllerUIDLabel] = "another-job"
-	sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{}}
-	srv := httptest.NewServer(sup)
-	defer srv.Close()
-	r := newReconciler(tj, job, cm, moved, replacement, pending, deleting, stranger)
-	r.Options, r.Control = opts, controlClient(srv)
-	if err := r.adoptReplacements(context.Background(), tj, cm, job); err != nil {
+	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger)
+	if err := r.labelReplacements(context.Background(), tj, job); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]controlapi.Order{"10.0.0.2": {Attempt: 2, GraceSeconds: 30}}, sup.orders); diff != "" {
-		t.Errorf("orders (-want +got):\n%s", diff)
-	}
-	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, stranger} {
+	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger} {
 		got := &corev1.Pod{}
 		if err := r.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
 		}
 		want := p.Labels[names.AttemptLabel]
-		if p == replacement {
+		if p == replacement || p == pending {
 			want = "2"
 		}
 		if got.Labels[names.AttemptLabel] != want {
 			t.Errorf("pod %s: attempt label %q, want %q", p.Name, got.Labels[names.AttemptLabel], want)
 		}
+	}
+}
+
+// TestBehindIsOrdered: a pod of the current attempt whose supervisor is behind it (a replacement waiting for
+// its order) is ordered into the attempt with the ConfigMap's RESUME_FROM once it is settled (asked again a
+// second later until then); a pod whose supervisor holds an older attempt's exit (ordered, restarting) is
+// not, nor any once the run has ended.
+func TestBehindIsOrdered(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		settled string
+		ended   bool
+		want    map[string]controlapi.Order
+		// again: the JobController asks again (exitsAwaited)
+		again bool
+	}{
+		{name: "settled", settled: "2",
+			want: map[string]controlapi.Order{"10.0.0.2": {Attempt: 2, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}}},
+		{name: "RESUME_FROM not settled yet: asked again in a second", settled: "1", again: true},
+		{name: "the run ended: not ordered", settled: "2", ended: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+			tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj().Defaulted()
+			tj.UID, tj.Status.Attempt = "tj-uid", 2
+			if tc.ended {
+				tj.Status.State = mlv1.StateFailed
+			}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj),
+				Annotations: map[string]string{names.ResumeAttemptAnnotation: tc.settled}},
+				Data: map[string]string{names.ResumeFromKey: "pvc://c/ck-3", names.CurrentAttemptKey: "2"}}
+			sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{},
+				held: map[string]controlapi.Exit{"10.0.0.2": {Attempt: 0}, "10.0.0.3": {Held: true, Attempt: 1, ExitCode: 1}}}
+			srv := httptest.NewServer(sup)
+			defer srv.Close()
+			r := newReconciler(tj, cm)
+			r.Options, r.Control = opts, controlClient(srv)
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "job-uid", Annotations: map[string]string{names.InPlaceAnnotation: "true"}}}
+			obs := derive.Observed{Job: job, Pods: []corev1.Pod{*heldPod("1", "10.0.0.2", false), *heldPod("2", "10.0.0.3", false)}}
+			for i := range obs.Pods {
+				obs.Pods[i].Labels[names.AttemptLabel] = "2"
+			}
+			if err := r.heldExits(context.Background(), tj, &obs); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, nilIfEmpty(sup.orders)); diff != "" {
+				t.Errorf("orders (-want +got):\n%s", diff)
+			}
+			if again := r.exitsAwaited(tj, obs); again != tc.again {
+				t.Errorf("asked again: %t, want %t", again, tc.again)
+			}
+		})
 	}
 }

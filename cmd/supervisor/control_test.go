@@ -234,7 +234,9 @@ func TestRestartedContainersTakeTheOrder(t *testing.T) {
 // TestBehindWaitsForItsOrder: a pod created in attempt 1 when the job is in attempt 3 (the Job controller
 // replaced a rank that was gone after the gang restarted in place) does not run the program: it is unready
 // and holds nothing until ordered, then exits with the restart code and keeps the order, which the
-// restarted containers run in; without an order it gives up after the hold, and a SIGTERM ends it.
+// restarted containers run in; without an order, at the hold's end, it exits with the restart code too (its
+// containers run again and wait anew: the program never ran, no exit of its own may fail the run), and a
+// SIGTERM ends it.
 func TestBehindWaitsForItsOrder(t *testing.T) {
 	behind := controlapi.CurrentAttemptEnv + "=3"
 	for _, tt := range []struct {
@@ -245,7 +247,7 @@ func TestBehindWaitsForItsOrder(t *testing.T) {
 		want   int
 	}{
 		{name: "ordered", hold: 60, order: true, want: 215},
-		{name: "no order: the hold's end", hold: 1, want: 1},
+		{name: "no order: the hold's end restarts the containers to wait anew", hold: 1, want: 215},
 		{name: "SIGTERM", hold: 60, signal: true, want: 143},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,6 +284,29 @@ func TestBehindWaitsForItsOrder(t *testing.T) {
 				t.Errorf("restarted: exit code %d, want 0 with the order's RESUME_FROM; output:\n%s", code, again.out.String())
 			}
 		})
+	}
+}
+
+// TestNewerOrderWhileStopping: an order for a newer attempt that comes while the program stops (a trainer
+// that takes its grace period) replaces the one written down: the restarted containers run in the newest.
+func TestNewerOrderWhileStopping(t *testing.T) {
+	c := startControlled(t, "trap '' TERM; echo started; sleep 30", "", 60)
+	until(t, "the program runs", func() bool { return strings.Contains(c.out.String(), "started") })
+	for _, o := range []controlapi.Order{{Attempt: 2, GraceSeconds: 2, ResumeFrom: "s3://b/ck-2"},
+		{Attempt: 3, GraceSeconds: 2, ResumeFrom: "s3://b/ck-3"}, {Attempt: 2, GraceSeconds: 2}} {
+		if err := client().Restart(context.Background(), c.addr, c.token, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := c.code(t); code != 215 {
+		t.Errorf("exit code %d, want 215; output:\n%s", code, c.out.String())
+	}
+	var kept controlapi.Order
+	if b, err := os.ReadFile(filepath.Join(c.dir, "restart.json")); err != nil || json.Unmarshal(b, &kept) != nil {
+		t.Fatalf("the order kept: %s, %v", b, err)
+	}
+	if diff := cmp.Diff(controlapi.Order{Attempt: 3, GraceSeconds: 2, ResumeFrom: "s3://b/ck-3"}, kept); diff != "" {
+		t.Errorf("the order kept (-want +got):\n%s", diff)
 	}
 }
 

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -108,7 +109,7 @@ func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 	inPlace := RestartsInPlace(obs.Job)
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if p.Status.Phase != corev1.PodFailed || p.DeletionTimestamp != nil && !inPlace {
+		if p.Status.Phase != corev1.PodFailed || p.DeletionTimestamp != nil && (!inPlace || stoppedBySuspension(obs.Job, p)) {
 			continue
 		}
 		at := p.CreationTimestamp
@@ -120,13 +121,34 @@ func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 	if !inPlace {
 		return nil
 	}
-	if e := firstExit(obs.Gone); e != nil {
+	gone := slices.DeleteFunc(slices.Clone(obs.Gone), func(p corev1.Pod) bool { return stoppedBySuspension(obs.Job, &p) })
+	if e := firstExit(gone); e != nil {
 		return failureTarget(e.t.FinishedAt)
 	}
-	if p := deletedWhileRunning(obs, nil); p != nil {
+	if p := deletedWhileRunning(obs, nil); p != nil && !stoppedBySuspension(obs.Job, p) {
 		return failureTarget(*p.DeletionTimestamp)
 	}
 	return nil
+}
+
+// stoppedBySuspension says whether p, being deleted, was stopped by a suspension of job (Kueue's preemption,
+// the user's suspend), maybe since undone: its deletion was asked no later than the Job's latest suspension
+// or resumption. A pod still stopping carries the end of its grace period as its deletionTimestamp: the
+// request came that grace period earlier.
+func stoppedBySuspension(job *batchv1.Job, p *corev1.Pod) bool {
+	if p.DeletionTimestamp == nil {
+		return false
+	}
+	asked := p.DeletionTimestamp.Time
+	if g := p.DeletionGracePeriodSeconds; g != nil {
+		asked = asked.Add(-time.Duration(*g) * time.Second)
+	}
+	for _, c := range job.Status.Conditions { // True since the suspension, False (JobResumed) since the resumption
+		if c.Type == batchv1.JobSuspended {
+			return !asked.After(c.LastTransitionTime.Time)
+		}
+	}
+	return false
 }
 
 func failureTarget(at metav1.Time) *batchv1.JobCondition {
@@ -137,9 +159,10 @@ func failureTarget(at metav1.Time) *batchv1.JobCondition {
 // RestartsInPlace reports whether job, not suspended, was built to restart its pods in place: its Job
 // controller never fails it (builders.inPlaceJob), so a worker's pod that failed, even deleted, or that is
 // gone (Observed.Gone, Observed.ForceDeleted) fails the attempt here. A suspended Job's pods are stopped,
-// not failed.
+// not failed, also while its Suspended condition still says so after the resumption.
 func RestartsInPlace(job *batchv1.Job) bool {
-	return job != nil && job.Annotations[names.InPlaceAnnotation] != "" && (job.Spec.Suspend == nil || !*job.Spec.Suspend)
+	return job != nil && job.Annotations[names.InPlaceAnnotation] != "" && (job.Spec.Suspend == nil || !*job.Spec.Suspend) &&
+		JobCondition(job, batchv1.JobSuspended) == nil // resumed, but not yet seen so by the Job controller
 }
 
 // lostNodeNames returns the nodes of the attempt's workers that are in trouble, mapped to why.

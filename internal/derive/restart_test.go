@@ -662,9 +662,9 @@ func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 
 // TestInPlaceAttemptFailure: the Job of a job that restarts in place gives no verdict, so a worker's pod
 // that failed while being deleted (an eviction), one gone after a non-zero exit, or one deleted at once
-// while it ran fails the attempt, dated when it ended; a suspended Job's stopped pods and any Job's
-// running ones do not, nor a deleted failed pod of a Job that does not restart in place (its controller
-// decides).
+// while it ran fails the attempt, dated when it ended; a suspended Job's stopped pods (also once it resumed)
+// and any Job's running ones do not, nor a deleted failed pod of a Job that does not restart in place (its
+// controller decides).
 func TestInPlaceAttemptFailure(t *testing.T) {
 	inPlace := func(suspend bool) *batchv1.Job {
 		j := job()
@@ -672,8 +672,22 @@ func TestInPlaceAttemptFailure(t *testing.T) {
 		j.Spec.Suspend = ptr.To(suspend)
 		return j
 	}
+	resumed := func() *batchv1.Job { // suspended (Kueue's preemption) at t0, resumed at t0+2s
+		j := inPlace(false)
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(t0.Add(2 * time.Second))}}
+		return j
+	}
 	evicted := pod("1", corev1.PodFailed).exited(143, "Error", false).at(3).disrupted("EvictionByEvictionAPI")
 	evicted.p.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(time.Second)))
+	resuming := func() *batchv1.Job { // suspended at t0, spec.suspend false again
+		j := inPlace(false)
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, LastTransitionTime: t0}}
+		return j
+	}
+	// asked to stop at t0+1s with a 30 s grace period, ended at t0+20s: its deletionTimestamp is t0+31s.
+	stopping := pod("1", corev1.PodFailed).exited(143, "Error", false).at(20)
+	stopping.p.DeletionTimestamp, stopping.p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(t0.Add(31*time.Second))), ptr.To[int64](30)
 	at := func(sec int) *batchv1.JobCondition {
 		return &batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
 			Message: "Job has reached the specified backoff limit", LastTransitionTime: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}
@@ -692,12 +706,44 @@ func TestInPlaceAttemptFailure(t *testing.T) {
 			want: at(5)},
 		{name: "every pod running", obs: Observed{Job: inPlace(false), Pods: running}},
 		{name: "a suspended Job's stopped pod", obs: Observed{Job: inPlace(true), Pods: append(running, evicted.p)}},
+		{name: "a pod the Job's suspension stopped, after the Job resumed", obs: Observed{Job: resumed(), Pods: append(running, evicted.p),
+			Gone: pods(pod("2", corev1.PodFailed).exited(143, "Error", false).at(1).forceDeleted(1))}},
+		{name: "resumed, the Job controller has not seen it yet", obs: Observed{Job: resuming(), Pods: append(running, evicted.p)}},
+		{name: "a pod the suspension stopped, still in its grace period when the Job resumed",
+			obs: Observed{Job: resumed(), Pods: append(running, stopping.p)}},
 		{name: "recreated, not in place: the Job controller decides", obs: Observed{Job: job(), Pods: append(running, evicted.p)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "g").BackoffLimit(3, mlv1.RestartGang).Obj()
 			if diff := cmp.Diff(tc.want, AttemptFailure(tj, tc.obs)); diff != "" {
 				t.Errorf("AttemptFailure (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestInPlaceRunningMeansReady: the workers of a Job that restarts in place run once their trainer is ready
+// (its supervisor neither holds a failed trainer, restarts, nor waits for its order as a replacement does);
+// elsewhere a running pod runs.
+func TestInPlaceRunningMeansReady(t *testing.T) {
+	inPlace := job()
+	inPlace.Annotations = map[string]string{names.InPlaceAnnotation: "true"}
+	ready := pod("0", corev1.PodRunning).trainerRunning()
+	ready.p.Status.ContainerStatuses[0].Ready = true
+	waiting := pod("1", corev1.PodRunning).trainerRunning()
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		want phase
+	}{
+		{name: "in place: one trainer not ready", job: inPlace, want: phase{mlv1.StateInitializing, "WorkersStarting", "1 of 2 workers running"}},
+		{name: "recreated: both pods run", job: job(), want: phase{mlv1.StateRunning, "AllWorkersRunning", "2 of 2 workers running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "g").Obj()
+			got := activePhase(tj, Observed{Job: tc.job, Pods: pods(ready, waiting)}, t0)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(phase{})); diff != "" {
+				t.Errorf("phase (-want +got):\n%s", diff)
 			}
 		})
 	}

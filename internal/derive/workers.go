@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -53,7 +54,10 @@ func IsFault(state mlv1.State, reason string) bool {
 // reason is the first fault a worker is stuck on, if any; Failed once such a fault outlasts
 // scheduling.schedulingTimeoutSeconds.
 func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
-	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	// A pod that restarts in place is running once ready: its supervisor's probe fails while it holds a
+	// failed trainer, restarts, or waits for its order (a replacement), as it passes while the trainer runs.
+	inPlace := RestartsInPlace(obs.Job)
+	running := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && (!inPlace || trainerReady(p)) })
 	succeeded := countPods(obs.Pods, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	msg := fmt.Sprintf("%d of %d workers running", running, tj.Spec.NumWorkers)
 	if succeeded > 0 {
@@ -83,6 +87,16 @@ func activePhase(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) phase {
 		return phase{state, "WorkersRestarting", msg}
 	}
 	return phase{state, "WorkersStarting", msg}
+}
+
+// trainerReady says whether the pod's trainer container is ready (its supervisor's probe passes).
+func trainerReady(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == names.ContainerName {
+			return cs.Ready
+		}
+	}
+	return false
 }
 
 // waitingReason returns the reason and a description of the first worker (by rank) that cannot run ("" when

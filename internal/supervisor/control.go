@@ -52,6 +52,8 @@ type controller struct {
 	started time.Time
 	held    *controlapi.Exit
 	ordered bool
+	// orderedAttempt is the attempt of the order written down.
+	orderedAttempt int32
 	// stopping: a signal that ends the container came (the pod is deleted): a program that ends then is
 	// not held.
 	stopping bool
@@ -86,8 +88,10 @@ func newController(cfg Control, t *tail) *controller {
 // barrier holds a pod that is behind the job's attempt (created for a rank that was gone, after the gang
 // restarted in place without it) before the program starts: had it run, it would have joined the gang's
 // rendezvous in the wrong attempt, maybe from an older checkpoint. It waits for the operator's order (the
-// restart code: the pod's containers run again in the attempt ordered, init containers included), a
-// signal that ends the container, or the hold's end (1). waited is false when the pod is not behind.
+// restart code: the pod's containers run again in the attempt ordered, init containers included), or a
+// signal that ends the container. At the hold's end it exits with the restart code too: the containers
+// run again and wait anew, with the job's attempt as the kubelet reads it then (the program never ran: no
+// exit of its own may fail the run). waited is false when the pod is not behind.
 func (c *controller) barrier(sigs <-chan os.Signal) (code int, waited bool) {
 	if c == nil || !c.behind {
 		return 0, false
@@ -105,8 +109,8 @@ func (c *controller) barrier(sigs <-chan os.Signal) (code int, waited bool) {
 				return 128 + int(s.(syscall.Signal)), true
 			}
 		case <-timer.C:
-			fmt.Fprintf(os.Stderr, "supervisor: no order from the operator in %s; the program did not run\n", c.cfg.Hold)
-			return 1, true
+			fmt.Fprintf(os.Stderr, "supervisor: no order from the operator in %s; the program did not run; waiting again\n", c.cfg.Hold)
+			return c.cfg.RestartCode, true
 		}
 	}
 }
@@ -200,17 +204,21 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 // maxGrace bounds an order's grace period (a pod's terminationGracePeriodSeconds fits an int32 too).
 const maxGrace = 1<<31 - 1
 
-// obey takes an order: one for an attempt the pod already runs, or one after another, changes nothing.
-// Otherwise it writes the order down for the restarted containers, and stops the program (SIGTERM, then
-// SIGKILL after the grace period) or ends a hold.
+// obey takes an order: one for an attempt the pod already runs or was ordered into changes nothing.
+// Otherwise it writes the order down for the restarted containers (a newer one replaces it while the
+// program stops), and stops the program (SIGTERM, then SIGKILL after the grace period) or ends a hold.
 func (c *controller) obey(o controlapi.Order) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if o.Attempt <= c.attempt || c.ordered {
+	if o.Attempt <= c.attempt || c.ordered && o.Attempt <= c.orderedAttempt {
 		return nil
 	}
 	if err := c.writeOrder(o); err != nil {
 		return err
+	}
+	c.orderedAttempt = o.Attempt
+	if c.ordered {
+		return nil // a newer order while the program stops: the restarted containers take it
 	}
 	c.ordered = true
 	c.orders <- struct{}{}
@@ -336,11 +344,19 @@ func (c *controller) message() string {
 // it describes none.
 func ControlFromEnv() Control {
 	code, _ := strconv.Atoi(os.Getenv(controlapi.RestartCodeEnv))
-	attempt, _ := strconv.ParseInt(os.Getenv(controlapi.AttemptEnv), 10, 32)
-	current, _ := strconv.ParseInt(os.Getenv(controlapi.CurrentAttemptEnv), 10, 32)
+	attempt, current := envInt32(controlapi.AttemptEnv), envInt32(controlapi.CurrentAttemptEnv)
 	hold, _ := strconv.Atoi(os.Getenv(controlapi.HoldEnv))
-	return Control{Token: os.Getenv(controlapi.TokenEnv), RestartCode: code, Attempt: int32(attempt), Current: int32(current),
+	return Control{Token: os.Getenv(controlapi.TokenEnv), RestartCode: code, Attempt: attempt, Current: current,
 		StateDir: os.Getenv(controlapi.StateDirEnv), Hold: time.Duration(hold) * time.Second}
+}
+
+// envInt32 reads an int32 from the environment: 0 when unset or not one (out of range included).
+func envInt32(name string) int32 {
+	n, err := strconv.ParseInt(os.Getenv(name), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(n)
 }
 
 // tail keeps the last bytes of the program's lines: the message of a failure when the program wrote no

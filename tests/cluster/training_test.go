@@ -216,43 +216,91 @@ func runningContainer(t *testing.T, ns, name, rank string) (*realnode.Node, stri
 	return n, id
 }
 
-// TestGangRestartResumes: rank 1's container is killed (SIGKILL, as the OOM killer does) after a
-// checkpoint; the operator restarts the whole gang (a new attempt of both ranks), rank 0 resumes from the
-// newest checkpoint, and the run completes.
-func TestGangRestartResumes(t *testing.T) {
+// TestGangRestartInPlace: on real nodes (kubelet 1.36, its RestartAllContainers rule), rank 1's container
+// is killed (SIGKILL, as the OOM killer does) after a checkpoint: both pods restart in place into attempt 1
+// (the same pods, their containers run again) and rank 0 resumes from the newest checkpoint. Then rank 1's
+// pod is deleted at once (kubectl delete pod --force): rank 0's pod restarts in place again and rank 1's is
+// replaced alone by the Job controller (a new pod, which waits for the operator's order before it trains);
+// the deletion is not counted and the run completes.
+func TestGangRestartInPlace(t *testing.T) {
 	ns := stacktest.NewNamespace(t, stack.Client, "restart")
 	tj := example(t, "trainingjob-local.yaml", ns)
 	tj.Spec.Args = []string{"--epoch-delay=500ms"}
+	tj.Spec.Hyperparameters.Epochs = ptr.To[int32](40)
 	tj.Spec.Checkpoint.Frequency = ptr.To[int32](1)
-	// Rank 0 exits 1 on losing rank 1 (not retried); the killed rank's 137 (retried) must decide, even when
-	// the Job controller has deleted its pod before the operator reads it (the JobController's exitMemory).
+	// Rank 0 exits 1 on losing rank 1 (not retried); the killed rank's 137 (retried) must decide.
 	stacktest.Create(t, stack.Client, tj)
 	node, id := runningContainer(t, ns, tj.Name, "1")
-	eventually(t, time.Minute, "a checkpoint", func() error {
-		if c := getTJ(t, ns, tj.Name).Status.Checkpoint; c == nil || c.LatestEpoch < 2 {
+	first := workerPods(t, ns, tj.Name, 0)
+	atLeastEpoch(t, ns, tj.Name, 2)
+	if err := node.KillContainer(id); err != nil {
+		t.Fatal(err)
+	}
+	moved := func(attempt int) map[string]corev1.Pod {
+		var pods map[string]corev1.Pod
+		eventually(t, 2*time.Minute, fmt.Sprintf("both ranks in attempt %d, training", attempt), func() error {
+			pods = workerPods(t, ns, tj.Name, attempt)
+			if got := getTJ(t, ns, tj.Name); got.Status.Attempt != int32(attempt) || len(pods) != 2 || !trainerStarted(pods["0"]) ||
+				!trainerStarted(pods["1"]) {
+				return fmt.Errorf("attempt %d, pods %d", got.Status.Attempt, len(pods))
+			}
+			return nil
+		})
+		return pods
+	}
+	inPlace := moved(1)
+	for _, rank := range []string{"0", "1"} {
+		if inPlace[rank].UID != first[rank].UID {
+			t.Errorf("rank %s: pod %s in attempt 1, want %s restarted in place", rank, inPlace[rank].Name, first[rank].Name)
+		}
+	}
+	atLeastEpoch(t, ns, tj.Name, getTJ(t, ns, tj.Name).Status.Checkpoint.LatestEpoch+2)
+	gone := inPlace["1"]
+	if err := stack.Client.Delete(context.Background(), &gone, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	replaced := moved(2)
+	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
+	type ended struct {
+		State                 mlv1.State
+		RestartCount, Attempt int32
+		Rank0Kept, Rank1New   bool
+	}
+	want := ended{State: mlv1.StateCompleted, RestartCount: 1, Attempt: 2, Rank0Kept: true, Rank1New: true}
+	got := ended{State: done.Status.State, RestartCount: done.Status.RestartCount, Attempt: done.Status.Attempt,
+		Rank0Kept: replaced["0"].UID == first["0"].UID, Rank1New: replaced["1"].UID != first["1"].UID}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("want Completed after 1 counted restart and a disruption, rank 1 alone replaced (-want +got):\n%s\nfailureReason: %s",
+			diff, done.Status.FailureReason)
+	}
+	for _, rank := range []string{"0", "1"} {
+		if log := kubectl(t, "logs", "-n", ns, replaced[rank].Name, "-c", names.ContainerName); !strings.Contains(log, "resuming from ") {
+			t.Errorf("rank %s of attempt 2 (pod %s) did not resume:\n%s", rank, replaced[rank].Name, log)
+		}
+	}
+	t.Logf("events:\n%s", kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Restarting",
+		"-o", "custom-columns=TIME:.lastTimestamp,MSG:.message"))
+}
+
+// atLeastEpoch waits for a checkpoint of the job at epoch or later.
+func atLeastEpoch(t *testing.T, ns, name string, epoch int32) {
+	t.Helper()
+	eventually(t, 2*time.Minute, fmt.Sprintf("a checkpoint at epoch %d", epoch), func() error {
+		if c := getTJ(t, ns, name).Status.Checkpoint; c == nil || c.LatestEpoch < epoch {
 			return fmt.Errorf("checkpoint %+v", c)
 		}
 		return nil
 	})
-	if err := node.KillContainer(id); err != nil {
-		t.Fatal(err)
+}
+
+// trainerStarted says whether the pod's trainer container runs.
+func trainerStarted(p corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == names.ContainerName {
+			return cs.State.Running != nil
+		}
 	}
-	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
-	type ended struct {
-		State        mlv1.State
-		RestartCount int32
-	}
-	want := ended{State: mlv1.StateCompleted, RestartCount: 1}
-	if diff := cmp.Diff(want, ended{State: done.Status.State, RestartCount: done.Status.RestartCount}); diff != "" {
-		t.Fatalf("want Completed after 1 restart (-want +got):\n%s\nfailureReason: %s", diff, done.Status.FailureReason)
-	}
-	pods := workerPods(t, ns, tj.Name, 1)
-	if len(pods) != 2 {
-		t.Fatalf("attempt 1 has pods of ranks %v, want 0 and 1", pods)
-	}
-	if log := kubectl(t, "logs", "-n", ns, pods["0"].Name, "-c", names.ContainerName); !strings.Contains(log, "resuming from ") {
-		t.Errorf("rank 0 of the new attempt (pod %s) did not resume:\n%s", pods["0"].Name, log)
-	}
+	return false
 }
 
 // TestSecurityContextIsEnforced: in a namespace that enforces Pod Security "restricted", a job that asks

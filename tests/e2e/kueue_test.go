@@ -412,7 +412,7 @@ func TestKueuePreemptionKeepsTheWork(t *testing.T) {
 		Attempt, RestartCount int32
 	}
 	if diff := cmp.Diff(charged{}, charged{Attempt: done.Status.Attempt, RestartCount: done.Status.RestartCount}); diff != "" {
-		t.Errorf("the preemption was charged: attempt, restartCount (-want +got):\n%s", diff)
+		t.Errorf("the preemption was charged: attempt, restartCount (-want +got):\n%s\nlast failure: %s", diff, done.Status.LastFailure)
 	}
 	all := node.AllLogs(stack.DataRoot, ns, "low-worker-0-*", names.ContainerName)
 	m := preemptionCheckpoint.FindStringSubmatch(all)
