@@ -217,11 +217,12 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, failed)
 		return false, nil
 	}
-	before := job.ResourceVersion
 	if err := r.label(ctx, job, tj.Status.Attempt); err != nil {
 		return true, err
 	}
-	if job.ResourceVersion != before { // once: a reconcile on a cache behind the label changes nothing
+	// Once: a reconcile on a cache behind the Job's label finds the pods moved, or ordered (r.ordered).
+	if said := "said/" + strconv.Itoa(int(tj.Status.Attempt)); !r.ordered.seen(tj, job.UID, said) {
+		r.ordered.remember(tj, job.UID, said)
 		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "RestartInPlace",
 			"attempt %d: %s", tj.Status.Attempt, restartedInPlace(restart, left))
 	}
@@ -262,6 +263,9 @@ func inPlacePlan(tj *mlv1.TrainingJob, pods []corev1.Pod) (restart []corev1.Pod,
 			left = append(left, fmt.Sprintf("pod %s (rank %s, %s)", p.Name, p.Labels[names.RankLabel], ended(p)))
 		case p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning:
 			left = append(left, fmt.Sprintf("pod %s (rank %s, not started)", p.Name, p.Labels[names.RankLabel]))
+		case trainerStatus(p) == nil || trainerStatus(p).State.Running == nil:
+			// Its supervisor ended (killed with the container): the pod fails once its sidecars stop.
+			left = append(left, fmt.Sprintf("pod %s (rank %s, its trainer's container ended)", p.Name, p.Labels[names.RankLabel]))
 		default:
 			restart = append(restart, *p)
 		}
@@ -282,8 +286,8 @@ func ended(p *corev1.Pod) string {
 // labelReplacements labels with the current attempt the pods of job, a Job that restarts in place, that the
 // Job controller created for ranks that were gone (or that had not started at the restart): they are the
 // attempt's workers (their failure is the attempt's, their start counts), and their supervisor, behind the
-// attempt, waits for its order (heldExits gives it once it runs). A pod that ended or is being deleted is an
-// older attempt's.
+// attempt, waits for its order (heldExits gives it once it runs). A pod that ended, whose trainer's container
+// ended (its sidecars still stopping) or that is being deleted is an older attempt's.
 func (r *JobReconciler) labelReplacements(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	if job.Annotations[names.InPlaceAnnotation] == "" || finished(tj) {
 		return nil
@@ -295,9 +299,10 @@ func (r *JobReconciler) labelReplacements(ctx context.Context, tj *mlv1.Training
 	var errs []error
 	for i := range others {
 		p := &others[i]
+		cs := trainerStatus(p)
 		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt ||
-			p.DeletionTimestamp != nil || derive.Ended(p) {
-			continue
+			p.DeletionTimestamp != nil || derive.Ended(p) || cs != nil && cs.State.Terminated != nil {
+			continue // another Job's, moved already, or an older attempt's end (its sidecars may still stop)
 		}
 		if err := r.label(ctx, p, tj.Status.Attempt); err != nil {
 			errs = append(errs, err)

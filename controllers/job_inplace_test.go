@@ -198,6 +198,16 @@ func TestRestartInPlace(t *testing.T) {
 			event: "the Job controller replaces pod a-worker-1 (rank 1, failed), pod a-worker-2 (rank 2, not started)",
 		},
 		{
+			name: "a pod whose trainer's container ended, its sidecars still running: left to the Job controller", settled: "1",
+			pods: func() []*corev1.Pod {
+				killed := heldPod("1", "10.0.0.2", false)
+				killed.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), killed}
+			},
+			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+			event: "the Job controller replaces pod a-worker-1 (rank 1, its trainer's container ended)",
+		},
+		{
 			name: "a pod missing: the others restart in place", settled: "1",
 			pods: func() []*corev1.Pod { return []*corev1.Pod{heldPod("0", "10.0.0.1", true)} },
 			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
@@ -356,7 +366,7 @@ func TestInPlaceSupport(t *testing.T) {
 // TestLabelReplacements: in a Job that restarted in place, a pod the Job controller created for a rank that
 // was gone (the Job's template's older attempt label), running or not yet, is labelled with the current
 // attempt, with no order (its supervisor gets one once it runs: TestBehindIsOrdered); a pod that ended, one
-// being deleted, one moved already and another Job's are left alone.
+// whose trainer's container ended, one being deleted, one moved already and another Job's are left alone.
 func TestLabelReplacements(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "a").Obj().Defaulted()
 	tj.UID, tj.Status.Attempt = "tj-uid", 2
@@ -369,12 +379,14 @@ func TestLabelReplacements(t *testing.T) {
 	pending.Status.Phase = corev1.PodPending
 	deleting.DeletionTimestamp, deleting.Finalizers = ptr.To(metav1.NewTime(t0.Time)), []string{"x"}
 	ended.Name, ended.UID, ended.Status.Phase = "a-worker-3-old", "uid-3-old", corev1.PodFailed
+	killed := heldPod("5", "10.0.0.7", false) // its trainer's container ended, its sidecars still stopping
+	killed.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
 	stranger.Labels[names.ControllerUIDLabel] = "another-job"
-	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger)
+	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger, killed)
 	if err := r.labelReplacements(context.Background(), tj, job); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger} {
+	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger, killed} {
 		got := &corev1.Pod{}
 		if err := r.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
