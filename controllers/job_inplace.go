@@ -201,7 +201,7 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), ofJob); err != nil {
 		return false, fmt.Errorf("listing pods of %s: %w", klog.KObj(job), err)
 	}
-	restart, left, why := inPlacePlan(tj, pods.Items)
+	restart, left, why := inPlacePlan(tj, job, pods.Items)
 	if why != "" {
 		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
 			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
@@ -245,40 +245,54 @@ func restartedInPlace(restart []corev1.Pod, left []string) string {
 	return what
 }
 
-// inPlacePlan sorts the pods of a Job to restart in place: those to order (running, reachable, not moved yet)
+// inPlacePlan sorts the pods of job to restart in place: those to order (running, reachable, not moved yet)
 // and those left to the Job controller (left, described: gone or not started; a replacement joins when it
-// runs). why says why the gang is recreated instead: a pod on a node the workers avoid now (the Job's
-// template keeps the node), or no pod left to restart.
-func inPlacePlan(tj *mlv1.TrainingJob, pods []corev1.Pod) (restart []corev1.Pod, left []string, why string) {
-	moved := 0
+// runs). An older attempt's end (a pod replaced then) is history. why says why the gang is recreated
+// instead: a pod on a node the workers avoid now (the Job's template keeps the node), no pod left to
+// restart, or a gone pod whose replacement the Job controller would hold back for 20 s or more.
+func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (restart []corev1.Pod, left []string, why string) {
+	moved, gone := 0, 0
 	for i := range pods {
 		p := &pods[i]
+		rank := p.Labels[names.RankLabel]
 		switch {
 		case slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName }) &&
 			p.Spec.NodeName != "" && !derive.Ended(p) && p.DeletionTimestamp == nil:
 			return nil, nil, fmt.Sprintf("pod %s is on node %s, which the workers avoid now", p.Name, p.Spec.NodeName)
 		case names.JobAttempt(p) == tj.Status.Attempt:
 			moved++ // ordered and labelled already
-		case p.DeletionTimestamp != nil || derive.Ended(p):
-			left = append(left, fmt.Sprintf("pod %s (rank %s, %s)", p.Name, p.Labels[names.RankLabel], ended(p)))
-		case p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning:
-			left = append(left, fmt.Sprintf("pod %s (rank %s, not started)", p.Name, p.Labels[names.RankLabel]))
-		case trainerStatus(p) == nil || trainerStatus(p).State.Running == nil:
-			// Its supervisor ended (killed with the container): the pod fails once its sidecars stop.
-			left = append(left, fmt.Sprintf("pod %s (rank %s, its trainer's container ended)", p.Name, p.Labels[names.RankLabel]))
+		case p.DeletionTimestamp != nil || derive.Ended(p) || trainerStatus(p) != nil && trainerStatus(p).State.Terminated != nil:
+			if names.JobAttempt(p) < names.JobAttempt(job) {
+				continue // an older attempt's end
+			}
+			gone++ // a trainer's container that ended: its supervisor ended, the pod fails once its sidecars stop
+			left = append(left, fmt.Sprintf("pod %s (rank %s, %s)", p.Name, rank, ended(p)))
+		case p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning || trainerStatus(p) == nil || trainerStatus(p).State.Running == nil:
+			left = append(left, fmt.Sprintf("pod %s (rank %s, not started)", p.Name, rank))
 		default:
 			restart = append(restart, *p)
 		}
 	}
-	if len(restart)+moved == 0 {
+	switch {
+	case len(restart)+moved == 0:
 		return nil, nil, "no worker's pod is left running"
+	case gone > 0 && job.Status.Failed >= slowReplacement:
+		return nil, nil, fmt.Sprintf("the Job controller would hold back the replacement of %s for 20 s or more "+
+			"(its pod failure backoff, 10 s doubling with each of the Job's %d failed pods)", strings.Join(left, ", "), job.Status.Failed)
 	}
 	return restart, left, ""
 }
 
+// slowReplacement is how many failed pods of a Job make its controller wait 20 s or more before it creates
+// the next replacement: the gang is recreated then (a new Job starts with no backoff).
+const slowReplacement = 2
+
 func ended(p *corev1.Pod) string {
-	if p.DeletionTimestamp != nil {
+	switch {
+	case p.DeletionTimestamp != nil:
 		return "being deleted"
+	case !derive.Ended(p):
+		return "its trainer's container ended"
 	}
 	return strings.ToLower(string(p.Status.Phase))
 }

@@ -138,20 +138,23 @@ func TestHeldExits(t *testing.T) {
 // TestRestartInPlace: once RESUME_FROM is settled and the ConfigMap holds the attempt, every running pod of
 // the Job is ordered into the new attempt (with RESUME_FROM and the grace period) and labelled with it, then
 // the Job; a pod being deleted, failed, not started or missing is left to the Job controller, which replaces
-// it alone; a pod on a node to avoid, or no pod left running, makes the gang recreated instead, with an
-// event saying why.
+// it alone; a pod on a node to avoid, no pod left running, or a gone pod the Job controller would replace
+// only after 20 s or more (its backoff after the Job's earlier failed pods) makes the gang recreated
+// instead, with an event saying why.
 func TestRestartInPlace(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		settled string
 		// cmAttempt is the ConfigMap's names.CurrentAttemptKey ("1" when empty).
 		cmAttempt string
-		pods      func() []*corev1.Pod
-		avoid     string
-		want      bool
-		orders    map[string]controlapi.Order
-		labels    string // the Job's attempt label after
-		event     string
+		// failed is the Job's status.failed.
+		failed int32
+		pods   func() []*corev1.Pod
+		avoid  string
+		want   bool
+		orders map[string]controlapi.Order
+		labels string // the Job's attempt label after
+		event  string
 	}{
 		{
 			name: "every pod ordered and labelled", settled: "1",
@@ -214,6 +217,16 @@ func TestRestartInPlace(t *testing.T) {
 			event: "attempt 1: 1 worker's pod restarts in place",
 		},
 		{
+			name: "a pod gone, the Job's third: recreated (the Job controller would wait 20 s or more)", settled: "1", failed: 2,
+			pods: func() []*corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.Status.Phase = corev1.PodFailed
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
+			},
+			labels: "0", event: "recreating the workers' pods: the Job controller would hold back the replacement of pod a-worker-1 " +
+				"(rank 1, failed) for 20 s or more (its pod failure backoff, 10 s doubling with each of the Job's 2 failed pods)",
+		},
+		{
 			name: "every pod gone: recreated", settled: "1",
 			pods: func() []*corev1.Pod {
 				p := heldPod("0", "10.0.0.1", true)
@@ -241,7 +254,7 @@ func TestRestartInPlace(t *testing.T) {
 			}
 			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid",
 				Labels: map[string]string{names.AttemptLabel: "0"}, Annotations: map[string]string{names.InPlaceAnnotation: "true"}},
-				Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2)}}
+				Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2)}, Status: batchv1.JobStatus{Failed: tc.failed}}
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj),
 				Annotations: map[string]string{names.ResumeAttemptAnnotation: tc.settled}},
 				Data: map[string]string{names.ResumeFromKey: "pvc://c/ck-3", names.CurrentAttemptKey: tc.cmAttempt}}
