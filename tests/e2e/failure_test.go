@@ -322,26 +322,27 @@ func evictRank1(t *testing.T, ns, name string) { evictRank(1)(t, ns, name) }
 // evictRank evicts a rank's pod once the run has trained an epoch.
 func evictRank(rank int) func(t *testing.T, ns, name string) {
 	return func(t *testing.T, ns, name string) {
-		eventually(t, 2*time.Minute, "an epoch trained", func() error {
-			if tj := getTJ(t, ns, name); tj.Status.State != mlv1.StateRunning || tj.Status.CurrentEpoch < 1 {
-				return fmt.Errorf("%s at epoch %d", tj.Status.State, tj.Status.CurrentEpoch)
-			}
-			return nil
-		})
+		epochTrained(t, ns, name)
 		stacktest.EvictRank(t, stack.Client, ns, name, rank)
 	}
+}
+
+// epochTrained waits until the job runs and has trained an epoch.
+func epochTrained(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "an epoch trained", func() error {
+		if tj := getTJ(t, ns, name); tj.Status.State != mlv1.StateRunning || tj.Status.CurrentEpoch < 1 {
+			return fmt.Errorf("%s at epoch %d", tj.Status.State, tj.Status.CurrentEpoch)
+		}
+		return nil
+	})
 }
 
 // forceDeleteRank deletes a rank's pod at once (grace period 0) once the run has trained an epoch, as
 // `kubectl delete pod --force` does.
 func forceDeleteRank(rank int) func(t *testing.T, ns, name string) {
 	return func(t *testing.T, ns, name string) {
-		eventually(t, 2*time.Minute, "an epoch trained", func() error {
-			if tj := getTJ(t, ns, name); tj.Status.State != mlv1.StateRunning || tj.Status.CurrentEpoch < 1 {
-				return fmt.Errorf("%s at epoch %d", tj.Status.State, tj.Status.CurrentEpoch)
-			}
-			return nil
-		})
+		epochTrained(t, ns, name)
 		pods := &corev1.PodList{}
 		if err := stack.Client.List(ctx, pods, client.InNamespace(ns),
 			client.MatchingLabels{names.NameLabel: name, names.RankLabel: fmt.Sprint(rank)}); err != nil || len(pods.Items) != 1 {
