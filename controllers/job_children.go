@@ -422,13 +422,18 @@ func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, curr
 	}
 	out := pods.Items[:0]
 	for _, p := range pods.Items {
-		uid, made := p.Labels[names.ControllerUIDLabel] // pods made by hand (tests, a played kubelet) have none
-		ours := !made || job != nil && uid == string(job.UID)
-		if (names.JobAttempt(&p) == tj.Status.Attempt && ours) == current {
+		if (names.JobAttempt(&p) == tj.Status.Attempt && ofJob(job, &p)) == current {
 			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// ofJob says whether job (nil: none yet) made p; pods made by hand (tests, a played kubelet) carry no Job's
+// UID and count as its.
+func ofJob(job *batchv1.Job, p *corev1.Pod) bool {
+	uid, made := p.Labels[names.ControllerUIDLabel]
+	return !made || job != nil && uid == string(job.UID)
 }
 
 // finished reports whether the run is Completed or Failed.

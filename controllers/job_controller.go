@@ -223,12 +223,9 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	return err
 }
 
-// notOf says whether a pod was made by another Job than job (pods made by hand, in tests, carry no Job's UID).
+// notOf says whether a pod was made by another Job than job (ofJob).
 func notOf(job *batchv1.Job) func(corev1.Pod) bool {
-	return func(p corev1.Pod) bool {
-		uid, made := p.Labels[names.ControllerUIDLabel]
-		return made && (job == nil || uid != string(job.UID))
-	}
+	return func(p corev1.Pod) bool { return !ofJob(job, &p) }
 }
 
 // failedLogLines is how much of a failed trainer's log the JobController reads for the failure's hint:

@@ -74,11 +74,8 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 	behind := make([]bool, len(obs.Pods))
 	parallel(len(obs.Pods), stopWorkers, func(i int) {
 		p := &obs.Pods[i]
-		key, ok := mayBeHeld(p)
-		if !ok || p.Labels[names.ControllerUIDLabel] != string(obs.Job.UID) {
-			return // only the Job's own pods get the token
-		}
-		if r.notHeld.seen(tj, p.UID, key) {
+		key, ok := r.toAsk(tj, obs.Job, p)
+		if !ok {
 			return
 		}
 		e, err := r.Control.Exit(ctx, podAddr(p, builders.SupervisorPort), token)
@@ -104,9 +101,17 @@ func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed) 
 		return false
 	}
 	return slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool {
-		key, ok := mayBeHeld(&p)
-		return ok && p.Labels[names.ControllerUIDLabel] == string(obs.Job.UID) && !r.notHeld.seen(tj, p.UID, key)
+		_, ask := r.toAsk(tj, obs.Job, &p)
+		return ask
 	})
+}
+
+// toAsk says whether the supervisor of p, a pod of job, is to be asked how its trainer ended, and the key of
+// its readiness (mayBeHeld): it may be held and has not answered for this readiness. Only the Job's own pods
+// get the token.
+func (r *JobReconciler) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod) (string, bool) {
+	key, ok := mayBeHeld(p)
+	return key, ok && p.Labels[names.ControllerUIDLabel] == string(job.UID) && !r.notHeld.seen(tj, p.UID, key)
 }
 
 // exitRecheck is how soon a supervisor that did not answer is asked again.
@@ -261,11 +266,11 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 			return nil, nil, fmt.Sprintf("pod %s is on node %s, which the workers avoid now", p.Name, p.Spec.NodeName)
 		case names.JobAttempt(p) == tj.Status.Attempt:
 			moved++ // ordered and labelled already
-		case p.DeletionTimestamp != nil || derive.Ended(p) || trainerStatus(p) != nil && trainerStatus(p).State.Terminated != nil:
+		case goneWorker(p):
 			if names.JobAttempt(p) < names.JobAttempt(job) {
 				continue // an older attempt's end
 			}
-			gone++ // a trainer's container that ended: its supervisor ended, the pod fails once its sidecars stop
+			gone++
 			left = append(left, fmt.Sprintf("pod %s (rank %s, %s)", p.Name, rank, ended(p)))
 		case p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning || trainerStatus(p) == nil || trainerStatus(p).State.Running == nil:
 			left = append(left, fmt.Sprintf("pod %s (rank %s, not started)", p.Name, rank))
@@ -287,6 +292,14 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 // the next replacement: the gang is recreated then (a new Job starts with no backoff).
 const slowReplacement = 2
 
+// goneWorker says whether a worker's pod is gone for its rank: being deleted, ended, or its trainer's
+// container ended (its supervisor ended with it; the kubelet keeps the pod Running while its sidecars stop).
+func goneWorker(p *corev1.Pod) bool {
+	cs := trainerStatus(p)
+	return p.DeletionTimestamp != nil || derive.Ended(p) || cs != nil && cs.State.Terminated != nil
+}
+
+// ended describes how a gone worker's pod ended (goneWorker).
 func ended(p *corev1.Pod) string {
 	switch {
 	case p.DeletionTimestamp != nil:
@@ -313,10 +326,8 @@ func (r *JobReconciler) labelReplacements(ctx context.Context, tj *mlv1.Training
 	var errs []error
 	for i := range others {
 		p := &others[i]
-		cs := trainerStatus(p)
-		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt ||
-			p.DeletionTimestamp != nil || derive.Ended(p) || cs != nil && cs.State.Terminated != nil {
-			continue // another Job's, moved already, or an older attempt's end (its sidecars may still stop)
+		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) {
+			continue // another Job's, moved already, or an older attempt's end
 		}
 		if err := r.label(ctx, p, tj.Status.Attempt); err != nil {
 			errs = append(errs, err)
