@@ -98,21 +98,15 @@ func (c *controller) barrier(sigs <-chan os.Signal) (code int, waited bool) {
 	}
 	fmt.Fprintf(os.Stderr, "supervisor: this pod was created in attempt %d and the job is in attempt %d; "+
 		"waiting for the operator's order to join it (at most %s)\n", c.attempt, c.cfg.Current, c.cfg.Hold)
-	timer := time.NewTimer(c.cfg.Hold)
-	defer timer.Stop()
-	for {
-		select {
-		case <-c.orders:
-			return c.cfg.RestartCode, true
-		case s := <-sigs:
-			if ends(s) {
-				return 128 + int(s.(syscall.Signal)), true
-			}
-		case <-timer.C:
-			fmt.Fprintf(os.Stderr, "supervisor: no order from the operator in %s; the program did not run; waiting again\n", c.cfg.Hold)
-			return c.cfg.RestartCode, true
-		}
+	ordered, s := c.awaitWord(sigs)
+	switch {
+	case ordered:
+	case s != nil:
+		return 128 + int(s.(syscall.Signal)), true
+	default:
+		fmt.Fprintf(os.Stderr, "supervisor: no order from the operator in %s; the program did not run; waiting again\n", c.cfg.Hold)
 	}
+	return c.cfg.RestartCode, true
 }
 
 // lastOrder reads the last order obeyed in this pod.
@@ -300,19 +294,31 @@ func ends(s os.Signal) bool {
 
 // hold waits for an order (the restart code), a signal that ends the container or the hold's end (code).
 func (c *controller) hold(code int, sigs <-chan os.Signal) int {
+	ordered, s := c.awaitWord(sigs)
+	switch {
+	case ordered:
+		return c.cfg.RestartCode
+	case s == nil:
+		fmt.Fprintf(os.Stderr, "supervisor: no word from the operator in %s; exiting with the program's code %d\n", c.cfg.Hold, code)
+	}
+	return code
+}
+
+// awaitWord waits, at most the hold's time, for an order (ordered) or a signal that ends the container (s);
+// neither when the time ran out.
+func (c *controller) awaitWord(sigs <-chan os.Signal) (ordered bool, s os.Signal) {
 	timer := time.NewTimer(c.cfg.Hold)
 	defer timer.Stop()
 	for {
 		select {
 		case <-c.orders:
-			return c.cfg.RestartCode
+			return true, nil
 		case s := <-sigs:
 			if ends(s) {
-				return code
+				return false, s
 			}
 		case <-timer.C:
-			fmt.Fprintf(os.Stderr, "supervisor: no word from the operator in %s; exiting with the program's code %d\n", c.cfg.Hold, code)
-			return code
+			return false, nil
 		}
 	}
 }
