@@ -188,11 +188,18 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad order", http.StatusBadRequest)
 		return
 	}
-	if err := c.obey(o); err != nil {
+	act, err := c.obey(o)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// Answer before acting: the supervisor exits once the order ends its hold or its program, and an answer
+	// not yet written then reaches the operator as EOF (it recreated the gang).
 	w.WriteHeader(http.StatusAccepted)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	act()
 }
 
 // maxGrace bounds an order's grace period (a pod's terminationGracePeriodSeconds fits an int32 too).
@@ -200,28 +207,36 @@ const maxGrace = 1<<31 - 1
 
 // obey takes an order: one for an attempt the pod already runs or was ordered into changes nothing.
 // Otherwise it writes the order down for the restarted containers (a newer one replaces it while the
-// program stops), and stops the program (SIGTERM, then SIGKILL after the grace period) or ends a hold.
-func (c *controller) obey(o controlapi.Order) error {
+// program stops) and returns what to do once the order is answered: stop the program or end a hold.
+func (c *controller) obey(o controlapi.Order) (act func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	nothing := func() {}
 	if o.Attempt <= c.attempt || c.ordered && o.Attempt <= c.orderedAttempt {
-		return nil
+		return nothing, nil
 	}
 	if err := c.writeOrder(o); err != nil {
-		return err
+		return nil, err
 	}
 	c.orderedAttempt = o.Attempt
 	if c.ordered {
-		return nil // a newer order while the program stops: the restarted containers take it
+		return nothing, nil // a newer order while the program stops: the restarted containers take it
 	}
 	c.ordered = true
+	return func() { c.stop(o.GraceSeconds) }, nil
+}
+
+// stop acts on the order taken: it ends a hold or a barrier, or stops the running program (SIGTERM, then
+// SIGKILL after grace seconds).
+func (c *controller) stop(grace int64) {
 	c.orders <- struct{}{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.held == nil && c.pid > 0 {
 		pid := c.pid
 		_ = syscall.Kill(pid, syscall.SIGTERM)
-		time.AfterFunc(time.Duration(o.GraceSeconds)*time.Second, func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		time.AfterFunc(time.Duration(grace)*time.Second, func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	}
-	return nil
 }
 
 // writeOrder keeps the order in the state directory, replacing the last one at once.
