@@ -77,6 +77,8 @@ type JobReconciler struct {
 	// ordered remembers the pods ordered into an attempt (a reconcile on a cache that has not shown their
 	// label yet does not order a supervisor that is exiting to restart them).
 	ordered podMemo
+	// labelled remembers the pods labelled with an attempt, with the resourceVersion they had then (labelPod).
+	labelled podMemo
 	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
 	// controller watches the Workloads it owns.
 	kueueServed bool
@@ -140,6 +142,7 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 		r.schedulableRead.Delete(key)
 		r.notHeld.forget(key)
 		r.ordered.forget(key)
+		r.labelled.forget(key)
 		r.exits.forget(key)
 		r.writes.forget(key)
 	}

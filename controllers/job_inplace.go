@@ -326,10 +326,11 @@ func (r *JobReconciler) labelReplacements(ctx context.Context, tj *mlv1.Training
 	var errs []error
 	for i := range others {
 		p := &others[i]
-		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) {
-			continue // another Job's, moved already, or an older attempt's end
+		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) ||
+			r.ordered.seen(tj, p.UID, strconv.Itoa(int(tj.Status.Attempt))) {
+			continue // another Job's, moved already, an older attempt's end, or ordered and labelled (a cache behind)
 		}
-		if err := r.label(ctx, p, tj.Status.Attempt); err != nil {
+		if err := r.labelPod(ctx, tj, p, tj.Status.Attempt); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -383,7 +384,7 @@ func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []
 		if !took[i] {
 			return
 		}
-		if err := r.label(ctx, &pods[i], o.Attempt); err != nil {
+		if err := r.labelPod(ctx, tj, &pods[i], o.Attempt); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()
@@ -404,6 +405,20 @@ func (r *JobReconciler) label(ctx context.Context, obj client.Object, attempt in
 	if err := r.Patch(ctx, obj, patch); err != nil {
 		return fmt.Errorf("labelling %s with attempt %d: %w", klog.KObj(obj), attempt, err)
 	}
+	return nil
+}
+
+// labelPod sets a pod's attempt label once: a reconcile whose cache still holds the pod as it was when
+// labelled (the same resourceVersion) does not write it again.
+func (r *JobReconciler) labelPod(ctx context.Context, tj *mlv1.TrainingJob, p *corev1.Pod, attempt int32) error {
+	key := strconv.Itoa(int(attempt)) + "@" + p.ResourceVersion
+	if r.labelled.seen(tj, p.UID, key) {
+		return nil
+	}
+	if err := r.label(ctx, p, attempt); err != nil {
+		return err
+	}
+	r.labelled.remember(tj, p.UID, key)
 	return nil
 }
 

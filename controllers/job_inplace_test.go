@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +38,9 @@ type playedSupervisors struct {
 	held   map[string]controlapi.Exit
 	orders map[string]controlapi.Order
 	asked  map[string]int
-	token  string
+	// ordered counts the orders taken.
+	ordered int
+	token   string
 }
 
 func (s *playedSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,6 +59,7 @@ func (s *playedSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var o controlapi.Order
 		_ = json.NewDecoder(r.Body).Decode(&o)
 		s.orders[ip] = o
+		s.ordered++
 		w.WriteHeader(http.StatusAccepted)
 	}
 }
@@ -395,11 +399,13 @@ func TestLabelReplacements(t *testing.T) {
 	killed := heldPod("5", "10.0.0.7", false) // its trainer's container ended, its sidecars still stopping
 	killed.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
 	stranger.Labels[names.ControllerUIDLabel] = "another-job"
-	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger, killed)
+	ordered := heldPod("6", "10.0.0.8", false) // ordered into attempt 2 and labelled: the cache has not shown the label yet
+	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger, killed, ordered)
+	r.ordered.remember(tj, ordered.UID, "2")
 	if err := r.labelReplacements(context.Background(), tj, job); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger, killed} {
+	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger, killed, ordered} {
 		got := &corev1.Pod{}
 		if err := r.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
@@ -463,5 +469,51 @@ func TestBehindIsOrdered(t *testing.T) {
 				t.Errorf("asked again: %t, want %t", again, tc.again)
 			}
 		})
+	}
+}
+
+// TestPodsLabelledOnce: reconciles on a cache that still holds the pods as they were when ordered and
+// labelled (the same resourceVersion) neither order nor label them again; a pod seen since without its label
+// (a newer resourceVersion) is labelled again.
+func TestPodsLabelledOnce(t *testing.T) {
+	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+	tj := tjtest.NewTJ("ml", "a").Obj()
+	tj.UID, tj.Status.Attempt = "tj-uid", 1
+	pods := []corev1.Pod{*heldPod("0", "10.0.0.1", true), *heldPod("1", "10.0.0.2", true)}
+	r := newReconciler(&pods[0], &pods[1])
+	stale := make([]corev1.Pod, len(pods))
+	for i := range pods {
+		if err := r.Get(context.Background(), client.ObjectKeyFromObject(&pods[i]), &stale[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patches := 0
+	r.Client = interceptor.NewClient(r.Client.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, patch, opts...)
+		}})
+	sup := &playedSupervisors{token: builders.ControlToken(tj, opts), asked: map[string]int{}, orders: map[string]controlapi.Order{}}
+	srv := httptest.NewServer(sup)
+	defer srv.Close()
+	r.Options, r.Control = opts, controlClient(srv)
+	o := controlapi.Order{Attempt: 1}
+	type writes struct{ Orders, Patches int }
+	for i, want := range []writes{{Orders: 2, Patches: 2}, {Orders: 2, Patches: 2}} {
+		cached := slices.Clone(stale)
+		if failed, err := r.order(context.Background(), tj, cached, o); failed != "" || err != nil {
+			t.Fatalf("order %d: %q, %v", i, failed, err)
+		}
+		if diff := cmp.Diff(want, writes{Orders: sup.ordered, Patches: patches}); diff != "" {
+			t.Errorf("after reconcile %d on the same cache (-want +got):\n%s", i, diff)
+		}
+	}
+	newer := slices.Clone(stale)
+	newer[1].ResourceVersion += "9" // seen since, still without its label
+	if _, err := r.order(context.Background(), tj, newer, o); err != nil {
+		t.Fatal(err)
+	}
+	if patches != 3 {
+		t.Errorf("%d label patches after the pod was seen again without its label, want 3", patches)
 	}
 }

@@ -161,22 +161,40 @@ func TestHeldUntilOrdered(t *testing.T) {
 	}
 }
 
-// TestRunningProgramStopped: an order to a running program that ignores SIGTERM kills it after the grace
-// period, and the supervisor exits with the restart code.
+// TestRunningProgramStopped: an order stops a running program: SIGTERM, and SIGKILL after the grace period
+// when it ignores SIGTERM (a hung rank); the supervisor exits with the restart code and its log says so.
 func TestRunningProgramStopped(t *testing.T) {
-	c := startControlled(t, `trap "" TERM; echo started; while :; do sleep 0.1; done`, "", 60)
-	until(t, "the program runs", func() bool { return strings.Contains(c.out.String(), "started") })
-	if code, _ := healthz(c.addr); code != http.StatusOK {
-		t.Errorf("healthz while running = %d, want 200", code)
-	}
-	if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 5, GraceSeconds: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := healthz(c.addr); code != http.StatusServiceUnavailable {
-		t.Errorf("healthz while restarting = %d %q, want 503", code, body)
-	}
-	if code := c.code(t); code != controlapi.RestartCode {
-		t.Errorf("exit code %d, want the restart code", code)
+	for _, tt := range []struct {
+		name, program string
+		killed        bool
+	}{
+		{name: "it ignores SIGTERM", program: `trap "" TERM; echo started; while :; do sleep 0.1; done`, killed: true},
+		{name: "it stops on SIGTERM", program: `echo started; exec sleep 30`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startControlled(t, tt.program, "", 60)
+			until(t, "the program runs", func() bool { return strings.Contains(c.out.String(), "started") })
+			if code, _ := healthz(c.addr); code != http.StatusOK {
+				t.Errorf("healthz while running = %d, want 200", code)
+			}
+			if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 5, GraceSeconds: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if code, body := healthz(c.addr); code != http.StatusServiceUnavailable {
+				t.Errorf("healthz while restarting = %d %q, want 503", code, body)
+			}
+			if code := c.code(t); code != controlapi.RestartCode {
+				t.Errorf("exit code %d, want the restart code", code)
+			}
+			out := c.out.String()
+			said := "the operator restarts this pod's containers into attempt 5: stopping the program (SIGTERM, SIGKILL after 1s)"
+			if !strings.Contains(out, said) {
+				t.Errorf("the log does not say %q:\n%s", said, out)
+			}
+			if killed := strings.Contains(out, "did not stop within 1s of SIGTERM: killed (SIGKILL)"); killed != tt.killed {
+				t.Errorf("the log says the program was killed: %t, want %t:\n%s", killed, tt.killed, out)
+			}
+		})
 	}
 }
 

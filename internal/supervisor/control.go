@@ -59,7 +59,9 @@ type controller struct {
 	stopping bool
 	// behind: the pod is behind the job's attempt and waits for its order (barrier).
 	behind bool
-	orders chan struct{}
+	// programEnded: the program ended (its status was read); a stop's SIGKILL is not sent then.
+	programEnded bool
+	orders       chan struct{}
 }
 
 // newController returns the controller of cfg, nil when it takes no orders. It reads the last order obeyed
@@ -223,20 +225,31 @@ func (c *controller) obey(o controlapi.Order) (act func(), err error) {
 		return nothing, nil // a newer order while the program stops: the restarted containers take it
 	}
 	c.ordered = true
-	return func() { c.stop(o.GraceSeconds) }, nil
+	return func() { c.stop(o) }, nil
 }
 
 // stop acts on the order taken: it ends a hold or a barrier, or stops the running program (SIGTERM, then
-// SIGKILL after grace seconds).
-func (c *controller) stop(grace int64) {
+// SIGKILL after the order's grace seconds), and says so in the container's log.
+func (c *controller) stop(o controlapi.Order) {
 	c.orders <- struct{}{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.held == nil && c.pid > 0 {
-		pid := c.pid
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		time.AfterFunc(time.Duration(grace)*time.Second, func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	say := fmt.Sprintf("supervisor: the operator restarts this pod's containers into attempt %d", o.Attempt)
+	if c.held != nil || c.pid <= 0 || c.programEnded {
+		fmt.Fprintln(os.Stderr, say)
+		return
 	}
+	fmt.Fprintf(os.Stderr, "%s: stopping the program (SIGTERM, SIGKILL after %ds)\n", say, o.GraceSeconds)
+	pid := c.pid
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	time.AfterFunc(time.Duration(o.GraceSeconds)*time.Second, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.programEnded {
+			fmt.Fprintf(os.Stderr, "supervisor: the program did not stop within %ds of SIGTERM: killed (SIGKILL)\n", o.GraceSeconds)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 }
 
 // writeOrder keeps the order in the state directory, replacing the last one at once.
@@ -278,6 +291,7 @@ func (c *controller) exited(status syscall.WaitStatus, ended time.Time, sigs <-c
 		return code
 	}
 	c.mu.Lock()
+	c.programEnded = true
 	if c.ordered {
 		c.mu.Unlock()
 		return c.cfg.RestartCode

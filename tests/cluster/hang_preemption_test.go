@@ -4,14 +4,18 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/realnode"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
@@ -57,6 +61,71 @@ func TestHangNamesTheRank(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHungRankRestartsInPlace: rank 1's trainer stops mid-run on a real node (SIGSTOP: a hang that no
+// SIGTERM ends) while its pod stays Running and ready. The stall detector restarts the gang in place: the
+// hung trainer is killed a second after SIGTERM, not after the pods' grace period (120 s here), both pods
+// run again (the same pods), resume from the newest checkpoint and complete; the restart is counted.
+func TestHungRankRestartsInPlace(t *testing.T) {
+	ns := stacktest.NewNamespace(t, stack.Client, "hung")
+	tj := example(t, "trainingjob-local.yaml", ns)
+	tj.Spec.Args = []string{"--epoch-delay=500ms"}
+	tj.Spec.Hyperparameters.Epochs = ptr.To[int32](30)
+	tj.Spec.Checkpoint.Frequency = ptr.To[int32](1)
+	tj.Spec.Checkpoint.OnPreemption, tj.Spec.Checkpoint.PreemptionGraceSeconds = true, ptr.To[int32](120)
+	tj.Spec.FailurePolicy = &mlv1.FailurePolicy{StallTimeoutSeconds: ptr.To[int32](6)}
+	stacktest.Create(t, stack.Client, tj)
+	node, id := runningContainer(t, ns, tj.Name, "1")
+	first := workerPods(t, ns, tj.Name, 0)
+	atLeastEpoch(t, ns, tj.Name, 3)
+	stopProgram(t, node, id)
+	again := bothTraining(t, ns, tj.Name, 1)
+	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
+	type ended struct {
+		State                 mlv1.State
+		RestartCount, Attempt int32
+		SamePods              bool
+	}
+	want := ended{State: mlv1.StateCompleted, RestartCount: 1, Attempt: 1, SamePods: true}
+	got := ended{State: done.Status.State, RestartCount: done.Status.RestartCount, Attempt: done.Status.Attempt,
+		SamePods: again["0"].UID == first["0"].UID && again["1"].UID == first["1"].UID}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("want Completed after 1 counted restart in place (-want +got):\n%s\nfailureReason: %s\nevents:\n%s", diff,
+			done.Status.FailureReason, restartEvents(t, ns))
+	}
+	hung := kubectl(t, "logs", "--previous", "-n", ns, again["1"].Name, "-c", names.ContainerName)
+	for _, said := range []string{"stopping the program (SIGTERM, SIGKILL after 1s)", "did not stop within 1s of SIGTERM: killed (SIGKILL)"} {
+		if !strings.Contains(hung, said) {
+			t.Errorf("rank 1's hung container's log does not say %q:\n%s", said, hung)
+		}
+	}
+	if log := kubectl(t, "logs", "-n", ns, again["0"].Name, "-c", names.ContainerName); !strings.Contains(log, "resuming from ") {
+		t.Errorf("rank 0 did not resume after the restart in place:\n%s", log)
+	}
+}
+
+// stopProgram stops (SIGSTOP) every process a container's first process started: the supervised program,
+// which then hangs, its supervisor still answering.
+func stopProgram(t *testing.T, node *realnode.Node, containerID string) {
+	t.Helper()
+	pid, err := node.Pid(containerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil || len(strings.Fields(string(children))) == 0 {
+		t.Fatalf("the program of container %s (pid %d): %q, %v", containerID, pid, children, err)
+	}
+	for _, c := range strings.Fields(string(children)) {
+		var child int
+		if _, err := fmt.Sscan(c, &child); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(child, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stopping pid %d: %v", child, err)
+		}
 	}
 }
 

@@ -233,20 +233,7 @@ func TestGangRestartInPlace(t *testing.T) {
 	stacktest.Create(t, stack.Client, tj)
 	runningContainer(t, ns, tj.Name, "1")
 	first := workerPods(t, ns, tj.Name, 0)
-	moved := func(attempt int) map[string]corev1.Pod {
-		var pods map[string]corev1.Pod
-		eventually(t, 2*time.Minute, fmt.Sprintf("both ranks in attempt %d, training", attempt), func() error {
-			pods = workerPods(t, ns, tj.Name, attempt)
-			if got := getTJ(t, ns, tj.Name); got.Status.Attempt != int32(attempt) || len(pods) != 2 || !trainerStarted(pods["0"]) ||
-				!trainerStarted(pods["1"]) {
-				return fmt.Errorf("attempt %d, pods %d; last failure %q; events:\n%s", got.Status.Attempt, len(pods), got.Status.LastFailure,
-					restartEvents(t, ns))
-			}
-			return nil
-		})
-		return pods
-	}
-	inPlace := moved(1)
+	inPlace := bothTraining(t, ns, tj.Name, 1)
 	t.Logf("attempt 1:\n%s", restartEvents(t, ns))
 	for _, rank := range []string{"0", "1"} {
 		if inPlace[rank].UID != first[rank].UID {
@@ -258,7 +245,7 @@ func TestGangRestartInPlace(t *testing.T) {
 	if err := stack.Client.Delete(context.Background(), &gone, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	replaced := moved(2)
+	replaced := bothTraining(t, ns, tj.Name, 2)
 	done := waitForEnd(t, ns, tj.Name, 4*time.Minute)
 	type ended struct {
 		State                 mlv1.State
@@ -276,6 +263,23 @@ func TestGangRestartInPlace(t *testing.T) {
 		t.Errorf("rank 0 of attempt 2 (pod %s) did not resume:\n%s", replaced["0"].Name, log)
 	}
 	t.Logf("events:\n%s", restartEvents(t, ns))
+}
+
+// bothTraining waits until the job is in attempt and both its ranks' trainers run in it, and returns their
+// pods by rank.
+func bothTraining(t *testing.T, ns, name string, attempt int) map[string]corev1.Pod {
+	t.Helper()
+	var pods map[string]corev1.Pod
+	eventually(t, 2*time.Minute, fmt.Sprintf("both ranks in attempt %d, training", attempt), func() error {
+		pods = workerPods(t, ns, name, attempt)
+		if got := getTJ(t, ns, name); got.Status.Attempt != int32(attempt) || len(pods) != 2 || !trainerStarted(pods["0"]) ||
+			!trainerStarted(pods["1"]) {
+			return fmt.Errorf("attempt %d, pods %d; last failure %q; events:\n%s", got.Status.Attempt, len(pods), got.Status.LastFailure,
+				restartEvents(t, ns))
+		}
+		return nil
+	})
+	return pods
 }
 
 // restartEvents lists the job's Restarting events (the gang restarts and how they restarted the pods).

@@ -64,9 +64,9 @@ func restartTable(rs []restartResult) string {
 		"kube-controller-manager writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		p := r.Phases
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s |\n",
 			r.Ranks, kcmRate(r.KCMQPS), r.Kind, r.Repeat, dash(p.Detect), dash(p.Stopping), dash(p.Stopped), dash(p.OldGone),
-			dash(p.Job), dash(p.Pods), dash(p.Scheduled), p.Running, p.Status,
+			dash(p.Job), dash(p.Pods), dash(p.Scheduled), p.Running, dash(p.Status),
 			byKindInt(r.Writes["operator"]), byKindInt(r.Writes["kube-controller-manager"]))
 	}
 	return b.String()
@@ -223,6 +223,12 @@ func (r *run) timeRestart(ctx context.Context, op *operator, seen *seenJobs, c c
 	if err != nil {
 		return out, err
 	}
+	var alone timed
+	if strategy == mlv1.RestartInPlace {
+		if alone, err = r.kubeletAlone(ctx, name, ranks); err != nil {
+			return out, err
+		}
+	}
 	{
 		for _, p := range []struct {
 			kind string
@@ -231,7 +237,11 @@ func (r *run) timeRestart(ctx context.Context, op *operator, seen *seenJobs, c c
 		}{
 			{kind: "fresh", ph: fresh.phases, w: fresh.writes},
 			{kind: kind, ph: restart.phases, w: restart.writes},
+			{kind: kubeletAloneKind, ph: alone.phases},
 		} {
+			if p.ph == (phases{}) {
+				continue
+			}
 			res := restartResult{Ranks: ranks, KCMQPS: kcmQPS, Kind: p.kind, Repeat: rep, StopDelay: c.stopDelay.Seconds(),
 				Phases: p.ph, Writes: p.w}
 			fmt.Fprintln(os.Stderr, restartTable([]restartResult{res}))
@@ -241,7 +251,63 @@ func (r *run) timeRestart(ctx context.Context, op *operator, seen *seenJobs, c c
 			return out, err
 		}
 	}
-	return out, nil
+	// The next measurement starts on a quiet cluster: this job's pods are gone and kube-controller-manager's
+	// requests about them (the garbage collector's, the Job controller's finalizer releases at its client
+	// rate, some for pods already gone) are over.
+	if err := waitFor(ctx, 5*time.Minute, name+"'s pods gone", func() bool { return r.podsLeft(name) == 0 }); err != nil {
+		return out, err
+	}
+	return out, waitFor(ctx, 5*time.Minute, "kube-controller-manager quiet", r.controllerManagerQuiet)
+}
+
+// controllerManagerQuiet says whether kube-controller-manager made no write in the last 2 seconds.
+func (r *run) controllerManagerQuiet() bool {
+	time.Sleep(500 * time.Millisecond)
+	now := time.Now()
+	w, err := benchkit.AuditWrites(filepath.Join(r.dir, "audit.log"), now.Add(-2*time.Second), now,
+		func(u string) bool { return u == "kube-controller-manager" })
+	return err == nil && w.Total+w.Events+w.Conflicts == 0
+}
+
+// kubeletAloneKind is the row of kubeletAlone.
+const kubeletAloneKind = "in place, the played kubelet alone"
+
+// kubeletAlone times the played kubelet restarting every running pod of the job in place at once, as on an
+// order, with no failure and no order (the operator only watches): the floor of a restart in place on this
+// machine, its two status writes per pod and the stop.
+func (r *run) kubeletAlone(ctx context.Context, name string, ranks int) (timed, error) {
+	time.Sleep(2 * time.Second) // the restart's last writes settle
+	start := time.Now()
+	for _, rec := range r.kl.records(name) {
+		if rec.gone.IsZero() && !rec.ended {
+			p := rec.pod
+			r.kl.work <- func() { r.kl.restartAll(p) }
+		}
+	}
+	restarted := func() bool {
+		n := 0
+		for _, rec := range r.kl.records(name) {
+			if rec.running.After(start) {
+				n++
+			}
+		}
+		return n >= ranks
+	}
+	if err := waitFor(ctx, 2*time.Minute, name+" restarted by the played kubelet alone", restarted); err != nil {
+		return timed{}, err
+	}
+	return timed{phases: r.inPlacePhases(name, start, ranks, phases{})}, nil
+}
+
+// podsLeft counts the job's pods the played kubelet has not seen removed.
+func (r *run) podsLeft(job string) int {
+	n := 0
+	for _, rec := range r.kl.records(job) {
+		if rec.gone.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // freshStart submits a job of ranks ranks and times its phases from the submission.
