@@ -77,7 +77,7 @@ type JobReconciler struct {
 	// ordered remembers the pods ordered into an attempt (a reconcile on a cache that has not shown their
 	// label yet does not order a supervisor that is exiting to restart them).
 	ordered podMemo
-	// labelled remembers the pods labelled with an attempt, with the resourceVersion they had then (labelPod).
+	// labelled remembers the pods and Jobs labelled with an attempt, and when (labelOnce).
 	labelled podMemo
 	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
 	// controller watches the Workloads it owns.

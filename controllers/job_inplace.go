@@ -222,7 +222,7 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, failed)
 		return false, nil
 	}
-	if err := r.label(ctx, job, tj.Status.Attempt); err != nil {
+	if err := r.labelOnce(ctx, tj, job, tj.Status.Attempt); err != nil {
 		return true, err
 	}
 	// Once: a reconcile on a cache behind the Job's label finds the pods moved, or ordered (r.ordered).
@@ -326,11 +326,10 @@ func (r *JobReconciler) labelReplacements(ctx context.Context, tj *mlv1.Training
 	var errs []error
 	for i := range others {
 		p := &others[i]
-		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) ||
-			r.ordered.seen(tj, p.UID, strconv.Itoa(int(tj.Status.Attempt))) {
-			continue // another Job's, moved already, an older attempt's end, or ordered and labelled (a cache behind)
+		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) {
+			continue // another Job's, moved already, or an older attempt's end
 		}
-		if err := r.labelPod(ctx, tj, p, tj.Status.Attempt); err != nil {
+		if err := r.labelOnce(ctx, tj, p, tj.Status.Attempt); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -384,7 +383,7 @@ func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []
 		if !took[i] {
 			return
 		}
-		if err := r.labelPod(ctx, tj, &pods[i], o.Attempt); err != nil {
+		if err := r.labelOnce(ctx, tj, &pods[i], o.Attempt); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()
@@ -408,19 +407,26 @@ func (r *JobReconciler) label(ctx context.Context, obj client.Object, attempt in
 	return nil
 }
 
-// labelPod sets a pod's attempt label once: a reconcile whose cache still holds the pod as it was when
-// labelled (the same resourceVersion) does not write it again.
-func (r *JobReconciler) labelPod(ctx context.Context, tj *mlv1.TrainingJob, p *corev1.Pod, attempt int32) error {
-	key := strconv.Itoa(int(attempt)) + "@" + p.ResourceVersion
-	if r.labelled.seen(tj, p.UID, key) {
+// labelOnce sets the attempt label of a pod or the Job, once in labelledFor: reconciles on a cache that has
+// not shown the label yet (the kubelet's writes come in between) do not write it again; one that still
+// lacks it after that (a failed write is not remembered; someone removed it) is written again.
+func (r *JobReconciler) labelOnce(ctx context.Context, tj *mlv1.TrainingJob, obj client.Object, attempt int32) error {
+	now := r.Clock.Now()
+	var was int32
+	var at int64
+	if _, err := fmt.Sscanf(r.labelled.get(tj, obj.GetUID()), "%d@%d", &was, &at); err == nil && was == attempt &&
+		now.Sub(time.Unix(0, at)) < labelledFor {
 		return nil
 	}
-	if err := r.label(ctx, p, attempt); err != nil {
+	if err := r.label(ctx, obj, attempt); err != nil {
 		return err
 	}
-	r.labelled.remember(tj, p.UID, key)
+	r.labelled.remember(tj, obj.GetUID(), fmt.Sprintf("%d@%d", attempt, now.UnixNano()))
 	return nil
 }
+
+// labelledFor is how long a label written is taken as there while the cache does not show it.
+const labelledFor = 10 * time.Second
 
 // podMemo remembers a key per job and pod (bounded per job): the readiness (mayBeHeld's key) at which a
 // pod's supervisor said it held nothing, or the attempt a pod was ordered into. Safe for concurrent use.
@@ -430,9 +436,14 @@ type podMemo struct {
 }
 
 func (n *podMemo) seen(tj *mlv1.TrainingJob, pod types.UID, key string) bool {
+	return n.get(tj, pod) == key
+}
+
+// get returns the key kept for the pod ("" when none).
+func (n *podMemo) get(tj *mlv1.TrainingJob, pod types.UID) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.jobs[client.ObjectKeyFromObject(tj)][pod] == key
+	return n.jobs[client.ObjectKeyFromObject(tj)][pod]
 }
 
 // remember keeps key for the pod, and forgets the job's pods that are no longer asked about after a while:

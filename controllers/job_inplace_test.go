@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -399,13 +401,11 @@ func TestLabelReplacements(t *testing.T) {
 	killed := heldPod("5", "10.0.0.7", false) // its trainer's container ended, its sidecars still stopping
 	killed.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
 	stranger.Labels[names.ControllerUIDLabel] = "another-job"
-	ordered := heldPod("6", "10.0.0.8", false) // ordered into attempt 2 and labelled: the cache has not shown the label yet
-	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger, killed, ordered)
-	r.ordered.remember(tj, ordered.UID, "2")
+	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger, killed)
 	if err := r.labelReplacements(context.Background(), tj, job); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger, killed, ordered} {
+	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger, killed} {
 		got := &corev1.Pod{}
 		if err := r.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
@@ -472,10 +472,10 @@ func TestBehindIsOrdered(t *testing.T) {
 	}
 }
 
-// TestPodsLabelledOnce: reconciles on a cache that still holds the pods as they were when ordered and
-// labelled (the same resourceVersion) neither order nor label them again; a pod seen since without its label
-// (a newer resourceVersion) is labelled again.
-func TestPodsLabelledOnce(t *testing.T) {
+// TestLabelledOnce: reconciles on a cache that does not show the attempt label yet (the pods as they were
+// when ordered, or since changed by the kubelet) neither order nor label them again; a label still missing
+// after labelledFor (removed by someone, or its write failed) is written again; the Job is labelled once too.
+func TestLabelledOnce(t *testing.T) {
 	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
 	tj := tjtest.NewTJ("ml", "a").Obj()
 	tj.UID, tj.Status.Attempt = "tj-uid", 1
@@ -487,9 +487,15 @@ func TestPodsLabelledOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	patches := 0
+	clk := clocktesting.NewFakePassiveClock(t0.Time)
+	r.Clock = clk
+	patches, failOnce := 0, true
 	r.Client = interceptor.NewClient(r.Client.(client.WithWatch), interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if failOnce && obj.GetName() == "a-worker-1" {
+				failOnce = false
+				return errors.New("the API server is busy")
+			}
 			patches++
 			return c.Patch(ctx, obj, patch, opts...)
 		}})
@@ -499,21 +505,40 @@ func TestPodsLabelledOnce(t *testing.T) {
 	r.Options, r.Control = opts, controlClient(srv)
 	o := controlapi.Order{Attempt: 1}
 	type writes struct{ Orders, Patches int }
-	for i, want := range []writes{{Orders: 2, Patches: 2}, {Orders: 2, Patches: 2}} {
-		cached := slices.Clone(stale)
-		if failed, err := r.order(context.Background(), tj, cached, o); failed != "" || err != nil {
-			t.Fatalf("order %d: %q, %v", i, failed, err)
+	for i, step := range []struct {
+		name  string
+		since time.Duration
+		pods  func() []corev1.Pod
+		want  writes
+	}{
+		{name: "ordered; rank 1's label failed", pods: func() []corev1.Pod { return slices.Clone(stale) }, want: writes{2, 1}},
+		{name: "the same cache: rank 1 labelled", pods: func() []corev1.Pod { return slices.Clone(stale) }, want: writes{2, 2}},
+		{name: "the kubelet's write seen, not the label", pods: func() []corev1.Pod {
+			p := slices.Clone(stale)
+			p[0].ResourceVersion, p[1].ResourceVersion = "999", "999"
+			return p
+		}, want: writes{2, 2}},
+		{name: "still no label after labelledFor", since: labelledFor, pods: func() []corev1.Pod { return slices.Clone(stale) },
+			want: writes{2, 4}},
+	} {
+		clk.SetTime(clk.Now().Add(step.since))
+		if failed, err := r.order(context.Background(), tj, step.pods(), o); failed != "" || (err != nil) != (i == 0) {
+			t.Fatalf("%s: %q, %v", step.name, failed, err)
 		}
-		if diff := cmp.Diff(want, writes{Orders: sup.ordered, Patches: patches}); diff != "" {
-			t.Errorf("after reconcile %d on the same cache (-want +got):\n%s", i, diff)
+		if diff := cmp.Diff(step.want, writes{Orders: sup.ordered, Patches: patches}); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", step.name, diff)
 		}
 	}
-	newer := slices.Clone(stale)
-	newer[1].ResourceVersion += "9" // seen since, still without its label
-	if _, err := r.order(context.Background(), tj, newer, o); err != nil {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"}}
+	if err := r.Create(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	if patches != 3 {
-		t.Errorf("%d label patches after the pod was seen again without its label, want 3", patches)
+	for range 2 {
+		if err := r.labelOnce(context.Background(), tj, job.DeepCopy(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if patches != 5 {
+		t.Errorf("%d label patches after the Job was labelled twice on the same cache, want 5", patches)
 	}
 }

@@ -51,7 +51,13 @@ func (l *lockedBuffer) String() string {
 // state directory (with state written into it first when not empty), the hold given and env added.
 func startControlled(t *testing.T, program, state string, hold int, env ...string) *controlled {
 	t.Helper()
-	c := &controlled{addr: freeAddr(t), dir: t.TempDir(), token: "t0ken"}
+	return startControlledIn(t, t.TempDir(), program, state, hold, env...)
+}
+
+// startControlledIn is startControlled with the state directory dir (the restarted containers of a pod).
+func startControlledIn(t *testing.T, dir, program, state string, hold int, env ...string) *controlled {
+	t.Helper()
+	c := &controlled{addr: freeAddr(t), dir: dir, token: "t0ken"}
 	if state != "" {
 		if err := os.WriteFile(filepath.Join(c.dir, "restart.json"), []byte(state), 0o600); err != nil {
 			t.Fatal(err)
@@ -162,23 +168,42 @@ func TestHeldUntilOrdered(t *testing.T) {
 }
 
 // TestRunningProgramStopped: an order stops a running program: SIGTERM, and SIGKILL after the grace period
-// when it ignores SIGTERM (a hung rank); the supervisor exits with the restart code and its log says so.
+// when it ignores SIGTERM (a hung rank; a newer order's shorter grace hastens it); a program that exited
+// before the order (its output still draining) gets no signal. The supervisor exits with the restart code,
+// its log says what it did, and the restarted containers' supervisor says how the program before them ended
+// (the kubelet removes the containers it restarts: no logs --previous).
 func TestRunningProgramStopped(t *testing.T) {
 	for _, tt := range []struct {
 		name, program string
-		killed        bool
+		orders        []controlapi.Order
+		said, notSaid []string
+		before        string
 	}{
-		{name: "it ignores SIGTERM", program: `trap "" TERM; echo started; while :; do sleep 0.1; done`, killed: true},
-		{name: "it stops on SIGTERM", program: `echo started; exec sleep 30`},
+		{name: "it ignores SIGTERM", program: `trap "" TERM; echo started; while :; do sleep 0.1; done`,
+			orders: []controlapi.Order{{Attempt: 5, GraceSeconds: 1}},
+			said: []string{"into attempt 5: stopping the program (SIGTERM, SIGKILL after 1s)",
+				"did not stop within 1s of the order: killed (SIGKILL)"},
+			before: "before it, the program did not stop on SIGTERM and was killed (SIGKILL)"},
+		{name: "it stops on SIGTERM", program: `echo started; exec sleep 30`, orders: []controlapi.Order{{Attempt: 5, GraceSeconds: 1}},
+			said: []string{"into attempt 5: stopping the program (SIGTERM, SIGKILL after 1s)"}, notSaid: []string{"killed (SIGKILL)"},
+			before: "before it, the program ended with code 143 after SIGTERM"},
+		{name: "a newer order's shorter grace", program: `trap "" TERM; echo started; while :; do sleep 0.1; done`,
+			orders: []controlapi.Order{{Attempt: 5, GraceSeconds: 600}, {Attempt: 6, GraceSeconds: 1}},
+			said:   []string{"SIGKILL after 600s)", "did not stop within 1s of the order: killed (SIGKILL)"},
+			before: "restarted in place into attempt 6 by the operator's order; before it, the program did not stop on SIGTERM"},
+		{name: "it exited, its output still draining", program: `(sleep 30) & echo started; exit 3`,
+			orders: []controlapi.Order{{Attempt: 5, GraceSeconds: 1}},
+			said:   []string{"the operator restarts this pod's containers into attempt 5\n"}, notSaid: []string{"stopping the program", "SIGKILL"},
+			before: "before it, the program had exited with code 3 before the order"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := startControlled(t, tt.program, "", 60)
 			until(t, "the program runs", func() bool { return strings.Contains(c.out.String(), "started") })
-			if code, _ := healthz(c.addr); code != http.StatusOK {
-				t.Errorf("healthz while running = %d, want 200", code)
-			}
-			if err := client().Restart(context.Background(), c.addr, c.token, controlapi.Order{Attempt: 5, GraceSeconds: 1}); err != nil {
-				t.Fatal(err)
+			time.Sleep(300 * time.Millisecond) // a program that exits has, its silent output draining for 1 s
+			for _, o := range tt.orders {
+				if err := client().Restart(context.Background(), c.addr, c.token, o); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if code, body := healthz(c.addr); code != http.StatusServiceUnavailable {
 				t.Errorf("healthz while restarting = %d %q, want 503", code, body)
@@ -187,12 +212,19 @@ func TestRunningProgramStopped(t *testing.T) {
 				t.Errorf("exit code %d, want the restart code", code)
 			}
 			out := c.out.String()
-			said := "the operator restarts this pod's containers into attempt 5: stopping the program (SIGTERM, SIGKILL after 1s)"
-			if !strings.Contains(out, said) {
-				t.Errorf("the log does not say %q:\n%s", said, out)
+			for _, said := range tt.said {
+				if !strings.Contains(out, said) {
+					t.Errorf("the log does not say %q:\n%s", said, out)
+				}
 			}
-			if killed := strings.Contains(out, "did not stop within 1s of SIGTERM: killed (SIGKILL)"); killed != tt.killed {
-				t.Errorf("the log says the program was killed: %t, want %t:\n%s", killed, tt.killed, out)
+			for _, notSaid := range tt.notSaid {
+				if strings.Contains(out, notSaid) {
+					t.Errorf("the log says %q:\n%s", notSaid, out)
+				}
+			}
+			again := startControlledIn(t, c.dir, "exit 0", "", 60)
+			if code := again.code(t); code != 0 || !strings.Contains(again.out.String(), tt.before) {
+				t.Errorf("the restarted supervisor: exit %d, log without %q:\n%s", code, tt.before, again.out.String())
 			}
 		})
 	}

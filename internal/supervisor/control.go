@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,10 @@ const DefaultHold = 2 * time.Minute
 // and the RESUME_FROM it named.
 const stateFile = "restart.json"
 
+// endedFile keeps, in Control.StateDir, how the program of the containers an order restarted ended, for the
+// restarted supervisor to say in its log: the kubelet removes those containers (no `kubectl logs --previous`).
+const endedFile = "ended.txt"
+
 // controller holds the program's run for the operator: its pid, and once it failed, how it ended.
 type controller struct {
 	cfg     Control
@@ -61,7 +66,9 @@ type controller struct {
 	behind bool
 	// programEnded: the program ended (its status was read); a stop's SIGKILL is not sent then.
 	programEnded bool
-	orders       chan struct{}
+	// termSent, killed: a stop sent SIGTERM, and SIGKILL (the program ignored SIGTERM).
+	termSent, killed bool
+	orders           chan struct{}
 }
 
 // newController returns the controller of cfg, nil when it takes no orders. It reads the last order obeyed
@@ -82,6 +89,7 @@ func newController(cfg Control, t *tail) *controller {
 		if o.ResumeFrom != "" {
 			_ = os.Setenv("RESUME_FROM", o.ResumeFrom)
 		}
+		c.sayHowItEnded(o)
 	}
 	c.behind = cfg.Current > c.attempt
 	return c
@@ -123,6 +131,34 @@ func (c *controller) lastOrder() (controlapi.Order, bool) {
 	}
 	return o, true
 }
+
+// keepHowItEnded writes down how the program of the containers an order restarts ended (endedFile).
+func (c *controller) keepHowItEnded(how string) {
+	if c.cfg.StateDir != "" {
+		_ = os.WriteFile(filepath.Join(c.cfg.StateDir, endedFile), []byte(how), 0o600)
+	}
+}
+
+// sayHowItEnded says in the log that these containers run after the operator's order o, and how the
+// program of the containers before them ended (endedFile, read once: a later restart of another cause
+// does not repeat it).
+func (c *controller) sayHowItEnded(o controlapi.Order) {
+	if c.cfg.StateDir == "" {
+		return
+	}
+	path := filepath.Join(c.cfg.StateDir, endedFile)
+	b, err := readRegular(path, maxEndedNote)
+	if err != nil {
+		return
+	}
+	_ = os.Remove(path)
+	how := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
+	fmt.Fprintf(os.Stderr, "supervisor: these containers were restarted in place into attempt %d by the operator's order; "+
+		"before it, %s\n", o.Attempt, how)
+}
+
+// maxEndedNote bounds endedFile as read (the trainer shares the directory).
+const maxEndedNote = 256
 
 // readRegular reads at most limit bytes of path when it is a regular file, not through a link: the trainer,
 // which shares the directory, may have put anything there (a FIFO would block the read for ever).
@@ -221,8 +257,8 @@ func (c *controller) obey(o controlapi.Order) (act func(), err error) {
 		return nil, err
 	}
 	c.orderedAttempt = o.Attempt
-	if c.ordered {
-		return nothing, nil // a newer order while the program stops: the restarted containers take it
+	if c.ordered { // a newer order while the program stops: the restarted containers take it
+		return func() { c.hasten(o) }, nil
 	}
 	c.ordered = true
 	return func() { c.stop(o) }, nil
@@ -240,16 +276,43 @@ func (c *controller) stop(o controlapi.Order) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "%s: stopping the program (SIGTERM, SIGKILL after %ds)\n", say, o.GraceSeconds)
+	c.termSent = true
+	_ = syscall.Kill(c.pid, syscall.SIGTERM)
+	c.killAfter(o.GraceSeconds)
+}
+
+// hasten applies a newer order's grace to a program that is stopping: the earlier of the two kills it.
+func (c *controller) hasten(o controlapi.Order) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil && c.pid > 0 && !c.programEnded {
+		c.killAfter(o.GraceSeconds)
+	}
+}
+
+// killAfter kills the program (SIGKILL) grace seconds from now unless it ended by then. c.mu is held.
+func (c *controller) killAfter(grace int64) {
 	pid := c.pid
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	time.AfterFunc(time.Duration(o.GraceSeconds)*time.Second, func() {
+	time.AfterFunc(time.Duration(grace)*time.Second, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.programEnded {
-			fmt.Fprintf(os.Stderr, "supervisor: the program did not stop within %ds of SIGTERM: killed (SIGKILL)\n", o.GraceSeconds)
+		if !c.programEnded && !c.killed {
+			fmt.Fprintf(os.Stderr, "supervisor: the program did not stop within %ds of the order: killed (SIGKILL)\n", grace)
+			c.killed = true
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
+}
+
+// reaped notes that the program ended (its status was read): no signal is sent to its pid any more, which
+// another process may take while the output drains.
+func (c *controller) reaped() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.programEnded = true
 }
 
 // writeOrder keeps the order in the state directory, replacing the last one at once.
@@ -293,7 +356,15 @@ func (c *controller) exited(status syscall.WaitStatus, ended time.Time, sigs <-c
 	c.mu.Lock()
 	c.programEnded = true
 	if c.ordered {
+		how := fmt.Sprintf("the program had exited with code %d before the order", code)
+		switch {
+		case c.killed:
+			how = "the program did not stop on SIGTERM and was killed (SIGKILL)"
+		case c.termSent:
+			how = fmt.Sprintf("the program ended with code %d after SIGTERM", code)
+		}
 		c.mu.Unlock()
+		c.keepHowItEnded(how)
 		return c.cfg.RestartCode
 	}
 	if code == 0 || c.stopping {
@@ -326,6 +397,7 @@ func (c *controller) hold(code int, sigs <-chan os.Signal) int {
 	ordered, s := c.awaitWord(sigs)
 	switch {
 	case ordered:
+		c.keepHowItEnded(fmt.Sprintf("the program had exited with code %d (held for the operator's word)", code))
 		return c.cfg.RestartCode
 	case s == nil:
 		fmt.Fprintf(os.Stderr, "supervisor: no word from the operator in %s; exiting with the program's code %d\n", c.cfg.Hold, code)

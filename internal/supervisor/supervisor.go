@@ -58,6 +58,7 @@ func Run(cfg Config) int {
 	done := p.copy(m)
 	status := wait(pid, sigs, chld, ctl.signalled)
 	ended := time.Now() // before the output drains: which rank failed first is told by this
+	ctl.reaped()
 	drain(done, chld, m, drainTimeout)
 	return ctl.exited(status, ended, sigs)
 }
