@@ -110,9 +110,19 @@ func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed) 
 // its readiness (mayBeHeld): it may be held and has not answered for this readiness. Only the Job's own pods
 // get the token.
 func (r *JobReconciler) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod) (string, bool) {
-	key, ok := mayBeHeld(p)
+	key, ok := r.heldKey(p)
 	return key, ok && p.Labels[names.ControllerUIDLabel] == string(job.UID) && !r.notHeld.seen(tj, p.UID, key)
 }
+
+// heldKey is mayBeHeld's key, good for askAgain: a pod unready from its start (its first probe not passed
+// yet) whose trainer then fails stays unready, its readiness unchanged.
+func (r *JobReconciler) heldKey(p *corev1.Pod) (string, bool) {
+	key, ok := mayBeHeld(p)
+	return key + "/" + strconv.FormatInt(r.Clock.Now().UnixNano()/int64(askAgain), 10), ok
+}
+
+// askAgain is how long a supervisor's answer that it holds nothing stands for a pod that stays unready.
+const askAgain = 2 * time.Second
 
 // exitRecheck is how soon a supervisor that did not answer is asked again.
 const exitRecheck = time.Second
@@ -140,7 +150,7 @@ func (r *JobReconciler) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, p
 			ctrl.LoggerFrom(ctx).V(1).Info("ordering a replaced worker", "pod", klog.KObj(p), "error", err.Error())
 			continue // asked again (exitsAwaited)
 		}
-		if key, ok := mayBeHeld(p); ok {
+		if key, ok := r.heldKey(p); ok {
 			r.notHeld.remember(tj, p.UID, key) // until its containers restart
 		}
 	}
@@ -257,9 +267,13 @@ func restartedInPlace(restart []corev1.Pod, left []string) string {
 // restart, or a gone pod whose replacement the Job controller would hold back for 20 s or more.
 func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (restart []corev1.Pod, left []string, why string) {
 	moved, gone := 0, 0
+	ranks := map[string]bool{}
 	for i := range pods {
 		p := &pods[i]
 		rank := p.Labels[names.RankLabel]
+		if !goneWorker(p) || names.JobAttempt(p) >= names.JobAttempt(job) {
+			ranks[rank] = true
+		}
 		switch {
 		case slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName }) &&
 			p.Spec.NodeName != "" && !derive.Ended(p) && p.DeletionTimestamp == nil:
@@ -276,6 +290,12 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 			left = append(left, fmt.Sprintf("pod %s (rank %s, not started)", p.Name, rank))
 		default:
 			restart = append(restart, *p)
+		}
+	}
+	for r := range int(tj.Spec.NumWorkers) {
+		if !ranks[strconv.Itoa(r)] { // its pod deleted and gone already
+			gone++
+			left = append(left, fmt.Sprintf("rank %d (its pod gone)", r))
 		}
 	}
 	switch {

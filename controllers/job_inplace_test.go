@@ -93,7 +93,7 @@ func heldPod(rank, ip string, ready bool) *corev1.Pod {
 // TestHeldExits: an unready pod whose supervisor holds a failed trainer of the current attempt reads as a
 // failed pod, its trainer terminated with the held code and message (times to the second); a ready pod is
 // not asked, an unready one that holds nothing is asked once for the same readiness, and a pod no Job made
-// is never asked (it would get the token).
+// is never asked (it would get the token); one that stays unready is asked again after askAgain.
 func TestHeldExits(t *testing.T) {
 	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
 	tj := tjtest.NewTJ("ml", "a").Obj()
@@ -106,7 +106,8 @@ func TestHeldExits(t *testing.T) {
 		}}
 	srv := httptest.NewServer(sup)
 	defer srv.Close()
-	r := &JobReconciler{Options: opts, Control: controlClient(srv)}
+	clk := clocktesting.NewFakePassiveClock(t0.Time)
+	r := &JobReconciler{Options: opts, Control: controlClient(srv), Clock: clk}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "job-uid", Annotations: map[string]string{names.InPlaceAnnotation: "true"}}}
 	stranger := heldPod("9", "10.6.6.6", false) // made by no Job: never given the token
 	delete(stranger.Labels, names.ControllerUIDLabel)
@@ -138,6 +139,16 @@ func TestHeldExits(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"10.0.0.2": 2, "10.0.0.3": 1, "10.0.0.4": 1}, sup.asked); diff != "" {
 		t.Errorf("supervisors asked (-want +got):\n%s", diff)
+	}
+	// Rank 2, unready from its start, fails without its readiness changing: asked again after askAgain.
+	sup.held["10.0.0.3"] = controlapi.Exit{Held: true, ExitCode: 1, FinishedAt: ended, Message: "lost my peer"}
+	clk.SetTime(clk.Now().Add(askAgain))
+	o := derive.Observed{Job: job, Pods: []corev1.Pod{*heldPod("2", "10.0.0.3", false)}}
+	if !r.exitsAwaited(tj, o) {
+		t.Error("rank 2 not awaited after askAgain")
+	}
+	if err := r.heldExits(context.Background(), tj, &o); err != nil || o.Pods[0].Status.Phase != corev1.PodFailed {
+		t.Errorf("rank 2 after askAgain: %s, %v; want Failed (held)", o.Pods[0].Status.Phase, err)
 	}
 }
 
@@ -217,10 +228,10 @@ func TestRestartInPlace(t *testing.T) {
 			event: "the Job controller replaces pod a-worker-1 (rank 1, its trainer's container ended)",
 		},
 		{
-			name: "a pod missing: the others restart in place", settled: "1",
+			name: "a pod missing (deleted, gone already): the others restart in place, it is replaced alone", settled: "1",
 			pods: func() []*corev1.Pod { return []*corev1.Pod{heldPod("0", "10.0.0.1", true)} },
 			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
-			event: "attempt 1: 1 worker's pod restarts in place",
+			event: "attempt 1: 1 worker's pod restarts in place; the Job controller replaces rank 1 (its pod gone), which joins once it runs",
 		},
 		{
 			name: "a pod gone, the Job's third: recreated (the Job controller would wait 20 s or more)", settled: "1", failed: 2,
