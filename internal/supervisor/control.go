@@ -354,8 +354,7 @@ func (c *controller) exited(status syscall.WaitStatus, ended time.Time, sigs <-c
 		return code
 	}
 	c.mu.Lock()
-	c.programEnded = true
-	if c.ordered {
+	if c.ordered { // programEnded: set by reaped, before the output drained
 		how := fmt.Sprintf("the program had exited with code %d before the order", code)
 		switch {
 		case c.killed:
