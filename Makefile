@@ -143,7 +143,7 @@ test: ## Run every test: unit, integration (real API server), e2e (local stack, 
 	hack/cc.sh >/dev/null
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
-		KUEUE_ASSETS="$$(hack/kueue.sh)" go test $(GO_TEST_FLAGS) ./... $(call logger-set,bin/test.log)
+		KUEUE_ASSETS="$$(hack/kueue.sh)" go test $(GO_TEST_FLAGS) -timeout 20m ./... $(call logger-set,bin/test.log)
 	python3 -m unittest discover -s runner/tests
 	$(MAKE) --no-print-directory test-frameworks
 	$(MAKE) --no-print-directory test-cluster

@@ -344,7 +344,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 			return inputsRecheck, cs != nil && cs.State.Running != nil
 		},
 		func() (time.Duration, bool) { return goodputRecheck, goodputMoves(tj, tj.Status.State) },
-		func() (time.Duration, bool) { return exitRecheck, r.exitsAwaited(tj, obs) },
+		func() (time.Duration, bool) { return r.exitsAwaited(tj, obs, now) },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})

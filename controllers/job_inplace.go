@@ -93,17 +93,24 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 	return r.orderBehind(ctx, tj, obs.Pods, behind)
 }
 
-// exitsAwaited says whether a pod of obs may hold a failed trainer or wait for its order and its supervisor
-// has not answered yet (it was not listening, or did not answer): the JobController asks again a second
-// later, as its pod's state may not change to trigger a reconcile.
-func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed) bool {
+// exitsAwaited says how soon the supervisors of obs's pods that may hold a failed trainer or wait for their
+// order are to be asked again, their pods' states may not change to trigger a reconcile: a second when one
+// has not answered (it was not listening, or did not answer), the next askAgain window when one answered
+// that it held nothing but its pod stays unready.
+func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (time.Duration, bool) {
 	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
-		return false
+		return 0, false
 	}
-	return slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool {
-		_, ask := r.toAsk(tj, obs.Job, &p)
-		return ask
-	})
+	answered := false
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if _, ask := r.toAsk(tj, obs.Job, p); ask {
+			return exitRecheck, true
+		}
+		_, held := mayBeHeld(p)
+		answered = answered || held && p.Labels[names.ControllerUIDLabel] == string(obs.Job.UID)
+	}
+	return askAgain - time.Duration(now.UnixNano()%int64(askAgain)), answered
 }
 
 // toAsk says whether the supervisor of p, a pod of job, is to be asked how its trainer ended, and the key of

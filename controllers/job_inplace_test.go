@@ -140,12 +140,18 @@ func TestHeldExits(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"10.0.0.2": 2, "10.0.0.3": 1, "10.0.0.4": 1}, sup.asked); diff != "" {
 		t.Errorf("supervisors asked (-want +got):\n%s", diff)
 	}
-	// Rank 2, unready from its start, fails without its readiness changing: asked again after askAgain.
-	sup.held["10.0.0.3"] = controlapi.Exit{Held: true, ExitCode: 1, FinishedAt: ended, Message: "lost my peer"}
-	clk.SetTime(clk.Now().Add(askAgain))
+	// Rank 2, unready from its start, answered it held nothing: the JobController comes back when that
+	// answer's window ends, nothing else would trigger a reconcile.
 	o := derive.Observed{Job: job, Pods: []corev1.Pod{*heldPod("2", "10.0.0.3", false)}}
-	if !r.exitsAwaited(tj, o) {
-		t.Error("rank 2 not awaited after askAgain")
+	clk.SetTime(t0.Add(askAgain / 4))
+	if d, ok := r.exitsAwaited(tj, o, clk.Now()); !ok || d != askAgain*3/4 {
+		t.Errorf("rank 2 answered: asked again in %s (%t), want %s", d, ok, askAgain*3/4)
+	}
+	// Its trainer then fails without its readiness changing: asked again in that next window.
+	sup.held["10.0.0.3"] = controlapi.Exit{Held: true, ExitCode: 1, FinishedAt: ended, Message: "lost my peer"}
+	clk.SetTime(t0.Add(askAgain))
+	if d, ok := r.exitsAwaited(tj, o, clk.Now()); !ok || d != exitRecheck {
+		t.Errorf("rank 2 after askAgain: asked again in %s (%t), want %s", d, ok, exitRecheck)
 	}
 	if err := r.heldExits(context.Background(), tj, &o); err != nil || o.Pods[0].Status.Phase != corev1.PodFailed {
 		t.Errorf("rank 2 after askAgain: %s, %v; want Failed (held)", o.Pods[0].Status.Phase, err)
@@ -441,13 +447,14 @@ func TestBehindIsOrdered(t *testing.T) {
 		settled string
 		ended   bool
 		want    map[string]controlapi.Order
-		// again: the JobController asks again (exitsAwaited)
-		again bool
+		// again: how soon the JobController asks again (exitsAwaited), 0 for never
+		again time.Duration
 	}{
-		{name: "settled", settled: "2",
-			want: map[string]controlapi.Order{"10.0.0.2": {Attempt: 2, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}}},
-		{name: "RESUME_FROM not settled yet: asked again in a second", settled: "1", again: true},
-		{name: "the run ended: not ordered", settled: "2", ended: true},
+		{name: "settled: the ordered pods stay unready until they restart, asked again in the next window", settled: "2",
+			want:  map[string]controlapi.Order{"10.0.0.2": {Attempt: 2, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+			again: askAgain},
+		{name: "RESUME_FROM not settled yet: asked again in a second", settled: "1", again: exitRecheck},
+		{name: "the run ended: not ordered", settled: "2", ended: true, again: askAgain},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
@@ -476,8 +483,8 @@ func TestBehindIsOrdered(t *testing.T) {
 			if diff := cmp.Diff(tc.want, nilIfEmpty(sup.orders)); diff != "" {
 				t.Errorf("orders (-want +got):\n%s", diff)
 			}
-			if again := r.exitsAwaited(tj, obs); again != tc.again {
-				t.Errorf("asked again: %t, want %t", again, tc.again)
+			if again, ok := r.exitsAwaited(tj, obs, t0.Time); again != tc.again || ok != (tc.again > 0) {
+				t.Errorf("asked again in %s (%t), want %s", again, ok, tc.again)
 			}
 		})
 	}
