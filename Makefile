@@ -61,24 +61,39 @@ NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containe
 # KUEUE=1 also runs the real Kueue manager (hack/kueue.sh builds it once), TrainingJob as its external framework.
 KUEUE_FLAGS = $(if $(KUEUE),--kueue --kueue-assets "$$(hack/kueue.sh)")
 
+# demo builds only what it runs, the operator's binaries beside the control plane's (the first time, minutes of
+# compiling each, and links that use one core).
 .PHONY: demo
-demo: build ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node (NODES_RUNTIME=containerd: on real nodes).
-	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) \
+demo: ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node (NODES_RUNTIME=containerd: on real nodes).
+	@mkdir -p bin
+	hack/testbin.sh $(TESTBIN_COMPONENTS) >bin/.demo-assets & testbin=$$!; \
+		CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./examples/trainer || { kill $$testbin; exit 1; }; \
+		wait $$testbin
+	bin/trainingjob-local up --assets "$$(cat bin/.demo-assets)" --path bin $(NODE_FLAGS) \
 		-f examples/trainingjob-local.yaml --exit-when-done
 	@echo "--- rank 0 log (bin/trainingjob-local logs -n demo logistic-regression):"
 	@bin/trainingjob-local logs -n demo logistic-regression
+
+# make test runs the framework and real-node suites' short parts: what only they prove (each framework's own
+# rendezvous and a user's own script on the real libraries; the example, a user's own script and a restart
+# in place in real containers on real nodes). make test-frameworks and make test-cluster run them whole.
+FRAMEWORKS_SHORT = ^(TestPyTorchDDP|TestXGBoost|TestMPI|TestDefaultRunner|TestOwnDDPScriptWithTqdm|TestOwnScriptPlainEpochs|TestOwnScriptExitCode)$$
+CLUSTER_SHORT = ^(TestExampleOverClusterDNS|TestGangRestartInPlace|TestOwnScriptOnRealNodes)$$
+FRAMEWORKS_RUN ?= .
+CLUSTER_RUN ?= .
+CLUSTER_PKGS ?= ./tests/cluster/...
 
 .PHONY: test-frameworks
 test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, resume) and XGBoost (Rabit) as TrainingJobs on the local stack; installs Debian's packages once (hack/frameworks.sh); part of make test.
 	@mkdir -p bin
 	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
-		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
+		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v -run '$(FRAMEWORKS_RUN)' ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
 
 .PHONY: test-cluster
 test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here), then the local stack's modes one after the other in one state directory (tests/cluster/modes; one package at a time); root only; hack/node.sh installs the parts once.
 	@mkdir -p bin
 	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
-		go test $(GO_TEST_FLAGS) -p 1 -tags cluster -timeout 20m -v ./tests/cluster/... $(call logger-set,bin/test-cluster.log)
+		go test $(GO_TEST_FLAGS) -p 1 -tags cluster -timeout 20m -v -run '$(CLUSTER_RUN)' $(CLUSTER_PKGS) $(call logger-set,bin/test-cluster.log)
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
@@ -139,14 +154,14 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 logger-set = 2>&1 | tee $(1); ! grep -n 'log.SetLogger(...) was never called' $(1)
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server), e2e (local stack, the real Kueue manager), chaos (one round), checkpoint stores (real S3 and GCS servers), the real frameworks (PyTorch, XGBoost), real containers on real nodes (tests/cluster), and a short fuzzing run.
-	hack/cc.sh >/dev/null
+test: ## Run the tests CI runs: unit, integration (real API server), e2e (local stack, the real Kueue manager), chaos (one round), checkpoint stores (real S3 and GCS servers), the short parts of the real frameworks (PyTorch, XGBoost, MPI) and of real containers on real nodes (tests/cluster), and a short fuzzing run.
+	hack/prepare.sh
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
-		KUEUE_ASSETS="$$(hack/kueue.sh)" go test $(GO_TEST_FLAGS) -timeout 20m ./... $(call logger-set,bin/test.log)
+		KUEUE_ASSETS="$$(hack/kueue.sh)" go test $(GO_TEST_FLAGS) -timeout 20m -parallel 6 ./... $(call logger-set,bin/test.log)
 	python3 -m unittest discover -s runner/tests
-	$(MAKE) --no-print-directory test-frameworks
-	$(MAKE) --no-print-directory test-cluster
+	$(MAKE) --no-print-directory test-frameworks FRAMEWORKS_RUN='$(FRAMEWORKS_SHORT)'
+	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_SHORT)' CLUSTER_PKGS=./tests/cluster
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.

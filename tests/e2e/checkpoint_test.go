@@ -103,6 +103,7 @@ func assertRotatedAtTheEnd(t *testing.T, left, newest []string) {
 // (restartPolicy Gang, the default), rank 0 resumes from RESUME_FROM, the newest complete checkpoint the
 // operator had seen (or a newer one), the epochs continue from there and the loss keeps falling.
 func TestRestartResumesFromTheNewestCheckpoint(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	ns, name := newNamespace(t), "resume"
 	create(t, claim(ns), trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").With(withPVCCheckpoints(3)).Obj())
 	pids := runningPIDs(t, ns, name, 2)
@@ -168,6 +169,7 @@ func TestResumeFromIsCheckedBeforeWorkersStart(t *testing.T) {
 // and resumed; the new pods get RESUME_FROM from the ConfigMap, naming the newest checkpoint the operator
 // had seen, and training continues from it instead of starting over.
 func TestSuspendResumeContinuesFromTheNewestCheckpoint(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	ns, name := newNamespace(t), "suspend"
 	create(t, claim(ns), trainerJob(ns, name, 2, 30, "--epoch-delay=300ms").With(withPVCCheckpoints(2)).Obj())
 	runningPIDs(t, ns, name, 2)

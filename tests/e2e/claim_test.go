@@ -23,6 +23,7 @@ import (
 // writes a checkpoint every epoch; rank 0 is killed, the ranks restart and resume from the newest
 // checkpoint. Deleting the TrainingJob keeps the claim and the checkpoints on it.
 func TestCheckpointsWithoutStorage(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	ns, name := newNamespace(t), "nostorage"
 	create(t, trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").Checkpoints(nil).Obj())
 	pids := runningPIDs(t, ns, name, 2)

@@ -44,6 +44,7 @@ type failureScenario struct {
 // permanent exit codes, disruptions, the restart budget, the deadline over restarts, workers that
 // cannot be scheduled, and cleanup after the end.
 func TestFailureHandling(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	withCheckpoints := func(tj *tjtest.TJ) *tjtest.TJ { return tj.With(withPVCCheckpoints(3)) }
 	scenarios := []failureScenario{{
 		name: "retryable exit: the whole gang restarts and resumes from the newest checkpoint",
@@ -277,7 +278,10 @@ func TestFailureHandling(t *testing.T) {
 		},
 	}}
 	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) { runFailureScenario(t, sc) })
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			runFailureScenario(t, sc)
+		})
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 // boundaries weigh more in a short run); make test-goodput runs the 3 minutes: a kill every 30 s,
 // one of them a hang, held to 2 points.
 func TestGoodputUnderFaults(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	run := 45 * time.Second
 	if v, err := strconv.Atoi(os.Getenv("GOODPUT_SECONDS")); err == nil && v > 0 {
 		run = time.Duration(v) * time.Second
@@ -91,6 +92,7 @@ func TestGoodputUnderFaults(t *testing.T) {
 // next attempt resumes from the new one (the stopped agent's final report). The lost work must be the
 // test's own: the time from the checkpoint to the kill, within a second per kill.
 func TestGoodputLostWorkFromTheCheckpointResumedFrom(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	const kills = 2
 	ns, name := newNamespace(t), "goodput-resumed"
 	tj := trainerJob(ns, name, 2, 40, "--epoch-delay=1s").BackoffLimit(kills+2, mlv1.RestartGang).With(withPVCCheckpoints(3))

@@ -26,6 +26,7 @@ import (
 // TestCheckpointsOnGCS: the same scenario on the GCS emulator, which the pods reach through
 // STORAGE_EMULATOR_HOST (set by the process nodes, as a cluster provides its identity to pods).
 func TestCheckpointsOnGCS(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	ns := newNamespace(t)
 	gcs.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "ckpt-" + ns})
 	store, err := checkpoint.NewGCSStore(context.Background(), "ckpt-"+ns,

@@ -58,6 +58,7 @@ const e2eSecretKey = "e2e-secret-key"
 // server, reached with the storage Secret's keys), rank 0's agent rotates them, and a killed rank 0
 // resumes from the newest one (see objectStorageScenario).
 func TestCheckpointsOnS3(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	ns := newNamespace(t)
 	gw, store := startS3(t, "ckpt")
 	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
@@ -151,6 +152,7 @@ func TestWrongS3CredentialsAreReported(t *testing.T) {
 // deleted and RESUME_FROM keeps naming a checkpoint that exists; the new attempt's rank 0 waits for the
 // storage, resumes from RESUME_FROM once it is back, and the run completes with the condition True again.
 func TestObjectStorageDown(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
 	ns, name := newNamespace(t), "outage"
 	gw, _ := startS3(t, "ckpt")
 	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
