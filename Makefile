@@ -62,13 +62,15 @@ NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containe
 KUEUE_FLAGS = $(if $(KUEUE),--kueue --kueue-assets "$$(hack/kueue.sh)")
 
 # demo builds only what it runs, the operator's binaries beside the control plane's (the first time, minutes of
-# compiling each, and links that use one core).
+# compiling each, and links that use one core); the control plane's build in a process group of its own, ended
+# with the recipe.
 .PHONY: demo
 demo: ## Run examples/trainingjob-local.yaml to Completed on a local control plane and process node (NODES_RUNTIME=containerd: on real nodes).
 	@mkdir -p bin
-	hack/testbin.sh $(TESTBIN_COMPONENTS) >bin/.demo-assets & testbin=$$!; \
-		CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./examples/trainer || { kill $$testbin; exit 1; }; \
-		wait $$testbin
+	set -m; hack/testbin.sh $(TESTBIN_COMPONENTS) >bin/.demo-assets & testbin=$$!; set +m; \
+		trap 'kill -- -$$testbin 2>/dev/null || true' EXIT; \
+		CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./examples/trainer; \
+		wait $$testbin; trap - EXIT
 	bin/trainingjob-local up --assets "$$(cat bin/.demo-assets)" --path bin $(NODE_FLAGS) \
 		-f examples/trainingjob-local.yaml --exit-when-done
 	@echo "--- rank 0 log (bin/trainingjob-local logs -n demo logistic-regression):"

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 part() {
   local start
   start=$(date +%s)
-  "$@" >/dev/null
+  "$@" >/dev/null || return
   echo "prepare: $* ready in $(($(date +%s) - start))s" >&2
 }
 
@@ -34,12 +34,13 @@ if [ "${1:-}" = packages ]; then
   packages
   exit 0
 fi
+set -m # the packages in a process group of their own: a stop ends apt-get too, `kill $!` would not
 packages &
 debs=$!
-trap 'kill "$debs" 2>/dev/null || true' EXIT
-part hack/testbin.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
-part hack/helm.sh
-part hack/objstore.sh
-part hack/kueue.sh
+set +m
+trap 'kill -- -"$debs" 2>/dev/null || true' EXIT
+# A Go part that fails lets apt finish (one killed mid-install leaves dpkg to repair), then fails.
+{ part hack/testbin.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl && part hack/helm.sh &&
+  part hack/objstore.sh && part hack/kueue.sh; } || { rc=$?; wait "$debs" || true; exit "$rc"; }
 wait "$debs"
 trap - EXIT
