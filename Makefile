@@ -86,13 +86,13 @@ CLUSTER_RUN ?= .
 CLUSTER_PKGS ?= ./tests/cluster/...
 
 .PHONY: test-frameworks
-test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, resume) and XGBoost (Rabit) as TrainingJobs on the local stack; installs Debian's packages once (hack/frameworks.sh); part of make test.
+test-frameworks: ## Run the Python examples with real PyTorch (DDP, torchrun, resume) and XGBoost (Rabit) as TrainingJobs on the local stack; installs Debian's packages once (hack/frameworks.sh); make test runs its short part (FRAMEWORKS_SHORT).
 	@mkdir -p bin
 	FRAMEWORKS_PYTHON="$$(hack/frameworks.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
 		go test $(GO_TEST_FLAGS) -tags frameworks -timeout 20m -v -run '$(FRAMEWORKS_RUN)' ./tests/frameworks $(call logger-set,bin/test-frameworks.log)
 
 .PHONY: test-cluster
-test-cluster: ## Run tests/cluster: TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here), then the local stack's modes one after the other in one state directory (tests/cluster/modes; one package at a time); root only; hack/node.sh installs the parts once.
+test-cluster: ## Run tests/cluster (make test runs its short part, CLUSTER_SHORT): TrainingJobs in real containers on real nodes (kubelet, containerd, runc, cluster DNS, images built here), then the local stack's modes one after the other in one state directory (tests/cluster/modes; one package at a time); root only; hack/node.sh installs the parts once.
 	@mkdir -p bin
 	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
 		go test $(GO_TEST_FLAGS) -p 1 -tags cluster -timeout 20m -v -run '$(CLUSTER_RUN)' $(CLUSTER_PKGS) $(call logger-set,bin/test-cluster.log)
