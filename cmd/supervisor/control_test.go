@@ -205,7 +205,9 @@ func TestRunningProgramStopped(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if code, body := healthz(c.addr); code != http.StatusServiceUnavailable {
+			// A program that stops on SIGTERM at once can end the supervisor before this probe: a probe that
+			// finds nobody (code 0, the supervisor then exits with the restart code) is an unready pod too.
+			if code, body := healthz(c.addr); code != http.StatusServiceUnavailable && code != 0 {
 				t.Errorf("healthz while restarting = %d %q, want 503", code, body)
 			}
 			if code := c.code(t); code != controlapi.RestartCode {
