@@ -12,7 +12,7 @@ if [ ! -x "$BIN_DIR/golangci-lint" ]; then
   echo "golangci-lint: building $GOLANGCI_LINT_VERSION into $BIN_DIR (first time only, a few minutes)" >&2
   start=$(date +%s)
   mkdir -p "$BIN_DIR"
-  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath \
+  GOBIN="$BIN_DIR" GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go install -trimpath \
     -ldflags "-s -w -X main.version=${GOLANGCI_LINT_VERSION#v} -X main.commit=module -X main.date=unknown" \
     "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION" >&2
   echo "golangci-lint: built in $(( $(date +%s) - start ))s" >&2

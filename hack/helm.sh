@@ -13,7 +13,7 @@ if [ ! -x "$BIN_DIR/helm" ]; then
   start=$(date +%s)
   mkdir -p "$BIN_DIR"
   pkg="helm.sh/helm/v3/internal/version"
-  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath \
+  GOBIN="$BIN_DIR" GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go install -trimpath \
     -ldflags "-s -w -X $pkg.version=$HELM_VERSION -X $pkg.gitTreeState=clean" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
   echo "helm: built helm in $(( $(date +%s) - start ))s" >&2

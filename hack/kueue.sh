@@ -27,7 +27,7 @@ GO
     go get "sigs.k8s.io/kueue@$KUEUE_VERSION" >&2
     go mod tidy >&2
     pkg="sigs.k8s.io/kueue/pkg/version"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X $pkg.GitVersion=$KUEUE_VERSION" \
+    GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X $pkg.GitVersion=$KUEUE_VERSION" \
       -o "$BIN_DIR/kueue.tmp" sigs.k8s.io/kueue/cmd/kueue >&2
     src=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
     rm -rf "$BIN_DIR/crds.tmp" && mkdir -p "$BIN_DIR/crds.tmp"

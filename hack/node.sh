@@ -62,7 +62,7 @@ build_coredns() {
     [ -f go.mod ] || go mod init testbin/coredns >/dev/null 2>&1
     go get "github.com/coredns/coredns@$COREDNS_VERSION" >&2
     go mod tidy >&2
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" . >&2
+    GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" . >&2
   )
   mv "$bin.tmp" "$bin"
   echo "$stamp" >"$bin.stamp"

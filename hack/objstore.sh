@@ -12,7 +12,7 @@ if [ ! -x "$BIN_DIR/versitygw" ]; then
   echo "objstore: building versitygw $VERSITYGW_VERSION into $BIN_DIR (first time only, about 2 minutes)" >&2
   start=$(date +%s)
   mkdir -p "$BIN_DIR"
-  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" >&2
+  GOBIN="$BIN_DIR" GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" >&2
   echo "objstore: built versitygw in $(( $(date +%s) - start ))s" >&2
 fi
 echo "$BIN_DIR/versitygw"

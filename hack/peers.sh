@@ -28,7 +28,7 @@ build() {
     [ -f go.mod ] || go mod init "build/$name" >/dev/null 2>&1
     go get "$module@$version" >&2
     go mod tidy >&2
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/$name.tmp" "$pkg" >&2
+    GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/$name.tmp" "$pkg" >&2
     src=$(go list -m -f '{{.Dir}}' "$module")
     rm -rf "$BIN_DIR/crds/$name.tmp" && mkdir -p "$BIN_DIR/crds/$name.tmp"
     # shellcheck disable=SC2086

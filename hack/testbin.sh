@@ -39,7 +39,7 @@ GO
     [ -f go.mod ] || go mod init testbin/etcd >/dev/null 2>&1
     go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
     go mod tidy >&2
-    CGO_ENABLED=0 go build -trimpath -o "$BIN_DIR/etcd.tmp" . >&2
+    GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go build -trimpath -o "$BIN_DIR/etcd.tmp" . >&2
   )
   mv "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
 }
@@ -77,7 +77,7 @@ build_k8s() {
   ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   (
     cd "$dir"
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+    GOFLAGS=-mod=mod GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
       -o "$BIN_DIR/$name.tmp" "k8s.io/kubernetes/cmd/$name" >&2
   )
   mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
