@@ -1,6 +1,7 @@
 package builders_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,25 +99,42 @@ func TestSupervisor(t *testing.T) {
 	}
 }
 
-// TestCheckProgressPattern: the builder refuses a pattern that does not compile or names no figure.
-func TestCheckProgressPattern(t *testing.T) {
+// TestCheckPatterns: the builder refuses a pattern that package pattern does not compile (too large a
+// program included: the CRD no longer compiles them) or a progress pattern that names no figure, naming
+// the field.
+func TestCheckPatterns(t *testing.T) {
+	hostile := "^(?:" + strings.Repeat("a", 1000) + "){1000}"
 	cases := []struct {
-		name, pattern, want string
+		name, progress string
+		onMessage      []string
+		want           string
 	}{
-		{name: "none", pattern: ""},
-		{name: "a figure", pattern: `loss (?P<loss>[0-9.]+)`},
-		{name: "does not compile", pattern: `(?P<loss>`,
-			want: "spec.monitoring.progressPattern: error parsing regexp: missing closing ): `(?P<loss>`"},
-		{name: "names no figure", pattern: `(?P<cost>\d+)`,
+		{name: "none"},
+		{name: "a figure and a rule", progress: `loss (?P<loss>[0-9.]+)`, onMessage: []string{"NCCL.*[Tt]imeout"}},
+		{name: "does not compile", progress: `(?P<loss>`,
+			want: "spec.monitoring.progressPattern is not an RE2 regular expression: error parsing regexp: missing closing ): `(?P<loss>`"},
+		{name: "names no figure", progress: `(?P<cost>\d+)`,
 			want: "spec.monitoring.progressPattern names none of the groups epoch, epochs, step, steps, loss, accuracy, lr, throughput"},
+		{name: "a hostile progress pattern", progress: "(?P<loss>x)" + hostile,
+			want: "spec.monitoring.progressPattern compiles to more than 2048 instructions (repeat counts multiply what they repeat)"},
+		{name: "rules: the bad ones named", onMessage: []string{"ok", hostile, "(unclosed"},
+			want: "spec.failurePolicy.rules[1].onMessage compiles to more than 2048 instructions (repeat counts multiply what they " +
+				"repeat); spec.failurePolicy.rules[2].onMessage is not an RE2 regular expression: error parsing regexp: missing " +
+				"closing ): `(unclosed`"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) {
-				tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: tc.pattern}
+				tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: tc.progress}
+				if tc.onMessage != nil {
+					tj.Spec.FailurePolicy = &mlv1.FailurePolicy{}
+				}
+				for _, m := range tc.onMessage {
+					tj.Spec.FailurePolicy.Rules = append(tj.Spec.FailurePolicy.Rules, mlv1.FailureRule{Action: mlv1.RuleFail, OnMessage: m})
+				}
 			}).Obj()
 			got := ""
-			if err := builders.CheckWorkerPod(tj); err != nil {
+			if err := builders.CheckPatterns(tj); err != nil {
 				got = err.Error()
 			}
 			if got != tc.want {

@@ -1,8 +1,8 @@
 package builders
 
 import (
+	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/pattern"
 )
 
 // The shared-memory volume every worker gets at /dev/shm (resources.sharedMemory).
@@ -302,11 +303,11 @@ var ReservedContainerNames = []string{names.ContainerName, names.AgentContainerN
 // cost): no init or sidecar container takes a name of the operator's, and every mount (the trainer's and
 // theirs) names a volume of workerPod.volumes, at none of the operator's paths in the trainer. So no
 // container a tenant writes mounts the operator's volumes (the input cache, the checkpoint credentials, the
-// SSH keys). It also checks monitoring.progressPattern, which the CRD's schema cannot compile.
+// SSH keys).
 func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 	wp := tj.Spec.WorkerPod
 	if wp == nil {
-		return checkProgressPattern(tj)
+		return nil
 	}
 	vols := volumeNames(wp.Volumes)
 	var errs []string
@@ -331,19 +332,45 @@ func CheckWorkerPod(tj *mlv1.TrainingJob) error {
 		sort.Strings(errs)
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	return checkProgressPattern(tj)
+	return nil
 }
 
-// checkProgressPattern returns an error unless monitoring.progressPattern, when set, compiles (RE2) and
-// names a figure the supervisor reads.
+// CheckPatterns returns an error naming each of the job's regular expressions that package pattern does
+// not compile (too long, too large a program, not RE2): failurePolicy.rules[].onMessage and
+// monitoring.progressPattern, which must also name a figure the supervisor reads. The API server never
+// compiles them (a tenant's pattern would cost every write of the job); the JobController checks them,
+// once per pattern, before the first Job.
+func CheckPatterns(tj *mlv1.TrainingJob) error {
+	var errs []string
+	if fp := tj.Spec.FailurePolicy; fp != nil {
+		for i, r := range fp.Rules {
+			if r.OnMessage == "" {
+				continue
+			}
+			if _, err := pattern.Compile(r.OnMessage); err != nil {
+				errs = append(errs, fmt.Sprintf("spec.failurePolicy.rules[%d].onMessage %v", i, err))
+			}
+		}
+	}
+	if err := checkProgressPattern(tj); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkProgressPattern returns an error unless monitoring.progressPattern, when set, compiles and names a
+// figure the supervisor reads.
 func checkProgressPattern(tj *mlv1.TrainingJob) error {
 	m := tj.Spec.Monitoring
 	if m == nil || m.ProgressPattern == "" {
 		return nil
 	}
-	re, err := regexp.Compile(m.ProgressPattern)
+	re, err := pattern.Compile(m.ProgressPattern)
 	if err != nil {
-		return fmt.Errorf("spec.monitoring.progressPattern: %w", err)
+		return fmt.Errorf("spec.monitoring.progressPattern %w", err)
 	}
 	for _, n := range re.SubexpNames() {
 		if slices.Contains(ProgressPatternGroups, n) {

@@ -181,6 +181,9 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	if err := builders.CheckWorkerPod(tj); err != nil {
 		return &specError{fmt.Errorf("the operator refuses the workers' pod: %w", err)}
 	}
+	if err := builders.CheckPatterns(tj); err != nil {
+		return &specError{fmt.Errorf("the operator refuses the job's patterns: %w", err)}
+	}
 	if obs.StartBlocked, err = r.startBlocked(ctx, tj, cm); err != nil || obs.StartBlocked != "" {
 		return err
 	}

@@ -176,12 +176,12 @@ type FailureRule struct {
 	// +kubebuilder:validation:items:Maximum=255
 	OnExitCodes []int32 `json:"onExitCodes,omitempty"`
 
-	// onMessage is a regular expression (RE2 syntax) searched in what explains the failure: the failing
-	// container's termination message or last log lines, or for a hang the ranks' last log lines.
+	// onMessage is a regular expression (RE2 syntax) searched in the end (4 KiB) of what explains the
+	// failure: the failing container's termination message or last log lines, or for a hang the ranks' last
+	// log lines. The operator checks it before the first Job (at most 2,048 instructions compiled).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="''.findAll(self).size() >= 0",message="onMessage must be a regular expression in RE2 syntax"
 	OnMessage string `json:"onMessage,omitempty"`
 
 	// onKinds matches the failure's kind: Error, OOM, Disruption or Hang.

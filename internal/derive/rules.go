@@ -2,10 +2,10 @@ package derive
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/pattern"
 )
 
 // applyRules returns a classified failure with failurePolicy.rules applied: the first rule that matches
@@ -33,9 +33,29 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 	return f
 }
 
+// maxTiedMatched bounds the exits a rule is tried on: the failure and the first tied exits with a text
+// of their own (a 64-rank job whose ranks all fail in one second would otherwise have each rule searched
+// 64 times).
+const maxTiedMatched = 8
+
 // firstMatch returns the failure, or the first exit tied with it, that the rule matches; false when none.
+// Of exits with the same class, code and text only the first is tried.
 func firstMatch(r mlv1.FailureRule, f failure) (failure, bool) {
+	type seen struct {
+		class    mlv1.FailureKind
+		exitCode int32
+		text     string
+	}
+	var tried []seen
 	for _, c := range append([]failure{f}, f.tied...) {
+		k := seen{c.class, c.exitCode, pattern.Tail(c.text)}
+		if slices.Contains(tried, k) {
+			continue
+		}
+		if len(tried) == maxTiedMatched {
+			break
+		}
+		tried = append(tried, k)
 		if ruleMatches(r, c) {
 			return c, true
 		}
@@ -51,7 +71,8 @@ var ruleKind = map[mlv1.RuleAction]failureKind{
 
 // ruleMatches reports whether the rule sets a matcher and every matcher it sets matches the failure. An
 // exit-code matcher never matches a failure without an exit (a hang, a lost node); a pattern that does not
-// compile (the CRD refuses it) matches nothing.
+// compile within the bounds of package pattern (the JobController refuses such a spec before the first
+// Job) matches nothing; the text searched is its end (pattern.MaxTextBytes).
 func ruleMatches(r mlv1.FailureRule, f failure) bool {
 	if len(r.OnExitCodes) > 0 && (f.exitCode == 0 || !slices.Contains(r.OnExitCodes, f.exitCode)) {
 		return false
@@ -60,8 +81,8 @@ func ruleMatches(r mlv1.FailureRule, f failure) bool {
 		return false
 	}
 	if r.OnMessage != "" {
-		re, err := regexp.Compile(r.OnMessage)
-		if err != nil || !re.MatchString(f.text) {
+		re, err := pattern.Compile(r.OnMessage)
+		if err != nil || !pattern.Match(re, f.text) {
 			return false
 		}
 	}

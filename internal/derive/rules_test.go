@@ -1,6 +1,9 @@
 package derive
 
 import (
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,7 +25,7 @@ func TestRules(t *testing.T) {
 			OnKinds: []mlv1.FailureKind{mlv1.FailureError}},
 		{Name: "ecc", Action: mlv1.RuleRestart, OnMessage: "ECC", AvoidNode: true},
 		{Action: mlv1.RuleFail, OnExitCodes: []int32{137}, OnKinds: []mlv1.FailureKind{mlv1.FailureOOM}},
-		{Name: "bad", Action: mlv1.RuleFail, OnMessage: "("}, // refused by the CRD; matches nothing here
+		{Name: "bad", Action: mlv1.RuleFail, OnMessage: "("}, // refused by the JobController; matches nothing here
 		{Name: "exit-codes-never-match-a-hang", Action: mlv1.RuleFail, OnExitCodes: []int32{1, 134}},
 	}
 	tj := tjtest.NewTJ("ml", "r").With(func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: rules} }).Obj()
@@ -184,5 +187,45 @@ func TestAvoidNodes(t *testing.T) {
 				t.Errorf("avoidedNodes (-want +got):\n%s\nlastFailureNode %q, want %q", diff, st.LastFailureNode, tc.wantLast)
 			}
 		})
+	}
+}
+
+// TestRulesBounded: a failure against 16 hostile rules, with 64 ranks tied in the same second, costs a
+// bounded amount (before, each rule's pattern compiled at each failure and each tied exit: 4.2 GiB and
+// 1.5 s for one failure, times 65): hostile patterns are refused once, and a rule is tried on at most
+// maxTiedMatched distinct exits, each searched at its end only.
+func TestRulesBounded(t *testing.T) {
+	var rules []mlv1.FailureRule
+	for i := range 16 {
+		rules = append(rules, mlv1.FailureRule{Action: mlv1.RuleFail,
+			OnMessage: "^(?:" + strings.Repeat(string(rune('a'+i)), 1000) + "){1000}"})
+	}
+	rules = append(rules, mlv1.FailureRule{Name: "cause", Action: mlv1.RuleRestartWithoutCounting, OnMessage: "the cause$"})
+	tj := tjtest.NewTJ("ml", "r").With(func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: rules} }).Obj()
+	long := strings.Repeat("x", 1<<20)
+	f := failure{kind: retryable, class: mlv1.FailureError, exitCode: 1, text: long}
+	for i := range 64 {
+		f.tied = append(f.tied, failure{kind: retryable, class: mlv1.FailureError, exitCode: 1, text: long + strconv.Itoa(i)})
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got := applyRules(tj, f)
+	runtime.ReadMemStats(&after)
+	if got.rule != "" {
+		t.Errorf("rule %q matched, want none (hostile patterns match nothing)", got.rule)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Errorf("one failure against 16 hostile rules allocated %d MiB, want under 32", grew>>20)
+	}
+
+	// The cause at the end of a long message is found; the 9th distinct tied exit is never tried.
+	f.tied[0].text = long + "\nthe cause"
+	if got := applyRules(tj, f); got.rule != "failurePolicy.rules[16] cause" {
+		t.Errorf("rule = %q, want the 17th: the tail of the first tied exit holds the cause", got.rule)
+	}
+	f.tied[0].text, f.tied[maxTiedMatched].text = long, "the cause"
+	if got := applyRules(tj, f); got.rule != "" {
+		t.Errorf("rule = %q, want none: only %d distinct exits are tried", got.rule, maxTiedMatched)
 	}
 }

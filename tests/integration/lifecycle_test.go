@@ -249,37 +249,64 @@ func conditionTrue(tj *mlv1.TrainingJob, t string) bool {
 	return condition(tj, t).Status == metav1.ConditionTrue
 }
 
-// TestRejectedJobIsReported: when the API server refuses the workers' Job (here: a tensorflow job with no
-// image and no default image for tensorflow configured), the TrainingJob stays Pending with Created=False
-// reason CreateRejected naming the field, and one Warning event, instead of hanging silently.
+// TestRejectedJobIsReported: when the API server refuses the workers' Job (a tensorflow job with no image
+// and no default image for tensorflow configured), or the operator refuses the job's patterns (which the
+// API server no longer compiles), the TrainingJob stays Pending with Created=False reason CreateRejected
+// naming the field, and one Warning event, instead of hanging silently.
 func TestRejectedJobIsReported(t *testing.T) {
-	ctx := context.Background()
-	ns := startStack(t)
-	tj := tjtest.NewTJ(ns, "no-image").GPUs(0).Framework(mlv1.FrameworkTensorFlow).Obj()
-	if err := env.Client.Create(ctx, tj); err != nil {
-		t.Fatal(err)
+	hostile := "^(?:" + strings.Repeat("a", 1000) + "){1000}"
+	cases := []struct {
+		name string
+		tj   *mlv1.TrainingJob
+		want []string
+	}{
+		{name: "no image", tj: tjtest.NewTJ("", "no-image").GPUs(0).Framework(mlv1.FrameworkTensorFlow).Obj(),
+			want: []string{"spec.template.spec.containers[0].image: Required value"}},
+		{name: "patterns", tj: tjtest.NewTJ("", "patterns").GPUs(0).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{
+				{Action: mlv1.RuleFail, OnMessage: hostile}, {Action: mlv1.RuleFail, OnMessage: "NCCL (timeout"}}}
+			tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: "(?P<cost>[0-9]+)"}
+		}).Obj(), want: []string{
+			"spec.failurePolicy.rules[0].onMessage compiles to more than 2048 instructions",
+			"spec.failurePolicy.rules[1].onMessage is not an RE2 regular expression",
+			"spec.monitoring.progressPattern names none of the groups"}},
 	}
-	key := client.ObjectKeyFromObject(tj)
-	eventually(t, "Created=False CreateRejected", func(ctx context.Context) error {
-		got := &mlv1.TrainingJob{}
-		if err := env.Client.Get(ctx, key, got); err != nil {
-			return err
-		}
-		c := condition(got, mlv1.ConditionCreated)
-		if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" ||
-			!strings.Contains(c.Message, "spec.template.spec.containers[0].image: Required value") {
-			return fmt.Errorf("state %q, Created %+v", got.Status.State, c)
-		}
-		return nil
-	})
-	eventually(t, "a Warning event", func(ctx context.Context) error {
-		reasons, err := eventReasons(ctx, tj)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(reasons, "Warning/CreateRejected") {
-			return fmt.Errorf("events %v", reasons)
-		}
-		return nil
-	})
+	ns := startStack(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tj := tc.tj
+			tj.Namespace = ns
+			if err := env.Client.Create(ctx, tj); err != nil {
+				t.Fatal(err)
+			}
+			key := client.ObjectKeyFromObject(tj)
+			eventually(t, "Created=False CreateRejected", func(ctx context.Context) error {
+				got := &mlv1.TrainingJob{}
+				if err := env.Client.Get(ctx, key, got); err != nil {
+					return err
+				}
+				c := condition(got, mlv1.ConditionCreated)
+				if got.Status.State != mlv1.StatePending || c.Reason != "CreateRejected" {
+					return fmt.Errorf("state %q, Created %+v", got.Status.State, c)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(c.Message, w) {
+						return fmt.Errorf("Created's message %q does not say %q", c.Message, w)
+					}
+				}
+				return nil
+			})
+			eventually(t, "a Warning event", func(ctx context.Context) error {
+				reasons, err := eventReasons(ctx, tj)
+				if err != nil {
+					return err
+				}
+				if !slices.Contains(reasons, "Warning/CreateRejected") {
+					return fmt.Errorf("events %v", reasons)
+				}
+				return nil
+			})
+		})
+	}
 }

@@ -294,8 +294,8 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 		{name: "exit codes with in-place restarts", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartOnFailure, RetryableExitCodes: []int32{1}}
 		}, field: "spec.failurePolicy.restartPolicy"},
-		{name: "a failure rule whose pattern is not RE2", tj: func(tj *mlv1.TrainingJob) {
-			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Action: mlv1.RuleFail, OnMessage: "NCCL (timeout"}}}
+		{name: "a failure rule whose pattern is too long", tj: func(tj *mlv1.TrainingJob) {
+			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Action: mlv1.RuleFail, OnMessage: strings.Repeat("a", 1025)}}}
 		}, field: "spec.failurePolicy.rules[0].onMessage"},
 		{name: "a failure rule that matches nothing", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: []mlv1.FailureRule{{Name: "empty", Action: mlv1.RuleRestart}}}

@@ -123,6 +123,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+
+	patterns "github.com/trainingjob-operator/trainingjob-operator/internal/pattern"
 )
 
 // The format names Line returns.
@@ -138,9 +140,6 @@ const (
 const (
 	// MaxLineBytes is the longest line Line reads; the rest of a longer one is ignored.
 	MaxLineBytes = 4096
-	// MaxPatternBytes is the longest pattern New accepts: monitoring.progressPattern's 1,024 characters
-	// (the CRD counts characters) of up to 4 bytes each.
-	MaxPatternBytes = 4096
 )
 
 // Progress is what the lines recognised so far say; nil fields were never seen.
@@ -180,19 +179,16 @@ type kerasEpoch struct {
 
 // New returns a Recognizer; pattern, when not empty, is an RE2 expression with named groups (epoch,
 // epochs, step, steps, loss, accuracy, lr, throughput) tried on every line before the built-in formats.
-// New fails when the pattern is longer than MaxPatternBytes, does not compile, or has none of those
+// New fails when package pattern does not compile the pattern (too long, too large, not RE2), or it has none of those
 // group names.
 func New(pattern string) (*Recognizer, error) {
 	r := &Recognizer{}
 	if pattern == "" {
 		return r, nil
 	}
-	if len(pattern) > MaxPatternBytes {
-		return nil, fmt.Errorf("progress pattern is %d bytes, over the limit of %d", len(pattern), MaxPatternBytes)
-	}
-	re, err := regexp.Compile(pattern)
+	re, err := patterns.Compile(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("progress pattern does not compile: %w", err)
+		return nil, fmt.Errorf("progress pattern %w", err)
 	}
 	named := false
 	for i, name := range re.SubexpNames() {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	patterns "github.com/trainingjob-operator/trainingjob-operator/internal/pattern"
 )
 
 func f(v float64) *float64 { return &v }
@@ -298,9 +300,10 @@ func TestNew(t *testing.T) {
 	}{
 		{name: "none", pattern: ""},
 		{name: "named groups", pattern: `loss=(?P<loss>\S+)`},
-		{name: "does not compile", pattern: `loss=(?P<loss>\S+`, wantErr: "does not compile"},
+		{name: "does not compile", pattern: `loss=(?P<loss>\S+`, wantErr: "is not an RE2 regular expression"},
+		{name: "too large a program", pattern: `(?P<loss>\S+)(?:` + strings.Repeat("x", 1000) + `){100}`, wantErr: "more than 2048 instructions"},
 		{name: "no field name", pattern: `loss=(\S+) (?P<other>\d+)`, wantErr: "no named group"},
-		{name: "too long", pattern: `(?P<loss>\S+)` + strings.Repeat("x", MaxPatternBytes), wantErr: "over the limit of 4096"},
+		{name: "too long", pattern: `(?P<loss>\S+)` + strings.Repeat("x", patterns.MaxBytes), wantErr: "over the limit of 4096"},
 	} {
 		_, err := New(tc.pattern)
 		got := ""
