@@ -246,8 +246,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		recorder: limitedRecorder{mgr.GetEventRecorder("trainingjob-operator")},
 		interval: orDefault(cfg.ProgressInterval, 5*time.Second), timeout: orDefault(cfg.ScrapeTimeout, 2*time.Second),
 		writes: &statusWrites{budget: newWriteBudget(orDefaultQPS(cfg.StatusWriteQPS), clock.RealClock{})}}
-	// One connection per rank 0 and endpoint, kept between reads.
-	w.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * w.interval, DisableCompression: true}}
+	w.http = endpointClient(w.interval)
 	if err := takeOverMovedFields(mgr, cfg.Namespaces); err != nil {
 		return err
 	}

@@ -2,7 +2,7 @@ package controllers
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -221,24 +221,34 @@ func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, end
 	return r.readProgress(ctx, tj, ip, endpointOnly)
 }
 
-// readEndpoint GETs a rank's progress endpoint within the scrape timeout and returns at most maxBody of
-// its answer; an answer other than 200 is an error saying its status.
-func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) ([]byte, error) {
+// readEndpoint GETs a rank's progress endpoint within the scrape timeout and parses at most maxBody of its
+// answer as it reads it; an answer other than 200 is an error saying its code only. The client follows no
+// redirect (endpointClient): a rank 0 cannot make the operator read another address.
+func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) (derive.Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return derive.Sample{}, err
 	}
 	resp, err := r.HTTP.Do(req)
 	if err != nil {
-		return nil, unwrapURLError(err)
+		return derive.Sample{}, unwrapURLError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New(resp.Status)
+		return derive.Sample{}, fmt.Errorf("answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	return derive.ParseSample(io.LimitReader(resp.Body, maxBody))
+}
+
+// endpointClient returns the client the operator reads ranks and orders supervisors with: it follows no
+// redirect (a 3xx is the answer), keeps one connection per rank 0 and endpoint between reads.
+func endpointClient(interval time.Duration) *http.Client {
+	return &http.Client{
+		Transport:     &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // setProgressGauges sets the per-job gauges rank 0's figures feed.

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -49,11 +48,11 @@ func (r *StatusReconciler) readProgress(ctx context.Context, tj *mlv1.TrainingJo
 // readSample reads one endpoint's /metrics.
 func (r *StatusReconciler) readSample(ctx context.Context, ip string, port int32) (derive.Sample, error) {
 	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/metrics"
-	body, err := r.readEndpoint(ctx, url)
+	s, err := r.readEndpoint(ctx, url)
 	if err != nil {
 		return derive.Sample{}, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return derive.ParseSample(bytes.NewReader(body))
+	return s, nil
 }
 
 // lastOutput returns when rank 0 last printed, as its supervisor said at the last read; zero when unknown.

@@ -82,6 +82,7 @@ type TrainingJobStatus struct {
 
 	// progress is the share of epochs done, for example "45%".
 	// +optional
+	// +kubebuilder:validation:MaxLength=8
 	Progress string `json:"progress,omitempty"`
 
 	// currentEpoch is the epoch rank 0 last reported.
@@ -94,6 +95,7 @@ type TrainingJobStatus struct {
 
 	// eta is the estimated time left, for example "12m30s".
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	ETA string `json:"eta,omitempty"`
 
 	// metrics are the training metrics rank 0 last reported.
@@ -221,9 +223,10 @@ type TrainingMetrics struct {
 	// gpuUtilization is the GPU utilisation in percent.
 	// +optional
 	GPUUtilization *float64 `json:"gpuUtilization,omitempty"`
-	// custom holds other metrics rank 0 exposes, formatted as strings.
+	// custom holds other metrics rank 0 exposes, formatted as strings, by their names cut to 64 bytes.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && size(self[k]) <= 32)",message="metrics.custom: names of at most 64 bytes, values of at most 32"
 	Custom map[string]string `json:"custom,omitempty"`
 	// epoch is the epoch rank 0 had reported when these metrics were read (0 when it reports no epochs). A
 	// finished run's currentEpoch may be past it: the run ended between two reads.
@@ -239,9 +242,11 @@ type TrainingMetrics struct {
 type MetricsDisplay struct {
 	// loss to 4 significant digits.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	Loss string `json:"loss,omitempty"`
 	// accuracy in percent, to 0.1.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	Accuracy string `json:"accuracy,omitempty"`
 }
 

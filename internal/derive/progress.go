@@ -2,16 +2,12 @@ package derive
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,70 +78,6 @@ func (s Sample) Reports() bool {
 	return false
 }
 
-// ParseSample returns the sample a body in the Prometheus text format reports, read with the Prometheus
-// parser: the well-known series mapped to their fields, other training series in Custom; a series with
-// several label sets is averaged (for example DCGM's one series per GPU).
-func ParseSample(r io.Reader) (Sample, error) {
-	families, err := parseText(r)
-	if err != nil {
-		return Sample{}, fmt.Errorf("parsing rank 0's metrics: %w", err)
-	}
-	s := Sample{Custom: map[string]float64{}}
-	known := map[string]**float64{
-		SeriesEpoch: &s.Epoch, SeriesEpochsTotal: &s.TotalEpochs, SeriesStep: &s.Step, SeriesStepsTotal: &s.TotalSteps,
-		SeriesLoss: &s.Loss, SeriesAccuracy: &s.Accuracy, SeriesLearningRate: &s.LearningRate,
-		SeriesThroughput: &s.Throughput, SeriesGPUUtil: &s.GPUUtilization, SeriesCheckpointSeconds: &s.CheckpointSeconds,
-		SeriesProgressRatio: &s.Ratio, SeriesOutputIdle: &s.OutputIdle,
-	}
-	for name, f := range families {
-		v, ok := familyValue(f)
-		if !ok {
-			continue
-		}
-		switch field, isKnown := known[name]; {
-		case isKnown:
-			*field = &v
-		case name == SeriesDCGMGPUUtil:
-			if s.GPUUtilization == nil {
-				s.GPUUtilization = &v
-			}
-		case !runtimeSeries(name):
-			s.Custom[name] = v
-		}
-	}
-	s.Format = outputFormat(families[SeriesOutputFormat])
-	if u, ok := families[SeriesGPUUtil]; ok {
-		if v, ok := familyValue(u); ok {
-			s.GPUUtilization = &v // rank 0's own figure wins over DCGM's
-		}
-	}
-	return s, nil
-}
-
-// parseText returns the metric families the Prometheus text parser reads, which panics on some malformed
-// input (found by FuzzParseSample: a body of "{}"); a rank 0 serving that is an error, not a crash.
-func parseText(r io.Reader) (families map[string]*dto.MetricFamily, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			families, err = nil, fmt.Errorf("malformed text format (the parser failed: %v)", p)
-		}
-	}()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(r)
-}
-
-// outputFormat returns the format label of the supervisor's trainingjob_output_format series, "" without one.
-func outputFormat(f *dto.MetricFamily) string {
-	for _, m := range f.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "format" && len(l.GetValue()) <= 32 {
-				return l.GetValue()
-			}
-		}
-	}
-	return ""
-}
-
 // runtimeSeries reports whether name is one of the series client libraries add on their own (Go and
 // Python runtime, process, promhttp, other DCGM fields) or the supervisor's own (trainingjob_); they are
 // not training metrics.
@@ -156,32 +88,6 @@ func runtimeSeries(name string) bool {
 		}
 	}
 	return false
-}
-
-// familyValue returns the mean of a gauge, counter or untyped family's finite values; false when it has none.
-func familyValue(f *dto.MetricFamily) (float64, bool) {
-	sum, n := 0.0, 0
-	for _, m := range f.GetMetric() {
-		var v float64
-		switch {
-		case m.Gauge != nil:
-			v = m.Gauge.GetValue()
-		case m.Counter != nil:
-			v = m.Counter.GetValue()
-		case m.Untyped != nil:
-			v = m.Untyped.GetValue()
-		default:
-			continue
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			continue
-		}
-		sum, n = sum+v, n+1
-	}
-	if n == 0 {
-		return 0, false
-	}
-	return sum / float64(n), true
 }
 
 // Fraction returns how much of the run is done, 0 to 1: rank 0's own ratio, else epochs over planned
@@ -405,7 +311,11 @@ func display(loss, accuracy *float64) *mlv1.MetricsDisplay {
 		if pct <= 1 {
 			pct *= 100
 		}
-		d.Accuracy = strconv.FormatFloat(pct, 'f', 1, 64) + "%"
+		if math.Abs(pct) < 1e9 {
+			d.Accuracy = strconv.FormatFloat(pct, 'f', 1, 64) + "%"
+		} else {
+			d.Accuracy = strconv.FormatFloat(pct, 'g', 4, 64) + "%" // within the CRD's 32 characters
+		}
 	}
 	return d
 }
