@@ -432,11 +432,12 @@ func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, curr
 	return out, nil
 }
 
-// ofJob says whether job (nil: none yet) made p; pods made by hand (tests, a played kubelet) carry no Job's
-// UID and count as its.
+// ofJob says whether job (nil: none yet) made p: a pod with a Job's controller-uid label must also have
+// that Job as its controller (madeBy), a label being anybody's; pods made by hand (tests, a played kubelet)
+// carry no Job's UID and count as its.
 func ofJob(job *batchv1.Job, p *corev1.Pod) bool {
-	uid, made := p.Labels[names.ControllerUIDLabel]
-	return !made || job != nil && uid == string(job.UID)
+	_, made := p.Labels[names.ControllerUIDLabel]
+	return !made || madeBy(job, p)
 }
 
 // finished reports whether the run is Completed or Failed.

@@ -74,6 +74,9 @@ type JobReconciler struct {
 	// notHeld remembers the pods whose supervisor said it held nothing, by job and pod, with the
 	// readiness they had (mayBeHeld): asked again only once it changes.
 	notHeld podMemo
+	// silent remembers the pods whose supervisor left asks unanswered: how many in a row, and when the
+	// last was (a pod whose endpoint stalls is asked less and less often).
+	silent podMemo
 	// ordered remembers the pods ordered into an attempt (a reconcile on a cache that has not shown their
 	// label yet does not order a supervisor that is exiting to restart them).
 	ordered podMemo
@@ -141,6 +144,7 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 		r.detailsSince.Delete(key)
 		r.schedulableRead.Delete(key)
 		r.notHeld.forget(key)
+		r.silent.forget(key)
 		r.ordered.forget(key)
 		r.labelled.forget(key)
 		r.exits.forget(key)

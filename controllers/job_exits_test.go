@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -130,6 +131,7 @@ func TestNotOf(t *testing.T) {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}}}
 		if uid != "" {
 			p.Labels[names.ControllerUIDLabel] = uid
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", UID: types.UID(uid), Controller: ptr.To(true)}}
 		}
 		return p
 	}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,15 +71,20 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
 		return nil
 	}
-	token := builders.ControlToken(tj, r.Options)
-	behind := make([]bool, len(obs.Pods))
-	parallel(len(obs.Pods), stopWorkers, func(i int) {
-		p := &obs.Pods[i]
-		key, ok := r.toAsk(tj, obs.Job, p)
-		if !ok {
-			return
+	token, now := builders.ControlToken(tj, r.Options), r.Clock.Now()
+	var ask []int
+	for i := range obs.Pods {
+		if _, ok := r.toAsk(tj, obs.Job, &obs.Pods[i], now); ok && len(ask) < stopWorkers {
+			ask = append(ask, i) // one round of stopWorkers calls at most: a reconcile holds a worker one timeout
 		}
+	}
+	behind := make([]bool, len(obs.Pods))
+	parallel(len(ask), stopWorkers, func(j int) {
+		i := ask[j]
+		p := &obs.Pods[i]
+		key, _ := r.heldKey(p)
 		e, err := r.Control.Exit(ctx, podAddr(p, builders.SupervisorPort), token)
+		r.answered(tj, p, err == nil, now)
 		switch {
 		case err != nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("reading a held exit", "pod", klog.KObj(p), "error", err.Error())
@@ -93,32 +99,85 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 	return r.orderBehind(ctx, tj, obs.Pods, behind)
 }
 
-// exitsAwaited says how soon the supervisors of obs's pods that may hold a failed trainer or wait for their
-// order are to be asked again, their pods' states may not change to trigger a reconcile: a second when one
-// has not answered (it was not listening, or did not answer), the next askAgain window when one answered
-// that it held nothing but its pod stays unready.
+// exitsAwaited says when supervisors are to be asked again: soon (exitRecheck) while one is to be asked
+// (not answered yet), when a silent one's wait ends, and while one that answered it held nothing keeps its
+// pod unready, at the end of that answer's window (askAgain: a trainer that failed since is held with the
+// pod's readiness unchanged, which no watch event tells).
 func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (time.Duration, bool) {
 	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
 		return 0, false
 	}
-	answered := false
+	answered, wait := false, time.Duration(0)
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if _, ask := r.toAsk(tj, obs.Job, p); ask {
+		if _, ask := r.toAsk(tj, obs.Job, p, now); ask {
 			return exitRecheck, true
 		}
+		if d := r.silentFor(tj, p, now); d > 0 && madeBy(obs.Job, p) {
+			wait = min(d, cmp.Or(wait, d))
+		}
 		_, held := mayBeHeld(p)
-		answered = answered || held && p.Labels[names.ControllerUIDLabel] == string(obs.Job.UID)
+		answered = answered || held && madeBy(obs.Job, p)
 	}
-	return askAgain - time.Duration(now.UnixNano()%int64(askAgain)), answered
+	again := askAgain - time.Duration(now.UnixNano()%int64(askAgain))
+	if wait > 0 && (!answered || wait < again) {
+		return wait, true
+	}
+	return again, answered
 }
 
 // toAsk says whether the supervisor of p, a pod of job, is to be asked how its trainer ended, and the key of
-// its readiness (mayBeHeld): it may be held and has not answered for this readiness. Only the Job's own pods
-// get the token.
-func (r *JobReconciler) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod) (string, bool) {
+// its readiness (mayBeHeld): it may be held, has not answered for this readiness, and is not waited for
+// after asks it left unanswered (silentFor). Only pods the Job made get the token (madeBy).
+func (r *JobReconciler) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod, now time.Time) (string, bool) {
 	key, ok := r.heldKey(p)
-	return key, ok && p.Labels[names.ControllerUIDLabel] == string(job.UID) && !r.notHeld.seen(tj, p.UID, key)
+	return key, ok && madeBy(job, p) && !r.notHeld.seen(tj, p.UID, key) && r.silentFor(tj, p, now) == 0
+}
+
+// madeBy says whether job made p: its controller is job (owner reference), and its label says so. A label
+// alone is anybody's: pods a tenant makes by hand with a job's controller-uid label are never asked,
+// ordered or given the token.
+func madeBy(job *batchv1.Job, p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return job != nil && ref != nil && ref.UID == job.UID && ref.Kind == "Job" && p.Labels[names.ControllerUIDLabel] == string(job.UID)
+}
+
+// maxSilentWait is the longest a supervisor that leaves asks unanswered waits to be asked again: from
+// exitRecheck, doubled with each ask in a row it left unanswered. Its trainer's hold ends on its own (the
+// supervisor then exits and the pod fails), so waiting loses no failure; it keeps a stalled endpoint from
+// holding the JobController's workers.
+const maxSilentWait = 32 * time.Second
+
+// answered remembers whether p's supervisor answered an ask made at now (silent: how many in a row it did
+// not, and when the last was).
+func (r *JobReconciler) answered(tj *mlv1.TrainingJob, p *corev1.Pod, ok bool, now time.Time) {
+	if ok {
+		r.silent.remember(tj, p.UID, "")
+		return
+	}
+	misses, _ := silence(r.silent.get(tj, p.UID))
+	r.silent.remember(tj, p.UID, strconv.Itoa(misses+1)+" "+strconv.FormatInt(now.UnixNano(), 10))
+}
+
+// silentFor returns how long p's supervisor is not asked (0: it may be).
+func (r *JobReconciler) silentFor(tj *mlv1.TrainingJob, p *corev1.Pod, now time.Time) time.Duration {
+	misses, last := silence(r.silent.get(tj, p.UID))
+	if misses == 0 {
+		return 0
+	}
+	wait := min(exitRecheck<<min(misses-1, 6), maxSilentWait)
+	return max(0, last.Add(wait).Sub(now))
+}
+
+// silence reads a silent entry: the asks left unanswered in a row and when the last was.
+func silence(v string) (int, time.Time) {
+	n, at, ok := strings.Cut(v, " ")
+	misses, err1 := strconv.Atoi(n)
+	ns, err2 := strconv.ParseInt(at, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, time.Time{}
+	}
+	return misses, time.Unix(0, ns)
 }
 
 // heldKey is mayBeHeld's key, good for askAgain: a pod unready from its start (its first probe not passed
@@ -223,7 +282,8 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), ofJob); err != nil {
 		return false, fmt.Errorf("listing pods of %s: %w", klog.KObj(job), err)
 	}
-	restart, left, why := inPlacePlan(tj, job, pods.Items)
+	mine := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !madeBy(job, &p) }) // not a label alone
+	restart, left, why := inPlacePlan(tj, job, mine)
 	if why != "" {
 		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
 			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +84,8 @@ func heldPod(rank, ip string, ready bool) *corev1.Pod {
 		cond = corev1.ConditionTrue
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-" + rank, UID: types.UID("uid-" + rank),
-		Labels: map[string]string{names.NameLabel: "a", names.AttemptLabel: "0", names.RankLabel: rank, names.ControllerUIDLabel: "job-uid"}}}
+		Labels:          map[string]string{names.NameLabel: "a", names.AttemptLabel: "0", names.RankLabel: rank, names.ControllerUIDLabel: "job-uid"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "a-worker", UID: "job-uid", Controller: ptr.To(true)}}}}
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.NewTime(t0.Time)}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Ready: ready,
@@ -112,8 +115,11 @@ func TestHeldExits(t *testing.T) {
 	stranger := heldPod("9", "10.6.6.6", false) // made by no Job: never given the token
 	delete(stranger.Labels, names.ControllerUIDLabel)
 	sup.held["10.6.6.6"] = controlapi.Exit{Held: true, ExitCode: 1, Message: "forged"}
+	forged := heldPod("8", "10.6.6.8", false) // made by hand with the Job's label, no owner reference
+	forged.OwnerReferences = nil
+	sup.held["10.6.6.8"] = controlapi.Exit{Held: true, ExitCode: 1, Message: "forged"}
 	obs := derive.Observed{Job: job, Pods: []corev1.Pod{*heldPod("0", "10.0.0.1", true), *heldPod("1", "10.0.0.2", false),
-		*heldPod("2", "10.0.0.3", false), *heldPod("3", "10.0.0.4", false), *stranger}}
+		*heldPod("2", "10.0.0.3", false), *heldPod("3", "10.0.0.4", false), *stranger, *forged}}
 	for range 2 {
 		o := obs
 		o.Pods = append([]corev1.Pod(nil), obs.Pods...)
@@ -132,7 +138,7 @@ func TestHeldExits(t *testing.T) {
 			}
 		}
 		want := map[string]string{"a-worker-0": "Running", "a-worker-1": "Failed Error Killed 2026-01-01T00:00:05Z",
-			"a-worker-2": "Running", "a-worker-3": "Running", "a-worker-9": "Running"}
+			"a-worker-2": "Running", "a-worker-3": "Running", "a-worker-9": "Running", "a-worker-8": "Running"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("pods (-want +got):\n%s", diff)
 		}
@@ -155,6 +161,88 @@ func TestHeldExits(t *testing.T) {
 	}
 	if err := r.heldExits(context.Background(), tj, &o); err != nil || o.Pods[0].Status.Phase != corev1.PodFailed {
 		t.Errorf("rank 2 after askAgain: %s, %v; want Failed (held)", o.Pods[0].Status.Phase, err)
+	}
+}
+
+// TestSilentSupervisorsHoldNoWorker: a job whose pods' supervisors accept and never answer (hand-made
+// pods, or a stalled endpoint) holds a JobController worker for one timeout per reconcile at most, however
+// many pods it has, and each silent pod is asked less and less often (before: every reconcile, requeued
+// after 1 s, held a worker ceil(pods/16) x 2 s; ten such jobs took all ten workers).
+func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // accepts, reads nothing, answers nothing
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+	tj := tjtest.NewTJ("ml", "a").Obj()
+	tj.Spec.NumWorkers = 64
+	clk := clocktesting.NewFakePassiveClock(t0.Time)
+	timeout := 200 * time.Millisecond
+	r := &JobReconciler{Options: opts, Clock: clk, Control: &controlapi.Client{Timeout: timeout, HTTP: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, l.Addr().String())
+		}}}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "job-uid", Annotations: map[string]string{names.InPlaceAnnotation: "true"}}}
+	var pods []corev1.Pod
+	for i := range 64 {
+		pods = append(pods, *heldPod(strconv.Itoa(i), fmt.Sprintf("10.1.0.%d", i), false))
+		pods[i].UID = types.UID(fmt.Sprintf("uid-%d", i))
+	}
+	asked := func() int {
+		o := derive.Observed{Job: job, Pods: append([]corev1.Pod(nil), pods...)}
+		start := time.Now()
+		if err := r.heldExits(context.Background(), tj, &o); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 4*timeout {
+			t.Errorf("one reconcile's asks took %v, want one timeout (%v) at most, with room", took, timeout)
+		}
+		n := 0
+		for i := range pods {
+			if r.silent.get(tj, pods[i].UID) != "" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := asked(); n != stopWorkers {
+		t.Errorf("the first reconcile asked %d pods, want %d (one round)", n, stopWorkers)
+	}
+	for range 3 {
+		asked()
+	}
+	if n := asked(); n != 64 {
+		t.Errorf("after 5 reconciles %d of 64 pods were asked, want all", n)
+	}
+	// Each was asked once and left it unanswered: none is asked again before exitRecheck.
+	if d, ok := r.exitsAwaited(tj, derive.Observed{Job: job, Pods: pods}, clk.Now()); !ok || d <= 0 || d > exitRecheck {
+		t.Errorf("asked again in %v (%t), want within %v", d, ok, exitRecheck)
+	}
+	for _, p := range pods {
+		if _, ok := r.toAsk(tj, job, &p, clk.Now()); ok {
+			t.Fatalf("pod %s asked again at once", p.Name)
+		}
+	}
+	// Unanswered again and again, a pod waits up to maxSilentWait.
+	for range 10 {
+		r.answered(tj, &pods[0], false, clk.Now())
+	}
+	if d := r.silentFor(tj, &pods[0], clk.Now()); d != maxSilentWait {
+		t.Errorf("after 10 silent asks the pod waits %v, want %v", d, maxSilentWait)
+	}
+	r.answered(tj, &pods[0], true, clk.Now())
+	if d := r.silentFor(tj, &pods[0], clk.Now()); d != 0 {
+		t.Errorf("after an answer the pod waits %v, want 0", d)
 	}
 }
 
