@@ -83,7 +83,7 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 		i := ask[j]
 		p := &obs.Pods[i]
 		key, _ := r.heldKey(p)
-		e, err := r.Control.Exit(ctx, podAddr(p, builders.SupervisorPort), token)
+		e, err := r.Control.Exit(ctx, podAddr(p, builders.SupervisorPort), controlapi.ExitToken(token, tokenPodUID(p)))
 		r.answered(tj, p, err == nil, now)
 		switch {
 		case err != nil:
@@ -140,6 +140,17 @@ func (r *JobReconciler) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.
 func madeBy(job *batchv1.Job, p *corev1.Pod) bool {
 	ref := metav1.GetControllerOf(p)
 	return job != nil && ref != nil && ref.UID == job.UID && ref.Kind == "Job" && p.Labels[names.ControllerUIDLabel] == string(job.UID)
+}
+
+// tokenPodUID returns the UID the supervisor of p derives its tokens for: the pod's, when its trainer has
+// controlapi.PodUIDEnv; "" (the job's token itself) for a pod an older operator made.
+func tokenPodUID(p *corev1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		if c.Name == names.ContainerName && slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == controlapi.PodUIDEnv }) {
+			return string(p.UID)
+		}
+	}
+	return ""
 }
 
 // maxSilentWait is the longest a supervisor that leaves asks unanswered waits to be asked again: from
@@ -212,7 +223,7 @@ func (r *JobReconciler) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, p
 			continue
 		}
 		p := &pods[i]
-		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), token, o); err != nil {
+		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o.Attempt), o); err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("ordering a replaced worker", "pod", klog.KObj(p), "error", err.Error())
 			continue // asked again (exitsAwaited)
 		}
@@ -453,7 +464,7 @@ func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []
 		if r.ordered.seen(tj, p.UID, strconv.Itoa(int(o.Attempt))) {
 			return // ordered by an earlier reconcile, whose label the cache has not shown yet
 		}
-		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), token, o); err != nil {
+		if err := r.Control.Restart(ctx, podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o.Attempt), o); err != nil {
 			mu.Lock()
 			failed = fmt.Sprintf("pod %s: %v", p.Name, err)
 			mu.Unlock()

@@ -416,3 +416,61 @@ func TestBadOrders(t *testing.T) {
 		t.Error("a refused order ended the hold")
 	}
 }
+
+// TestTokensBoundToPodAndAttempt: a supervisor that knows its pod's UID takes only the tokens derived for
+// it: /exit the pod's, /restart the pod's for the order's attempt. A token seen on the wire (plain HTTP)
+// opens no other pod and orders no other attempt; the job's token itself is refused; an order more than
+// controlapi.MaxAttemptLead past the pod's attempt is refused even with its token (before, anyone holding
+// the job's token could order attempt 2^31-1, after which the operator's orders changed nothing).
+func TestTokensBoundToPodAndAttempt(t *testing.T) {
+	c := startControlled(t, `exit 3`, "", 60, controlapi.PodUIDEnv+"=pod-a")
+	ctx := context.Background()
+	until(t, "the program is held", func() bool {
+		e, err := client().Exit(ctx, c.addr, controlapi.ExitToken(c.token, "pod-a"))
+		return err == nil && e.Held
+	})
+	for name, token := range map[string]string{"the job's token": c.token, "another pod's": controlapi.ExitToken(c.token, "pod-b"),
+		"an order's token": controlapi.OrderToken(c.token, "pod-a", 2)} {
+		if _, err := client().Exit(ctx, c.addr, token); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("GET /exit with %s: %v, want 401", name, err)
+		}
+	}
+	restart := func(token string, attempt int32) int {
+		body := `{"attempt":` + strconv.Itoa(int(attempt)) + `,"graceSeconds":1}`
+		req, _ := http.NewRequest(http.MethodPost, "http://"+c.addr+controlapi.RestartPath, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name    string
+		token   string
+		attempt int32
+		want    int
+	}{
+		{name: "the job's token", token: c.token, attempt: 2, want: http.StatusUnauthorized},
+		{name: "another attempt's token (a replay)", token: controlapi.OrderToken(c.token, "pod-a", 3), attempt: 2, want: http.StatusUnauthorized},
+		{name: "another pod's", token: controlapi.OrderToken(c.token, "pod-b", 2), attempt: 2, want: http.StatusUnauthorized},
+		{name: "the exit token", token: controlapi.ExitToken(c.token, "pod-a"), attempt: 2, want: http.StatusUnauthorized},
+		{name: "too far ahead", token: controlapi.OrderToken(c.token, "pod-a", 1<<31-1), attempt: 1<<31 - 1, want: http.StatusBadRequest},
+		{name: "just past the lead", token: controlapi.OrderToken(c.token, "pod-a", 2+controlapi.MaxAttemptLead), attempt: 2 + controlapi.MaxAttemptLead,
+			want: http.StatusBadRequest},
+	} {
+		if got := restart(tc.token, tc.attempt); got != tc.want {
+			t.Errorf("POST /restart with %s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if e, err := client().Exit(ctx, c.addr, controlapi.ExitToken(c.token, "pod-a")); err != nil || !e.Held {
+		t.Fatalf("a refused order ended the hold: %+v, %v", e, err)
+	}
+	if got := restart(controlapi.OrderToken(c.token, "pod-a", 2), 2); got != http.StatusAccepted {
+		t.Errorf("the operator's order: %d, want 202", got)
+	}
+	if code := c.code(t); code != controlapi.RestartCode {
+		t.Errorf("exit code %d, want the restart code %d", code, controlapi.RestartCode)
+	}
+}

@@ -21,7 +21,10 @@ import (
 // token, the code to exit with on an order to restart, the attempt the pod was created in and a
 // directory that outlives the containers. A zero Token takes no orders.
 type Control struct {
-	Token       string
+	Token string
+	// PodUID is the pod's UID: the tokens taken are derived for it (controlapi.ExitToken, OrderToken); ""
+	// takes Token itself.
+	PodUID      string
 	RestartCode int
 	Attempt     int32
 	// Current is the job's attempt when the container was created (0: unknown). A pod behind it (created
@@ -199,7 +202,7 @@ func (c *controller) ready() (bool, string) {
 }
 
 func (c *controller) serveExit(w http.ResponseWriter, r *http.Request) {
-	if !agentapi.Authorized(r, c.cfg.Token) {
+	if !agentapi.Authorized(r, controlapi.ExitToken(c.cfg.Token, c.cfg.PodUID)) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
@@ -214,7 +217,7 @@ func (c *controller) serveExit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
-	if !agentapi.Authorized(r, c.cfg.Token) {
+	if r.Header.Get("Authorization") == "" {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
@@ -224,6 +227,14 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 	if err := dec.Decode(&o); err != nil || dec.More() || o.Attempt < 0 || o.GraceSeconds < 0 || o.GraceSeconds > maxGrace ||
 		len(o.ResumeFrom) > 4096 {
 		http.Error(w, "bad order", http.StatusBadRequest)
+		return
+	}
+	if !agentapi.Authorized(r, controlapi.OrderToken(c.cfg.Token, c.cfg.PodUID, o.Attempt)) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if c.tooFar(o.Attempt) {
+		http.Error(w, "the order's attempt is too far ahead", http.StatusBadRequest)
 		return
 	}
 	act, err := c.obey(o)
@@ -238,6 +249,15 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 		f.Flush()
 	}
 	act()
+}
+
+// tooFar says whether an order's attempt is more than controlapi.MaxAttemptLead past the one the pod runs
+// in and the job's when its container was created: an order the operator did not give (it orders the next
+// attempt), after which its real orders would change nothing.
+func (c *controller) tooFar(attempt int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(attempt) > int64(max(c.attempt, c.cfg.Current))+controlapi.MaxAttemptLead
 }
 
 // maxGrace bounds an order's grace period (a pod's terminationGracePeriodSeconds fits an int32 too).
@@ -452,7 +472,7 @@ func ControlFromEnv() Control {
 	code, _ := strconv.Atoi(os.Getenv(controlapi.RestartCodeEnv))
 	attempt, current := envInt32(controlapi.AttemptEnv), envInt32(controlapi.CurrentAttemptEnv)
 	hold, _ := strconv.Atoi(os.Getenv(controlapi.HoldEnv))
-	return Control{Token: os.Getenv(controlapi.TokenEnv), RestartCode: code, Attempt: attempt, Current: current,
+	return Control{Token: os.Getenv(controlapi.TokenEnv), PodUID: os.Getenv(controlapi.PodUIDEnv), RestartCode: code, Attempt: attempt, Current: current,
 		StateDir: os.Getenv(controlapi.StateDirEnv), Hold: time.Duration(hold) * time.Second}
 }
 

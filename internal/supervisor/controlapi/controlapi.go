@@ -7,18 +7,23 @@
 //	GET  /exit     how the program's last run ended while the supervisor holds it (Exit)
 //	POST /restart  an Order: stop the program and exit with the restart code
 //
-// Both need "Authorization: Bearer <token>", the job's control token (TokenEnv): only the operator, which
-// derives it from a key only it holds, and the job's own pods know it. A supervisor given no token serves
-// neither.
+// Both need "Authorization: Bearer <token>", a token derived from the job's control token (TokenEnv), which
+// only the operator (from a key only it holds) and the job's own pods know: for GET /exit ExitToken, bound
+// to the pod; for POST /restart OrderToken, bound to the pod and the order's attempt. One seen on the wire
+// opens no other pod and orders no other attempt. A supervisor given no token serves neither.
 package controlapi
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -43,6 +48,9 @@ const (
 	// StateDirEnv is a directory that outlives the containers (an emptyDir of the pod) where the
 	// supervisor keeps the attempt its last order named.
 	StateDirEnv = "TRAININGJOB_STATE_DIR"
+	// PodUIDEnv is the pod's UID (the downward API's metadata.uid): the supervisor takes only the tokens
+	// of its pod.
+	PodUIDEnv = "TRAININGJOB_POD_UID"
 	// HoldEnv is how many seconds a failed program is held for an order (the supervisor's default when
 	// unset).
 	HoldEnv = "TRAININGJOB_HOLD_SECONDS"
@@ -51,6 +59,30 @@ const (
 // RestartCode is the exit code a supervisor exits with on an order to restart: none of the codes a shell, a
 // signal or Python gives (126-128, 128+n up to 159, 1, 2).
 const RestartCode = 215
+
+// MaxAttemptLead bounds how far past the attempt a supervisor runs in (or the job's, when its container
+// was created) an order may name: the operator orders the next attempt.
+const MaxAttemptLead = 64
+
+// ExitToken returns the token GET /exit of the pod podUID takes: hex(HMAC-SHA256(token, "exit" NUL
+// podUID)); token itself when podUID is "" (a pod made without PodUIDEnv).
+func ExitToken(token, podUID string) string {
+	return derived(token, "exit\x00"+podUID, podUID)
+}
+
+// OrderToken returns the token POST /restart of the pod podUID takes for an order into attempt.
+func OrderToken(token, podUID string, attempt int32) string {
+	return derived(token, "restart\x00"+podUID+"\x00"+strconv.Itoa(int(attempt)), podUID)
+}
+
+func derived(token, msg, podUID string) string {
+	if podUID == "" || token == "" {
+		return token
+	}
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
+}
 
 // MaxBody bounds what either side reads of a request or an answer.
 const MaxBody = 16 << 10
