@@ -122,7 +122,7 @@ func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Du
 		if !on {
 			return Hang{Since: since}
 		}
-		return startupHang(tj, st, since, timeout, "")
+		return withheld(startupHang(tj, st, since, timeout, ""), st, now)
 	}
 	timeout, on := StallTimeout(tj, slowest)
 	if !on {
@@ -131,7 +131,28 @@ func DetectHang(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, slowest time.Du
 	h := Hang{Timeout: timeout, Since: since, Reason: ReasonProgressStalled, Hung: since >= timeout}
 	h.Message = fmt.Sprintf("no progress for %s since epoch %d%s (last advanced at %s; stall timeout %s)", round(since), st.CurrentEpoch,
 		stepSuffix(st.CurrentStep), st.LastProgressTime.UTC().Format(time.RFC3339), round(timeout))
+	return withheld(h, st, now)
+}
+
+// withheld holds back a verdict while rank 0's reads fail: a failed read is no evidence of a hang (anyone
+// who reaches the pod might make reads fail), so the verdict waits until reads have failed for the
+// timeout too, and then says so.
+func withheld(h Hang, st mlv1.TrainingJobStatus, now time.Time) Hang {
+	if failing, ok := readsFailingFor(st, now); ok {
+		h.Hung = h.Hung && failing >= h.Timeout
+		h.Message += fmt.Sprintf("; rank 0 could not be read for the last %s", round(failing))
+	}
 	return h
+}
+
+// readsFailingFor returns how long rank 0's reads have failed (ProgressReported False, ScrapeFailed);
+// false when the last read succeeded.
+func readsFailingFor(st mlv1.TrainingJobStatus, now time.Time) (time.Duration, bool) {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.ConditionProgressReported)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonScrapeFailed {
+		return 0, false
+	}
+	return now.Sub(c.LastTransitionTime.Time), true
 }
 
 // startupHang returns the verdict of the startup timeout on an attempt whose rank 0 has not advanced.

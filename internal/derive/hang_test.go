@@ -119,6 +119,27 @@ func TestDetectHang(t *testing.T) {
 				Message: "no progress for 2m0s since epoch 2 (last advanced at 2026-01-01T00:01:00Z; stall timeout 1m0s)"},
 		},
 		{
+			// Anyone who reaches the pod might make reads fail: no verdict on a failed read alone.
+			name:    "stood still, reads failing for less than the timeout",
+			tj:      def,
+			st:      readsFailing(runningSinceT0(at(time.Minute), 7, 1200), 5*time.Minute),
+			slowest: time.Minute,
+			now:     13 * time.Minute,
+			want: Hang{Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 12 * time.Minute,
+				Message: "no progress for 12m0s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s); " +
+					"rank 0 could not be read for the last 8m0s"},
+		},
+		{
+			name:    "stood still, reads failing for the timeout too",
+			tj:      def,
+			st:      readsFailing(runningSinceT0(at(time.Minute), 7, 1200), 2*time.Minute),
+			slowest: time.Minute,
+			now:     13 * time.Minute,
+			want: Hang{Hung: true, Reason: ReasonProgressStalled, Timeout: 10 * time.Minute, Since: 12 * time.Minute,
+				Message: "no progress for 12m0s since epoch 7 step 1200 (last advanced at 2026-01-01T00:01:00Z; stall timeout 10m0s); " +
+					"rank 0 could not be read for the last 11m0s"},
+		},
+		{
 			name:    "stall check off",
 			tj:      policy(nil, ptr.To[int32](0)),
 			st:      runningSinceT0(at(time.Minute), 2, 0),
@@ -135,6 +156,12 @@ func TestDetectHang(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readsFailing returns st with ProgressReported False (ScrapeFailed) since t0+from.
+func readsFailing(st mlv1.TrainingJobStatus, from time.Duration) mlv1.TrainingJobStatus {
+	set(&st, mlv1.ConditionProgressReported, false, ReasonScrapeFailed, "connection reset", metav1.NewTime(t0.Add(from)))
+	return st
 }
 
 // noSource returns a running status whose rank 0 has no progress source (nothing ever reported).
