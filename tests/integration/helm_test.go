@@ -260,6 +260,19 @@ func TestHelmMetricsValues(t *testing.T) {
 		},
 		flags: metricsFlags{InsecureHTTP: false, CertDir: true, CertMount: true},
 	}, {
+		name: "the workers' NetworkPolicy",
+		set:  "workerNetworkPolicy.enabled=true,workerNetworkPolicy.namespaces[0]=team-a",
+		want: map[string]any{
+			"NetworkPolicy/ml-trainingjob-operator-workers:metadata.namespace": "team-a",
+			"NetworkPolicy/ml-trainingjob-operator-workers:spec.podSelector": map[string]any{"matchExpressions": []any{
+				map[string]any{"key": "ml.example.com/trainingjob-name", "operator": "Exists"}}},
+			"NetworkPolicy/ml-trainingjob-operator-workers:spec.ingress": []any{map[string]any{"from": []any{
+				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "ml-system"}},
+					"podSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "trainingjob-operator"}}},
+				map[string]any{"podSelector": map[string]any{"matchExpressions": []any{
+					map[string]any{"key": "ml.example.com/trainingjob-name", "operator": "Exists"}}}}}}},
+		},
+	}, {
 		name: "plain HTTP",
 		set:  "metrics.insecureHTTP=true",
 		want: map[string]any{

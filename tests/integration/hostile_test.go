@@ -31,6 +31,9 @@ func TestHostileRulesCostNoMorePerStatusWrite(t *testing.T) {
 	hostile := tjtest.NewTJ(ns, "hostile").GPUs(0).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: rules}
 	}).Obj()
+	if err := env.Client.Create(ctx, tjtest.NewTJ(ns, "warm-up").GPUs(0).Obj()); err != nil { // the API server's first create of the kind is slow
+		t.Fatal(err)
+	}
 	created := map[string]time.Duration{}
 	for _, tj := range []*mlv1.TrainingJob{plain, hostile} {
 		start := time.Now()
@@ -57,7 +60,7 @@ func TestHostileRulesCostNoMorePerStatusWrite(t *testing.T) {
 	if h > 4*p+50*time.Millisecond {
 		t.Errorf("a status write of the job with hostile rules took %v, a plain job's %v: the API server runs the tenant's patterns", h, p)
 	}
-	if c := created["hostile"]; c > 4*created["plain"]+200*time.Millisecond {
+	if c := created["hostile"]; c > 4*created["plain"]+50*time.Millisecond {
 		t.Errorf("creating the job with hostile rules took %v, a plain job %v", c, created["plain"])
 	}
 }
