@@ -115,18 +115,41 @@ func defaultTrainingJob(obj any) (any, error) {
 }
 
 // slimPod keeps of a worker's pod what the controllers read: its name, times (its deletion's grace period
-// too), finalizers and the labels the operator reads (operatorLabels), its node and status. The pod's spec
-// (containers, env, volumes: most of its size), its annotations, owner and other labels are never read,
+// too), finalizers, its controller's owner reference (a Job's pod is the one it controls, not one with its
+// label), the labels the operator reads (operatorLabels), its node and status. The pod's spec
+// (containers, env, volumes: most of its size), its annotations, other owners and labels are never read,
 // and pods are never updated from the cache (only deleted, and their Job tracking finalizer removed with
 // a JSON patch).
 func slimPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
+		var owners []metav1.OwnerReference
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			owners = []metav1.OwnerReference{*ref}
+		}
 		p.ObjectMeta = metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds, Finalizers: p.Finalizers, Labels: operatorLabels(p.Labels)}
-		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, InitContainers: agentTokenOnly(p.Spec.InitContainers)}
+			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds, Finalizers: p.Finalizers, Labels: operatorLabels(p.Labels),
+			OwnerReferences: owners}
+		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, InitContainers: agentTokenOnly(p.Spec.InitContainers),
+			Containers: podUIDOnly(p.Spec.Containers)}
 	}
 	return obj, nil
+}
+
+// podUIDOnly keeps of a pod's containers the trainer's controlapi.PodUIDEnv, which says that its
+// supervisor takes the tokens of its pod (tokenPodUID); nothing else.
+func podUIDOnly(cs []corev1.Container) []corev1.Container {
+	for _, c := range cs {
+		if c.Name != names.ContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == controlapi.PodUIDEnv {
+				return []corev1.Container{{Name: c.Name, Env: []corev1.EnvVar{{Name: e.Name}}}}
+			}
+		}
+	}
+	return nil
 }
 
 // operatorLabels returns of a pod's labels those the controllers select and read it by (the job, the
