@@ -76,7 +76,8 @@ func restartInPlace(tj *mlv1.TrainingJob, opts Options, c *corev1.Container) {
 	c.Env = append(c.Env, value(controlapi.TokenEnv, ControlToken(tj, opts)),
 		value(controlapi.RestartCodeEnv, strconv.Itoa(controlapi.RestartCode)),
 		value(controlapi.AttemptEnv, strconv.Itoa(int(tj.Status.Attempt))), value(controlapi.StateDirEnv, StateDir),
-		corev1.EnvVar{Name: controlapi.PodUIDEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
+		corev1.EnvVar{Name: controlapi.PodUIDEnv, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 		configMapKeyEnv(tj, names.CurrentAttemptKey))
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: StateVolume, MountPath: StateDir})
 	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{

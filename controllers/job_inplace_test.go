@@ -84,8 +84,10 @@ func heldPod(rank, ip string, ready bool) *corev1.Pod {
 		cond = corev1.ConditionTrue
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-" + rank, UID: types.UID("uid-" + rank),
-		Labels:          map[string]string{names.NameLabel: "a", names.AttemptLabel: "0", names.RankLabel: rank, names.ControllerUIDLabel: "job-uid"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "a-worker", UID: "job-uid", Controller: ptr.To(true)}}}}
+		Labels: map[string]string{names.NameLabel: "a", names.AttemptLabel: "0", names.RankLabel: rank,
+			names.ControllerUIDLabel: "job-uid"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "a-worker", UID: "job-uid",
+			Controller: ptr.To(true)}}}}
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.NewTime(t0.Time)}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Ready: ready,

@@ -117,7 +117,8 @@ func TestCachedPod(t *testing.T) {
 		Labels: map[string]string{names.NameLabel: "w", names.AttemptLabel: "1", names.RankLabel: "0",
 			names.ManagedByLabel: names.ManagedByValue, names.ControllerUIDLabel: "x"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "w-worker", UID: "x", Controller: ptr.To(true)}}},
-		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "trainer", Env: []corev1.EnvVar{{Name: controlapi.PodUIDEnv}}}}},
+		Spec: corev1.PodSpec{NodeName: "node-1",
+			Containers: []corev1.Container{{Name: "trainer", Env: []corev1.EnvVar{{Name: controlapi.PodUIDEnv}}}}},
 		Status: raw.Status}
 	if diff := cmp.Diff(want, obj); diff != "" {
 		t.Errorf("cached pod (-want +got):\n%s", diff)

@@ -453,12 +453,13 @@ func TestTokensBoundToPodAndAttempt(t *testing.T) {
 		want    int
 	}{
 		{name: "the job's token", token: c.token, attempt: 2, want: http.StatusUnauthorized},
-		{name: "another attempt's token (a replay)", token: controlapi.OrderToken(c.token, "pod-a", 3), attempt: 2, want: http.StatusUnauthorized},
+		{name: "another attempt's token (a replay)", token: controlapi.OrderToken(c.token, "pod-a", 3), attempt: 2,
+			want: http.StatusUnauthorized},
 		{name: "another pod's", token: controlapi.OrderToken(c.token, "pod-b", 2), attempt: 2, want: http.StatusUnauthorized},
 		{name: "the exit token", token: controlapi.ExitToken(c.token, "pod-a"), attempt: 2, want: http.StatusUnauthorized},
 		{name: "too far ahead", token: controlapi.OrderToken(c.token, "pod-a", 1<<31-1), attempt: 1<<31 - 1, want: http.StatusBadRequest},
-		{name: "just past the lead", token: controlapi.OrderToken(c.token, "pod-a", 2+controlapi.MaxAttemptLead), attempt: 2 + controlapi.MaxAttemptLead,
-			want: http.StatusBadRequest},
+		{name: "just past the lead", token: controlapi.OrderToken(c.token, "pod-a", 2+controlapi.MaxAttemptLead),
+			attempt: 2 + controlapi.MaxAttemptLead, want: http.StatusBadRequest},
 	} {
 		if got := restart(tc.token, tc.attempt); got != tc.want {
 			t.Errorf("POST /restart with %s: %d, want %d", tc.name, got, tc.want)

@@ -472,7 +472,8 @@ func ControlFromEnv() Control {
 	code, _ := strconv.Atoi(os.Getenv(controlapi.RestartCodeEnv))
 	attempt, current := envInt32(controlapi.AttemptEnv), envInt32(controlapi.CurrentAttemptEnv)
 	hold, _ := strconv.Atoi(os.Getenv(controlapi.HoldEnv))
-	return Control{Token: os.Getenv(controlapi.TokenEnv), PodUID: os.Getenv(controlapi.PodUIDEnv), RestartCode: code, Attempt: attempt, Current: current,
+	return Control{Token: os.Getenv(controlapi.TokenEnv), PodUID: os.Getenv(controlapi.PodUIDEnv), RestartCode: code,
+		Attempt: attempt, Current: current,
 		StateDir: os.Getenv(controlapi.StateDirEnv), Hold: time.Duration(hold) * time.Second}
 }
 

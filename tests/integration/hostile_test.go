@@ -31,7 +31,8 @@ func TestHostileRulesCostNoMorePerStatusWrite(t *testing.T) {
 	hostile := tjtest.NewTJ(ns, "hostile").GPUs(0).With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.FailurePolicy = &mlv1.FailurePolicy{Rules: rules}
 	}).Obj()
-	if err := env.Client.Create(ctx, tjtest.NewTJ(ns, "warm-up").GPUs(0).Obj()); err != nil { // the API server's first create of the kind is slow
+	// The API server's first create of the kind is slow.
+	if err := env.Client.Create(ctx, tjtest.NewTJ(ns, "warm-up").GPUs(0).Obj()); err != nil {
 		t.Fatal(err)
 	}
 	created := map[string]time.Duration{}
