@@ -243,7 +243,8 @@ func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) (derive
 }
 
 // endpointClient returns the client the operator reads ranks and orders supervisors with: it follows no
-// redirect (a 3xx is the answer), keeps one connection per rank 0 and endpoint between reads.
+// redirect (a 3xx is the answer) and keeps at most two idle connections per address (the supervisor closes
+// one idle for 2 s, so reads further apart open a new one).
 func endpointClient(interval time.Duration) *http.Client {
 	return &http.Client{
 		Transport:     &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true},

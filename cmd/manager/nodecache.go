@@ -124,38 +124,79 @@ func pruneNodeCache(root string, ttl time.Duration, now time.Time) {
 		return
 	}
 	for _, e := range entries {
-		dir := filepath.Join(root, e.Name())
-		if !e.IsDir() || !unusedSince(dir, now.Add(-ttl)) {
-			continue
-		}
-		if removeUnlocked(dir) {
+		if e.IsDir() && pruneDir(filepath.Join(root, e.Name()), now.Add(-ttl)) {
 			fmt.Printf("removed %s from the node's input cache: unused for %s\n", e.Name(), ttl)
 		}
 	}
 }
 
-// unusedSince reports whether no rank has started with the directory since t (its usedFile, else the directory itself).
-func unusedSince(dir string, t time.Time) bool {
-	info, err := os.Stat(filepath.Join(dir, usedFile))
+// pruneDir removes dir when no rank has started with it since t and its lock is free. It follows no link:
+// the job's pods write in the directory, and the pruner runs as root (DAC_OVERRIDE), so a link planted
+// there would make it create or read files of another job, or of the node.
+func pruneDir(dir string, t time.Time) bool {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		if info, err = os.Stat(dir); err != nil {
+		return false // gone, or no longer a directory
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	defer func() { _ = d.Close() }() // read only
+	return unusedSince(d, t) && removeUnlocked(d)
+}
+
+// unusedSince reports whether no rank has started with the directory d since t: its usedFile's time, else
+// (none, or a link or another file that is not regular: never followed) the directory's own.
+func unusedSince(d *os.File, t time.Time) bool {
+	info, err := statRegularAt(d, usedFile)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "the node's input cache: ignoring %v\n", err)
+		}
+		if info, err = d.Stat(); err != nil {
 			return false
 		}
 	}
 	return info.ModTime().Before(t)
 }
 
-// removeUnlocked removes dir when its lock is free, holding the lock meanwhile.
-func removeUnlocked(dir string) bool {
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+// removeUnlocked removes the directory d when its lock is free, holding the lock meanwhile. A lock that is
+// a link or not a regular file is refused: the directory stays.
+func removeUnlocked(d *os.File) bool {
+	f, err := openRegularAt(d, lockFile, syscall.O_CREAT|syscall.O_RDWR)
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "the node's input cache: leaving %s: %v\n", d.Name(), err)
 		return false
 	}
 	defer func() { _ = f.Close() }()
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		return false
 	}
-	return os.RemoveAll(dir) == nil
+	return os.RemoveAll(d.Name()) == nil // removes a link, never what it points at
+}
+
+// openRegularAt opens name in the directory d without following a link (O_NOFOLLOW: a link fails with
+// ELOOP) nor blocking on a FIFO, and refuses what is not a regular file.
+func openRegularAt(d *os.File, name string, flags int) (*os.File, error) {
+	path := filepath.Join(d.Name(), name)
+	fd, err := syscall.Openat(int(d.Fd()), name, flags|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return f, nil
+}
+
+// statRegularAt returns the FileInfo of the regular file name in the directory d, not through a link.
+func statRegularAt(d *os.File, name string) (os.FileInfo, error) {
+	f, err := openRegularAt(d, name, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // read only
+	return f.Stat()
 }
 
 // inputsFlags checks --inputs-cache and --inputs-node-cache-dir and sets them in opts.

@@ -163,3 +163,88 @@ func ptrQ(s string) *resource.Quantity {
 	q := resource.MustParse(s)
 	return &q
 }
+
+// TestPruneNodeCacheFollowsNoLink: a job's pods write in its directory and the pruner runs as root, so it
+// follows no link planted there. A .lock link is refused (the directory stays, nothing is created where it
+// points); a .used link is no mark of use (the directory's own time decides) and its target stays.
+func TestPruneNodeCacheFollowsNoLink(t *testing.T) {
+	now := time.Now()
+	old := now.Add(-48 * time.Hour)
+	tests := []struct {
+		name string
+		file string // the link planted in job-a, old unless for the link
+		// target is where the link points: in job-b (another job's directory, recent) or out of the cache.
+		target     func(elsewhere, outside string) string
+		createdNow bool      // the target exists, written now
+		dirTime    time.Time // job-a's own time
+		want       []string  // the directories left
+	}{
+		{
+			name: "lock into another job's directory", file: lockFile,
+			target:  func(elsewhere, _ string) string { return filepath.Join(elsewhere, lockFile) },
+			dirTime: old, want: []string{"job-a", "job-b"},
+		},
+		{
+			name: "lock out of the cache", file: lockFile,
+			target:  func(_, outside string) string { return filepath.Join(outside, "created") },
+			dirTime: old, want: []string{"job-a", "job-b"},
+		},
+		{
+			name: "used to a fresh file, old directory", file: usedFile,
+			target:     func(_, outside string) string { return filepath.Join(outside, "fresh") },
+			createdNow: true, dirTime: old, want: []string{"job-b"},
+		},
+		{
+			name: "used to a fresh file, recent directory", file: usedFile,
+			target:     func(_, outside string) string { return filepath.Join(outside, "fresh") },
+			createdNow: true, dirTime: now, want: []string{"job-a", "job-b"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, outside := t.TempDir(), t.TempDir()
+			linked, elsewhere := filepath.Join(root, "job-a"), filepath.Join(root, "job-b")
+			for _, dir := range []string{linked, elsewhere} {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(elsewhere, usedFile), nil, 0o644); err != nil { // recent: stays
+				t.Fatal(err)
+			}
+			target := tt.target(elsewhere, outside)
+			if tt.createdNow {
+				if err := os.WriteFile(target, []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(target, filepath.Join(linked, tt.file)); err != nil {
+				t.Fatal(err)
+			}
+			if tt.file == lockFile { // old, but for the link
+				if err := os.WriteFile(filepath.Join(linked, usedFile), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chtimes(filepath.Join(linked, usedFile), old, old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chtimes(linked, tt.dirTime, tt.dirTime); err != nil {
+				t.Fatal(err)
+			}
+			pruneNodeCache(root, 24*time.Hour, now)
+			var got []string
+			entries, _ := os.ReadDir(root)
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("left on the node (-want +got):\n%s", diff)
+			}
+			_, err := os.Stat(target)
+			if exists := err == nil; exists != tt.createdNow {
+				t.Errorf("the link's target exists: %t, want %t (stat: %v)", exists, tt.createdNow, err)
+			}
+		})
+	}
+}

@@ -29,57 +29,141 @@ func serve(addr string, m *Monitor, ctl *controller) {
 		fmt.Fprintf(os.Stderr, "supervisor: not serving progress on %s: %v\n", addr, err)
 		return
 	}
-	go func() { _ = newServer(m, ctl).Serve(limitListener(l, maxConns)) }()
+	go func() { _ = newServer(m, ctl, newFairConns(maxConns, maxConnsPerSource)).Serve(l) }()
 }
 
-// maxConns bounds the connections the server holds: anyone who reaches the pod may connect, and the
-// supervisor's memory is the trainer container's. The readiness probe and the operator's orders share them:
-// a NetworkPolicy that lets only the nodes and the operator reach the port keeps strangers from taking them.
-const maxConns = 32
+// Anyone who reaches the pod may connect, and the supervisor's memory is the trainer container's: the
+// server holds at most maxConns connections, at most maxConnsPerSource of one source IP (fairConns).
+const (
+	maxConns          = 64
+	maxConnsPerSource = 8
+)
 
-// limitListener accepts at most n connections at once; one more is closed at once.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &limited{Listener: l, slots: make(chan struct{}, n)}
+// fairConns bounds the connections a server holds (its ConnState hook, track) so that no source starves
+// another: the operator (one IP) and the kubelet's probe (the node's IP) get in however many connections
+// strangers open. A newcomer over a bound takes the place of a connection that serves no request (idle,
+// or new: no request read yet), the oldest first: of its own source when that source holds
+// maxConnsPerSource; when maxConns are held, of the source that holds the most if that one holds more
+// than the newcomer's would after it, or the newcomer's holds none; else of its own source. When there is
+// none, the newcomer is closed. What remains possible: a connection serving a request is never closed, so
+// each stranger IP may hold maxConnsPerSource for as long as ReadTimeout lets its requests last; and with
+// more IPs than maxConns, strangers may close the others' new connections in turn, the oldest first.
+type fairConns struct {
+	total, perSource int
+
+	mu     sync.Mutex
+	held   map[net.Conn]*heldConn
+	counts map[string]int // held by source IP
+	seq    uint64
 }
 
-type limited struct {
-	net.Listener
-	slots chan struct{}
+// heldConn is a connection held: its source IP, its order of arrival and whether it serves a request.
+type heldConn struct {
+	source string
+	seq    uint64
+	active bool
 }
 
-// Accept returns the next connection while a slot is free, and closes those that come when none is.
-func (l *limited) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
+func newFairConns(total, perSource int) *fairConns {
+	return &fairConns{total: total, perSource: perSource, held: map[net.Conn]*heldConn{}, counts: map[string]int{}}
+}
+
+// track is the server's ConnState hook. The server calls it with StateNew in its accepting goroutine,
+// before the connection's own goroutine, which makes the other calls.
+func (f *fairConns) track(c net.Conn, s http.ConnState) {
+	f.mu.Lock()
+	var closing net.Conn
+	switch s {
+	case http.StateNew:
+		closing = f.admit(c)
+	case http.StateActive, http.StateIdle:
+		if h := f.held[c]; h != nil {
+			h.active = s == http.StateActive
 		}
-		select {
-		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-		default:
-			_ = c.Close() // over the limit: the client may retry
-		}
+	case http.StateHijacked, http.StateClosed:
+		f.drop(c)
+	}
+	f.mu.Unlock()
+	if closing != nil {
+		_ = closing.Close() // its goroutine ends, and reports StateClosed
 	}
 }
 
-// slotConn gives its slot back once when closed.
-type slotConn struct {
-	net.Conn
-	once sync.Once
-	free func()
+// admit holds c and returns the connection to close for it, c itself when none may be. f.mu is held.
+func (f *fairConns) admit(c net.Conn) (closing net.Conn) {
+	src := sourceIP(c)
+	n := f.counts[src]
+	own := func(h *heldConn) bool { return h.source == src }
+	switch {
+	case n >= f.perSource:
+		closing = f.oldestIdle(own)
+	case len(f.held) >= f.total:
+		closing = f.oldestIdle(func(*heldConn) bool { return true })
+		if closing != nil && n > 0 && f.counts[f.held[closing].source] <= n+1 {
+			closing = f.oldestIdle(own) // no fairer share to take: its own idle one, if any
+		}
+	default:
+		f.hold(c, src)
+		return nil
+	}
+	if closing == nil {
+		return c
+	}
+	f.drop(closing)
+	f.hold(c, src)
+	return closing
 }
 
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.free)
-	return err
+// hold records c, from src, as held. f.mu is held.
+func (f *fairConns) hold(c net.Conn, src string) {
+	f.seq++
+	f.held[c] = &heldConn{source: src, seq: f.seq}
+	f.counts[src]++
 }
 
-// newServer returns the metrics server; its timeouts free a slow or idle client's connection, and it logs
-// nothing (its stderr is the program's). GET /healthz answers 503 while ctl holds a failed program or
-// restarts: the pod's readiness probe.
-func newServer(m *Monitor, ctl *controller) *http.Server {
+// oldestIdle returns the connection that serves no request, among those of the sources that match, of the
+// source that holds the most, the oldest first; nil when there is none. f.mu is held.
+func (f *fairConns) oldestIdle(match func(*heldConn) bool) net.Conn {
+	var pick net.Conn
+	var best *heldConn
+	for c, h := range f.held {
+		if h.active || !match(h) {
+			continue
+		}
+		if best == nil || f.counts[h.source] > f.counts[best.source] ||
+			f.counts[h.source] == f.counts[best.source] && h.seq < best.seq {
+			pick, best = c, h
+		}
+	}
+	return pick
+}
+
+// drop forgets c. f.mu is held.
+func (f *fairConns) drop(c net.Conn) {
+	h := f.held[c]
+	if h == nil {
+		return
+	}
+	delete(f.held, c)
+	if f.counts[h.source]--; f.counts[h.source] == 0 {
+		delete(f.counts, h.source)
+	}
+}
+
+// sourceIP returns the IP c comes from.
+func sourceIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	return host
+}
+
+// newServer returns the metrics server, its connections held by conns. Its timeouts free a slow or idle
+// client's connection soon (the operator reads every few seconds, on a connection it may open anew), and
+// it logs nothing (its stderr is the program's). GET /healthz answers 503 while ctl holds a failed program
+// or restarts: the pod's readiness probe.
+func newServer(m *Monitor, ctl *controller, conns *fairConns) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", contentType)
@@ -99,12 +183,13 @@ func newServer(m *Monitor, ctl *controller) *http.Server {
 	}
 	return &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       5 * time.Second,
+		IdleTimeout:       2 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState:         conns.track,
 	}
 }
 

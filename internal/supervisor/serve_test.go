@@ -1,12 +1,9 @@
 package supervisor
 
 import (
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -98,7 +95,7 @@ func TestOutputSeries(t *testing.T) {
 
 // TestServer: GET /metrics in the text format's content type, GET /healthz "ok", other methods refused.
 func TestServer(t *testing.T) {
-	srv := httptest.NewServer(newServer(newMonitor("", true), nil).Handler)
+	srv := httptest.NewServer(newServer(newMonitor("", true), nil, newFairConns(maxConns, maxConnsPerSource)).Handler)
 	defer srv.Close()
 	tests := []struct {
 		name, method, path string
@@ -131,58 +128,4 @@ func TestServer(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestLimitListener: the server holds at most maxConns connections; one more is closed at once, and a
-// freed slot is taken again.
-func TestLimitListener(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limitListener(inner, 2)
-	defer l.Close()
-	accepted := make(chan net.Conn, 4)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	held := []net.Conn{<-accept(t, dial, accepted), <-accept(t, dial, accepted)}
-	over := dial()
-	_ = over.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := over.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("a third connection was kept (read: %v), want it closed", err)
-	}
-	_ = held[0].Close()
-	next := <-accept(t, dial, accepted)
-	for _, c := range []net.Conn{held[1], next, over} {
-		_ = c.Close()
-	}
-}
-
-// accept dials once and returns the channel the accepted side arrives on, failing after a while.
-func accept(t *testing.T, dial func() net.Conn, accepted chan net.Conn) <-chan net.Conn {
-	t.Helper()
-	client := dial()
-	t.Cleanup(func() { _ = client.Close() })
-	out := make(chan net.Conn, 1)
-	select {
-	case c := <-accepted:
-		out <- c
-	case <-time.After(5 * time.Second):
-		t.Fatal("a connection within the limit was not accepted")
-	}
-	return out
 }

@@ -151,6 +151,9 @@ func (c *Client) do(ctx context.Context, method, u, token string, body []byte, r
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+		// An order may be sent twice (a repeat changes nothing): the client may then resend it on a new
+		// connection when the supervisor closed the idle one it went out on (its idle timeout is 2 s).
+		req.Header.Set("Idempotency-Key", "")
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
