@@ -116,9 +116,9 @@ func TestCheckPatterns(t *testing.T) {
 		{name: "names no figure", progress: `(?P<cost>\d+)`,
 			want: "spec.monitoring.progressPattern names none of the groups epoch, epochs, step, steps, loss, accuracy, lr, throughput"},
 		{name: "a hostile progress pattern", progress: "(?P<loss>x)" + hostile,
-			want: "spec.monitoring.progressPattern compiles to more than 2048 instructions (repeat counts multiply what they repeat)"},
+			want: "spec.monitoring.progressPattern compiles to more than 1000 instructions (repeat counts multiply what they repeat)"},
 		{name: "rules: the bad ones named", onMessage: []string{"ok", hostile, "(unclosed"},
-			want: "spec.failurePolicy.rules[1].onMessage compiles to more than 2048 instructions (repeat counts multiply what they " +
+			want: "spec.failurePolicy.rules[1].onMessage compiles to more than 1000 instructions (repeat counts multiply what they " +
 				"repeat); spec.failurePolicy.rules[2].onMessage is not an RE2 regular expression: error parsing regexp: missing " +
 				"closing ): `(unclosed`"},
 	}

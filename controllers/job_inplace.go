@@ -177,7 +177,7 @@ func (r *JobReconciler) silentFor(tj *mlv1.TrainingJob, p *corev1.Pod, now time.
 		return 0
 	}
 	wait := min(exitRecheck<<min(misses-1, 6), maxSilentWait)
-	return max(0, last.Add(wait).Sub(now))
+	return min(max(0, last.Add(wait).Sub(now)), wait) // a clock stepped back waits no longer
 }
 
 // silence reads a silent entry: the asks left unanswered in a row and when the last was.

@@ -95,8 +95,12 @@ func startingUp(tj *mlv1.TrainingJob, now time.Time) bool {
 	return !derive.ProgressUnknown(&tj.Status) || ok && now.Sub(running) < startupWatch
 }
 
-// maxBody bounds how much of rank 0's answer is read.
-const maxBody = 4 << 20
+// maxBody bounds how much of rank 0's answer is read, maxHeaderBytes its headers (net/http's default is
+// 10 MB).
+const (
+	maxBody        = 4 << 20
+	maxHeaderBytes = 64 << 10
+)
 
 // Reconcile keeps a job's progress and hang watch in its status, and its series (the JobController keeps
 // goodput). Its steps:
@@ -247,7 +251,8 @@ func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) (derive
 // one idle for 2 s, so reads further apart open a new one).
 func endpointClient(interval time.Duration) *http.Client {
 	return &http.Client{
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true,
+			MaxResponseHeaderBytes: maxHeaderBytes},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

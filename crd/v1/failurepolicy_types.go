@@ -178,7 +178,7 @@ type FailureRule struct {
 
 	// onMessage is a regular expression (RE2 syntax) searched in the end (4 KiB) of what explains the
 	// failure: the failing container's termination message or last log lines, or for a hang the ranks' last
-	// log lines. The operator checks it before the first Job (at most 2,048 instructions compiled).
+	// log lines. The operator checks it before the first Job (at most 1,000 instructions compiled).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

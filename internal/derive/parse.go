@@ -9,6 +9,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unicode/utf8"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // The bounds of ParseSample: whatever rank 0 serves, one parse holds a line buffer, the known series and
@@ -38,11 +41,13 @@ func (m *mean) add(v float64) {
 	}
 }
 
+// value returns the mean; false for none, or when the sum overflowed (1.7e308 twice is +Inf).
 func (m mean) value() (float64, bool) {
-	if m.n == 0 {
+	v := m.sum / float64(m.n)
+	if m.n == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, false
 	}
-	return m.sum / float64(m.n), true
+	return v, true
 }
 
 // ParseSample returns the sample a body in the Prometheus text format reports: the well-known series mapped
@@ -161,14 +166,11 @@ func (p *sampleParser) series(b []byte) error {
 			p.known[string(name)] = m
 		}
 		m.add(v)
-	case !runtimeSeries(string(name)):
-		p.addCustom(string(name[:cutName(name)]), v)
+	case !runtimeSeries(string(name)) && utf8.Valid(name):
+		p.addCustom(text.Cut(string(name), MaxCustomNameBytes), v)
 	}
 	return nil
 }
-
-// cutName returns how many bytes of a series' name a custom key keeps.
-func cutName(name []byte) int { return min(len(name), MaxCustomNameBytes) }
 
 // addCustom adds a finite value of a custom series, keeping the MaxCustomMetrics smallest names: a name
 // larger than all of them once there are that many never returns (those kept only get smaller).

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,5 +161,37 @@ func TestStatusSizeBounded(t *testing.T) {
 	}
 	if len(st.Progress) > 8 || len(st.ETA) > 32 {
 		t.Errorf("progress %q, eta %q: over the CRD's bounds", st.Progress, st.ETA)
+	}
+}
+
+// TestHostileFigures: finite figures whose sum or ratio is not finite, names cut inside a character, and an
+// ETA past any duration stay out of the status (before: +Inf in metrics.loss made the status unwritable
+// and the job's hang verdict was never written; a name cut mid-character changed at every scrape as the API
+// server stored it, a job that never stalled).
+func TestHostileFigures(t *testing.T) {
+	s, err := ParseSample(strings.NewReader("training_loss{gpu=\"0\"} 1.7e308\ntraining_loss{gpu=\"1\"} 1.7e308\n" +
+		"training_epoch{a=\"0\"} 1.7e308\ntraining_epoch{a=\"1\"} 1.7e308\ntraining_epochs_total 1e300\n" +
+		"{\"training_" + strings.Repeat("é", 40) + "\"} 1\n{\"training_bad\xff\"} 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Loss != nil || s.Epoch != nil {
+		t.Errorf("loss %v, epoch %v: a mean that overflowed is reported", s.Loss, s.Epoch)
+	}
+	for k := range s.Custom {
+		if !utf8.ValidString(k) || len(k) > MaxCustomNameBytes {
+			t.Errorf("custom name %q: not valid UTF-8 or over %d bytes", k, MaxCustomNameBytes)
+		}
+	}
+	if len(s.Custom) != 1 {
+		t.Errorf("custom %v, want the one valid name", s.Custom)
+	}
+	inf := math.Inf(1)
+	if f, ok := (Sample{Epoch: &inf, TotalEpochs: &inf}).Fraction(0); !ok || f != 0 {
+		t.Errorf("Inf over Inf epochs: fraction %v (%t), want 0", f, ok)
+	}
+	w := RateWindow{At: time.Unix(0, 0), Fraction: 0}
+	if e := eta(w, 1e-300, time.Unix(3600, 0)); len(e) > 32 || strings.HasPrefix(e, "-") {
+		t.Errorf("eta %q: negative or over the CRD's 32 characters", e)
 	}
 }

@@ -110,7 +110,13 @@ func (s Sample) Fraction(specEpochs int32) (float64, bool) {
 	return 0, false
 }
 
-func clamp01(f float64) float64 { return math.Max(0, math.Min(1, f)) }
+// clamp01 returns f within 0 and 1; 0 for NaN (Inf over Inf epochs).
+func clamp01(f float64) float64 {
+	if math.IsNaN(f) {
+		return 0
+	}
+	return math.Max(0, math.Min(1, f))
+}
 
 // RateWindow is where progress was first seen in this operator process, for the ETA: the rate is
 // measured from there, so a run resumed from a checkpoint at 50% does not look twice as fast.
@@ -118,6 +124,9 @@ type RateWindow struct {
 	At       time.Time
 	Fraction float64
 }
+
+// maxETA bounds the ETA shown: a decade.
+const maxETA = 10 * 365 * 24 * time.Hour
 
 // eta returns the time left at the rate observed since w, or "" when the rate is not known yet.
 func eta(w RateWindow, fraction float64, now time.Time) string {
@@ -128,8 +137,11 @@ func eta(w RateWindow, fraction float64, now time.Time) string {
 	if done <= 0 || elapsed <= 0 {
 		return ""
 	}
-	left := time.Duration(float64(elapsed) * (1 - fraction) / done)
-	return left.Round(time.Second).String()
+	left := float64(elapsed) * (1 - fraction) / done
+	if left > float64(maxETA) || math.IsNaN(left) {
+		left = float64(maxETA) // a run of 1e300 planned epochs
+	}
+	return time.Duration(left).Round(time.Second).String()
 }
 
 // ApplySample puts a sample into the status: progress, epoch, step, metrics, ETA, lastProgressTime and the

@@ -16,8 +16,9 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 	if fp == nil {
 		return f
 	}
+	budget := matchBudget
 	for i, r := range fp.Rules {
-		m, ok := firstMatch(r, f)
+		m, ok := firstMatch(r, f, &budget)
 		if !ok {
 			continue
 		}
@@ -33,6 +34,11 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 	return f
 }
 
+// matchBudget bounds the work of matching one failure against the rules (instructions times bytes
+// searched, package pattern's Cost): about 0.3 s of CPU at worst. Past it, the messages of the rules left
+// are not searched (they match nothing); a rule of ordinary size costs under 1% of it.
+const matchBudget = 32 << 20
+
 // maxTiedMatched bounds the exits a rule is tried on: the failure and the first tied exits with a text
 // of their own (a 64-rank job whose ranks all fail in one second would otherwise have each rule searched
 // 64 times).
@@ -40,7 +46,7 @@ const maxTiedMatched = 8
 
 // firstMatch returns the failure, or the first exit tied with it, that the rule matches; false when none.
 // Of exits with the same class, code and text only the first is tried.
-func firstMatch(r mlv1.FailureRule, f failure) (failure, bool) {
+func firstMatch(r mlv1.FailureRule, f failure, budget *int) (failure, bool) {
 	type seen struct {
 		class    mlv1.FailureKind
 		exitCode int32
@@ -56,7 +62,7 @@ func firstMatch(r mlv1.FailureRule, f failure) (failure, bool) {
 			break
 		}
 		tried = append(tried, k)
-		if ruleMatches(r, c) {
+		if ruleMatches(r, c, budget) {
 			return c, true
 		}
 	}
@@ -73,7 +79,7 @@ var ruleKind = map[mlv1.RuleAction]failureKind{
 // exit-code matcher never matches a failure without an exit (a hang, a lost node); a pattern that does not
 // compile within the bounds of package pattern (the JobController refuses such a spec before the first
 // Job) matches nothing; the text searched is its end (pattern.MaxTextBytes).
-func ruleMatches(r mlv1.FailureRule, f failure) bool {
+func ruleMatches(r mlv1.FailureRule, f failure, budget *int) bool {
 	if len(r.OnExitCodes) > 0 && (f.exitCode == 0 || !slices.Contains(r.OnExitCodes, f.exitCode)) {
 		return false
 	}
@@ -82,7 +88,15 @@ func ruleMatches(r mlv1.FailureRule, f failure) bool {
 	}
 	if r.OnMessage != "" {
 		re, err := pattern.Compile(r.OnMessage)
-		if err != nil || !pattern.Match(re, f.text) {
+		if err != nil {
+			return false
+		}
+		cost := pattern.Cost(r.OnMessage, len(f.text))
+		if cost > *budget {
+			return false
+		}
+		*budget -= cost
+		if !pattern.Match(re, f.text) {
 			return false
 		}
 	}

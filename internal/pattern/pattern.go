@@ -18,9 +18,10 @@ const (
 	// MaxBytes is the longest pattern Compile takes: the CRD's maxLength of both fields, 1,024 characters
 	// of up to 4 bytes each.
 	MaxBytes = 4096
-	// MaxInstructions bounds the compiled program (about one instruction per literal character, class or
-	// operator, a repeat's body once per repetition): matching costs at most this much per byte of text.
-	MaxInstructions = 2048
+	// MaxInstructions bounds the compiled program (about one instruction per literal character or
+	// operator, a repeat's body once per repetition, a large character class one per 16 of its ranges):
+	// matching costs at most this much per byte of text, and the program's memory is bounded with it.
+	MaxInstructions = 1000
 	// MaxTextBytes is how much of a text Match searches: its end (a termination message, the last log
 	// lines), where the cause is.
 	MaxTextBytes = 4096
@@ -31,26 +32,55 @@ const (
 // Compile returns the compiled RE2 pattern expr, or an error that says which bound it exceeds or why it
 // does not compile; the error does not repeat the pattern. Results (errors too) are cached.
 func Compile(expr string) (*regexp.Regexp, error) {
-	if re, err, ok := cache.get(expr); ok {
-		return re, err
+	if r, ok := cache.lookup(expr); ok {
+		return r.re, r.err
 	}
-	re, err := compile(expr)
-	cache.put(expr, re, err)
-	return re, err
+	r := compile(expr)
+	cache.put(expr, r)
+	return r.re, r.err
 }
 
-func compile(expr string) (*regexp.Regexp, error) {
+func compile(expr string) result {
+	re, insts, err := build(expr)
+	return result{re: re, insts: insts, err: err}
+}
+
+func build(expr string) (*regexp.Regexp, int, error) {
 	if len(expr) > MaxBytes {
-		return nil, fmt.Errorf("is %d bytes, over the limit of %d", len(expr), MaxBytes)
+		return nil, 0, fmt.Errorf("is %d bytes, over the limit of %d", len(expr), MaxBytes)
 	}
 	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return nil, fmt.Errorf("is not an RE2 regular expression: %w", err)
+		return nil, 0, fmt.Errorf("is not an RE2 regular expression: %w", err)
 	}
-	if n := size(tree); n > MaxInstructions {
-		return nil, fmt.Errorf("compiles to more than %d instructions (repeat counts multiply what they repeat)", MaxInstructions)
+	n := size(tree)
+	if n > MaxInstructions {
+		return nil, 0, tooLarge
 	}
-	return regexp.Compile(expr)
+	// The estimate gated the size: the real program is small enough to build and count (nested stars of
+	// empty-matching bodies take more instructions than the estimate says).
+	prog, err := syntax.Compile(tree.Simplify())
+	if err != nil {
+		return nil, 0, fmt.Errorf("is not an RE2 regular expression: %w", err)
+	}
+	if len(prog.Inst) > MaxInstructions {
+		return nil, 0, tooLarge
+	}
+	re, err := regexp.Compile(expr)
+	return re, max(n, len(prog.Inst)), err
+}
+
+var tooLarge = fmt.Errorf("compiles to more than %d instructions (repeat counts multiply what they repeat)", MaxInstructions)
+
+// Cost returns the work of matching the compiled pattern expr against a text of n bytes: its
+// instructions times n (at most MaxTextBytes of it), what a caller that matches many adds up against a
+// budget. A pattern not compiled counts as the largest.
+func Cost(expr string, n int) int {
+	insts := MaxInstructions
+	if r, ok := cache.lookup(expr); ok && r.err == nil {
+		insts = r.insts
+	}
+	return insts * min(n, MaxTextBytes)
 }
 
 // size returns about how many instructions re compiles to, at most MaxInstructions+1 (it stops counting
@@ -67,6 +97,8 @@ func size(re *syntax.Regexp) int {
 	switch re.Op {
 	case syntax.OpLiteral:
 		return max(1, len(re.Rune))
+	case syntax.OpCharClass:
+		return 1 + len(re.Rune)/2/16 // its ranges: \pL has 659
 	case syntax.OpCapture:
 		return add(2, size(re.Sub[0]))
 	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
@@ -113,20 +145,21 @@ type compiled struct {
 }
 
 type result struct {
-	re  *regexp.Regexp
-	err error
+	re    *regexp.Regexp
+	insts int
+	err   error
 }
 
 var cache = &compiled{m: map[string]result{}}
 
-func (c *compiled) get(expr string) (*regexp.Regexp, error, bool) {
+func (c *compiled) lookup(expr string) (result, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.m[expr]
-	return r.re, r.err, ok
+	return r, ok
 }
 
-func (c *compiled) put(expr string, re *regexp.Regexp, err error) {
+func (c *compiled) put(expr string, r result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.m {
@@ -135,5 +168,5 @@ func (c *compiled) put(expr string, re *regexp.Regexp, err error) {
 		}
 		delete(c.m, k)
 	}
-	c.m[expr] = result{re, err}
+	c.m[expr] = r
 }

@@ -267,7 +267,7 @@ func TestRejectedJobIsReported(t *testing.T) {
 				{Action: mlv1.RuleFail, OnMessage: hostile}, {Action: mlv1.RuleFail, OnMessage: "NCCL (timeout"}}}
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{ProgressPattern: "(?P<cost>[0-9]+)"}
 		}).Obj(), want: []string{
-			"spec.failurePolicy.rules[0].onMessage compiles to more than 2048 instructions",
+			"spec.failurePolicy.rules[0].onMessage compiles to more than 1000 instructions",
 			"spec.failurePolicy.rules[1].onMessage is not an RE2 regular expression",
 			"spec.monitoring.progressPattern names none of the groups"}},
 	}

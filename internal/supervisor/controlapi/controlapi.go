@@ -161,7 +161,7 @@ func (c *Client) do(ctx context.Context, method, u, token string, body []byte, r
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("supervisor: %s %s: %s", method, u, resp.Status)
+		return fmt.Errorf("supervisor: %s %s: answered %d %s", method, u, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	return read(io.LimitReader(resp.Body, MaxBody))
 }

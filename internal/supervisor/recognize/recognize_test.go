@@ -301,7 +301,7 @@ func TestNew(t *testing.T) {
 		{name: "none", pattern: ""},
 		{name: "named groups", pattern: `loss=(?P<loss>\S+)`},
 		{name: "does not compile", pattern: `loss=(?P<loss>\S+`, wantErr: "is not an RE2 regular expression"},
-		{name: "too large a program", pattern: `(?P<loss>\S+)(?:` + strings.Repeat("x", 1000) + `){100}`, wantErr: "more than 2048 instructions"},
+		{name: "too large a program", pattern: `(?P<loss>\S+)(?:` + strings.Repeat("x", 1000) + `){100}`, wantErr: "more than 1000 instructions"},
 		{name: "no field name", pattern: `loss=(\S+) (?P<other>\d+)`, wantErr: "no named group"},
 		{name: "too long", pattern: `(?P<loss>\S+)` + strings.Repeat("x", patterns.MaxBytes), wantErr: "over the limit of 4096"},
 	} {
