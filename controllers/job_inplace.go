@@ -223,7 +223,7 @@ func (r *JobReconciler) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, p
 			continue
 		}
 		p := &pods[i]
-		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o.Attempt)
+		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o)
 		if err := r.Control.Restart(ctx, addr, order, o); err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("ordering a replaced worker", "pod", klog.KObj(p), "error", err.Error())
 			continue // asked again (exitsAwaited)
@@ -465,7 +465,7 @@ func (r *JobReconciler) order(ctx context.Context, tj *mlv1.TrainingJob, pods []
 		if r.ordered.seen(tj, p.UID, strconv.Itoa(int(o.Attempt))) {
 			return // ordered by an earlier reconcile, whose label the cache has not shown yet
 		}
-		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o.Attempt)
+		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o)
 		if err := r.Control.Restart(ctx, addr, order, o); err != nil {
 			mu.Lock()
 			failed = fmt.Sprintf("pod %s: %v", p.Name, err)

@@ -430,11 +430,12 @@ func TestTokensBoundToPodAndAttempt(t *testing.T) {
 		return err == nil && e.Held
 	})
 	for name, token := range map[string]string{"the job's token": c.token, "another pod's": controlapi.ExitToken(c.token, "pod-b"),
-		"an order's token": controlapi.OrderToken(c.token, "pod-a", 2)} {
+		"an order's token": controlapi.OrderToken(c.token, "pod-a", controlapi.Order{Attempt: 2})} {
 		if _, err := client().Exit(ctx, c.addr, token); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Errorf("GET /exit with %s: %v, want 401", name, err)
 		}
 	}
+	order := func(attempt int32) controlapi.Order { return controlapi.Order{Attempt: attempt, GraceSeconds: 1} }
 	restart := func(token string, attempt int32) int {
 		body := `{"attempt":` + strconv.Itoa(int(attempt)) + `,"graceSeconds":1}`
 		req, _ := http.NewRequest(http.MethodPost, "http://"+c.addr+controlapi.RestartPath, strings.NewReader(body))
@@ -453,12 +454,14 @@ func TestTokensBoundToPodAndAttempt(t *testing.T) {
 		want    int
 	}{
 		{name: "the job's token", token: c.token, attempt: 2, want: http.StatusUnauthorized},
-		{name: "another attempt's token (a replay)", token: controlapi.OrderToken(c.token, "pod-a", 3), attempt: 2,
+		{name: "another attempt's token (a replay)", token: controlapi.OrderToken(c.token, "pod-a", order(3)), attempt: 2,
 			want: http.StatusUnauthorized},
-		{name: "another pod's", token: controlapi.OrderToken(c.token, "pod-b", 2), attempt: 2, want: http.StatusUnauthorized},
+		{name: "another pod's", token: controlapi.OrderToken(c.token, "pod-b", order(2)), attempt: 2, want: http.StatusUnauthorized},
+		{name: "the token of another order for the attempt (another resumeFrom)", token: controlapi.OrderToken(c.token, "pod-a",
+			controlapi.Order{Attempt: 2, GraceSeconds: 1, ResumeFrom: "s3://attacker/evil.pt"}), attempt: 2, want: http.StatusUnauthorized},
 		{name: "the exit token", token: controlapi.ExitToken(c.token, "pod-a"), attempt: 2, want: http.StatusUnauthorized},
-		{name: "too far ahead", token: controlapi.OrderToken(c.token, "pod-a", 1<<31-1), attempt: 1<<31 - 1, want: http.StatusBadRequest},
-		{name: "just past the lead", token: controlapi.OrderToken(c.token, "pod-a", 2+controlapi.MaxAttemptLead),
+		{name: "too far ahead", token: controlapi.OrderToken(c.token, "pod-a", order(1<<31-1)), attempt: 1<<31 - 1, want: http.StatusBadRequest},
+		{name: "just past the lead", token: controlapi.OrderToken(c.token, "pod-a", order(2+controlapi.MaxAttemptLead)),
 			attempt: 2 + controlapi.MaxAttemptLead, want: http.StatusBadRequest},
 	} {
 		if got := restart(tc.token, tc.attempt); got != tc.want {
@@ -468,7 +471,7 @@ func TestTokensBoundToPodAndAttempt(t *testing.T) {
 	if e, err := client().Exit(ctx, c.addr, controlapi.ExitToken(c.token, "pod-a")); err != nil || !e.Held {
 		t.Fatalf("a refused order ended the hold: %+v, %v", e, err)
 	}
-	if got := restart(controlapi.OrderToken(c.token, "pod-a", 2), 2); got != http.StatusAccepted {
+	if got := restart(controlapi.OrderToken(c.token, "pod-a", order(2)), 2); got != http.StatusAccepted {
 		t.Errorf("the operator's order: %d, want 202", got)
 	}
 	if code := c.code(t); code != controlapi.RestartCode {

@@ -229,7 +229,7 @@ func (c *controller) serveRestart(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad order", http.StatusBadRequest)
 		return
 	}
-	if !agentapi.Authorized(r, controlapi.OrderToken(c.cfg.Token, c.cfg.PodUID, o.Attempt)) {
+	if !agentapi.Authorized(r, controlapi.OrderToken(c.cfg.Token, c.cfg.PodUID, o)) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}

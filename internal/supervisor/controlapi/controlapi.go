@@ -70,9 +70,11 @@ func ExitToken(token, podUID string) string {
 	return derived(token, "exit\x00"+podUID, podUID)
 }
 
-// OrderToken returns the token POST /restart of the pod podUID takes for an order into attempt.
-func OrderToken(token, podUID string, attempt int32) string {
-	return derived(token, "restart\x00"+podUID+"\x00"+strconv.Itoa(int(attempt)), podUID)
+// OrderToken returns the token POST /restart of the pod podUID takes for the order o: bound to all of it
+// (the attempt, the grace period, RESUME_FROM), so a token seen on the wire carries no other order.
+func OrderToken(token, podUID string, o Order) string {
+	return derived(token, "restart\x00"+podUID+"\x00"+strconv.Itoa(int(o.Attempt))+"\x00"+
+		strconv.FormatInt(o.GraceSeconds, 10)+"\x00"+o.ResumeFrom, podUID)
 }
 
 func derived(token, msg, podUID string) string {
