@@ -55,7 +55,7 @@ func build(expr string) (*regexp.Regexp, int, error) {
 	}
 	n := size(tree)
 	if n > MaxInstructions {
-		return nil, 0, tooLarge
+		return nil, 0, errTooLarge
 	}
 	// The estimate gated the size: the real program is small enough to build and count (nested stars of
 	// empty-matching bodies take more instructions than the estimate says).
@@ -64,13 +64,13 @@ func build(expr string) (*regexp.Regexp, int, error) {
 		return nil, 0, fmt.Errorf("is not an RE2 regular expression: %w", err)
 	}
 	if len(prog.Inst) > MaxInstructions {
-		return nil, 0, tooLarge
+		return nil, 0, errTooLarge
 	}
 	re, err := regexp.Compile(expr)
 	return re, max(n, len(prog.Inst)), err
 }
 
-var tooLarge = fmt.Errorf("compiles to more than %d instructions (repeat counts multiply what they repeat)", MaxInstructions)
+var errTooLarge = fmt.Errorf("compiles to more than %d instructions (repeat counts multiply what they repeat)", MaxInstructions)
 
 // Cost returns the work of matching the compiled pattern expr against a text of n bytes: its
 // instructions times n (at most MaxTextBytes of it), what a caller that matches many adds up against a
