@@ -73,10 +73,19 @@ func (r *JobReconciler) heldExits(ctx context.Context, tj *mlv1.TrainingJob, obs
 	}
 	token, now := builders.ControlToken(tj, r.Options), r.Clock.Now()
 	var ask []int
+	room := r.silent.room(tj) // pods new to the silent memory it can take without starting anew
 	for i := range obs.Pods {
-		if _, ok := r.toAsk(tj, obs.Job, &obs.Pods[i], now); ok && len(ask) < stopWorkers {
-			ask = append(ask, i) // one round of stopWorkers calls at most: a reconcile holds a worker one timeout
+		p := &obs.Pods[i]
+		if _, ok := r.toAsk(tj, obs.Job, p, now); !ok || len(ask) == stopWorkers {
+			continue // one round of stopWorkers calls at most: a reconcile holds a worker one timeout
 		}
+		if r.silent.get(tj, p.UID) == "" {
+			if room == 0 {
+				continue
+			}
+			room--
+		}
+		ask = append(ask, i)
 	}
 	behind := make([]bool, len(obs.Pods))
 	parallel(len(ask), stopWorkers, func(j int) {
@@ -131,7 +140,8 @@ func (r *JobReconciler) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed, 
 // after asks it left unanswered (silentFor). Only pods the Job made get the token (madeBy).
 func (r *JobReconciler) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod, now time.Time) (string, bool) {
 	key, ok := r.heldKey(p)
-	return key, ok && madeBy(job, p) && !r.notHeld.seen(tj, p.UID, key) && r.silentFor(tj, p, now) == 0
+	return key, ok && madeBy(job, p) && !r.notHeld.seen(tj, p.UID, key) && r.silentFor(tj, p, now) == 0 &&
+		(r.silent.get(tj, p.UID) != "" || r.silent.room(tj) > 0) // a job with more silent pods than it can have waits
 }
 
 // madeBy says whether job made p: its controller is job (owner reference), and its label says so. A label
@@ -163,7 +173,7 @@ const maxSilentWait = 32 * time.Second
 // not, and when the last was).
 func (r *JobReconciler) answered(tj *mlv1.TrainingJob, p *corev1.Pod, ok bool, now time.Time) {
 	if ok {
-		r.silent.remember(tj, p.UID, "")
+		r.silent.drop(tj, p.UID) // the memory holds only the silent: a job's many answering pods never fill it
 		return
 	}
 	misses, _ := silence(r.silent.get(tj, p.UID))
@@ -555,10 +565,28 @@ func (n *podMemo) remember(tj *mlv1.TrainingJob, pod types.UID, key string) {
 		n.jobs = map[types.NamespacedName]map[types.UID]string{}
 	}
 	k := client.ObjectKeyFromObject(tj)
-	if n.jobs[k] == nil || len(n.jobs[k]) > 4*int(tj.Spec.NumWorkers)+16 {
+	if n.jobs[k] == nil || len(n.jobs[k]) > memoBound(tj) {
 		n.jobs[k] = map[types.UID]string{}
 	}
 	n.jobs[k][pod] = key
+}
+
+// room returns how many more pods the job's memory holds before remember starts it anew: more pods than
+// the job has had (4 per worker, and 16).
+func (n *podMemo) room(tj *mlv1.TrainingJob) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return max(0, memoBound(tj)-len(n.jobs[client.ObjectKeyFromObject(tj)]))
+}
+
+// memoBound is how many pods' entries a job's memory holds.
+func memoBound(tj *mlv1.TrainingJob) int { return 4*int(tj.Spec.NumWorkers) + 16 }
+
+// drop forgets the pod's entry.
+func (n *podMemo) drop(tj *mlv1.TrainingJob, pod types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.jobs[client.ObjectKeyFromObject(tj)], pod)
 }
 
 func (n *podMemo) forget(key types.NamespacedName) {

@@ -246,6 +246,38 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 	if d := r.silentFor(tj, &pods[0], clk.Now()); d != 0 {
 		t.Errorf("after an answer the pod waits %v, want 0", d)
 	}
+
+	// More silent pods than the job can have (4 per worker and 16) do not start its memory anew (the
+	// backoff of all would be lost, each reconcile asking 16 again): the pods past it wait.
+	small := tj.DeepCopy()
+	small.Spec.NumWorkers, small.Name, small.UID = 2, "small", "small"
+	var asks []int
+	for range 12 {
+		clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+		before := 0
+		for i := range pods {
+			if r.silent.get(small, pods[i].UID) != "" {
+				before++
+			}
+		}
+		o := derive.Observed{Job: job, Pods: append([]corev1.Pod(nil), pods...)}
+		if err := r.heldExits(context.Background(), small, &o); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range pods {
+			if r.silent.get(small, pods[i].UID) != "" {
+				n++
+			}
+		}
+		asks = append(asks, n-before)
+	}
+	if n := len(r.silent.jobs[client.ObjectKeyFromObject(small)]); n > memoBound(small) {
+		t.Errorf("the memory holds %d pods of the job, want at most %d", n, memoBound(small))
+	}
+	if asks[len(asks)-1] != 0 || asks[len(asks)-2] != 0 {
+		t.Errorf("new pods asked per reconcile %v: want none once the memory is full", asks)
+	}
 }
 
 // TestRestartInPlace: once RESUME_FROM is settled and the ConfigMap holds the attempt, every running pod of
