@@ -81,6 +81,15 @@ func (o Observed) ended() []corev1.Pod {
 	return append(o.Pods[:len(o.Pods):len(o.Pods)], o.Gone...)
 }
 
+// rejectedMessage says who refused the workers' objects: the API server, or the operator itself (its
+// message says so: "the operator refuses ...").
+func rejectedMessage(why string) string {
+	if strings.HasPrefix(why, "the operator refuses") {
+		return why
+	}
+	return "the API server rejected the workers' objects: " + why
+}
+
 // ReasonCreateRejected is the reason of the Created condition while the API server refuses a child.
 const ReasonCreateRejected = "CreateRejected"
 
@@ -138,9 +147,9 @@ func derivePhase(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observed,
 		return phase{mlv1.StateSuspended, "Suspended", "spec.suspend is true; no workers run"}
 	case obs.Job == nil && obs.CreateRejected != "" && tj.Status.Attempt > 0:
 		return phase{mlv1.StateInitializing, ReasonCreateRejected,
-			fmt.Sprintf("attempt %d: the API server rejected the workers' objects: %s", tj.Status.Attempt, obs.CreateRejected)}
+			fmt.Sprintf("attempt %d: %s", tj.Status.Attempt, rejectedMessage(obs.CreateRejected))}
 	case obs.Job == nil && obs.CreateRejected != "":
-		return phase{mlv1.StatePending, ReasonCreateRejected, "the API server rejected the workers' objects: " + obs.CreateRejected}
+		return phase{mlv1.StatePending, ReasonCreateRejected, rejectedMessage(obs.CreateRejected)}
 	case obs.Job == nil && waitsForQueue(obs):
 		return queuePhase(obs.Queue)
 	case obs.Job == nil && tj.Status.Attempt > 0:
