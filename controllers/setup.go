@@ -136,16 +136,33 @@ func slimPod(obj any) (any, error) {
 	return obj, nil
 }
 
+// agentTokenOnly keeps of a pod's init containers the checkpoint agent's token (agentapi.TokenEnv), which
+// the CheckpointController sends back to it: a running pod's token works whatever key the operator holds
+// now. Nothing else of the containers is kept.
+func agentTokenOnly(cs []corev1.Container) []corev1.Container {
+	return envOnly(cs, names.AgentContainerName, agentapi.TokenEnv, true)
+}
+
 // podUIDOnly keeps of a pod's containers the trainer's controlapi.PodUIDEnv, which says that its
-// supervisor takes the tokens of its pod (tokenPodUID); nothing else.
+// supervisor takes the tokens of its pod (tokenPodUID), without its value; nothing else.
 func podUIDOnly(cs []corev1.Container) []corev1.Container {
+	return envOnly(cs, names.ContainerName, controlapi.PodUIDEnv, false)
+}
+
+// envOnly returns the container named name of cs with only its variable env (its value too when
+// keepValue); nil when it has none.
+func envOnly(cs []corev1.Container, name, env string, keepValue bool) []corev1.Container {
 	for _, c := range cs {
-		if c.Name != names.ContainerName {
+		if c.Name != name {
 			continue
 		}
 		for _, e := range c.Env {
-			if e.Name == controlapi.PodUIDEnv {
-				return []corev1.Container{{Name: c.Name, Env: []corev1.EnvVar{{Name: e.Name}}}}
+			if e.Name == env {
+				kept := corev1.EnvVar{Name: e.Name}
+				if keepValue {
+					kept.Value = e.Value
+				}
+				return []corev1.Container{{Name: c.Name, Env: []corev1.EnvVar{kept}}}
 			}
 		}
 	}
@@ -162,23 +179,6 @@ func operatorLabels(l map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-// agentTokenOnly keeps of a pod's init containers the checkpoint agent's token (agentapi.TokenEnv), which
-// the CheckpointController sends back to it: a running pod's token works whatever key the operator holds
-// now. Nothing else of the containers is kept.
-func agentTokenOnly(cs []corev1.Container) []corev1.Container {
-	for _, c := range cs {
-		if c.Name != names.AgentContainerName {
-			continue
-		}
-		for _, e := range c.Env {
-			if e.Name == agentapi.TokenEnv {
-				return []corev1.Container{{Name: c.Name, Env: []corev1.EnvVar{{Name: e.Name, Value: e.Value}}}}
-			}
-		}
-	}
-	return nil
 }
 
 // slimJob keeps of a Job's spec what the controllers read: its size, completion mode and suspend. The pod
