@@ -274,10 +274,11 @@ func TestFairConnsAdmit(t *testing.T) {
 	tests := []struct {
 		name string
 		// held are the connections held, oldest first: their source and whether they serve a request.
-		held     []fakeHeld
-		total    int
-		newcomer string
-		want     string // the connection closed: "newcomer" or an index in held
+		held      []fakeHeld
+		total     int
+		perSource int // at least 2
+		newcomer  string
+		want      string // the connection closed: "newcomer" or an index in held
 	}{
 		{name: "room", held: []fakeHeld{{ip: "a"}}, total: 3, newcomer: "b", want: ""},
 		{name: "own bound: its oldest idle", held: []fakeHeld{{ip: "a", active: true}, {ip: "a"}, {ip: "b"}}, total: 4,
@@ -290,8 +291,12 @@ func TestFairConnsAdmit(t *testing.T) {
 			total: 3, newcomer: "c", want: "2"},
 		{name: "full: no fairer share, its own idle one", held: []fakeHeld{{ip: "a"}, {ip: "a"}, {ip: "c"}, {ip: "b"}},
 			total: 4, newcomer: "c", want: "2"},
-		{name: "full: no fairer share, its own active", held: []fakeHeld{{ip: "a"}, {ip: "a"}, {ip: "c", active: true}, {ip: "b"}},
-			total: 4, newcomer: "c", want: "newcomer"},
+		{name: "full: no fairer share, its own active: the biggest's", held: []fakeHeld{{ip: "a"}, {ip: "a"}, {ip: "c", active: true},
+			{ip: "b"}}, total: 4, newcomer: "c", want: "0"},
+		{name: "full: one each, its own active: the oldest other", held: []fakeHeld{{ip: "a"}, {ip: "c", active: true}, {ip: "b"}},
+			total: 3, newcomer: "c", want: "0"},
+		{name: "full: its source holds the most, all active", held: []fakeHeld{{ip: "c", active: true}, {ip: "c", active: true}, {ip: "b"}},
+			total: 3, perSource: 3, newcomer: "c", want: "newcomer"},
 		{name: "full: idle again after a request", held: []fakeHeld{{ip: "a", idleAgain: true}, {ip: "b"}}, total: 2,
 			newcomer: "c", want: "0"},
 		{name: "full: one each, a new source takes the oldest", held: []fakeHeld{{ip: "a"}, {ip: "b"}, {ip: "c"}}, total: 3,
@@ -301,7 +306,7 @@ func TestFairConnsAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFairConns(tt.total, 2)
+			f := newFairConns(tt.total, max(tt.perSource, 2))
 			conns := make([]net.Conn, len(tt.held))
 			for i, h := range tt.held {
 				conns[i] = &fakeConn{ip: h.ip}

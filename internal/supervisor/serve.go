@@ -44,7 +44,8 @@ const (
 // strangers open. A newcomer over a bound takes the place of a connection that serves no request (idle,
 // or new: no request read yet), the oldest first: of its own source when that source holds
 // maxConnsPerSource; when maxConns are held, of the source that holds the most if that one holds more
-// than the newcomer's would after it, or the newcomer's holds none; else of its own source. When there is
+// than the newcomer's would after it, or the newcomer's holds none; else of its own source, or, when all
+// of its own serve requests, of the source that holds the most if that one holds as many. When there is
 // none, the newcomer is closed. What remains possible: a connection serving a request is never closed, so
 // each stranger IP may hold maxConnsPerSource for as long as ReadTimeout lets its requests last; and with
 // more IPs than maxConns, strangers may close the others' new connections in turn, the oldest first.
@@ -100,7 +101,11 @@ func (f *fairConns) admit(c net.Conn) (closing net.Conn) {
 	case len(f.held) >= f.total:
 		closing = f.oldestIdle(func(*heldConn) bool { return true })
 		if closing != nil && n > 0 && f.counts[f.held[closing].source] <= n+1 {
-			closing = f.oldestIdle(own) // no fairer share to take: its own idle one, if any
+			// No fairer share to take: its own idle one, if any; else, its own all serving requests (the
+			// operator's read and its order at once), the biggest source's if that holds as many.
+			if mine := f.oldestIdle(own); mine != nil || f.counts[f.held[closing].source] < n {
+				closing = mine
+			}
 		}
 	default:
 		f.hold(c, src)
