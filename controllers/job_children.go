@@ -133,7 +133,8 @@ func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob)
 }
 
 // ensureJob keeps exactly one Job, the current attempt's: it deletes a Job of an older attempt (a gang
-// restart) or one built from an older spec while suspended, creates the current one once nothing blocks
+// restart), one built from an older spec while suspended or one restarted in place whose replacement pod
+// went to a node the workers avoid (recreateOnAvoided), creates the current one once nothing blocks
 // its start, stops the workers of a finished run and keeps suspend in step. It puts the Job into obs.
 // The attempt is recorded in the status before the old Job is deleted, so an operator killed anywhere in
 // between resumes the restart: it never counts it twice, and the Job's fixed name means two Jobs never
@@ -160,6 +161,9 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	case found && isStale(job, want):
 		return r.deleteJob(ctx, job, "built from an older spec")
 	case found:
+		if recreated, err := r.recreateOnAvoided(ctx, tj, job, obs); recreated || err != nil {
+			return err
+		}
 		obs.Job = job
 		if err := r.labelReplacements(ctx, tj, job); err != nil {
 			return err
@@ -256,11 +260,12 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 	return nil
 }
 
-// deleteAttempt deletes the Job of an older attempt (background: its pods are left to stopPods) and stops
-// its pods. Deleting the Job first means that the Job controller, which would otherwise release the
-// pods' tracking finalizers one request each at kube-controller-manager's client rate (20 a second by
-// default), neither touches the pods nor replaces any: 256 ranks were gone 23-25 s after a failure, and
-// the next attempt's pod creations waited behind those requests (tests/performance/peers -ranks).
+// deleteAttempt deletes the Job of an older attempt, or the current one's to recreate it (background: its
+// pods are left to stopPods), and stops its pods. Deleting the Job first means that the Job controller,
+// which would otherwise release the pods' tracking finalizers one request each at kube-controller-manager's
+// client rate (20 a second by default), neither touches the pods nor replaces any: 256 ranks were gone
+// 23-25 s after a failure, and the next attempt's pod creations waited behind those requests
+// (tests/performance/peers -ranks).
 func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	if err := r.deleteJob(ctx, job, "of an older attempt"); err != nil {
 		return err

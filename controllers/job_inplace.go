@@ -34,8 +34,10 @@ import (
 // attempt (restartInPlace): each exits with the restart code, and the kubelet runs every container of the
 // pod again, init containers included, keeping the pod. A pod that is gone (ended, being deleted) is
 // replaced alone by the Job controller; its replacement's supervisor sees that it is behind the job's
-// attempt (names.CurrentAttemptKey) and waits to be ordered too (labelReplacements, heldExits). A pod on a node to
-// avoid, or one that cannot be reached, makes the whole gang recreated, as before, with an event saying why.
+// attempt (names.CurrentAttemptKey) and waits to be ordered too (labelReplacements, heldExits). A pod on a
+// node the workers avoid now is deleted and replaced alone the same way; should its replacement be placed
+// there again (the Job's template predates the avoidance), the gang is recreated (replacedOnAvoided). A pod
+// that cannot be reached makes the whole gang recreated, as before. A recreate always says why (recreating).
 
 // nextAttempt moves the workers of job, an older attempt's Job, to the current attempt: in place when the Job
 // was built for it and the job still may, else by deleting the Job and its pods (the next Job is created once
@@ -55,11 +57,19 @@ func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, c
 		why = "" // restartInPlace said why
 	}
 	if why != "" && job.DeletionTimestamp == nil {
-		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
-			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
+		r.recreating(ctx, tj, job, corev1.EventTypeNormal, why)
 	}
 	obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
 	return r.deleteAttempt(ctx, tj, job)
+}
+
+// recreating says why the workers' pods of job are recreated rather than restarted in place: an event on the
+// TrainingJob, and a log line at level 1.
+func (r *JobReconciler) recreating(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, eventType, why string) {
+	ctrl.LoggerFrom(ctx).V(1).Info("recreating the workers' pods", "trainingjob", klog.KObj(tj), "attempt", tj.Status.Attempt,
+		"why", why)
+	r.Recorder.Eventf(tj, job, eventType, derive.ReasonRestarting, "Recreate",
+		"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
 }
 
 // heldExits replaces, in obs.Pods, each pod whose supervisor holds a failed trainer of the current attempt
@@ -291,8 +301,9 @@ func asEnded(p *corev1.Pod, e controlapi.Exit) {
 // current attempt: once RESUME_FROM is settled for it, every running pod not yet moved is ordered to restart
 // and then labelled with the attempt; the Job last. A pod that is gone (ended, being deleted) or not started
 // is left to the Job controller, which replaces it (alone); the replacement waits for its order
-// (labelReplacements, heldExits). done is false when the gang cannot restart in place (a pod on a node to avoid, none
-// left running, one not reachable): the caller recreates it.
+// (labelReplacements, heldExits). A pod on a node the workers avoid now is deleted (replaceAvoided) and
+// replaced alone the same way. done is false when the gang cannot restart in place (none left running, one
+// not reachable, a replacement that would wait long): the caller recreates it.
 func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
 	obs *derive.Observed) (done bool, err error) {
 	if tj.CheckpointEnabled() && !resumeSettled(tj, cm) || cm.Data[names.CurrentAttemptKey] != strconv.Itoa(int(tj.Status.Attempt)) {
@@ -305,10 +316,9 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 		return false, fmt.Errorf("listing pods of %s: %w", klog.KObj(job), err)
 	}
 	mine := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !madeBy(job, &p) }) // not a label alone
-	restart, left, why := inPlacePlan(tj, job, mine)
+	restart, replace, left, why := inPlacePlan(tj, job, mine)
 	if why != "" {
-		r.Recorder.Eventf(tj, job, corev1.EventTypeNormal, derive.ReasonRestarting, "Recreate",
-			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
+		r.recreating(ctx, tj, job, corev1.EventTypeNormal, why)
 		return false, nil
 	}
 	obs.StartBlocked = fmt.Sprintf("restarting the workers of attempt %d in place", names.JobAttempt(job))
@@ -317,9 +327,11 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 		return true, err
 	}
 	if failed != "" {
-		r.Recorder.Eventf(tj, job, corev1.EventTypeWarning, derive.ReasonRestarting, "Recreate",
-			"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, failed)
+		r.recreating(ctx, tj, job, corev1.EventTypeWarning, failed)
 		return false, nil
+	}
+	if err := r.replaceAvoided(ctx, tj, replace); err != nil {
+		return true, err
 	}
 	if err := r.labelOnce(ctx, tj, job, tj.Status.Attempt); err != nil {
 		return true, err
@@ -349,12 +361,13 @@ func restartedInPlace(restart []corev1.Pod, left []string) string {
 	return what
 }
 
-// inPlacePlan sorts the pods of job to restart in place: those to order (running, reachable, not moved yet)
-// and those left to the Job controller (left, described: gone or not started; a replacement joins when it
-// runs). An older attempt's end (a pod replaced then) is history. why says why the gang is recreated
-// instead: a pod on a node the workers avoid now (the Job's template keeps the node), no pod left to
-// restart, or a gone pod whose replacement the Job controller would hold back for 20 s or more.
-func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (restart []corev1.Pod, left []string, why string) {
+// inPlacePlan sorts the pods of job to restart in place: those to order (running, reachable, not moved
+// yet), those to replace (on a node the workers avoid now: deleted, the Job controller replaces them) and
+// those left to the Job controller (left, described: gone, not started or replaced; a replacement joins when
+// it runs). An older attempt's end (a pod replaced then) is history. why says why the gang is recreated
+// instead: no pod left to restart, or a gone or replaced pod whose replacement the Job controller would
+// hold back for 20 s or more.
+func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (restart, replace []corev1.Pod, left []string, why string) {
 	moved, gone := 0, 0
 	ranks := map[string]bool{}
 	for i := range pods {
@@ -364,9 +377,10 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 			ranks[rank] = true
 		}
 		switch {
-		case slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName }) &&
-			p.Spec.NodeName != "" && !derive.Ended(p) && p.DeletionTimestamp == nil:
-			return nil, nil, fmt.Sprintf("pod %s is on node %s, which the workers avoid now", p.Name, p.Spec.NodeName)
+		case onAvoidedNode(tj, p) && !derive.Ended(p) && p.DeletionTimestamp == nil:
+			gone++
+			replace = append(replace, *p)
+			left = append(left, fmt.Sprintf("pod %s (rank %s, on node %s, which the workers avoid now)", p.Name, rank, p.Spec.NodeName))
 		case names.JobAttempt(p) == tj.Status.Attempt:
 			moved++ // ordered and labelled already
 		case goneWorker(p):
@@ -389,12 +403,92 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 	}
 	switch {
 	case len(restart)+moved == 0:
-		return nil, nil, "no worker's pod is left running"
+		return nil, nil, nil, "no worker's pod is left running"
 	case gone > 0 && job.Status.Failed >= slowReplacement:
-		return nil, nil, fmt.Sprintf("the Job controller would hold back the replacement of %s for 20 s or more "+
+		return nil, nil, nil, fmt.Sprintf("the Job controller would hold back the replacement of %s for 20 s or more "+
 			"(its pod failure backoff, 10 s doubling with each of the Job's %d failed pods)", strings.Join(left, ", "), job.Status.Failed)
 	}
-	return restart, left, ""
+	return restart, replace, left, ""
+}
+
+// onAvoidedNode says whether p is on a node in status.avoidedNodes.
+func onAvoidedNode(tj *mlv1.TrainingJob, p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" &&
+		slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName })
+}
+
+// replacedKey marks, in r.ordered, a pod replaceAvoided deleted for an attempt: a cache that shows the Job
+// labelled but not the pod's deletion yet does not take it for a replacement placed on the node again.
+func replacedKey(attempt int32) string { return "replaced/" + strconv.Itoa(int(attempt)) }
+
+// replaceAvoided deletes the pods of a restart in place that are on a node the workers avoid now, with the
+// grace an order would give their trainers: the Job controller replaces each alone. Its template predates
+// the avoidance, so replacedOnAvoided watches where the replacement goes.
+func (r *JobReconciler) replaceAvoided(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) error {
+	if len(pods) == 0 {
+		return nil
+	}
+	replaced := make([]string, 0, len(pods))
+	for i := range pods {
+		replaced = append(replaced, pods[i].Name+" on "+pods[i].Spec.NodeName)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("replacing the workers' pods on nodes the workers avoid now; the others restart in place",
+		"trainingjob", klog.KObj(tj), "attempt", tj.Status.Attempt, "pods", replaced)
+	var mu sync.Mutex
+	var errs []error
+	parallel(len(pods), stopWorkers, func(i int) {
+		p := &pods[i]
+		err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}, client.GracePeriodSeconds(orderGrace(tj)))
+		if err = ignoreNotFound(err); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("deleting pod %s on avoided node %s: %w", klog.KObj(p), p.Spec.NodeName, err))
+			mu.Unlock()
+			return
+		}
+		r.ordered.remember(tj, p.UID, replacedKey(tj.Status.Attempt))
+	})
+	return errors.Join(errs...)
+}
+
+// recreateOnAvoided recreates the gang of job, the current attempt's Job, when it restarted in place and
+// the Job controller placed a pod of it on a node the workers avoid now (replacedOnAvoided), saying why:
+// its Job and pods are deleted, and a new Job, whose template keeps every pod off the node, starts once
+// they are gone. recreated says it did.
+func (r *JobReconciler) recreateOnAvoided(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job,
+	obs *derive.Observed) (recreated bool, err error) {
+	why, err := r.replacedOnAvoided(ctx, tj, job)
+	if err != nil || why == "" {
+		return false, err
+	}
+	if job.DeletionTimestamp == nil {
+		r.recreating(ctx, tj, job, corev1.EventTypeNormal, why)
+	}
+	obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
+	return true, r.deleteAttempt(ctx, tj, job)
+}
+
+// replacedOnAvoided says why the gang of job, a Job that restarted in place into the current attempt, is to
+// be recreated: a pod of it, not gone, is on a node the workers avoid now. Its template predates the
+// avoidance, so the Job controller may place a replacement (replaceAvoided) on that node again; a new Job
+// keeps every pod off it. "" when none is.
+func (r *JobReconciler) replacedOnAvoided(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) (string, error) {
+	if job.Annotations[names.InPlaceAnnotation] == "" || finished(tj) || len(tj.Status.AvoidedNodes) == 0 {
+		return "", nil
+	}
+	var pods corev1.PodList
+	ofJob := client.MatchingLabels{names.ControllerUIDLabel: string(job.UID)}
+	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), ofJob); err != nil {
+		return "", fmt.Errorf("listing pods of %s: %w", klog.KObj(job), err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !madeBy(job, p) || goneWorker(p) || !onAvoidedNode(tj, p) || r.ordered.seen(tj, p.UID, replacedKey(tj.Status.Attempt)) {
+			continue
+		}
+		return fmt.Sprintf("pod %s (rank %s) is on node %s, which the workers avoid now: the Job controller placed it there "+
+			"(the Job's template predates the avoidance)", p.Name, p.Labels[names.RankLabel], p.Spec.NodeName), nil
+	}
+	return "", nil
 }
 
 // slowReplacement is how many failed pods of a Job make its controller wait 20 s or more before it creates

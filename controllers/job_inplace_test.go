@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -283,9 +284,10 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 // TestRestartInPlace: once RESUME_FROM is settled and the ConfigMap holds the attempt, every running pod of
 // the Job is ordered into the new attempt (with RESUME_FROM and the grace period) and labelled with it, then
 // the Job; a pod being deleted, failed, not started or missing is left to the Job controller, which replaces
-// it alone; a pod on a node to avoid, no pod left running, or a gone pod the Job controller would replace
-// only after 20 s or more (its backoff after the Job's earlier failed pods) makes the gang recreated
-// instead, with an event saying why.
+// it alone; a pod on a node to avoid is deleted and replaced alone the same way (the others restart in
+// place); no pod left running, or a gone or replaced pod the Job controller would replace only after 20 s
+// or more (its backoff after the Job's earlier failed pods) makes the gang recreated instead, with an event
+// saying why.
 func TestRestartInPlace(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -300,6 +302,8 @@ func TestRestartInPlace(t *testing.T) {
 		orders map[string]controlapi.Order
 		labels string // the Job's attempt label after
 		event  string
+		// deleted are the pods deleted after.
+		deleted []string
 	}{
 		{
 			name: "every pod ordered and labelled", settled: "1",
@@ -381,13 +385,36 @@ func TestRestartInPlace(t *testing.T) {
 			labels: "0", event: "attempt 1: recreating the workers' pods: no worker's pod is left running",
 		},
 		{
-			name: "a pod on a node to avoid: recreated", settled: "1", avoid: "n1",
+			name: "a pod on a node to avoid: replaced alone, the other restarts in place", settled: "1", avoid: "n1",
 			pods: func() []*corev1.Pod {
 				p := heldPod("1", "10.0.0.2", false)
 				p.Spec.NodeName = "n1"
 				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
 			},
-			labels: "0", event: "attempt 1: recreating the workers' pods: pod a-worker-1 is on node n1, which the workers avoid now",
+			want: true, labels: "1", orders: map[string]controlapi.Order{"10.0.0.1": {Attempt: 1, GraceSeconds: 30, ResumeFrom: "pvc://c/ck-3"}},
+			event: "attempt 1: 1 worker's pod restarts in place; the Job controller replaces pod a-worker-1 (rank 1, on node n1, " +
+				"which the workers avoid now), which joins once it runs",
+			deleted: []string{"a-worker-1"},
+		},
+		{
+			name: "every pod on a node to avoid: recreated", settled: "1", avoid: "n1",
+			pods: func() []*corev1.Pod {
+				p0, p1 := heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false)
+				p0.Spec.NodeName, p1.Spec.NodeName = "n1", "n1"
+				return []*corev1.Pod{p0, p1}
+			},
+			labels: "0", event: "attempt 1: recreating the workers' pods: no worker's pod is left running",
+		},
+		{
+			name: "a pod on a node to avoid, the Job's third: recreated (the Job controller would wait 20 s or more)", settled: "1",
+			avoid: "n1", failed: 2,
+			pods: func() []*corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.Spec.NodeName = "n1"
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
+			},
+			labels: "0", event: "recreating the workers' pods: the Job controller would hold back the replacement of pod a-worker-1 " +
+				"(rank 1, on node n1, which the workers avoid now) for 20 s or more",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -439,6 +466,101 @@ func TestRestartInPlace(t *testing.T) {
 			}
 			if tc.event != "" && !strings.Contains(event, tc.event) || tc.event == "" && event != "" {
 				t.Errorf("event %q, want one with %q", event, tc.event)
+			}
+			var deleted []string
+			for _, p := range tc.pods() {
+				if err := r.Get(context.Background(), client.ObjectKeyFromObject(p), &corev1.Pod{}); apierrors.IsNotFound(err) {
+					deleted = append(deleted, p.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.deleted, deleted); diff != "" {
+				t.Errorf("pods deleted (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRecreateOnAvoided: a Job restarted in place whose replacement pod the Job controller placed on a node
+// the workers avoid now (its template predates the avoidance) is recreated, with an event saying why; a
+// replacement elsewhere, a pod on the node being deleted or one the operator just deleted there (its
+// deletion not in the cache yet) keep it.
+func TestRecreateOnAvoided(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		inPlace bool
+		pod     func() *corev1.Pod
+		// replaced: the operator deleted the pod (replaceAvoided), its deletion not in the cache yet.
+		replaced bool
+		want     bool
+		event    string
+	}{
+		{
+			name: "the replacement placed on the avoided node: recreated", inPlace: true,
+			pod:  func() *corev1.Pod { return heldPod("1", "10.0.0.2", false) },
+			want: true, event: "attempt 1: recreating the workers' pods: pod a-worker-1 (rank 1) is on node n1, which the workers avoid now: " +
+				"the Job controller placed it there (the Job's template predates the avoidance)",
+		},
+		{
+			name: "the replacement elsewhere: kept", inPlace: true,
+			pod: func() *corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.Spec.NodeName = "n2"
+				return p
+			},
+		},
+		{
+			name: "the replaced pod being deleted: kept", inPlace: true,
+			pod: func() *corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0.Time)), []string{"x"}
+				return p
+			},
+		},
+		{
+			name: "the replaced pod, its deletion not in the cache yet: kept", inPlace: true, replaced: true,
+			pod: func() *corev1.Pod { return heldPod("1", "10.0.0.2", false) },
+		},
+		{
+			name: "a Job that does not restart in place: kept",
+			pod:  func() *corev1.Pod { return heldPod("1", "10.0.0.2", false) },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "a").Obj().Defaulted()
+			tj.UID, tj.Status.Attempt, tj.Status.State = "tj-uid", 1, mlv1.StateRunning
+			tj.Status.AvoidedNodes = []mlv1.AvoidedNode{{Name: "n1"}}
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid",
+				Labels: map[string]string{names.AttemptLabel: "1"}}}
+			if tc.inPlace {
+				job.Annotations = map[string]string{names.InPlaceAnnotation: "true"}
+			}
+			p := tc.pod()
+			p.Labels[names.AttemptLabel] = "1"
+			if p.Spec.NodeName == "" {
+				p.Spec.NodeName = "n1"
+			}
+			r := newReconciler(tj, job, p)
+			rec := events.NewFakeRecorder(10)
+			r.Recorder = rec
+			if tc.replaced {
+				r.ordered.remember(tj, p.UID, replacedKey(1))
+			}
+			var obs derive.Observed
+			got, err := r.recreateOnAvoided(context.Background(), tj, job, &obs)
+			if err != nil || got != tc.want {
+				t.Fatalf("recreateOnAvoided = %t, %v; want %t", got, err, tc.want)
+			}
+			err = r.Get(context.Background(), client.ObjectKeyFromObject(job), &batchv1.Job{})
+			if gone := apierrors.IsNotFound(err); gone != tc.want {
+				t.Errorf("the Job deleted: %t (%v), want %t", gone, err, tc.want)
+			}
+			var event string
+			select {
+			case event = <-rec.Events:
+			default:
+			}
+			if diff := cmp.Diff(tc.event, strings.TrimPrefix(event, "Normal Restarting ")); diff != "" {
+				t.Errorf("event (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -59,11 +59,13 @@ type failure struct {
 	kind failureKind
 	what string
 	// class, exitCode (0: none) and text (the termination message, or a hang's log lines) are what rules
-	// match; node is where the failing rank ran ("" unknown); lost the nodes of workers that were lost.
+	// match; node is where the failing rank ran ("" unknown), rank which it is ("" unknown: no rank's
+	// exit); lost the nodes of workers that were lost.
 	class    mlv1.FailureKind
 	exitCode int32
 	text     string
 	node     string
+	rank     string
 	lost     map[string]string
 	// tied are exits that cannot be told apart from the first (same second, same kind): a rule that
 	// matches one of them decides, and its node is the failing one.
@@ -270,7 +272,8 @@ func RunningWhenDeleted(p *corev1.Pod) bool {
 // exitFailure returns the failure of a rank's exit, which rules match.
 func exitFailure(tj *mlv1.TrainingJob, e *rankExit, logs map[string]string) failure {
 	f := failure{kind: exitKind(tj, e.t.ExitCode), class: mlv1.FailureError, what: e.describe(logs), exitCode: e.t.ExitCode,
-		text: e.t.Message, node: e.pod.Spec.NodeName, inputs: e.container == names.InputsContainerName, at: e.t.FinishedAt.Time}
+		text: e.t.Message, node: e.pod.Spec.NodeName, rank: e.pod.Labels[names.RankLabel], inputs: e.container == names.InputsContainerName,
+		at: e.t.FinishedAt.Time}
 	if e.t.Reason == "OOMKilled" {
 		f.class = mlv1.FailureOOM
 	}

@@ -23,7 +23,7 @@ func applyRules(tj *mlv1.TrainingJob, f failure) failure {
 			continue
 		}
 		// m is f or an exit tied with it: the one the rule matched is the one the reason names.
-		f.what, f.exitCode, f.node, f.kind = m.what, m.exitCode, m.node, ruleKind[r.Action]
+		f.what, f.exitCode, f.node, f.rank, f.kind = m.what, m.exitCode, m.node, m.rank, ruleKind[r.Action]
 		f.rule = fmt.Sprintf("failurePolicy.rules[%d]", i)
 		if r.Name != "" {
 			f.rule += " " + r.Name

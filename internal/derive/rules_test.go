@@ -7,7 +7,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/pattern"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
@@ -73,11 +76,17 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// TestAvoidNodes: lost nodes, a node that held the failing rank twice in a row and a rule's avoidNode are
-// avoided, within maxAvoidedNodes (oldest dropped; 0: none).
+// TestAvoidNodes: only evidence about a node avoids it: a lost node, a node where different ranks failed in
+// two failed attempts in a row, a rule's avoidNode; the same rank failing twice on its node is not (a rank
+// SIGKILLed twice from outside recreated a whole gang). Within maxAvoidedNodes (oldest dropped; 0: none).
 func TestAvoidNodes(t *testing.T) {
 	withCap := func(n int32) *mlv1.TrainingJob {
 		return tjtest.NewTJ("ml", "a").With(func(tj *mlv1.TrainingJob) { tj.Spec.FailurePolicy = &mlv1.FailurePolicy{MaxAvoidedNodes: &n} }).Obj()
+	}
+	// lastFailure is status.lastFailure after rank's exit, as decide writes it.
+	lastFailure := func(rank string) string {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-" + rank, Labels: map[string]string{names.RankLabel: rank}}}
+		return describeExit(p, names.ContainerName, &corev1.ContainerStateTerminated{ExitCode: 137, Message: "killed"}, "", "2")
 	}
 	avoid := func(names ...string) []mlv1.AvoidedNode {
 		var out []mlv1.AvoidedNode
@@ -112,11 +121,51 @@ func TestAvoidNodes(t *testing.T) {
 			wantLast: "n1",
 		},
 		{
-			name:     "the same node in two failed attempts in a row",
+			name:     "different ranks failing on the node in two failed attempts in a row",
 			tj:       withCap(3),
-			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"},
-			f:        failure{kind: retryable, node: "n1"},
-			want:     []string{"n1:held the failing rank in attempts 0 and 1"},
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: lastFailure("0")},
+			f:        failure{kind: retryable, node: "n1", rank: "1"},
+			want:     []string{"n1:rank 0 failed there in attempt 0, rank 1 in attempt 1"},
+			wantLast: "n1",
+		},
+		{
+			name:     "the same rank failing twice on its node, same exit: not avoided",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: lastFailure("1")},
+			f:        failure{kind: retryable, node: "n1", rank: "1", exitCode: 137},
+			want:     nil,
+			wantLast: "n1",
+		},
+		{
+			name:     "different ranks on different nodes: not avoided",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n2", LastFailure: lastFailure("0")},
+			f:        failure{kind: retryable, node: "n1", rank: "1"},
+			want:     nil,
+			wantLast: "n1",
+		},
+		{
+			name:     "the previous failure was no rank's exit (a hang): not avoided",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: hangFailurePrefix + "no progress"},
+			f:        failure{kind: retryable, node: "n1", rank: "1"},
+			want:     nil,
+			wantLast: "n1",
+		},
+		{
+			name:     "a disruption on the node after another rank's failure: not avoided",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: lastFailure("0")},
+			f:        failure{kind: disruption, node: "n1", rank: "1"},
+			want:     nil,
+			wantLast: "n1",
+		},
+		{
+			name:     "a rule's avoidNode, the same rank as before",
+			tj:       withCap(3),
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: lastFailure("1")},
+			f:        failure{kind: retryable, node: "n1", rank: "1", rule: "failurePolicy.rules[0] ecc", avoidNode: true},
+			want:     []string{"n1:failurePolicy.rules[0] ecc matched the failure of attempt 1"},
 			wantLast: "n1",
 		},
 		{
@@ -140,8 +189,8 @@ func TestAvoidNodes(t *testing.T) {
 		{
 			name:     "not the last schedulable nodes",
 			tj:       withCap(3),
-			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"},
-			f:        failure{kind: retryable, node: "n1", schedulable: map[string]int32{"n1": 1, "n2": 1}, workers: 2},
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: lastFailure("0")},
+			f:        failure{kind: retryable, node: "n1", rank: "1", schedulable: map[string]int32{"n1": 1, "n2": 1}, workers: 2},
 			want:     nil,
 			wantLast: "n1",
 			wantNote: "; not avoiding node n1: the other schedulable nodes would not hold the 2 workers",
@@ -159,9 +208,9 @@ func TestAvoidNodes(t *testing.T) {
 		{
 			name:     "a node that holds every worker left: avoided",
 			tj:       withCap(3),
-			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1"},
-			f:        failure{kind: retryable, node: "n1", schedulable: map[string]int32{"n1": 2, "n2": 2}, workers: 2},
-			want:     []string{"n1:held the failing rank in attempts 0 and 1"},
+			st:       mlv1.TrainingJobStatus{Attempt: 1, LastFailureNode: "n1", LastFailure: lastFailure("0")},
+			f:        failure{kind: retryable, node: "n1", rank: "1", schedulable: map[string]int32{"n1": 2, "n2": 2}, workers: 2},
+			want:     []string{"n1:rank 0 failed there in attempt 0, rank 1 in attempt 1"},
 			wantLast: "n1",
 		},
 		{
