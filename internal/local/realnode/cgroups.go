@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
+	"time"
 )
 
 // cgroupFS is where the cgroup v1 hierarchies are mounted, one directory per controller.
@@ -45,26 +47,57 @@ func createCgroupRoot(name string) error {
 	return nil
 }
 
-// removeCgroupRoot removes the node's cgroups, the pods' ones below it first (their processes are gone).
-func removeCgroupRoot(name string) error {
+// cgroupTrees returns the node's cgroup name in every hierarchy (endProcesses ends what is in them).
+func cgroupTrees(name string) ([]string, error) {
 	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = filepath.Join(h, name)
+	}
+	return out, nil
+}
+
+// removeCgroupRoot removes the node's cgroups, the pods' ones below it first (endProcesses ended their
+// processes).
+func removeCgroupRoot(name string) error {
+	trees, err := cgroupTrees(name)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, h := range hs {
-		var dirs []string
-		_ = filepath.WalkDir(filepath.Join(h, name), func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
+	for _, t := range trees {
+		errs = append(errs, removeCgroupTree(t, 5*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes the cgroup dir and every cgroup below it, deepest first. A cgroup whose last
+// process has just been killed can be busy a moment longer: it retries until timeout.
+func removeCgroupTree(dir string, timeout time.Duration) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	deadline := time.Now().Add(timeout)
+	var errs []error
+	for _, d := range dirs {
+		for {
+			err := os.Remove(d)
+			if err == nil || errors.Is(err, fs.ErrNotExist) {
+				break
 			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-		for _, d := range dirs {
-			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
 				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+				break
 			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return errors.Join(errs...)

@@ -5,17 +5,30 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
 // Leftovers lists what real nodes left on the machine after they and the cluster DNS and kube-proxy were
-// stopped: processes (containerd, its shims, kubelet, kube-proxy, coredns), bridges, the DNS address, KUBE-*
+// stopped: processes (containerd, its shims, runc, kubelet, kube-proxy, coredns), bridges, the DNS address, KUBE-*
 // iptables chains, the nodes' cgroups. Empty when Stop removed everything.
 func Leftovers() []string {
 	var left []string
-	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy", "coredns"} {
-		if out, err := exec.Command("pgrep", "-x", name).Output(); err == nil {
-			left = append(left, "process "+name+": "+strings.Join(strings.Fields(string(out)), ","))
+	// pgrep matches the command name, cut to 15 bytes (containerd-shim), whole; runc init is runc:[2:INIT].
+	for _, name := range []string{"containerd", "containerd-shim", "runc", "kubelet", "kube-proxy", "coredns"} {
+		pattern := name
+		if name == "runc" {
+			pattern = "runc(:.*)?"
+		}
+		out, _ := exec.Command("pgrep", "-x", pattern).Output()
+		var pids []string
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && running(pid) { // a zombie holds nothing; init reaps it
+				pids = append(pids, f)
+			}
+		}
+		if len(pids) > 0 {
+			left = append(left, "process "+name+": "+strings.Join(pids, ","))
 		}
 	}
 	ifaces, _ := net.Interfaces()

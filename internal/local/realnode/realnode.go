@@ -149,15 +149,22 @@ func (n *Node) StopKubelet() {
 	}
 }
 
-// Stop stops the kubelet, every container of the node and containerd, and removes the node's bridge,
-// its CNI plugins' iptables rules and its mounts.
+// Stop stops the kubelet, every container of the node and containerd, ends whatever of the node outlived
+// them (endProcesses: its shims, containers and `runc init`s, as after a lost node), and removes the node's
+// bridge, its CNI plugins' iptables rules, its mounts and its cgroups.
 func (n *Node) Stop() error {
 	n.StopKubelet()
 	var errs []error
+	var tasks error
 	if n.containerd != nil {
-		errs = append(errs, n.killContainers())
+		tasks = n.killContainers()
 		n.containerd.Stop()
 		n.containerd = nil
+	}
+	// containerd ends only the tasks it lists, and not their shims: a task created while the kubelet
+	// stopped, one of a node whose containerd died, a shim whose task was deleted under it, stay.
+	if err := n.endProcesses(); err != nil {
+		errs = append(errs, tasks, err) // what containerd could not stop, nothing could
 	}
 	errs = append(errs, unmountUnder(n.opts.Dir))
 	// The images and containers' files (gigabytes with the runner's) go; the logs beside them stay.
@@ -174,7 +181,7 @@ func (n *Node) killContainers() error {
 	}
 	out, err := ctr("tasks", "list", "-q")
 	if err != nil {
-		return nil // containerd is not answering: its shims die with their process group
+		return nil // containerd is not answering: Stop's endProcesses ends its shims and containers
 	}
 	for _, id := range strings.Fields(string(out)) {
 		_, _ = ctr("tasks", "kill", "-s", "SIGKILL", id)
@@ -193,6 +200,17 @@ func (n *Node) killContainers() error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("containers of %s still running after SIGKILL", n.opts.Name)
+}
+
+// endProcesses ends every process left in the node's cgroups and every shim or runc of its containerd
+// (package function endProcesses), once the kubelet and containerd are gone, and removes the state those
+// shims kept in /run (removeTaskState).
+func (n *Node) endProcesses() error {
+	trees, err := cgroupTrees(n.opts.cgroupRoot())
+	if err := errors.Join(err, endProcesses(trees, n.opts.Dir, reapTimeout)); err != nil {
+		return err
+	}
+	return removeTaskState(filepath.Join(n.opts.Dir, "containerd", "state"), n.opts.socket(), runcRoot, shimSockets)
 }
 
 // ctr returns containerd's client on this node's containerd, in the namespace of Kubernetes' containers.
