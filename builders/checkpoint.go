@@ -32,13 +32,29 @@ func mountedCheckpoints(tj *mlv1.TrainingJob) bool {
 	return s != nil && (s.Type == mlv1.StoragePVC || s.Type == mlv1.StorageNFS)
 }
 
-// CheckpointRoot returns where a job's checkpoints live inside its store: [<prefix>/]<namespace>/<name>.
+// CheckpointRoot returns where a job's checkpoints live inside its store: [<prefix>/]<namespace>/<name>/<runID>
+// (without the run ID for a job created before run IDs).
 func CheckpointRoot(tj *mlv1.TrainingJob) string {
+	return path.Join(NameRoot(tj), RunID(tj))
+}
+
+// NameRoot returns where the checkpoints of every run under the job's name live: [<prefix>/]<namespace>/<name>.
+func NameRoot(tj *mlv1.TrainingJob) string {
 	prefix := ""
 	if s := tj.CheckpointStorage(); s != nil {
 		prefix = s.Prefix
 	}
 	return path.Join(prefix, tj.Namespace, tj.Name)
+}
+
+// RunID returns the job's run ID: status.runID once recorded; the UID for a job the operator has not
+// started (no state yet); "" for one an operator before run IDs started, so that its checkpoints stay where
+// its workers write them.
+func RunID(tj *mlv1.TrainingJob) string {
+	if tj.Status.RunID != "" || tj.Status.State != "" {
+		return tj.Status.RunID
+	}
+	return string(tj.UID)
 }
 
 // CheckpointDir returns the job's checkpoint directory inside a worker, for mounted storage.
@@ -159,6 +175,9 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		"--termination-log=" + corev1.TerminationMessagePathDefault}
 	if c.ResumeFrom != "" {
 		args = append(args, "--protect="+c.ResumeFrom)
+	}
+	if RunID(tj) != "" {
+		args = append(args, "--earlier-runs-under="+NameRoot(tj))
 	}
 	for flag, v := range map[string]string{"s3-bucket": s.S3Bucket, "gcs-bucket": s.GCSBucket, "endpoint": s.Endpoint, "region": s.Region} {
 		if v != "" {

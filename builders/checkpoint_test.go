@@ -122,3 +122,46 @@ func TestSecretKeyIsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCheckpoints: each run under a name keeps its own checkpoints (the run ID, the job's UID, under the
+// name's root); a job an operator before run IDs started keeps the layout it was started with.
+func TestRunCheckpoints(t *testing.T) {
+	tests := []struct {
+		name                 string
+		state                mlv1.State
+		runID                string
+		wantRunID, wantDir   string
+		wantEarlierRunsUnder string // the agent's --earlier-runs-under
+	}{
+		{name: "a new job: its UID", wantRunID: "uid-1", wantDir: "/checkpoints/ml/a/uid-1",
+			wantEarlierRunsUnder: "ml/a"},
+		{name: "recorded", state: mlv1.StateRunning, runID: "uid-1", wantRunID: "uid-1", wantDir: "/checkpoints/ml/a/uid-1",
+			wantEarlierRunsUnder: "ml/a"},
+		{name: "started before run IDs", state: mlv1.StateRunning, wantRunID: "", wantDir: "/checkpoints/ml/a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tj := checkpointedTJ("uid-1")
+			tj.Status.State, tj.Status.RunID = tt.state, tt.runID
+			got := struct{ RunID, Dir, EarlierRunsUnder string }{RunID: builders.RunID(tj)}
+			tj.Status.RunID = got.RunID
+			pod := builders.Job(tj, builders.Options{}).Spec.Template.Spec
+			for _, e := range pod.Containers[0].Env {
+				if e.Name == "CHECKPOINT_DIR" {
+					got.Dir = e.Value
+				}
+			}
+			for _, c := range pod.InitContainers {
+				for _, a := range c.Args {
+					if v, ok := strings.CutPrefix(a, "--earlier-runs-under="); ok {
+						got.EarlierRunsUnder = v
+					}
+				}
+			}
+			want := struct{ RunID, Dir, EarlierRunsUnder string }{tt.wantRunID, tt.wantDir, tt.wantEarlierRunsUnder}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

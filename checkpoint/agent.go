@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +45,9 @@ type Agent struct {
 	// Token is the job's token (agentapi.TokenEnv) that PUT /resume-from must carry; empty (a Job built
 	// before tokens) accepts any, as before, and says so once in the log.
 	Token string
+	// NameRoot, when set, holds the runs of the job's name, Root one of them: Run looks there once for
+	// earlier runs' checkpoints (EarlierRuns), which the report names.
+	NameRoot string
 
 	kick   chan struct{}
 	syncMu sync.Mutex // one Sync at a time
@@ -87,6 +91,7 @@ func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 			a.Log.Error(err, "status endpoint")
 		}
 	}()
+	a.findEarlierRuns(ctx)
 	t := time.NewTicker(a.Interval)
 	defer t.Stop()
 	for {
@@ -103,11 +108,38 @@ func (a *Agent) Run(ctx context.Context, l net.Listener) error {
 	}
 }
 
+// findEarlierRuns records the earlier runs under NameRoot in the report; one that cannot be listed is
+// logged and left out (the run goes on: it is only news for the user).
+func (a *Agent) findEarlierRuns(ctx context.Context) {
+	if a.NameRoot == "" {
+		return
+	}
+	runs, err := EarlierRuns(ctx, a.Store, a.NameRoot, path.Base(a.Root))
+	if err != nil {
+		a.Log.Error(err, "looking for earlier runs' checkpoints", "under", a.NameRoot)
+		return
+	}
+	if len(runs) > 0 {
+		a.Log.Info("earlier runs of this name left checkpoints; this run does not resume from them unless resumeFrom names one",
+			"newest", runs[0].Latest)
+	}
+	a.mu.Lock()
+	a.last.EarlierRuns = runs
+	a.mu.Unlock()
+}
+
+// maxTerminationMessage is what the kubelet keeps of a termination message.
+const maxTerminationMessage = 4096
+
 func (a *Agent) writeTerminationLog(st AgentStatus) error {
 	if a.TerminationLog == "" {
 		return nil
 	}
 	data, err := json.Marshal(st)
+	if err == nil && len(data) > maxTerminationMessage {
+		st.EarlierRuns = nil // the live reads named them; the final report must stay whole
+		data, err = json.Marshal(st)
+	}
 	if err != nil {
 		return err
 	}

@@ -104,6 +104,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, checkpointController) // 5.
 	if written {
 		r.recordStorageFault(tj, old)
+		r.recordEarlierRuns(tj, old)
 	}
 	if err != nil || wres.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
 		return wres, err
@@ -333,6 +334,13 @@ func (r *CheckpointReconciler) recordStorageFault(tj *mlv1.TrainingJob, old mlv1
 	if c == derive.ReasonStorageError && derive.ConditionReason(old, mlv1.ConditionCheckpointStorageReady) != c {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c, "Checkpoint", "%s",
 			derive.ConditionMessage(tj.Status, mlv1.ConditionCheckpointStorageReady))
+	}
+}
+
+// recordEarlierRuns records, once, that a new run found earlier runs' checkpoints under its name.
+func (r *CheckpointReconciler) recordEarlierRuns(tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
+	if msg, ok := derive.EarlierRunsFound(tj, old, tj.Status); ok {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, derive.ReasonEarlierRuns, "Checkpoint", "%s", msg)
 	}
 }
 

@@ -97,8 +97,8 @@ type JobReconciler struct {
 //  1. get the TrainingJob (a deleted one releases what it held: its children go through owner references);
 //  2. a job another controller manages (MultiKueue's) only keeps its dispatched Workload;
 //  3. wait while the cache has not seen this process's last status write;
-//  4. place checkpoints: storage the operator chose is recorded (and the job accepted) before anything is
-//     built from it;
+//  4. place checkpoints: storage the operator chose and the run ID are recorded (storage the operator chose
+//     with the job accepted, before anything is built from it);
 //  5. clean up a finished job (cleanPodPolicy, ttlSecondsAfterFinished);
 //  6. ensure the children (ConfigMap, Service, claim, PodGroup, the attempt's Job) and observe them;
 //  7. derive the status from what was observed and write it, once, when it changed.
@@ -115,6 +115,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	old := *tj.Status.DeepCopy()
 	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options) // 4.
+	tj.Status.RunID = builders.RunID(tj)
 	now := metav1.NewTime(r.Clock.Now())
 	if old.State == "" && tj.Status.CheckpointStorage != nil {
 		return r.write(ctx, tj, old, derive.Status(tj, derive.Observed{}, now), now.Time)

@@ -113,6 +113,17 @@ type Status struct {
 	// Error is why the last sync (listing) or a deletion failed; empty when all went well.
 	Error string    `json:"error,omitempty"`
 	Time  time.Time `json:"time"`
+	// EarlierRuns are the newest complete checkpoints of earlier runs under the job's name, newest first,
+	// as the agent found them when it started.
+	EarlierRuns []EarlierRun `json:"earlierRuns,omitempty"`
+}
+
+// EarlierRun is the newest complete checkpoint of an earlier run under a job's name: a deleted
+// TrainingJob of the same name.
+type EarlierRun struct {
+	Latest      string    `json:"latest"`
+	LatestEpoch int       `json:"latestEpoch,omitempty"`
+	LastTime    time.Time `json:"lastTime,omitzero"`
 }
 
 // Handle serves the protocol on mux without a token: status answers GET /status, acknowledge PUT

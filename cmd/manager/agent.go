@@ -34,7 +34,7 @@ import (
 func runAgent(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("checkpoint-agent", flag.ContinueOnError)
 	st := &mlv1.CheckpointStorage{}
-	var typ, dir, root, listen, protect, check, termLog string
+	var typ, dir, root, nameRoot, listen, protect, check, termLog string
 	var retention int
 	var interval, abandoned time.Duration
 	fs.StringVar(&typ, "storage-type", "pvc", "pvc, nfs, s3 or gcs")
@@ -43,7 +43,9 @@ func runAgent(ctx context.Context, args []string) error {
 	fs.StringVar(&st.GCSBucket, "gcs-bucket", "", "GCS bucket")
 	fs.StringVar(&st.Endpoint, "endpoint", "", "S3-compatible endpoint")
 	fs.StringVar(&st.Region, "region", "", "S3 region")
-	fs.StringVar(&root, "root", "", "the job's checkpoint root inside the store: [prefix/]namespace/name")
+	fs.StringVar(&root, "root", "", "the run's checkpoint root inside the store: [prefix/]namespace/name[/runID]")
+	fs.StringVar(&nameRoot, "earlier-runs-under", "", "where the runs of the job's name live ([prefix/]namespace/name): "+
+		"earlier runs' checkpoints there are reported")
 	fs.IntVar(&retention, "retention", 3, "newest complete checkpoints to keep")
 	fs.StringVar(&protect, "protect", "", "a checkpoint never to delete (resumeFrom)")
 	fs.DurationVar(&interval, "interval", 30*time.Second, "time between two rotations")
@@ -91,6 +93,7 @@ func runAgent(ctx context.Context, args []string) error {
 		TerminationLog: termLog,
 		Policy:         checkpoint.Policy{Retention: retention, AbandonedAfter: abandoned},
 		Token:          os.Getenv(agentapi.TokenEnv),
+		NameRoot:       nameRoot,
 	}
 	if protect != "" {
 		a.Policy.Protect = []string{protect}

@@ -115,6 +115,13 @@ type TrainingJobStatus struct {
 	// +optional
 	CheckpointStorage *CheckpointStorage `json:"checkpointStorage,omitempty"`
 
+	// runID names this run's checkpoint history, set once to the job's UID: its checkpoints live under
+	// <namespace>/<name>/<runID>, so a job created again under a deleted one's name starts fresh. Empty for a
+	// job created before run IDs, whose checkpoints stay under <namespace>/<name>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RunID string `json:"runID,omitempty"`
+
 	// startTime is when the workers' Job started.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -163,7 +170,7 @@ type TrainingJobStatus struct {
 	AvoidedNodes []AvoidedNode `json:"avoidedNodes,omitempty"`
 
 	// lastFailureNode is the node of the rank whose failure caused the latest gang restart: a node that
-	// holds the failing rank in two failed attempts in a row is avoided.
+	// holds the failing rank in two failed attempts in a row, different ranks each time, is avoided.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	LastFailureNode string `json:"lastFailureNode,omitempty"`
@@ -298,6 +305,14 @@ type CheckpointStatus struct {
 	// resumedAttempt is the attempt whose workers resumed from resumedFrom.
 	// +optional
 	ResumedAttempt int32 `json:"resumedAttempt,omitempty"`
+	// earlierRuns are the newest complete checkpoints of earlier runs under this job's name (deleted
+	// TrainingJobs of the same name), newest first. A run never resumes from them on its own: set
+	// spec.checkpoint.resumeFrom to one to continue it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=1024
+	EarlierRuns []string `json:"earlierRuns,omitempty"`
 }
 
 // AvoidedNode is a node later attempts are kept off, and why.

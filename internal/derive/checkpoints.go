@@ -3,7 +3,9 @@ package derive
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +23,9 @@ const (
 	ReasonStorageError     = "StorageError"
 	ReasonAgentUnreachable = "AgentUnreachable"
 )
+
+// ReasonEarlierRuns is the reason of the event that says a new run found earlier runs' checkpoints.
+const ReasonEarlierRuns = "EarlierRunsFound"
 
 // ApplyAgentError sets CheckpointStorageReady to Unknown with why the agent cannot be read, until the
 // agent first answers. Once it has reported, a failed read (the pod stopping, a restart) leaves its last
@@ -46,18 +51,58 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 	} else {
 		set(st, mlv1.ConditionCheckpointStorageReady, true, ReasonSynced, "rank 0's checkpoint agent lists and rotates the checkpoints", now)
 	}
-	if a.Latest == "" && st.Checkpoint == nil {
+	earlier := earlierRuns(a.EarlierRuns)
+	if a.Latest == "" && len(earlier) == 0 && st.Checkpoint == nil {
 		return
 	}
-	c := &mlv1.CheckpointStatus{Latest: a.Latest, LatestEpoch: int32(a.LatestEpoch), Count: int32(a.Count), SizeBytes: a.SizeBytes}
+	c := &mlv1.CheckpointStatus{Latest: a.Latest, LatestEpoch: int32(a.LatestEpoch), Count: int32(a.Count), SizeBytes: a.SizeBytes,
+		EarlierRuns: earlier}
 	if o := st.Checkpoint; o != nil {
 		c.ResumedFrom, c.ResumedFromMessage = o.ResumedFrom, o.ResumedFromMessage
 		c.ResumedFromTime, c.ResumedAttempt = o.ResumedFromTime, o.ResumedAttempt
+		if a.EarlierRuns == nil {
+			c.EarlierRuns = o.EarlierRuns // a final report without them, or an agent before them
+		}
 	}
 	if !a.LastTime.IsZero() {
 		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
 	}
 	st.Checkpoint = c
+}
+
+// maxEarlierRun bounds an earlier run's checkpoint in the status (the agent's report is the pod's word).
+const maxEarlierRun = 1024
+
+// earlierRuns returns the checkpoints of the earlier runs an agent reported, as the status holds them: at
+// most checkpoint.MaxEarlierRuns, each a checkpoint's path or URI of valid UTF-8 within maxEarlierRun
+// bytes; others are left out.
+func earlierRuns(runs []agentapi.EarlierRun) []string {
+	var out []string
+	for _, r := range runs {
+		if _, ok := agentapi.PositionOf(r.Latest); ok && len(r.Latest) <= maxEarlierRun && utf8.ValidString(r.Latest) &&
+			len(out) < maxEarlierRuns && !slices.Contains(out, r.Latest) {
+			out = append(out, r.Latest)
+		}
+	}
+	return out
+}
+
+// maxEarlierRuns is status.checkpoint.earlierRuns' bound (checkpoint.MaxEarlierRuns).
+const maxEarlierRuns = 3
+
+// EarlierRunsFound returns the message of the event that says a new run found earlier runs' checkpoints
+// under its name, and whether there is one to say: when status.checkpoint.earlierRuns first names one.
+func EarlierRunsFound(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus) (string, bool) {
+	if old.Checkpoint != nil && len(old.Checkpoint.EarlierRuns) > 0 || st.Checkpoint == nil || len(st.Checkpoint.EarlierRuns) == 0 {
+		return "", false
+	}
+	runs := st.Checkpoint.EarlierRuns
+	msg := fmt.Sprintf("checkpoints of %d earlier run(s) of this name are kept; the newest: %s", len(runs), runs[0])
+	if c := tj.Spec.Checkpoint; c != nil && c.ResumeFrom != "" {
+		from := c.ResumeFrom
+		return msg + "; this run resumes from spec.checkpoint.resumeFrom " + from, true
+	}
+	return msg + "; this run starts fresh: to continue one, create the job with spec.checkpoint.resumeFrom naming it", true
 }
 
 // FinalReport returns the report a stopped checkpoint agent of rank 0 left as its termination message (its

@@ -194,3 +194,59 @@ func TestAgentErrorIsBounded(t *testing.T) {
 		t.Errorf("message of %d bytes %.80q, want at most 1024 bytes", len(got), got)
 	}
 }
+
+// TestEarlierRunsInTheStatus: the earlier runs an agent names reach status.checkpoint.earlierRuns bounded
+// (the report is the pod's word: a checkpoint's name, valid UTF-8, 1 KiB, three, no repeats), are kept
+// through a report without them, and are told in one event, when they first appear.
+func TestEarlierRunsInTheStatus(t *testing.T) {
+	run := func(uri string) agentapi.EarlierRun { return agentapi.EarlierRun{Latest: uri} }
+	old := "/checkpoints/ml/same/checkpoint-epoch-6"
+	tests := []struct {
+		name       string
+		before     []string // status.checkpoint.earlierRuns before the report
+		report     []agentapi.EarlierRun
+		resumeFrom string
+		want       []string
+		wantEvent  string
+	}{
+		{name: "none", want: nil},
+		{name: "one: an event", report: []agentapi.EarlierRun{run(old)}, want: []string{old},
+			wantEvent: "checkpoints of 1 earlier run(s) of this name are kept; the newest: " + old +
+				"; this run starts fresh: to continue one, create the job with spec.checkpoint.resumeFrom naming it"},
+		{name: "continued explicitly", report: []agentapi.EarlierRun{run(old)}, resumeFrom: old, want: []string{old},
+			wantEvent: "checkpoints of 1 earlier run(s) of this name are kept; the newest: " + old +
+				"; this run resumes from spec.checkpoint.resumeFrom " + old},
+		{name: "already said: no event", before: []string{old}, report: []agentapi.EarlierRun{run(old)}, want: []string{old}},
+		{name: "a report without them keeps them", before: []string{old}, want: []string{old}},
+		{name: "hostile: bounded",
+			report: []agentapi.EarlierRun{run("not a checkpoint"), run("/x/" + strings.Repeat("a", 2000) + "/checkpoint-epoch-1"),
+				run("/x/\xff/checkpoint-epoch-1"), run(old), run(old), run("/a/checkpoint-epoch-1"), run("/b/checkpoint-epoch-1"),
+				run("/c/checkpoint-epoch-1")},
+			want: []string{old, "/a/checkpoint-epoch-1", "/b/checkpoint-epoch-1"},
+			wantEvent: "checkpoints of 3 earlier run(s) of this name are kept; the newest: " + old +
+				"; this run starts fresh: to continue one, create the job with spec.checkpoint.resumeFrom naming it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "same").With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), ResumeFrom: tt.resumeFrom}
+			}).Obj()
+			if tt.before != nil {
+				tj.Status.Checkpoint = &mlv1.CheckpointStatus{EarlierRuns: tt.before}
+			}
+			before := *tj.Status.DeepCopy()
+			ApplyCheckpoints(&tj.Status, agentapi.Status{Time: t0.Time, EarlierRuns: tt.report}, t0)
+			var got []string
+			if tj.Status.Checkpoint != nil {
+				got = tj.Status.Checkpoint.EarlierRuns
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("earlierRuns (-want +got):\n%s", diff)
+			}
+			event, _ := EarlierRunsFound(tj, before, tj.Status)
+			if diff := cmp.Diff(tt.wantEvent, event); diff != "" {
+				t.Errorf("event (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

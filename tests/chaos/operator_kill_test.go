@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -227,7 +228,7 @@ func checkCheckpoints(ctx context.Context, tj *mlv1.TrainingJob) []string {
 
 // completeCheckpoints are the job's complete checkpoints on the claim, by directory name.
 func completeCheckpoints(tj *mlv1.TrainingJob) map[string]bool {
-	dir := filepath.Join(node.ClaimDir(stack.DataRoot, tj.Namespace, "checkpoints"), tj.Namespace, tj.Name)
+	dir := filepath.Join(node.ClaimDir(stack.DataRoot, tj.Namespace, "checkpoints"), builders.CheckpointRoot(tj))
 	complete := map[string]bool{}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
@@ -40,14 +41,21 @@ func withPVCCheckpoints(retention int32) func(*mlv1.TrainingJob) {
 	}
 }
 
-// completeCheckpoints lists the job's complete checkpoints on the claim (default "checkpoints").
-func completeCheckpoints(t *testing.T, ns, name string, claim ...string) []string {
+// runDir returns where the job's run keeps its checkpoints on the claim, as the process node stores them:
+// the claim's directory and the job's checkpoint root (its name's and its run ID).
+func runDir(t *testing.T, claim, ns, name string) string {
 	t.Helper()
-	claimName := "checkpoints"
-	if len(claim) > 0 {
-		claimName = claim[0]
-	}
-	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, claimName), ns, name)
+	return filepath.Join(node.ClaimDir(stack.DataRoot, ns, claim), builders.CheckpointRoot(getTJ(t, ns, name)))
+}
+
+// completeCheckpoints lists the job's complete checkpoints on the claim "checkpoints".
+func completeCheckpoints(t *testing.T, ns, name string) []string {
+	t.Helper()
+	return completeIn(runDir(t, "checkpoints", ns, name))
+}
+
+// completeIn lists the complete checkpoints in dir.
+func completeIn(dir string) []string {
 	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
@@ -107,7 +115,7 @@ func TestRestartResumesFromTheNewestCheckpoint(t *testing.T) {
 	ns, name := newNamespace(t), "resume"
 	create(t, claim(ns), trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").With(withPVCCheckpoints(3)).Obj())
 	pids := runningPIDs(t, ns, name, 2)
-	prefix := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
+	prefix := runDir(t, "checkpoints", ns, name) + "/"
 	seen := waitForResumeFrom(t, ns, name, prefix, 2)
 	killRank0(t, ns, name, pids[0])
 	assertResumed(t, ns, name, prefix, seen, 12)
@@ -173,7 +181,7 @@ func TestSuspendResumeContinuesFromTheNewestCheckpoint(t *testing.T) {
 	ns, name := newNamespace(t), "suspend"
 	create(t, claim(ns), trainerJob(ns, name, 2, 30, "--epoch-delay=300ms").With(withPVCCheckpoints(2)).Obj())
 	runningPIDs(t, ns, name, 2)
-	prefix := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
+	prefix := runDir(t, "checkpoints", ns, name) + "/"
 	seen := waitForResumeFrom(t, ns, name, prefix, 3)
 	setSuspend(t, ns, name, true)
 	waitForState(t, ns, name, mlv1.StateSuspended, time.Minute)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ func TestCheckpointsWithoutStorage(t *testing.T) {
 	ns, name := newNamespace(t), "nostorage"
 	create(t, trainerJob(ns, name, 2, 12, "--epoch-delay=300ms").Checkpoints(nil).Obj())
 	pids := runningPIDs(t, ns, name, 2)
-	dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, name+"-checkpoints"), ns, name)
+	dir := runDir(t, name+"-checkpoints", ns, name)
 	seen := waitForResumeFrom(t, ns, name, dir+"/", 2)
 	if c := condition(getTJ(t, ns, name), mlv1.ConditionCheckpointClaimBound); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("CheckpointClaimBound %+v, want True", c)
@@ -54,7 +53,7 @@ func TestCheckpointsWithoutStorage(t *testing.T) {
 	if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil || claim.DeletionTimestamp != nil {
 		t.Errorf("the claim went with the TrainingJob (%v)", err)
 	}
-	if left := completeCheckpoints(t, ns, name, name+"-checkpoints"); len(left) == 0 {
+	if left := completeIn(dir); len(left) == 0 {
 		t.Errorf("no checkpoint left in %s after the TrainingJob was deleted", dir)
 	}
 }

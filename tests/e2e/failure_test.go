@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +53,7 @@ func TestFailureHandling(t *testing.T) {
 		wantState: mlv1.StateCompleted, wantReason: "Succeeded", wantRestarts: 1, wantAttempt: 1,
 		check: func(t *testing.T, tj *mlv1.TrainingJob, pids map[int]int) {
 			// Rank 1 died as epoch 3 started, after checkpoint 2: the new gang resumes from it, not earlier.
-			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
+			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(t, tj.Namespace, tj.Name), 2, 6)
 			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: rank 1 (pod retry-worker-1-", "exited with code 137", "starting attempt 1")
 			// In place (restartStrategy's default): the pods were kept, every container ran again.
 			assertEvent(t, tj.Namespace, "Restarting", "attempt 1: the 2 workers' pods restart in place")
@@ -115,7 +114,7 @@ func TestFailureHandling(t *testing.T) {
 			assertEvent(t, tj.Namespace, "Restarting", "attempt 1: the 2 workers' pods restart in place;",
 				"the Job controller replaces pod forced-worker-1-")
 			assertKeptPods(t, tj, 0, 2)
-			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 1, 8)
+			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(t, tj.Namespace, tj.Name), 1, 8)
 		},
 	}, {
 		name: "stall: a rank stops mid-run, rank 0 blocks in the collective; a counted gang restart resumes",
@@ -129,7 +128,7 @@ func TestFailureHandling(t *testing.T) {
 			assertEvent(t, tj.Namespace, "ProgressStalled", "no progress for", "since epoch 2", "rank 1", "injected hang at epoch 3",
 				"ranks holding the run back: behind the others (rank 0 at step", "): rank 1 (pod stall-worker-1-")
 			assertEvent(t, tj.Namespace, "Restarting", "restart 1/3: Hang: no progress for", "since epoch 2", "starting attempt 1")
-			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(tj.Namespace, tj.Name), 2, 6)
+			assertResumed(t, tj.Namespace, tj.Name, checkpointDir(t, tj.Namespace, tj.Name), 2, 6)
 			assertGone(t, pids)
 			logFaultToAction(t, tj, "ProgressStalled", "Restarting")
 		},
@@ -442,8 +441,8 @@ func firstEvents(t *testing.T, tj *mlv1.TrainingJob) map[string]time.Time {
 }
 
 // checkpointDir returns where the job's checkpoints are on the claim "checkpoints", as the trainer sees them.
-func checkpointDir(ns, name string) string {
-	return filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name) + "/"
+func checkpointDir(t *testing.T, ns, name string) string {
+	return runDir(t, "checkpoints", ns, name) + "/"
 }
 
 func assertContains(t *testing.T, what, s string, parts ...string) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -422,7 +421,7 @@ func TestKueuePreemptionKeepsTheWork(t *testing.T) {
 	if m == nil {
 		t.Fatalf("rank 0 wrote no checkpoint at SIGTERM:\n%s", all)
 	}
-	prefix := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, "low") + "/"
+	prefix := runDir(t, "checkpoints", ns, "low") + "/"
 	if log := rankLog(t, ns, "low", 0); !strings.Contains(log, "resuming from "+m[1]) {
 		t.Errorf("rank 0 did not resume from the checkpoint written at preemption %s:\n%s", m[1], log)
 	} else {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
-	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/stacktest"
 )
 
@@ -74,7 +73,7 @@ func TestTrainingCompletes(t *testing.T) {
 				t.Errorf("workers succeeded = %d, want %d", got.Status.Workers.Succeeded, workers)
 			}
 			assertLossFalls(t, rankLog(t, ns, name, 0), 1, 6)
-			dir := filepath.Join(node.ClaimDir(stack.DataRoot, ns, "checkpoints"), ns, name)
+			dir := runDir(t, "checkpoints", ns, name)
 			for _, e := range []int{2, 4, 6} {
 				if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("checkpoint-epoch-%d", e), "_COMPLETE")); err != nil {
 					t.Errorf("checkpoint of epoch %d: %v", e, err)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
@@ -199,13 +200,13 @@ func TestPyTorchResume(t *testing.T) {
 		}).Obj()
 	}
 	create(t, job("first", 3, ""))
-	waitFinished(t, ns, "first", 4*time.Minute)
-	create(t, job("second", 5, fmt.Sprintf("pvc://%s/first/checkpoint-epoch-3", ns)))
+	first := builders.CheckpointRoot(waitFinished(t, ns, "first", 4*time.Minute)) // its run's directory
+	create(t, job("second", 5, "pvc://"+first+"/checkpoint-epoch-3"))
 	done := waitFinished(t, ns, "second", 4*time.Minute)
 	logs := rankLogs(t, ns, "second", 2)
 	for rank, log := range logs {
 		// The claim's mount path, as the process node rewrites it to the claim's host directory.
-		if !regexp.MustCompile(`resumed from \S*/shared/` + ns + `/first/checkpoint-epoch-3 \(epoch 3, step 0\)`).MatchString(log) {
+		if !regexp.MustCompile(`resumed from \S*/shared/` + regexp.QuoteMeta(first) + `/checkpoint-epoch-3 \(epoch 3, step 0\)`).MatchString(log) {
 			t.Errorf("rank %d did not resume from the first job's epoch 3:\n%s", rank, log)
 		}
 	}
