@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
 // The names the issue fixes; dashboards and alerts are built on them.
@@ -25,8 +26,8 @@ func TestNames(t *testing.T) {
 		"trainingjob_checkpoint_created_total", "trainingjob_checkpoint_deleted_total", "trainingjob_checkpoint_size_bytes",
 		"trainingjob_completed_total",
 		"trainingjob_created_total", "trainingjob_current_epoch", "trainingjob_duration_seconds", "trainingjob_failed_total",
-		"trainingjob_goodput_ratio", "trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total",
-		"trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
+		"trainingjob_goodput_ratio", "trainingjob_goodput_reclassified_seconds_total", "trainingjob_goodput_seconds_total",
+		"trainingjob_gpu_seconds_total", "trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",
 		"trainingjob_reconciliation_duration_seconds_sum", "trainingjob_reconciliation_errors_total", "trainingjob_reconciliation_total",
 		"trainingjob_restarts", "trainingjob_seconds_since_progress", "trainingjob_status_writes_total", "trainingjob_status_writes_waiting",
@@ -83,12 +84,15 @@ func TestErrorType(t *testing.T) {
 	}
 }
 
-// TestGoodputSeries: the goodput series are the status's figures, for the jobs that have them.
+// TestGoodputSeries: the goodput series are the status's figures, for the jobs that have them: the goodput
+// counter every second counted productive (productive plus reclassified), the reclassified counter and lost
+// work without the last restart's estimate while it may still be corrected.
 func TestGoodputSeries(t *testing.T) {
 	s := runtime.NewScheme()
 	_ = mlv1.AddToScheme(s)
 	accounted := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a"}, Status: mlv1.TrainingJobStatus{
 		State: mlv1.StateRunning, Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 300, SinceCheckpointSeconds: 40, GPUSeconds: 3200,
+			ReclassifiedSeconds: 45, Category: mlv1.GoodputProductive, LostWorkEstimate: &mlv1.LostWorkEstimate{Attempt: 1, Seconds: 4, MaxSeconds: 20},
 			BadputSeconds: mlv1.BadputSeconds{Queued: 60, Restart: 30, LostWork: 10}}}}
 	fresh := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "b"}}
 	accounted.Default() // the cache holds jobs defaulted
@@ -97,11 +101,11 @@ func TestGoodputSeries(t *testing.T) {
 	defer SetStateReader(nil)
 	want := `
 # HELP trainingjob_badput_seconds_total Seconds of the job's wall time that did not train the model, by category: ` +
-		`queued, scheduling, startup, restart, lost_work, hang, checkpoint.
+		`queued, scheduling, startup, restart, lost_work (once known), hang, checkpoint.
 # TYPE trainingjob_badput_seconds_total counter
 trainingjob_badput_seconds_total{category="checkpoint",namespace="ml",training_job="a"} 0
 trainingjob_badput_seconds_total{category="hang",namespace="ml",training_job="a"} 0
-trainingjob_badput_seconds_total{category="lost_work",namespace="ml",training_job="a"} 10
+trainingjob_badput_seconds_total{category="lost_work",namespace="ml",training_job="a"} 6
 trainingjob_badput_seconds_total{category="queued",namespace="ml",training_job="a"} 60
 trainingjob_badput_seconds_total{category="restart",namespace="ml",training_job="a"} 30
 trainingjob_badput_seconds_total{category="scheduling",namespace="ml",training_job="a"} 0
@@ -109,17 +113,25 @@ trainingjob_badput_seconds_total{category="startup",namespace="ml",training_job=
 # HELP trainingjob_goodput_ratio Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).
 # TYPE trainingjob_goodput_ratio gauge
 trainingjob_goodput_ratio{namespace="ml",training_job="a"} 0.75
-# HELP trainingjob_goodput_seconds_total Productive training seconds of the job that no restart can take back any more ` +
-		`(status.goodput.productiveSeconds less the training since the newest checkpoint).
+# HELP trainingjob_goodput_reclassified_seconds_total ` + reclassifiedHelp + `
+# TYPE trainingjob_goodput_reclassified_seconds_total counter
+trainingjob_goodput_reclassified_seconds_total{namespace="ml",training_job="a"} 41
+# HELP trainingjob_goodput_seconds_total ` + goodputHelp + `
 # TYPE trainingjob_goodput_seconds_total counter
-trainingjob_goodput_seconds_total{namespace="ml",training_job="a"} 260
+trainingjob_goodput_seconds_total{namespace="ml",training_job="a"} 345
 # HELP trainingjob_gpu_seconds_total GPU-seconds held by the job's running workers.
 # TYPE trainingjob_gpu_seconds_total counter
 trainingjob_gpu_seconds_total{namespace="ml",training_job="a"} 3200
 `
 	if err := testutil.CollectAndCompare(states, strings.NewReader(want), "trainingjob_badput_seconds_total", "trainingjob_goodput_ratio",
-		"trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total"); err != nil {
+		"trainingjob_goodput_reclassified_seconds_total", "trainingjob_goodput_seconds_total", "trainingjob_gpu_seconds_total"); err != nil {
 		t.Error(err)
+	}
+	// Once the run is over, what is left of the estimate is known.
+	over := accounted.Status.Goodput.DeepCopy()
+	over.Category = ""
+	if c := derive.Counters(over); c.Badput.LostWork != 10 || c.Reclassified != 45 || c.Goodput != 345 {
+		t.Errorf("counters of a finished run %+v, want lost work 10, reclassified 45, goodput 345", c)
 	}
 }
 

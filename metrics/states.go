@@ -20,16 +20,22 @@ var totalDesc = prometheus.NewDesc("trainingjob_total", "TrainingJobs by namespa
 // says, with the time since its accountedTime given to its category (derive.GoodputAt), for as long as the
 // job exists.
 var (
-	goodputDesc = prometheus.NewDesc("trainingjob_goodput_seconds_total",
-		"Productive training seconds of the job that no restart can take back any more "+
-			"(status.goodput.productiveSeconds less the training since the newest checkpoint).", jobLabels, nil)
-	badputDesc = prometheus.NewDesc("trainingjob_badput_seconds_total",
+	goodputDesc      = prometheus.NewDesc("trainingjob_goodput_seconds_total", goodputHelp, jobLabels, nil)
+	reclassifiedDesc = prometheus.NewDesc("trainingjob_goodput_reclassified_seconds_total", reclassifiedHelp, jobLabels, nil)
+	badputDesc       = prometheus.NewDesc("trainingjob_badput_seconds_total",
 		"Seconds of the job's wall time that did not train the model, by category: "+
-			"queued, scheduling, startup, restart, lost_work, hang, checkpoint.",
+			"queued, scheduling, startup, restart, lost_work (once known), hang, checkpoint.",
 		append(append([]string{}, jobLabels...), "category"), nil)
 	gpuSecondsDesc   = prometheus.NewDesc("trainingjob_gpu_seconds_total", "GPU-seconds held by the job's running workers.", jobLabels, nil)
 	goodputRatioDesc = prometheus.NewDesc("trainingjob_goodput_ratio",
 		"Productive time over all accounted time of the job, 0 to 1 (status.goodput.percent).", jobLabels, nil)
+)
+
+const (
+	goodputHelp = "Seconds of the job counted productive as they passed (status.goodput.productiveSeconds plus reclassifiedSeconds); " +
+		"less trainingjob_goodput_reclassified_seconds_total, the productive time."
+	reclassifiedHelp = "Seconds of trainingjob_goodput_seconds_total later found not productive and counted in a badput category too " +
+		"(a restart's lost work and its time since the failure, a hang, checkpoint saves), once known."
 )
 
 // The series of a job's status, read at every scrape for every job (nothing is kept per job between
@@ -65,7 +71,7 @@ func SetStateReader(r client.Reader) {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, badputDesc, gpuSecondsDesc, goodputRatioDesc, allocatedGPUsDesc,
+	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, reclassifiedDesc, badputDesc, gpuSecondsDesc, goodputRatioDesc, allocatedGPUsDesc,
 		allocatedWorkersDesc, durationDesc, restartsDesc, waitingSinceDesc} {
 		ch <- d
 	}
@@ -142,8 +148,10 @@ func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.
 		return
 	}
 	ns, name := tj.Namespace, tj.Name
-	ch <- prometheus.MustNewConstMetric(goodputDesc, prometheus.CounterValue, SecuredGoodput(g), ns, name)
-	for category, v := range BadputByLabel(g.BadputSeconds) {
+	c := derive.Counters(g)
+	ch <- prometheus.MustNewConstMetric(goodputDesc, prometheus.CounterValue, c.Goodput, ns, name)
+	ch <- prometheus.MustNewConstMetric(reclassifiedDesc, prometheus.CounterValue, c.Reclassified, ns, name)
+	for category, v := range BadputByLabel(c.Badput) {
 		ch <- prometheus.MustNewConstMetric(badputDesc, prometheus.CounterValue, v, ns, name, category)
 	}
 	ch <- prometheus.MustNewConstMetric(gpuSecondsDesc, prometheus.CounterValue, g.GPUSeconds, ns, name)
@@ -151,12 +159,6 @@ func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.
 	if total := g.AccountedSeconds(); total > 0 && g.UnknownSeconds == 0 {
 		ch <- prometheus.MustNewConstMetric(goodputRatioDesc, prometheus.GaugeValue, g.ProductiveSeconds/total, ns, name)
 	}
-}
-
-// SecuredGoodput returns the value of trainingjob_goodput_seconds_total: productive seconds less those a restart would
-// still turn into lost work, so that the counter never goes back.
-func SecuredGoodput(g *mlv1.GoodputStatus) float64 {
-	return max(0, g.ProductiveSeconds-g.SinceCheckpointSeconds)
 }
 
 // BadputByLabel returns each badput category's seconds by its label value.

@@ -71,6 +71,12 @@ type GoodputStatus struct {
 	// attemptProductiveSeconds is productive time of this attempt: the most a restart now could lose.
 	// +optional
 	AttemptProductiveSeconds float64 `json:"attemptProductiveSeconds,omitempty"`
+	// reclassifiedSeconds is productive time later moved to badput (a restart's training since the
+	// checkpoint it resumed from and its time since the failure, a hang's time since the last progress,
+	// checkpoint saves), less what a correction moved back: productiveSeconds plus it never decreases
+	// (trainingjob_goodput_seconds_total).
+	// +optional
+	ReclassifiedSeconds float64 `json:"reclassifiedSeconds,omitempty"`
 	// lostWorkEstimate is the lost work of the last restart as estimated when its attempt ended, until the
 	// checkpoint the next attempt resumed from tells the real one.
 	// +optional

@@ -130,6 +130,35 @@ func GoodputAt(tj *mlv1.TrainingJob, now time.Time) *mlv1.GoodputStatus {
 	return g
 }
 
+// GoodputCounters are the values of a job's goodput counters (the operator's metrics), each a figure that
+// never decreases however the accounting moves time between categories.
+type GoodputCounters struct {
+	// Goodput is every second counted productive as it passed, also what was later reclassified
+	// (productiveSeconds plus reclassifiedSeconds).
+	Goodput float64
+	// Reclassified is the part of Goodput found not productive since, once known: Goodput less it is the
+	// productive time.
+	Reclassified float64
+	// Badput is the badput by category, lost work once known.
+	Badput mlv1.BadputSeconds
+}
+
+// Counters returns g's counters. The accounting only adds to each of the figures they are made of, but
+// one: the lost work of the last restart is an estimate until the next attempt's checkpoint tells the real
+// one, which may be less (lostWorkEstimate). That estimate is counted neither as lost work nor as
+// reclassified until it is known, so that no counter goes back when it is corrected; once the run is over
+// (no category), what is left of it is known.
+func Counters(g *mlv1.GoodputStatus) GoodputCounters {
+	pending := 0.0
+	if e := g.LostWorkEstimate; e != nil && g.Category != "" {
+		pending = e.Seconds
+	}
+	b := g.BadputSeconds
+	b.LostWork = math.Max(0, b.LostWork-pending)
+	return GoodputCounters{Goodput: g.ProductiveSeconds + g.ReclassifiedSeconds, Reclassified: math.Max(0, g.ReclassifiedSeconds-pending),
+		Badput: b}
+}
+
 // NewCheckpointBound reports whether next, a later accounting of the same attempt than prev, had its
 // training since the newest checkpoint cut by a checkpoint prev did not know: the cut is to be written
 // then, as a cut made later is looser by the time that passed (a checkpoint learned while the job did not
@@ -157,6 +186,11 @@ func (a accounting) elapse(tj *mlv1.TrainingJob, category string, since, now tim
 		a.add(g.Category, seconds(since.Sub(from)))
 		boundToCheckpoint(tj, g, since)
 		a.add(category, seconds(now.Sub(since)))
+		if g.Category == mlv1.GoodputProductive && category != g.Category {
+			// Readers of the status (the metrics) counted it productive until now (a hang found since
+			// rank 0's last progress): reclassified, so that their goodput counter does not go back.
+			g.ReclassifiedSeconds = millis(g.ReclassifiedSeconds + seconds(now.Sub(since)))
+		}
 	case now.After(from):
 		a.add(g.Category, seconds(now.Sub(from))) // the category of the time since the last step
 	}
@@ -246,6 +280,7 @@ func (a accounting) relose(d float64) {
 		perSecond = g.ProductiveGPUSeconds / g.ProductiveSeconds
 	}
 	g.ProductiveSeconds, g.BadputSeconds.LostWork = millis(g.ProductiveSeconds-d), millis(g.BadputSeconds.LostWork+d)
+	g.ReclassifiedSeconds = millis(math.Max(0, g.ReclassifiedSeconds+d))
 	g.ProductiveGPUSeconds = millis(math.Max(0, g.ProductiveGPUSeconds-d*perSecond))
 }
 
@@ -288,7 +323,7 @@ const mostSeconds = 1e18
 func sane(g *mlv1.GoodputStatus) *mlv1.GoodputStatus {
 	b := &g.BadputSeconds
 	for _, v := range []*float64{&g.ProductiveSeconds, &g.UnknownSeconds, &g.GPUSeconds, &g.ProductiveGPUSeconds,
-		&g.SinceCheckpointSeconds, &g.CheckpointReportedSeconds, &g.AttemptProductiveSeconds, &b.Queued, &b.Scheduling,
+		&g.SinceCheckpointSeconds, &g.CheckpointReportedSeconds, &g.AttemptProductiveSeconds, &g.ReclassifiedSeconds, &b.Queued, &b.Scheduling,
 		&b.Startup, &b.Restart, &b.LostWork, &b.Hang, &b.Checkpoint} {
 		*v = bounded(*v)
 	}
@@ -350,20 +385,32 @@ func boundToCheckpoint(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, now time.Tim
 }
 
 // firstProgress returns where time turned productive when the accounting last stood in the attempt's
-// startup (or restart) and it is productive now: rank 0's progress (the status is written at the first one,
-// so lastProgressTime is still it), not when the workers began to run, which is since, returned in every
-// other case (an accounting from before the workers ran: an operator that was down counts their startup
-// as productive, docs/goodput.md).
+// startup (or restart) and it is productive now: rank 0's first progress, which the status keeps to the
+// second (lastProgressTime, cut down), so the end of that second: the progress was read before it, so no
+// reader of the status before it was written (the metrics, at each scrape) counted startup past it, and a
+// startup counter never goes back. The JobController accounts the first progress as its write arrives
+// (milliseconds), before that end: the split is then now. Not when the workers began to run, which is
+// since, returned in every other case (an accounting from before the workers ran: an operator that was
+// down counts their startup as productive, docs/goodput.md).
 func firstProgress(tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, category string, since time.Time) time.Time {
 	st := &tj.Status
 	startup := g.Category == mlv1.BadputStartup || g.Category == mlv1.BadputRestart
 	if category != mlv1.GoodputProductive || !startup || g.Attempt != st.Attempt || st.LastProgressTime == nil {
 		return since
 	}
-	if p := st.LastProgressTime.Time; p.After(since) {
+	if p := endOfSecond(st.LastProgressTime.Time); p.After(since) {
 		return p
 	}
 	return since
+}
+
+// endOfSecond returns the end of the second a time the status keeps to the second (cut down to it) fell in;
+// a time with a fraction of a second is returned as it is.
+func endOfSecond(t time.Time) time.Time {
+	if t.Truncate(time.Second).Equal(t) {
+		return t.Add(time.Second)
+	}
+	return t
 }
 
 // midSecond returns a time the status keeps to the second (cut down to it) taken at the middle of that
@@ -414,6 +461,7 @@ func (a accounting) move(from, to string, d float64) {
 	switch {
 	case from == mlv1.GoodputProductive:
 		a.attemptTrained(-d)
+		a.g.ReclassifiedSeconds = millis(a.g.ReclassifiedSeconds + d)
 	case to == mlv1.GoodputProductive:
 		a.attemptTrained(d)
 	}

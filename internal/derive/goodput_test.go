@@ -2,6 +2,7 @@ package derive
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -484,6 +485,53 @@ var unknownAndResumedTimelines = []struct {
 	want:    want{"Scheduling": 10, "Startup": 2, "Productive": 18.5 + 63, "LostWork": 40, "Restart": 16.5},
 	percent: "54%",
 }}
+
+// TestGoodputCountersNeverDecrease: the counters the metrics export (Counters) of every accounting of
+// timelines with restarts whose lost work is corrected both ways, time with no progress source, hangs
+// and checkpoints learned late never go back (rate() would read it as a reset), written at every step or
+// only at changes; and once the run is over, they add up to its wall time.
+func TestGoodputCountersNeverDecrease(t *testing.T) {
+	tls := map[string]timeline{}
+	for _, tc := range unknownAndResumedTimelines {
+		tls[tc.name] = tc.tl
+	}
+	tls["a hang, then a restart"] = timeline{
+		{at: 0, change: state(mlv1.StateInitializing, 0)}, {at: 10, change: state(mlv1.StateRunning, 0)},
+		{at: 12, change: progress}, {at: 40, change: learned("ck-40", 40)}, {at: 80, change: progress}, {at: 110, change: stalled},
+		{at: 140, change: then(state(mlv1.StateInitializing, 1), unstalled)}, {at: 141, change: resumed("ck-40")},
+		{at: 150, change: state(mlv1.StateRunning, 1)}, {at: 152, change: progress}, {at: 200, change: state(mlv1.StateCompleted, 1)},
+	}
+	for name, tl := range tls {
+		for _, w := range []writing{writeAlways, writeOnChange} {
+			t.Run(fmt.Sprintf("%s/%d", name, w), func(t *testing.T) {
+				tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC}).Obj()
+				tj.CreationTimestamp = metav1.NewTime(goodputT0)
+				var last *GoodputCounters
+				g := tl.playWith(tj, 1, func(_, next *mlv1.GoodputStatus) {
+					c := Counters(next)
+					if last != nil {
+						b, lb := c.Badput, last.Badput
+						for _, d := range [][2]float64{{c.Goodput, last.Goodput}, {c.Reclassified, last.Reclassified}, {b.Queued, lb.Queued},
+							{b.Scheduling, lb.Scheduling}, {b.Startup, lb.Startup}, {b.Restart, lb.Restart}, {b.LostWork, lb.LostWork},
+							{b.Hang, lb.Hang}, {b.Checkpoint, lb.Checkpoint}} {
+							if d[0] < d[1]-1e-9 {
+								t.Fatalf("a counter went back at %v: %+v after %+v", next.AccountedTime, c, *last)
+							}
+						}
+					}
+					last = &c
+				}, w)
+				c := Counters(g)
+				b := c.Badput
+				sum := c.Goodput - c.Reclassified + g.UnknownSeconds + b.Queued + b.Scheduling + b.Startup + b.Restart + b.LostWork + b.Hang +
+					b.Checkpoint
+				if math.Abs(sum-g.AccountedSeconds()) > 0.01 || math.Abs(c.Goodput-c.Reclassified-g.ProductiveSeconds) > 0.01 {
+					t.Errorf("counters %+v add up to %.3f s, accounted %.3f s; productive %.3f s", c, sum, g.AccountedSeconds(), g.ProductiveSeconds)
+				}
+			})
+		}
+	}
+}
 
 // TestGoodputUnknownAndResumedLostWork: time with no progress source, settled once the attempt
 // progresses; lost work corrected from the checkpoint the next attempt resumed from.

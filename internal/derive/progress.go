@@ -166,8 +166,12 @@ func ApplySample(st *mlv1.TrainingJobStatus, tj *mlv1.TrainingJob, s Sample, w R
 	next.Metrics = &mlv1.TrainingMetrics{Loss: s.Loss, Accuracy: s.Accuracy, LearningRate: s.LearningRate,
 		Throughput: s.Throughput, GPUUtilization: s.GPUUtilization, Custom: customStrings(s.Custom), Epoch: next.CurrentEpoch,
 		Display: display(s.Loss, s.Accuracy)}
-	if !apiequality.Semantic.DeepEqual(progressOf(st), progressOf(next)) {
+	restarted := st.Attempt > 0 && !ProgressedInAttempt(st) && (s.Epoch != nil || s.Step != nil) && sampledInAttempt(st, now.Time)
+	if restarted || !apiequality.Semantic.DeepEqual(progressOf(st), progressOf(next)) {
 		moved := Advanced(st, next, s)
+		if restarted {
+			moved = resumedTraining(s)
+		}
 		*st = *next
 		if moved {
 			st.LastProgressTime = &now
@@ -191,6 +195,23 @@ func setReported(st *mlv1.TrainingJobStatus, s Sample, now metav1.Time) {
 		msg += " (" + s.Format + ")"
 	}
 	set(st, mlv1.ConditionProgressReported, true, ReasonFromOutput, msg, now)
+}
+
+// resumedTraining reports whether s, the first figures an attempt after a restart served that has not
+// advanced yet, is training: its rank 0 is a new process (the attempt's workers all run since after the last
+// attempt's last progress), so any step or epoch it serves is its own work, the very figures the last
+// attempt stopped at included (one-second epochs redone from a checkpoint reach them between two reads:
+// compared with the status, the restart looked an epoch longer), and only a step and epoch of 0 (served
+// before its rendezvous) are not.
+func resumedTraining(s Sample) bool {
+	return s.Epoch != nil && *s.Epoch > 0 || s.Step != nil && *s.Step > 0
+}
+
+// sampledInAttempt reports whether a sample taken at at is the current attempt's: taken once its workers all
+// ran (a sample remembered from before the restart is applied again until the next read).
+func sampledInAttempt(st *mlv1.TrainingJobStatus, at time.Time) bool {
+	running := meta.FindStatusCondition(st.Conditions, mlv1.ConditionRunning)
+	return running != nil && running.Status == metav1.ConditionTrue && !at.Before(running.LastTransitionTime.Time)
 }
 
 // Advanced reports whether the run moved from old to next (a sample s applied): a new epoch, step or

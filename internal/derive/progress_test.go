@@ -478,3 +478,42 @@ func TestDisplay(t *testing.T) {
 		}
 	}
 }
+
+// TestApplySampleAfterARestart: the first figures an attempt after a restart serves are its progress, also
+// when they are the very figures the last attempt stopped at (one-second epochs redone from a checkpoint
+// reach them between two reads), but not a step and epoch of 0 (served before the rendezvous), nor a
+// sample remembered from before the attempt's workers ran.
+func TestApplySampleAfterARestart(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "a").Epochs(70).Obj()
+	failed := metav1.NewTime(time.Unix(1000, 0))
+	running := metav1.NewTime(failed.Add(5 * time.Second))
+	fresh := func() mlv1.TrainingJobStatus {
+		st := mlv1.TrainingJobStatus{State: mlv1.StateRunning, Attempt: 1, CurrentEpoch: 25, CurrentStep: 2500, LastProgressTime: &failed}
+		st.Conditions = setCondition(st.Conditions, mlv1.ConditionRunning, true, running)
+		return st
+	}
+	same := Sample{Epoch: ptr.To(25.0), Step: ptr.To(2500.0)}
+	for _, tc := range []struct {
+		name     string
+		s        Sample
+		at       metav1.Time
+		progress bool
+	}{
+		{"the figures the last attempt stopped at", same, metav1.NewTime(running.Add(time.Second)), true},
+		{"other figures", Sample{Epoch: ptr.To(49.0), Step: ptr.To(4900.0)}, metav1.NewTime(running.Add(time.Second)), true},
+		{"epoch and step 0, before the rendezvous", Sample{Epoch: ptr.To(0.0), Step: ptr.To(0.0)}, metav1.NewTime(running.Add(time.Second)), false},
+		{"a sample from before the workers ran", same, metav1.NewTime(running.Add(-time.Second)), false},
+	} {
+		st := fresh()
+		ApplySample(&st, tj, tc.s, RateWindow{}, tc.at)
+		if got := ProgressedInAttempt(&st); got != tc.progress {
+			t.Errorf("%s: progressed %v, want %v (last progress %v)", tc.name, got, tc.progress, st.LastProgressTime)
+		}
+	}
+	st := fresh() // once the attempt progressed, the same figures again are no progress
+	ApplySample(&st, tj, same, RateWindow{}, metav1.NewTime(running.Add(time.Second)))
+	ApplySample(&st, tj, same, RateWindow{}, metav1.NewTime(running.Add(2*time.Second)))
+	if want := running.Add(time.Second); !st.LastProgressTime.Time.Equal(want) {
+		t.Errorf("the same figures again moved the last progress to %v, want %v", st.LastProgressTime, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,11 +16,16 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/local/node"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
@@ -327,8 +333,10 @@ func assertGoodputSeries(t *testing.T, tj *mlv1.TrainingJob) {
 		t.Fatal(err)
 	}
 	g := tj.Status.Goodput
-	want := map[string]float64{"trainingjob_goodput_seconds_total": metrics.SecuredGoodput(g), "trainingjob_gpu_seconds_total": g.GPUSeconds}
-	for category, v := range metrics.BadputByLabel(g.BadputSeconds) {
+	c := derive.Counters(g)
+	want := map[string]float64{"trainingjob_goodput_seconds_total": c.Goodput, "trainingjob_gpu_seconds_total": g.GPUSeconds,
+		"trainingjob_goodput_reclassified_seconds_total": c.Reclassified}
+	for category, v := range metrics.BadputByLabel(c.Badput) {
 		want["trainingjob_badput_seconds_total/"+category] = v
 	}
 	got := map[string]float64{}
@@ -358,4 +366,266 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestGoodputOnTheRunsClock: the issue's run, measured on its own clock. The example trainer (two ranks,
+// one-second epochs, a checkpoint every 6) while the test SIGKILLs rank 1's trainer twice, just after rank 0
+// prints epochs at 36% and 74% of the run (25 and 52 of 70): the first restart is in place (the pods are
+// kept), the second recreates the gang (the test sets failurePolicy.restartStrategy Recreate between them).
+// The test reads rank 0's log every 100 ms (the process node writes it as the trainer prints) and keeps,
+// on its own clock, when each attempt printed its first epoch and each checkpoint, and when the workers'
+// pods first all ran. From that timeline: scheduling until the pods run, startup until the first epoch,
+// restart from each kill to the next attempt's first epoch, lost work from the checkpoint resumed from to
+// the kill, productive the rest. The status must hold the goodput to 2 points of that and each category
+// to 1 s (beyond the test's own lag in seeing its boundaries), the operator's goodput counters must never
+// decrease, and its series must read what the status says.
+//
+// make test runs 30 epochs (kills after epochs 11 and 22); make test-goodput runs the issue's 70
+// (GOODPUT_EPOCHS).
+func TestGoodputOnTheRunsClock(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
+	epochs := 30
+	if v, err := strconv.Atoi(os.Getenv("GOODPUT_EPOCHS")); err == nil && v >= 20 {
+		epochs = v
+	}
+	kills := []int{int(math.Round(float64(epochs) * 25 / 70)), int(math.Round(float64(epochs) * 52 / 70))}
+	ns, name := newNamespace(t), "goodput-clock"
+	tj := trainerJob(ns, name, 2, int32(epochs), "--epoch-delay=1s").BackoffLimit(4, mlv1.RestartGang).With(withPVCCheckpoints(3))
+	tj = tj.With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.Checkpoint.Frequency = ptr.To[int32](6)
+		tj.Spec.FailurePolicy.MaxAvoidedNodes = ptr.To[int32](0) // the kills are the test's, not the nodes'
+	})
+	create(t, claim(ns), tj.Obj())
+	c := &runClock{t: t, ns: ns, name: name, first: map[int]time.Time{}, lag: map[time.Time]time.Duration{}}
+	counters := &counterWatch{t: t, ns: ns, name: name}
+	c.follow(func(attempt, epoch int) {
+		counters.look()
+		switch {
+		case len(c.kills) == 0 && attempt == 0 && epoch >= kills[0]:
+			c.kill()
+		case len(c.kills) == 1 && attempt == 1 && !c.recreate:
+			patchRestartStrategy(t, ns, name, mlv1.RestartRecreate) // the next restart recreates the gang
+			c.recreate = true
+		case len(c.kills) == 1 && attempt == 1 && epoch >= kills[1]:
+			c.kill()
+		}
+	})
+	got := getTJ(t, ns, name)
+	g := got.Status.Goodput
+	if got.Status.State != mlv1.StateCompleted || g == nil || len(c.kills) != 2 {
+		t.Fatalf("state %s (%s), %d kills, goodput %+v", got.Status.State, got.Status.FailureReason, len(c.kills), g)
+	}
+	counters.look()
+	if c.uids[1][0] != c.uids[0][0] || c.uids[1][1] != c.uids[0][1] || c.uids[2][0] == c.uids[1][0] {
+		t.Errorf("the first restart is to keep the pods and the second to recreate them; the pods' UIDs by attempt: %v", c.uids)
+	}
+	truth, slack := c.truth(got)
+	status := statusShares(g)
+	total := g.AccountedSeconds()
+	truthPercent := truth[mlv1.GoodputProductive] / total * 100
+	statusPercent := g.ProductiveSeconds / total * 100
+	t.Logf("%d epochs, kills after epochs %v (a restart in place, then a recreate), %.1f s accounted; goodput: the run's clock %.1f%%, "+
+		"the status %.1f%% (%s)", epochs, kills, total, truthPercent, statusPercent, g.Percent)
+	t.Logf("  %-10s %14s %9s %9s", "category", "truth (+-lag)", "status", "apart")
+	for _, cat := range categories {
+		off := math.Max(0, math.Abs(truth[cat]-status[cat])-slack[cat])
+		t.Logf("  %-10s %7.2f s +-%.2f %7.2f s %7.2f s", cat, truth[cat], slack[cat], status[cat], truth[cat]-status[cat])
+		if off > 1 {
+			t.Errorf("%s: the run's clock %.2f s (+-%.2f s), the status %.2f s: %.2f s apart beyond the test's lag, more than 1 s",
+				cat, truth[cat], slack[cat], status[cat], off)
+		}
+	}
+	if off := math.Abs(truthPercent-statusPercent) - slack[mlv1.GoodputProductive]/total*100; off > 2 {
+		t.Errorf("goodput: the run's clock %.1f%%, the status %.1f%%: %.1f points apart beyond the lag, more than 2", truthPercent, statusPercent, off)
+	}
+	if g.LostWorkEstimate != nil || g.UnknownSeconds != 0 {
+		t.Errorf("estimate left %+v, unknown %.2f s: want neither", g.LostWorkEstimate, g.UnknownSeconds)
+	}
+	counters.check()
+	assertGoodputSeries(t, got)
+}
+
+// runClock keeps the issue's timeline of a run on the test's own clock, from rank 0's log (every attempt's
+// pod's, as the process node writes it) and the pods' states: nothing of the operator's.
+type runClock struct {
+	t        *testing.T
+	ns, name string
+	// running is when every worker's container first ran; first when each attempt printed its first epoch
+	// (an attempt is known by the resume lines printed before it).
+	running time.Time
+	first   map[int]time.Time
+	// checkpoints are when rank 0 printed a checkpoint, kills when the test killed rank 1's trainer.
+	checkpoints, kills []time.Time
+	// uids are the pods' UIDs by attempt and rank, read at each attempt's first epoch.
+	uids     map[int]map[int]string
+	lag      map[time.Time]time.Duration
+	recreate bool
+}
+
+var (
+	epochLine  = regexp.MustCompile(`(?m)^epoch (\d+)/\d+ loss=`)
+	resumeLine = regexp.MustCompile(`(?m)^resuming from `)
+	ckptLine   = regexp.MustCompile(`(?m)^checkpoint \S+checkpoint-epoch-\d+\s*$`)
+)
+
+// follow reads rank 0's logs every 100 ms until the job is over; act is told the attempt (the resume lines
+// printed) and rank 0's last epoch printed.
+func (c *runClock) follow(act func(attempt, epoch int)) {
+	c.uids = map[int]map[int]string{}
+	var before, last time.Time
+	epochsSeen, ckptsSeen, attempt, baseline := 0, 0, 0, 0
+	deadline := time.Now().Add(15 * time.Minute)
+	for time.Now().Before(deadline) {
+		now := time.Now()
+		if !before.IsZero() {
+			c.lag[last] = max(last.Sub(before), now.Sub(last)-poll)
+		}
+		before, last = last, now
+		logs := node.AllLogs(stack.DataRoot, c.ns, c.name+"-worker-0-*", names.ContainerName)
+		epochs := epochLine.FindAllStringSubmatch(logs, -1)
+		if r := len(resumeLine.FindAllString(logs, -1)); r > attempt {
+			attempt, baseline = r, epochsSeen // the epochs printed before this look are the older attempts'
+		}
+		if _, ok := c.first[attempt]; !ok && len(epochs) > baseline {
+			c.first[attempt] = now
+			c.uids[attempt] = map[int]string{}
+			for r, p := range workerPods(c.t, c.ns, c.name) {
+				c.uids[attempt][r] = string(p.UID)
+			}
+		}
+		epochsSeen = len(epochs)
+		if n := len(ckptLine.FindAllString(logs, -1)); n > ckptsSeen {
+			c.checkpoints, ckptsSeen = append(c.checkpoints, now), n
+		}
+		if c.running.IsZero() && allRunning(c.t, c.ns, c.name, 2) {
+			c.running = now
+		}
+		tj := getTJ(c.t, c.ns, c.name)
+		if tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed {
+			return
+		}
+		if _, ok := c.first[attempt]; ok && len(epochs) > 0 {
+			e, _ := strconv.Atoi(epochs[len(epochs)-1][1])
+			if p, err := node.LogPath(stack.DataRoot, c.ns, c.name+"-worker-0-*", names.ContainerName); err == nil {
+				if data, err := os.ReadFile(p); err == nil { // the newest pod's log: the current attempt's last epoch
+					if m := epochLine.FindAllStringSubmatch(string(data), -1); len(m) > 0 {
+						e, _ = strconv.Atoi(m[len(m)-1][1])
+					}
+				}
+			}
+			act(attempt, e)
+		}
+		time.Sleep(poll)
+	}
+	c.t.Fatalf("the job did not end in 15 minutes")
+}
+
+// allRunning reports whether every one of the job's workers' containers runs now.
+func allRunning(t *testing.T, ns, name string, workers int) bool {
+	n := 0
+	for _, p := range workerPods(t, ns, name) {
+		if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+			n++
+		}
+	}
+	return n == workers
+}
+
+// kill SIGKILLs rank 1's trainer (under its supervisor, which holds the exit).
+func (c *runClock) kill() {
+	pid := supervised(c.t, runningPIDs(c.t, c.ns, c.name, 2)[1])
+	c.kills = append(c.kills, time.Now())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		c.t.Fatalf("killing rank 1's trainer (pid %d): %v", pid, err)
+	}
+}
+
+// truth returns each category's seconds on the run's clock, and how far each may be off (the lag of the
+// looks that saw its boundaries).
+func (c *runClock) truth(tj *mlv1.TrainingJob) (truth, slack map[string]float64) {
+	truth, slack = map[string]float64{}, map[string]float64{}
+	span := func(category string, from, to time.Time) {
+		truth[category] += to.Sub(from).Seconds()
+		slack[category] += (c.lag[from] + c.lag[to]).Seconds()
+	}
+	t0, end := tj.CreationTimestamp.Time, tj.Status.CompletionTime.Time
+	span(mlv1.BadputScheduling, t0, c.running)
+	span(mlv1.BadputStartup, c.running, c.first[0])
+	edges := []time.Time{c.first[0]}
+	for i, kill := range c.kills {
+		span(mlv1.BadputRestart, kill, c.first[i+1])
+		kept := c.first[i]
+		if ck := lastBefore(c.checkpoints, kill); ck.After(kept) {
+			kept = ck
+		}
+		span(mlv1.BadputLostWork, kept, kill)
+		edges = append(edges, kept, c.first[i+1])
+	}
+	for _, e := range edges {
+		slack[mlv1.GoodputProductive] += c.lag[e].Seconds()
+	}
+	bad := 0.0
+	for _, v := range truth {
+		bad += v
+	}
+	truth[mlv1.GoodputProductive] = end.Sub(t0).Seconds() - bad
+	return truth, slack
+}
+
+// patchRestartStrategy sets the job's failurePolicy.restartStrategy.
+func patchRestartStrategy(t *testing.T, ns, name string, s mlv1.RestartStrategy) {
+	t.Helper()
+	tj := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := fmt.Sprintf(`{"spec":{"failurePolicy":{"restartStrategy":%q}}}`, s)
+	if err := stack.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counterWatch reads the operator's goodput counters for a job (its registry, as /metrics serves them)
+// each time it looks, and finds any that went back.
+type counterWatch struct {
+	t        *testing.T
+	ns, name string
+	last     map[string]float64
+	back     []string
+}
+
+func (w *counterWatch) look() {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if w.last == nil {
+		w.last = map[string]float64{}
+	}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "trainingjob_goodput") && !strings.HasPrefix(f.GetName(), "trainingjob_badput") {
+			continue
+		}
+		for _, m := range f.Metric {
+			if m.Counter == nil || label(m, metrics.LabelNamespace) != w.ns || label(m, metrics.LabelTrainingJob) != w.name {
+				continue
+			}
+			key := f.GetName()
+			if c := label(m, "category"); c != "" {
+				key += "{" + c + "}"
+			}
+			v := m.Counter.GetValue()
+			if prev, ok := w.last[key]; ok && v < prev-1e-9 {
+				w.back = append(w.back, fmt.Sprintf("%s %.3f -> %.3f", key, prev, v))
+			}
+			w.last[key] = v
+		}
+	}
+}
+
+func (w *counterWatch) check() {
+	w.t.Helper()
+	if len(w.back) > 0 {
+		w.t.Errorf("goodput counters went back (rate() reads that as a reset): %s", strings.Join(w.back, "; "))
+	}
+	if len(w.last) == 0 {
+		w.t.Errorf("no goodput counter of the job was read")
+	}
 }
