@@ -220,11 +220,20 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	key := client.ObjectKeyFromObject(tj)
 	obs.Gone = slices.DeleteFunc(r.exits.gone(key, tj.Status.Attempt, obs.Pods), notOf(obs.Job))
 	obs.ForceDeleted = slices.DeleteFunc(r.exits.forcedWhileRunning(key, tj.Status.Attempt), notOf(obs.Job))
+	// A worker the node lifecycle controller marked not ready may sit on a lost node, its peers blocked on it.
+	if marked := slices.DeleteFunc(slices.Clone(obs.Pods), func(p corev1.Pod) bool { return !derive.MarkedNotReady(&p) }); len(marked) > 0 {
+		if obs.NodeTrouble, _, err = nodeTrouble(ctx, r.APIReader, marked, r.Clock.Now()); err != nil {
+			return err
+		}
+	}
 	if !attemptFailing(tj, *obs) {
 		return nil
 	}
 	obs.Logs = r.failedLogs(ctx, obs.Pods)
 	if obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now()); err != nil {
+		return err
+	}
+	if obs.Heartbeats, err = heartbeats(ctx, r.APIReader, obs.Pods, obs.NodeTrouble); err != nil {
 		return err
 	}
 	obs.Schedulable, err = r.schedulable(ctx, tj, *obs)
@@ -328,7 +337,8 @@ const verdictWait = 2 * time.Minute
 
 // recheck returns when the job must be looked at again although nothing it watches may change: an unbound
 // claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a
-// failed attempt's worker node that is not Ready but does not count as lost yet, the percent of goodput
+// failed attempt's worker node that is not Ready but does not count as lost yet or whose fate its verdict
+// waits for, the percent of goodput
 // shown (goodputRecheck).
 func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
 	var res reconcile.Result
@@ -343,6 +353,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 		func() (time.Duration, bool) { return derive.SchedulingLeft(tj, obs.Job, now) },
 		func() (time.Duration, bool) { return settleLeft(obs, now) },
 		func() (time.Duration, bool) { return min(obs.NodeWait, nodeRecheck), obs.NodeWait > 0 },
+		func() (time.Duration, bool) { return nodeFateLeft(tj, obs, now) },
 		func() (time.Duration, bool) { return queueRecheck, obs.Queue != nil && !r.kueueServed },
 		func() (time.Duration, bool) {
 			_, cs := derive.Rank0Fetcher(obs.Pods)

@@ -8,13 +8,16 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
@@ -85,6 +88,48 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 		}
 	}
 	return out, nil
+}
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
+
+// heartbeats reads the Leases (kube-node-lease) of the nodes of pods that have not ended on a node not in
+// trouble: each node's last heartbeat, one read per node, from the API server (no lease informer). A node
+// without a Lease, or an operator whose role may not read them (an older chart), gives none: the verdict
+// then waits for no heartbeat, as before.
+func heartbeats(ctx context.Context, reader client.Reader, pods []corev1.Pod, trouble map[string]string) (map[string]derive.Heartbeat, error) {
+	out := map[string]derive.Heartbeat{}
+	seen := map[string]bool{}
+	for _, p := range pods {
+		name := p.Spec.NodeName
+		if name == "" || seen[name] || derive.Ended(&p) || trouble[name] != "" {
+			continue
+		}
+		seen[name] = true
+		lease := &coordinationv1.Lease{}
+		found, err := getOptional(ctx, reader, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: name}, lease)
+		if apierrors.IsForbidden(err) {
+			ctrl.LoggerFrom(ctx).V(1).Info("cannot read nodes' leases: a lost node's fate is not waited for", "error", err.Error())
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if found && lease.Spec.RenewTime != nil && lease.Spec.LeaseDurationSeconds != nil {
+			out[name] = derive.Heartbeat{Renewed: lease.Spec.RenewTime.Time, Duration: time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second}
+		}
+	}
+	return out, nil
+}
+
+// nodeFateLeft returns when to look again at a failed attempt whose verdict waits for a worker's node
+// (derive.NodeFateLeft): every nodeRecheck, as no event comes when a node renews its lease.
+func nodeFateLeft(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (time.Duration, bool) {
+	c := derive.AttemptFailure(tj, obs)
+	if c == nil || len(obs.Heartbeats) == 0 {
+		return 0, false
+	}
+	left, _ := derive.NodeFateLeft(obs, c.LastTransitionTime.Time, now, true)
+	return min(left, nodeRecheck), left > 0
 }
 
 // nodeRecheck is how often a failing attempt looks again at a worker's node that is not Ready but does not

@@ -55,6 +55,48 @@ func lifecycleTainted(n *corev1.Node) bool {
 	return false
 }
 
+// Heartbeat is a node's last heartbeat: its Lease's renewTime and leaseDurationSeconds.
+type Heartbeat struct {
+	Renewed  time.Time
+	Duration time.Duration
+}
+
+// NodeFateWait bounds how long a verdict waits, from a node's last heartbeat, for a node whose heartbeat
+// stopped to count as lost: the node lifecycle controller's node-monitor-grace-period (50 s by default),
+// its taint after that (NodeUntaintedGrace) and some slack.
+const NodeFateWait = 90 * time.Second
+
+// heartbeatSlack is how much later than its interval (a quarter of the lease's duration, as the kubelet
+// renews) a node's renewal may come before its heartbeat counts as stopped.
+const heartbeatSlack = 5 * time.Second
+
+// NodeFateLeft returns how long the verdict on an attempt's failure at `at` still waits for the fate of a
+// node of the attempt's workers that have not ended (and the node waited for): a node whose heartbeat
+// stopped waits until it counts as lost (then the failure is a disruption: a rank that loses its peer
+// exits with an error at once, long before the control plane knows) or NodeFateWait after its last
+// heartbeat; with due (a verdict that would end the run), so does a node not heard from since the failure
+// whose next renewal is not due yet. 0 when none is waited for: every such node renewed its lease after the
+// failure, has none, or is past the bound.
+func NodeFateLeft(obs Observed, at, now time.Time, due bool) (left time.Duration, node string) {
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		hb, ok := obs.Heartbeats[p.Spec.NodeName]
+		if !ok || Ended(p) || Stranded(p, obs.NodeTrouble) || hb.Renewed.After(at) {
+			continue
+		}
+		until := hb.Renewed.Add(hb.Duration/4 + heartbeatSlack) // the renewal due
+		if !now.Before(until) {
+			until = hb.Renewed.Add(NodeFateWait) // stopped: its fate
+		} else if !due {
+			continue
+		}
+		if l := until.Sub(now); l > left {
+			left, node = l, p.Spec.NodeName
+		}
+	}
+	return left, node
+}
+
 // Ended reports whether the pod reached a terminal phase.
 func Ended(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
@@ -90,7 +132,61 @@ func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
 	if c := JobCondition(obs.Job, batchv1.JobFailureTarget); c != nil {
 		return c
 	}
-	return failedWorker(tj, obs)
+	if c := failedWorker(tj, obs); c != nil {
+		return c
+	}
+	return strandedWorker(tj, obs)
+}
+
+// strandedWorker returns a FailureTarget for a worker that has not ended on a node that is lost
+// (Observed.NodeTrouble, read for pods the node lifecycle controller marked not ready: MarkedNotReady),
+// dated when it was marked: its peers may all be blocked on it, as NCCL blocks, and no pod would fail for
+// minutes. nil when there is none, or when the Job restarts containers in place (OnFailure).
+func strandedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
+	if tj.RestartPolicy() == mlv1.RestartOnFailure {
+		return nil
+	}
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if !Stranded(p, obs.NodeTrouble) || p.DeletionTimestamp != nil {
+			continue
+		}
+		at := p.CreationTimestamp
+		if c := readyCondition(p); c != nil && c.Status != corev1.ConditionTrue {
+			at = c.LastTransitionTime
+		}
+		if last := tj.Status.LastFailureTime; last != nil && !at.After(last.Time) {
+			continue // the failure the last restart was for: a pod it left on the node
+		}
+		return failureTarget(at)
+	}
+	return nil
+}
+
+// readyCondition returns the pod's Ready condition, nil when it has none.
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady {
+			return c
+		}
+	}
+	return nil
+}
+
+// MarkedNotReady reports whether a running pod is not Ready while all its containers are: what the node
+// lifecycle controller does to every pod of a node whose heartbeat stopped (its kubelet would have set the
+// containers' readiness too). Its node is then worth a read.
+func MarkedNotReady(p *corev1.Pod) bool {
+	c := readyCondition(p)
+	if p.Status.Phase != corev1.PodRunning || c == nil || c.Status == corev1.ConditionTrue || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if !cs.Ready {
+			return false
+		}
+	}
+	return true
 }
 
 // failedWorker returns the FailureTarget condition the Job controller will add for a failed worker of a Job

@@ -94,8 +94,11 @@ func failedAttempt(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, obs Observe
 	f := classify(tj, obs, c)
 	f.schedulable, f.workers = obs.Schedulable, tj.Spec.NumWorkers
 	f = applyRules(tj, f)
-	if f.kind == permanent && SettleLeft(obs, c, now) > 0 {
-		// Another rank may have failed first, unreported yet: decide on the whole story.
+	ends := f.kind == permanent || f.kind == retryable && st.RestartCount >= tj.BackoffLimit()
+	if f.kind == permanent && SettleLeft(obs, c, now) > 0 ||
+		f.kind != disruption && nodeFateAwaited(obs, c.LastTransitionTime.Time, now.Time, ends) {
+		// Another rank may have failed first, unreported yet, or a worker's node may be lost: decide on the
+		// whole story.
 		prev := tj.Status.State
 		return phase{prev, ConditionReason(tj.Status, string(prev)), ConditionMessage(tj.Status, string(prev))}
 	}
@@ -144,6 +147,12 @@ func decide(tj *mlv1.TrainingJob, st *mlv1.TrainingJobStatus, f failure) phase {
 	}
 	return phase{mlv1.StateInitializing, ReasonRestarting, fmt.Sprintf(
 		"restart after a disruption (not counted against failurePolicy.backoffLimit)%s: %s%s; starting attempt %d", by, f.what, note, st.Attempt)}
+}
+
+// nodeFateAwaited reports whether the verdict on a failure at `at` waits for a worker's node (NodeFateLeft).
+func nodeFateAwaited(obs Observed, at, now time.Time, ends bool) bool {
+	left, _ := NodeFateLeft(obs, at, now, ends)
+	return left > 0
 }
 
 // ReasonFailureRule is the Failed reason of a failure a rule of failurePolicy.rules fails.
@@ -201,7 +210,7 @@ func classify(tj *mlv1.TrainingJob, obs Observed, c *batchv1.JobCondition) failu
 		// A rank that loses its peer usually exits with an error at once, long before the control plane
 		// marks the lost node's pods: the lost node is the cause.
 		disrupted.what = strings.Join(lost, "; ")
-		disrupted.text = disrupted.what
+		disrupted.text, disrupted.at = disrupted.what, c.LastTransitionTime.Time
 		return disrupted
 	}
 	ended := obs.ended()

@@ -748,3 +748,99 @@ func TestInPlaceRunningMeansReady(t *testing.T) {
 		})
 	}
 }
+
+// TestLostNodeFate: a rank that exits on losing its peer decides nothing while the peer's node is silent:
+// the verdict waits for the node's fate (its heartbeat stopped: until it counts as lost, at most
+// NodeFateWait after its last heartbeat; not heard from since the failure: until its renewal is due, for a
+// verdict that would end the run). A worker stranded on a lost node restarts the attempt as a disruption
+// although no pod failed (its peers blocked on it).
+func TestLostNodeFate(t *testing.T) {
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	beat := func(sec int) map[string]Heartbeat { return map[string]Heartbeat{"n-2": {Renewed: at(sec), Duration: 40 * time.Second}} }
+	failed := job(jobCond(batchv1.JobFailureTarget, "BackoffLimitExceeded", ""), jobCond(batchv1.JobFailed, "BackoffLimitExceeded", ""))
+	exitedOn := func(code int32) *podB {
+		return pod("0", corev1.PodFailed).exited(code, "Error", false).message("lost rank 1: EOF").on("n-1")
+	}
+	peer := func() *podB { return pod("1", corev1.PodRunning).on("n-2") }
+	markedNotReady := func(sec int) *podB {
+		b := peer()
+		b.p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(at(sec))}}
+		b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		return b
+	}
+	unreachable := map[string]string{"n-2": "is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.)"}
+	held := []any{mlv1.StateRunning, int32(0), int32(0)}
+	for _, tc := range []struct {
+		name         string
+		backoffLimit int32
+		lastFailure  int // seconds after t0 of status.lastFailureTime; 0: none
+		obs          Observed
+		now          int // seconds after the failure (t0)
+		want         []any
+	}{
+		{name: "exit 1, the peer's heartbeat stopped: waits for the node", obs: Observed{Job: failed,
+			Pods: pods(exitedOn(1), peer()), Heartbeats: beat(-8)}, now: 11, want: held},
+		{name: "exit 1, the peer's node not heard from since, its renewal not due: waits", obs: Observed{Job: failed,
+			Pods: pods(exitedOn(1), peer()), Heartbeats: beat(-1)}, now: 11, want: held},
+		{name: "exit 1, the peer's node renewed since: decided", obs: Observed{Job: failed,
+			Pods: pods(exitedOn(1), peer()), Heartbeats: beat(8)}, now: 11, want: []any{mlv1.StateFailed, int32(0), int32(0)}},
+		{name: "exit 1, no lease: decided as before", obs: Observed{Job: failed, Pods: pods(exitedOn(1), peer())}, now: 11,
+			want: []any{mlv1.StateFailed, int32(0), int32(0)}},
+		{name: "exit 1, past the bound: decided", obs: Observed{Job: failed, Pods: pods(exitedOn(1), peer()), Heartbeats: beat(-8)},
+			now: 83, want: []any{mlv1.StateFailed, int32(0), int32(0)}},
+		{name: "exit 1, the node found lost: a disruption", obs: Observed{Job: failed, Pods: pods(exitedOn(1), peer()),
+			Heartbeats: beat(-8), NodeTrouble: unreachable}, now: 40, want: []any{mlv1.StateInitializing, int32(1), int32(0)}},
+		{name: "exit 137 within the budget, the renewal not due: not held (a restart, counted)", backoffLimit: 3,
+			obs: Observed{Job: failed, Pods: pods(exitedOn(137), peer()), Heartbeats: beat(-1)}, now: 1,
+			want: []any{mlv1.StateInitializing, int32(1), int32(1)}},
+		{name: "exit 137 within the budget, the heartbeat stopped: waits", backoffLimit: 3,
+			obs: Observed{Job: failed, Pods: pods(exitedOn(137), peer()), Heartbeats: beat(-16)}, now: 1, want: held},
+		{name: "no failure, a worker stranded on a lost node: a disruption", obs: Observed{Job: job(),
+			Pods: pods(pod("0", corev1.PodRunning).on("n-1"), markedNotReady(5)), NodeTrouble: unreachable}, now: 6,
+			want: []any{mlv1.StateInitializing, int32(1), int32(0)}},
+		{name: "no failure, the stranded worker the last restart was for", lastFailure: 5, obs: Observed{Job: job(),
+			Pods: pods(pod("0", corev1.PodRunning).on("n-1"), markedNotReady(5)), NodeTrouble: unreachable}, now: 6, want: held},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "n").BackoffLimit(tc.backoffLimit, mlv1.RestartGang).Obj()
+			tj.Status.State = mlv1.StateRunning
+			if tc.lastFailure != 0 {
+				tj.Status.LastFailureTime = &metav1.Time{Time: at(tc.lastFailure)}
+			}
+			st := Status(tj, tc.obs, metav1.NewTime(at(tc.now)))
+			got := []any{st.State, st.Attempt, st.RestartCount}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("state, attempt, restartCount (-want +got):\n%s\nlastFailure %q, failureReason %q", diff, st.LastFailure, st.FailureReason)
+			}
+		})
+	}
+}
+
+func TestMarkedNotReady(t *testing.T) {
+	ready := func(pod, container bool) *corev1.Pod {
+		s := corev1.ConditionFalse
+		if pod {
+			s = corev1.ConditionTrue
+		}
+		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: s}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer", Ready: container}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{name: "ready", pod: ready(true, true), want: false},
+		{name: "not ready, its containers ready: marked by the node lifecycle controller", pod: ready(false, true), want: true},
+		{name: "not ready, a container not ready: its kubelet says so", pod: ready(false, false), want: false},
+		{name: "pending", pod: &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, MarkedNotReady(tc.pod)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ type Observed struct {
 	// resources; read while the attempt fails and a node may be avoided, possibly only part of the cluster
 	// (enough to tell); nil when not read.
 	Schedulable map[string]int32
+	// Heartbeats are the last heartbeats (Leases in kube-node-lease) of the nodes of a failing attempt's
+	// workers that have not ended and are not lost, read with NodeTrouble; a node without a Lease is missing.
+	Heartbeats map[string]Heartbeat
 	// NodeWait is, when a failing attempt's worker is on a node that is not Ready but does not count as
 	// lost yet (NodeTrouble's wait), how long until it does; 0 otherwise.
 	NodeWait time.Duration
