@@ -3,7 +3,7 @@
 // over the listed objects; the stores only list, read, write and delete.
 //
 // Layout: a checkpoint is the directory (or prefix) <root>/checkpoint-epoch-<N>/ where root is
-// [<prefix>/]<namespace>/<trainingjob>. It is complete only once its marker file _COMPLETE exists; the
+// [<prefix>/]<namespace>/<trainingjob>/<runID>. It is complete only once its marker file _COMPLETE exists; the
 // trainer writes the marker last (a small JSON manifest), so a checkpoint being written is never taken for
 // a complete one.
 package checkpoint

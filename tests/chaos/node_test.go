@@ -19,7 +19,9 @@ type nodeLoss struct {
 	name string
 	// rank is the rank whose node is lost.
 	rank string
-	lose func(ctx context.Context, node string) error
+	// blocked: the surviving ranks block on the lost peer instead of exiting (--block-on-peer-loss).
+	blocked bool
+	lose    func(ctx context.Context, node string) error
 }
 
 var nodeLosses = []nodeLoss{
@@ -30,6 +32,11 @@ var nodeLosses = []nodeLoss{
 	// lifecycle controller marks it NotReady after node-monitor-grace-period. Rank 0 is lost, so the
 	// checkpoint agent that rotates the checkpoints goes with it.
 	{name: "unreachable", rank: "0", lose: func(_ context.Context, node string) error { return stack.PartitionNode(node) }},
+	// The same, but the surviving rank does not exit: it blocks on its lost peer, as a rank in an NCCL
+	// collective does. No pod fails; the attempt restarts once the node lifecycle controller finds the
+	// node lost, long before any hang timeout.
+	{name: "unreachable-blocked", rank: "1", blocked: true,
+		lose: func(_ context.Context, node string) error { return stack.PartitionNode(node) }},
 }
 
 // TestNodeLost: the process node running one rank vanishes mid-run (its processes die at once, nothing
@@ -66,6 +73,9 @@ func loseNodeMidRun(t *testing.T, loss nodeLoss) (time.Duration, bool) {
 	lc := lifecycle{name: "node-" + loss.name, reasons: []string{"Succeeded"}, disruptions: 1, mutate: func(tj *mlv1.TrainingJob) {
 		tj.Spec.Hyperparameters.Epochs = ptrTo[int32](40)
 		tj.Spec.FailurePolicy = &mlv1.FailurePolicy{RestartPolicy: mlv1.RestartGang, BackoffLimit: ptrTo[int32](0)}
+		if loss.blocked {
+			tj.Spec.Args = append(tj.Spec.Args, "--block-on-peer-loss")
+		}
 	}}
 	tj := createJob(t, ns, lc)
 	nodeName := nodeOfRank(t, tj, loss.rank)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -204,4 +205,90 @@ func setSuspend(t *testing.T, ns, name string, suspend bool) {
 	if err := stack.Client.Patch(ctx, tj, patch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSameNameStartsFresh: a TrainingJob created again under a deleted one's name starts fresh: its rank 0
+// resumes from nothing although the first run's checkpoints are kept on the claim, and the status and one
+// event name them. A third run under the name continues the second explicitly, through resumeFrom.
+func TestSameNameStartsFresh(t *testing.T) {
+	t.Parallel() // its own namespace: runs beside the other long tests once the rest are done
+	ns, name := newNamespace(t), "same"
+	create(t, claim(ns))
+	every2 := func(tj *mlv1.TrainingJob) { tj.Spec.Checkpoint.Frequency = ptr.To[int32](2) }
+	run := func(epochs int32, resumeFrom string) (*mlv1.TrainingJob, string) {
+		t.Helper()
+		tj := trainerJob(ns, name, 2, epochs, "--epoch-delay=100ms").With(withPVCCheckpoints(2)).With(every2).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.Checkpoint.ResumeFrom = resumeFrom
+		}).Obj()
+		create(t, tj)
+		waitForState(t, ns, name, mlv1.StateCompleted, 2*time.Minute)
+		var done *mlv1.TrainingJob
+		eventually(t, time.Minute, "the final checkpoint in the status", func() error {
+			done = getTJ(t, ns, name)
+			if c := done.Status.Checkpoint; c == nil || c.LatestEpoch != epochs {
+				return fmt.Errorf("status.checkpoint %+v", c)
+			}
+			return nil
+		})
+		log := rankLog(t, ns, name, 0)
+		if err := stack.Client.Delete(ctx, done); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "the TrainingJob and its pods gone", func() error {
+			if p := workerPods(t, ns, name); len(p) != 0 {
+				return fmt.Errorf("%d pods left", len(p))
+			}
+			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(done), &mlv1.TrainingJob{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the TrainingJob is still there (%v)", err)
+			}
+			return nil
+		})
+		return done, log
+	}
+	first, _ := run(6, "")
+	// As the agent sees it: /checkpoints/... in a container, the claim's host directory on a process node.
+	firstNewest := "/" + builders.CheckpointRoot(first) + "/checkpoint-epoch-6"
+
+	second, log := run(4, "")
+	if strings.Contains(log, "resuming from") {
+		t.Errorf("the second run resumed from a checkpoint (the deleted run's?):\n%s", log)
+	}
+	if !strings.Contains(log, "epoch 1/4 ") {
+		t.Errorf("the second run did not train from epoch 1:\n%s", log)
+	}
+	if second.Status.RunID == "" || second.Status.RunID == first.Status.RunID {
+		t.Errorf("runIDs %q then %q, want two different ones", first.Status.RunID, second.Status.RunID)
+	}
+	var earlier []string
+	if c := second.Status.Checkpoint; c != nil {
+		earlier = c.EarlierRuns
+	}
+	if len(earlier) != 1 || !strings.HasSuffix(earlier[0], firstNewest) {
+		t.Errorf("status.checkpoint.earlierRuns %q, want the first run's newest, ...%s", earlier, firstNewest)
+	}
+	if got := earlierRunEvents(t, second); len(got) != 1 || !strings.Contains(got[0], firstNewest) {
+		t.Errorf("EarlierRunsFound events %q, want one naming %s", got, firstNewest)
+	}
+
+	secondNewest := "/checkpoints/" + builders.CheckpointRoot(second) + "/checkpoint-epoch-4"
+	_, log = run(6, secondNewest)
+	if !strings.Contains(log, "epoch 4, step 0") || strings.Contains(log, "epoch 1/6 ") {
+		t.Errorf("the third run did not continue the second from its epoch 4 (resumeFrom %s):\n%s", secondNewest, log)
+	}
+}
+
+// earlierRunEvents returns the notes of the EarlierRunsFound events of the job (this run, by its UID).
+func earlierRunEvents(t *testing.T, tj *mlv1.TrainingJob) []string {
+	t.Helper()
+	events := &eventsv1.EventList{}
+	if err := stack.Client.List(ctx, events, client.InNamespace(tj.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range events.Items {
+		if e.Reason == "EarlierRunsFound" && e.Regarding.UID == tj.UID {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
 }
