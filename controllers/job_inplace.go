@@ -317,6 +317,12 @@ func (r *JobReconciler) restartInPlace(ctx context.Context, tj *mlv1.TrainingJob
 	}
 	mine := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !madeBy(job, &p) }) // not a label alone
 	restart, replace, left, why := inPlacePlan(tj, job, mine)
+	if why == "" {
+		var err error
+		if why, err = onLostNode(ctx, r.APIReader, replace, r.Clock.Now()); err != nil {
+			return true, err
+		}
+	}
 	if why != "" {
 		r.recreating(ctx, tj, job, corev1.EventTypeNormal, why)
 		return false, nil
@@ -409,6 +415,27 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 			"(its pod failure backoff, 10 s doubling with each of the Job's %d failed pods)", strings.Join(left, ", "), job.Status.Failed)
 	}
 	return restart, replace, left, ""
+}
+
+// onLostNode says why the gang is recreated when a pod to replace is on a node that is lost (gone or
+// unreachable: nodeTrouble): it cannot stop there, and the Job controller does not replace a pod that has
+// not ended, so its rank would wait for minutes (the pod garbage collector's, the taint's eviction); "" when
+// none is. Only the nodes of pods to replace are read.
+func onLostNode(ctx context.Context, reader client.Reader, replace []corev1.Pod, now time.Time) (string, error) {
+	if len(replace) == 0 {
+		return "", nil
+	}
+	trouble, _, err := nodeTrouble(ctx, reader, replace, now)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range replace {
+		if why := trouble[p.Spec.NodeName]; why != "" {
+			return fmt.Sprintf("pod %s (rank %s) is on node %s, which %s: it cannot stop there to be replaced alone",
+				p.Name, p.Labels[names.RankLabel], p.Spec.NodeName, why), nil
+		}
+	}
+	return "", nil
 }
 
 // onAvoidedNode says whether p is on a node in status.avoidedNodes.

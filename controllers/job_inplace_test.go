@@ -298,6 +298,7 @@ func TestRestartInPlace(t *testing.T) {
 		failed int32
 		pods   func() []*corev1.Pod
 		avoid  string
+		lost   bool // the node to avoid is lost: not Ready and tainted (else Ready)
 		want   bool
 		orders map[string]controlapi.Order
 		labels string // the Job's attempt label after
@@ -397,6 +398,16 @@ func TestRestartInPlace(t *testing.T) {
 			deleted: []string{"a-worker-1"},
 		},
 		{
+			name: "a pod on a lost node to avoid: recreated (it cannot stop there to be replaced)", settled: "1", avoid: "n1", lost: true,
+			pods: func() []*corev1.Pod {
+				p := heldPod("1", "10.0.0.2", false)
+				p.Spec.NodeName = "n1"
+				return []*corev1.Pod{heldPod("0", "10.0.0.1", true), p}
+			},
+			labels: "0", event: "recreating the workers' pods: pod a-worker-1 (rank 1) is on node n1, which is not Ready (NodeStatusUnknown: " +
+				"Kubelet stopped posting node status.): it cannot stop there to be replaced alone",
+		},
+		{
 			name: "every pod on a node to avoid: recreated", settled: "1", avoid: "n1",
 			pods: func() []*corev1.Pod {
 				p0, p1 := heldPod("0", "10.0.0.1", true), heldPod("1", "10.0.0.2", false)
@@ -434,6 +445,9 @@ func TestRestartInPlace(t *testing.T) {
 				cm.Data[names.CurrentAttemptKey] = "1"
 			}
 			objs := []client.Object{tj, job, cm}
+			if tc.avoid != "" {
+				objs = append(objs, testNode(tc.avoid, tc.lost))
+			}
 			for _, p := range tc.pods() {
 				objs = append(objs, p)
 			}
@@ -803,4 +817,16 @@ func TestLabelledOnce(t *testing.T) {
 	if patches != 5 {
 		t.Errorf("%d label patches after the Job was labelled twice on the same cache, want 5", patches)
 	}
+}
+
+// testNode returns a Ready node, or one the node lifecycle controller found lost (not Ready, tainted).
+func testNode(name string, lost bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	if lost {
+		n.Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+			Message: "Kubelet stopped posting node status."}
+		n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	return n
 }
