@@ -180,3 +180,43 @@ trainingjob_waiting_since_timestamp_seconds{namespace="ml",training_job="running
 		t.Error(err)
 	}
 }
+
+// TestGoodputCountersFloor: a scrape never exports a goodput counter below the last one: a scrape during
+// the JobController's reconcile counted the old category a few milliseconds past the accounting it writes.
+func TestGoodputCountersFloor(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = mlv1.AddToScheme(s)
+	job := func(scheduling float64) *mlv1.TrainingJob {
+		tj := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a", UID: "u1"}, Status: mlv1.TrainingJobStatus{
+			State: mlv1.StateCompleted, Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 100, BadputSeconds: mlv1.BadputSeconds{Scheduling: scheduling}}}}
+		tj.Default()
+		return tj
+	}
+	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(job(2.05)).Build())
+	defer SetStateReader(nil)
+	want := func(v string) string {
+		return `
+# HELP trainingjob_badput_seconds_total Seconds of the job's wall time that did not train the model, by category: ` +
+			`queued, scheduling, startup, restart, lost_work (once known), hang, checkpoint.
+# TYPE trainingjob_badput_seconds_total counter
+trainingjob_badput_seconds_total{category="checkpoint",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="hang",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="lost_work",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="queued",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="restart",namespace="ml",training_job="a"} 0
+trainingjob_badput_seconds_total{category="scheduling",namespace="ml",training_job="a"} ` + v + `
+trainingjob_badput_seconds_total{category="startup",namespace="ml",training_job="a"} 0
+`
+	}
+	if err := testutil.CollectAndCompare(states, strings.NewReader(want("2.05")), "trainingjob_badput_seconds_total"); err != nil {
+		t.Error(err)
+	}
+	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(job(2)).Build()) // accounted to before the last scrape
+	if err := testutil.CollectAndCompare(states, strings.NewReader(want("2.05")), "trainingjob_badput_seconds_total"); err != nil {
+		t.Errorf("a counter went back: %v", err)
+	}
+	SetStateReader(fake.NewClientBuilder().WithScheme(s).WithObjects(job(3)).Build())
+	if err := testutil.CollectAndCompare(states, strings.NewReader(want("3")), "trainingjob_badput_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}

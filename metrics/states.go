@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -57,6 +58,11 @@ var (
 type stateCollector struct {
 	mu     sync.Mutex
 	reader client.Reader
+	// exported are the goodput counters each job (by UID) was last exported with: a counter is never
+	// exported below it (floor).
+	exported map[types.UID]derive.GoodputCounters
+	// scrape serialises Collect's goodput, which reads and replaces exported.
+	scrape sync.Mutex
 }
 
 var states = &stateCollector{}
@@ -95,11 +101,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for key, n := range CountByState(list.Items) {
 		ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
+	c.scrape.Lock()
+	defer c.scrape.Unlock()
 	now := time.Now()
+	exported := make(map[types.UID]derive.GoodputCounters, len(list.Items)) // the jobs gone are forgotten
 	for i := range list.Items {
-		collectStatus(ch, &list.Items[i], now)
-		collectGoodput(ch, &list.Items[i], now)
+		tj := &list.Items[i]
+		collectStatus(ch, tj, now)
+		if g := derive.GoodputAt(tj, now); g != nil {
+			last, ok := c.exported[tj.UID]
+			exported[tj.UID] = collectGoodput(ch, tj, g, last, ok)
+		}
 	}
+	c.exported = exported
 }
 
 // collectStatus sends the series of a job's status as of now: workers and GPUs held, the run's duration,
@@ -141,24 +155,44 @@ func waitingSince(tj *mlv1.TrainingJob) float64 {
 	return 0
 }
 
-// collectGoodput sends a job's goodput series as of now; none for a job the operator has not accounted.
-func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, now time.Time) {
-	g := derive.GoodputAt(tj, now)
-	if g == nil {
-		return
-	}
+// collectGoodput sends a job's goodput series from g, its goodput as of now, and returns the counters it
+// sent: no less than last, what they were at the last scrape (when had). The status's figures never
+// decrease (derive.Counters), but a reader extrapolates the status's category past its accountedTime, and
+// the JobController's accounting is taken as its reconcile starts: a scrape during that reconcile counted
+// the old category a few milliseconds past the accounting, as one before a completion counted its
+// training past the end, kept to the second. The floor keeps those milliseconds.
+func collectGoodput(ch chan<- prometheus.Metric, tj *mlv1.TrainingJob, g *mlv1.GoodputStatus, last derive.GoodputCounters,
+	had bool) derive.GoodputCounters {
 	ns, name := tj.Namespace, tj.Name
 	c := derive.Counters(g)
+	if had {
+		c = floor(c, last)
+	}
 	ch <- prometheus.MustNewConstMetric(goodputDesc, prometheus.CounterValue, c.Goodput, ns, name)
 	ch <- prometheus.MustNewConstMetric(reclassifiedDesc, prometheus.CounterValue, c.Reclassified, ns, name)
 	for category, v := range BadputByLabel(c.Badput) {
 		ch <- prometheus.MustNewConstMetric(badputDesc, prometheus.CounterValue, v, ns, name, category)
 	}
-	ch <- prometheus.MustNewConstMetric(gpuSecondsDesc, prometheus.CounterValue, g.GPUSeconds, ns, name)
+	ch <- prometheus.MustNewConstMetric(gpuSecondsDesc, prometheus.CounterValue, c.GPUSeconds, ns, name)
 	// The ratio only when all the time is known: a run with no progress source is not low on goodput.
 	if total := g.AccountedSeconds(); total > 0 && g.UnknownSeconds == 0 {
 		ch <- prometheus.MustNewConstMetric(goodputRatioDesc, prometheus.GaugeValue, g.ProductiveSeconds/total, ns, name)
 	}
+	return c
+}
+
+// floor returns c with each counter at least last's.
+func floor(c, last derive.GoodputCounters) derive.GoodputCounters {
+	b, l := &c.Badput, last.Badput
+	for _, v := range []struct {
+		v *float64
+		l float64
+	}{{&c.Goodput, last.Goodput}, {&c.Reclassified, last.Reclassified},
+		{&c.GPUSeconds, last.GPUSeconds}, {&b.Queued, l.Queued}, {&b.Scheduling, l.Scheduling}, {&b.Startup, l.Startup},
+		{&b.Restart, l.Restart}, {&b.LostWork, l.LostWork}, {&b.Hang, l.Hang}, {&b.Checkpoint, l.Checkpoint}} {
+		*v.v = max(*v.v, v.l)
+	}
+	return c
 }
 
 // BadputByLabel returns each badput category's seconds by its label value.

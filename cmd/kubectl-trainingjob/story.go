@@ -53,7 +53,7 @@ func story(tj *mlv1.TrainingJob, pods []corev1.Pod, events []corev1.Event, now t
 		fmt.Fprintf(w, "Goodput\t%s\n", l)
 	}
 	if c := st.Checkpoint; c != nil {
-		fmt.Fprintf(w, "Checkpoint\tepoch %d, %d kept, written %s ago: %s\n", c.LatestEpoch, c.Count, ago(c.LastTime, now), c.Latest)
+		fmt.Fprintf(w, "Checkpoint\tepoch %d, %d kept, written %s ago: %s\n", c.LatestEpoch, c.Count, ago(toSecond(c.LastTime), now), c.Latest)
 	} else if tj.CheckpointEnabled() {
 		fmt.Fprintf(w, "Checkpoint\tnone yet\n")
 	}
@@ -216,7 +216,7 @@ func checkpointStory(tj *mlv1.TrainingJob, resumeFrom string, now time.Time) str
 	}
 	fmt.Fprintf(w, "Storage\t%s\n", storageLine(storage, tj))
 	if c := tj.Status.Checkpoint; c != nil {
-		fmt.Fprintf(w, "Newest\t%s (epoch %d, %d bytes, written %s ago)\n", c.Latest, c.LatestEpoch, c.SizeBytes, ago(c.LastTime, now))
+		fmt.Fprintf(w, "Newest\t%s (epoch %d, %d bytes, written %s ago)\n", c.Latest, c.LatestEpoch, c.SizeBytes, ago(toSecond(c.LastTime), now))
 		fmt.Fprintf(w, "Kept\t%d\n", c.Count)
 	} else {
 		fmt.Fprintf(w, "Newest\tnone yet\n")
@@ -241,6 +241,14 @@ func storageLine(s *mlv1.CheckpointStorage, tj *mlv1.TrainingJob) string {
 		claim = names.CheckpointClaimName(tj)
 	}
 	return fmt.Sprintf("%s claim %s", s.Type, claim)
+}
+
+// toSecond returns a time kept to the microsecond as one kept to the second (nil for nil).
+func toSecond(t *metav1.MicroTime) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	return &metav1.Time{Time: t.Time}
 }
 
 func ago(t *metav1.Time, now time.Time) string {

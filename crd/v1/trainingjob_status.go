@@ -287,9 +287,10 @@ type CheckpointStatus struct {
 	// count is the number of complete checkpoints kept.
 	// +optional
 	Count int32 `json:"count,omitempty"`
-	// lastTime is when the newest checkpoint was written.
+	// lastTime is when the newest checkpoint was written (to the microsecond: the lost work of a restart is
+	// measured from it).
 	// +optional
-	LastTime *metav1.Time `json:"lastTime,omitempty"`
+	LastTime *metav1.MicroTime `json:"lastTime,omitempty"`
 	// sizeBytes is the size of the newest checkpoint.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
@@ -301,7 +302,7 @@ type CheckpointStatus struct {
 	ResumedFromMessage string `json:"resumedFromMessage,omitempty"`
 	// resumedFromTime is when the checkpoint named by resumedFrom was written; unset when unknown.
 	// +optional
-	ResumedFromTime *metav1.Time `json:"resumedFromTime,omitempty"`
+	ResumedFromTime *metav1.MicroTime `json:"resumedFromTime,omitempty"`
 	// resumedAttempt is the attempt whose workers resumed from resumedFrom.
 	// +optional
 	ResumedAttempt int32 `json:"resumedAttempt,omitempty"`

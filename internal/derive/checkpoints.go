@@ -65,7 +65,7 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 		}
 	}
 	if !a.LastTime.IsZero() {
-		c.LastTime = &metav1.Time{Time: a.LastTime.Truncate(time.Second)}
+		c.LastTime = &metav1.MicroTime{Time: a.LastTime.Truncate(time.Microsecond)}
 	}
 	st.Checkpoint = c
 }

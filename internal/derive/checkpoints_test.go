@@ -121,11 +121,11 @@ func TestApplyResumeFrom(t *testing.T) {
 // written when it is the newest the status knows; kept once newer ones come, dropped for a new attempt.
 func TestApplyResumed(t *testing.T) {
 	const own = "s3://b/ml/a/checkpoint-epoch-"
-	written := func(sec int64) *metav1.Time { return &metav1.Time{Time: time.Unix(1_000_000+sec, 0)} }
-	newest := func(e int, at *metav1.Time) *mlv1.CheckpointStatus {
+	written := func(sec int64) *metav1.MicroTime { return &metav1.MicroTime{Time: time.Unix(1_000_000+sec, 0)} }
+	newest := func(e int, at *metav1.MicroTime) *mlv1.CheckpointStatus {
 		return &mlv1.CheckpointStatus{Latest: own + itoa(e), LatestEpoch: int32(e), LastTime: at}
 	}
-	resumed := func(c *mlv1.CheckpointStatus, from string, at *metav1.Time, attempt int32) *mlv1.CheckpointStatus {
+	resumed := func(c *mlv1.CheckpointStatus, from string, at *metav1.MicroTime, attempt int32) *mlv1.CheckpointStatus {
 		c.ResumedFrom, c.ResumedFromMessage, c.ResumedFromTime, c.ResumedAttempt = from, ResumedMessage(from), at, attempt
 		return c
 	}

@@ -89,8 +89,10 @@ func AccountGoodput(tj *mlv1.TrainingJob, checkpointSeconds *float64, now time.T
 		return nil
 	}
 	if category == "" {
-		if end := endTime(tj); end != nil && end.Before(now) {
-			now = *end
+		// The end is kept to the second: the end of that second, so that no reader of the status before
+		// the end was written (the metrics, at each scrape) counted the run past it.
+		if end := endTime(tj); end != nil && endOfSecond(*end).Before(now) {
+			now = endOfSecond(*end)
 		}
 	}
 	a := accounting{g: g, gpus: float64(g.GPUs)} // held since the last step
@@ -141,6 +143,8 @@ type GoodputCounters struct {
 	Reclassified float64
 	// Badput is the badput by category, lost work once known.
 	Badput mlv1.BadputSeconds
+	// GPUSeconds is GPU time held by the running workers.
+	GPUSeconds float64
 }
 
 // Counters returns g's counters. The accounting only adds to each of the figures they are made of, but
@@ -156,7 +160,7 @@ func Counters(g *mlv1.GoodputStatus) GoodputCounters {
 	b := g.BadputSeconds
 	b.LostWork = math.Max(0, b.LostWork-pending)
 	return GoodputCounters{Goodput: g.ProductiveSeconds + g.ReclassifiedSeconds, Reclassified: math.Max(0, g.ReclassifiedSeconds-pending),
-		Badput: b}
+		Badput: b, GPUSeconds: g.GPUSeconds}
 }
 
 // NewCheckpointBound reports whether next, a later accounting of the same attempt than prev, had its

@@ -54,7 +54,7 @@ func unstalled(st *mlv1.TrainingJobStatus, at metav1.Time) {
 }
 
 func checkpointed(st *mlv1.TrainingJobStatus, at metav1.Time) {
-	st.Checkpoint = &mlv1.CheckpointStatus{Latest: at.String(), LastTime: &at}
+	st.Checkpoint = &mlv1.CheckpointStatus{Latest: at.String(), LastTime: &metav1.MicroTime{Time: at.Time}}
 }
 
 func setCondition(cs []metav1.Condition, t string, v bool, at metav1.Time) []metav1.Condition {
@@ -348,7 +348,7 @@ func failedAt(attempt int32, exit float64) func(*mlv1.TrainingJobStatus, metav1.
 func learned(name string, written float64) func(*mlv1.TrainingJobStatus, metav1.Time) {
 	return func(st *mlv1.TrainingJobStatus, _ metav1.Time) {
 		c := checkpointCopy(st)
-		c.Latest, c.LastTime = name, &metav1.Time{Time: goodputT0.Add(time.Duration(written * float64(time.Second)))}
+		c.Latest, c.LastTime = name, &metav1.MicroTime{Time: goodputT0.Add(time.Duration(written * float64(time.Second)))}
 		st.Checkpoint = c
 	}
 }

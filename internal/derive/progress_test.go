@@ -426,7 +426,7 @@ func TestApplyCheckpoints(t *testing.T) {
 		Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last,
 	}, now)
 	want := &mlv1.CheckpointStatus{
-		Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: &metav1.Time{Time: time.Unix(1900, 0)},
+		Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: &metav1.MicroTime{Time: time.Unix(1900, 0)},
 	}
 	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
 		t.Errorf("status.checkpoint (-want +got):\n%s", diff)
