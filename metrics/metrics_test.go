@@ -27,7 +27,8 @@ func TestNames(t *testing.T) {
 		"trainingjob_completed_total",
 		"trainingjob_created_total", "trainingjob_current_epoch", "trainingjob_duration_seconds", "trainingjob_failed_total",
 		"trainingjob_goodput_ratio", "trainingjob_goodput_reclassified_seconds_total", "trainingjob_goodput_seconds_total",
-		"trainingjob_gpu_seconds_total", "trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
+		"trainingjob_gpu_seconds_total",
+		"trainingjob_gpu_utilization_percent", "trainingjob_hang_timeout_seconds", "trainingjob_loss", "trainingjob_progress_percent",
 		"trainingjob_reconciliation_duration_seconds_bucket", "trainingjob_reconciliation_duration_seconds_count",
 		"trainingjob_reconciliation_duration_seconds_sum", "trainingjob_reconciliation_errors_total", "trainingjob_reconciliation_total",
 		"trainingjob_restarts", "trainingjob_seconds_since_progress", "trainingjob_status_writes_total", "trainingjob_status_writes_waiting",
@@ -92,8 +93,9 @@ func TestGoodputSeries(t *testing.T) {
 	_ = mlv1.AddToScheme(s)
 	accounted := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a"}, Status: mlv1.TrainingJobStatus{
 		State: mlv1.StateRunning, Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 300, SinceCheckpointSeconds: 40, GPUSeconds: 3200,
-			ReclassifiedSeconds: 45, Category: mlv1.GoodputProductive, LostWorkEstimate: &mlv1.LostWorkEstimate{Attempt: 1, Seconds: 4, MaxSeconds: 20},
-			BadputSeconds: mlv1.BadputSeconds{Queued: 60, Restart: 30, LostWork: 10}}}}
+			ReclassifiedSeconds: 45, Category: mlv1.GoodputProductive,
+			LostWorkEstimate: &mlv1.LostWorkEstimate{Attempt: 1, Seconds: 4, MaxSeconds: 20},
+			BadputSeconds:    mlv1.BadputSeconds{Queued: 60, Restart: 30, LostWork: 10}}}}
 	fresh := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "b"}}
 	accounted.Default() // the cache holds jobs defaulted
 	fresh.Default()
@@ -188,7 +190,8 @@ func TestGoodputCountersFloor(t *testing.T) {
 	_ = mlv1.AddToScheme(s)
 	job := func(scheduling float64) *mlv1.TrainingJob {
 		tj := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a", UID: "u1"}, Status: mlv1.TrainingJobStatus{
-			State: mlv1.StateCompleted, Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 100, BadputSeconds: mlv1.BadputSeconds{Scheduling: scheduling}}}}
+			State:   mlv1.StateCompleted,
+			Goodput: &mlv1.GoodputStatus{ProductiveSeconds: 100, BadputSeconds: mlv1.BadputSeconds{Scheduling: scheduling}}}}
 		tj.Default()
 		return tj
 	}

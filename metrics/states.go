@@ -77,7 +77,8 @@ func SetStateReader(r client.Reader) {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, reclassifiedDesc, badputDesc, gpuSecondsDesc, goodputRatioDesc, allocatedGPUsDesc,
+	for _, d := range []*prometheus.Desc{totalDesc, goodputDesc, reclassifiedDesc,
+		badputDesc, gpuSecondsDesc, goodputRatioDesc, allocatedGPUsDesc,
 		allocatedWorkersDesc, durationDesc, restartsDesc, waitingSinceDesc} {
 		ch <- d
 	}

@@ -29,7 +29,8 @@ func TestStory(t *testing.T) {
 			BadputSeconds: mlv1.BadputSeconds{Queued: 360, Restart: 180, LostWork: 240, Scheduling: 20, Startup: 10},
 		},
 		Checkpoint: &mlv1.CheckpointStatus{
-			Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3, LastTime: &metav1.MicroTime{Time: at(2 * time.Minute).Time},
+			Latest: "/checkpoints/vision/resnet/checkpoint-epoch-8", LatestEpoch: 8, Count: 3,
+			LastTime: &metav1.MicroTime{Time: at(2 * time.Minute).Time},
 		},
 		MLflow: &mlv1.MLflowStatus{URL: "http://mlflow/#/experiments/1/runs/r1", RunID: "r1", RunStatus: "RUNNING", LoggedEpoch: 9},
 		Conditions: []metav1.Condition{{

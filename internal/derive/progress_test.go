@@ -501,7 +501,8 @@ func TestApplySampleAfterARestart(t *testing.T) {
 	}{
 		{"the figures the last attempt stopped at", same, metav1.NewTime(running.Add(time.Second)), true},
 		{"other figures", Sample{Epoch: ptr.To(49.0), Step: ptr.To(4900.0)}, metav1.NewTime(running.Add(time.Second)), true},
-		{"epoch and step 0, before the rendezvous", Sample{Epoch: ptr.To(0.0), Step: ptr.To(0.0)}, metav1.NewTime(running.Add(time.Second)), false},
+		{"epoch and step 0, before the rendezvous", Sample{Epoch: ptr.To(0.0), Step: ptr.To(0.0)},
+			metav1.NewTime(running.Add(time.Second)), false},
 		{"a sample from before the workers ran", same, metav1.NewTime(running.Add(-time.Second)), false},
 	} {
 		st := fresh()

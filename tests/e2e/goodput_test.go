@@ -438,7 +438,8 @@ func TestGoodputOnTheRunsClock(t *testing.T) {
 		}
 	}
 	if off := math.Abs(truthPercent-statusPercent) - slack[mlv1.GoodputProductive]/total*100; off > 2 {
-		t.Errorf("goodput: the run's clock %.1f%%, the status %.1f%%: %.1f points apart beyond the lag, more than 2", truthPercent, statusPercent, off)
+		t.Errorf("goodput: the run's clock %.1f%%, the status %.1f%%: %.1f points apart beyond the lag, more than 2",
+			truthPercent, statusPercent, off)
 	}
 	if g.LostWorkEstimate != nil || g.UnknownSeconds != 0 {
 		t.Errorf("estimate left %+v, unknown %.2f s: want neither", g.LostWorkEstimate, g.UnknownSeconds)
