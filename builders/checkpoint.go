@@ -51,10 +51,18 @@ func NameRoot(tj *mlv1.TrainingJob) string {
 // started (no state yet); "" for one an operator before run IDs started, so that its checkpoints stay where
 // its workers write them.
 func RunID(tj *mlv1.TrainingJob) string {
-	if tj.Status.RunID != "" || tj.Status.State != "" {
+	switch {
+	case tj.Status.RunID != "" && !validRunID(tj.Status.RunID):
+		return string(tj.UID) // never a path of its own (admission refuses one: an older API server may not)
+	case tj.Status.RunID != "" || tj.Status.State != "":
 		return tj.Status.RunID
 	}
 	return string(tj.UID)
+}
+
+// validRunID reports whether id is a run ID: a UID's characters (lower-case letters, digits, dashes).
+func validRunID(id string) bool {
+	return len(id) <= 64 && strings.Trim(id, "0123456789abcdefghijklmnopqrstuvwxyz-") == ""
 }
 
 // CheckpointDir returns the job's checkpoint directory inside a worker, for mounted storage.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -121,13 +122,13 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	now := metav1.NewTime(r.Clock.Now())
 	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
 	if a, ok := r.reports.peek(tj); ok {
-		derive.ApplyFinalReport(&tj.Status, a, now)
+		derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a, now)
 	}
 	if a, ok := r.finals.Load(client.ObjectKeyFromObject(tj)); ok {
-		derive.ApplyFinalReport(&tj.Status, a.(agentapi.Status), now)
+		derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a.(agentapi.Status), now)
 	}
 	if a, ok := derive.FinalReport(pods); ok {
-		derive.ApplyFinalReport(&tj.Status, a, now)
+		derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a, now)
 	}
 	if cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt)) {
 		derive.ApplyResumed(&tj.Status, cm.Annotations[names.ResumedFromAnnotation])
@@ -161,7 +162,7 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 		derive.ApplyAgentError(&tj.Status, err, metav1.NewTime(now))
 		return "", res
 	}
-	derive.ApplyCheckpoints(&tj.Status, a, metav1.NewTime(now))
+	derive.ApplyCheckpoints(&tj.Status, builders.NameRoot(tj), a, metav1.NewTime(now))
 	l := []string{tj.Namespace, tj.Name}
 	metrics.CheckpointSize.WithLabelValues(l...).Set(float64(a.SizeBytes))
 	r.reports.with(prev, func(p *agentapi.Status) {
@@ -281,7 +282,7 @@ func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.Train
 			continue
 		}
 		if a, err := r.Agent.Status(ctx, podAddr(&p, builders.AgentPort)); err == nil && a.Time.After(c.LastTransitionTime.Time) {
-			derive.ApplyFinalReport(&tj.Status, a, metav1.NewTime(r.Clock.Now()))
+			derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a, metav1.NewTime(r.Clock.Now()))
 			r.fresh.Store(key, tj.Status.Attempt)
 			return reconcile.Result{}
 		}
@@ -325,7 +326,16 @@ func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJ
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), rank0); err != nil {
 		return nil, fmt.Errorf("listing rank 0 pods of %s: %w", klog.KObj(tj), err)
 	}
-	return pods.Items, nil
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !ofJobName(tj, &p) }), nil
+}
+
+// ofJobName says whether p was made by a Job of the job's name (the Job of any attempt: each is created
+// again under that name), by its controller owner reference: labels are anybody's, and a pod made by hand
+// with its labels must not report the job's checkpoints nor be told its agent's token. (A stranger's owner
+// reference to a Job that is not there goes with the pod: the garbage collector deletes it.)
+func ofJobName(tj *mlv1.TrainingJob, p *corev1.Pod) bool {
+	c := metav1.GetControllerOf(p)
+	return c != nil && c.Kind == "Job" && c.Name == names.JobName(tj)
 }
 
 // recordStorageFault records a Warning when the agent starts reporting a storage error.

@@ -120,6 +120,7 @@ type TrainingJobStatus struct {
 	// job created before run IDs, whose checkpoints stay under <namespace>/<name>.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-z-]*$`
 	RunID string `json:"runID,omitempty"`
 
 	// startTime is when the workers' Job started.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +42,9 @@ func ApplyAgentError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 }
 
 // ApplyCheckpoints puts an agent's report into the status. It is pure.
-func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.Time) {
+// nameRoot is where the runs of the job's name live in its store (builders.NameRoot): an earlier run the
+// report names must be one of them.
+func ApplyCheckpoints(st *mlv1.TrainingJobStatus, nameRoot string, a agentapi.Status, now metav1.Time) {
 	if a.Time.IsZero() {
 		return // the agent has not synced yet
 	}
@@ -51,7 +55,7 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 	} else {
 		set(st, mlv1.ConditionCheckpointStorageReady, true, ReasonSynced, "rank 0's checkpoint agent lists and rotates the checkpoints", now)
 	}
-	earlier := earlierRuns(a.EarlierRuns)
+	earlier := earlierRuns(a.EarlierRuns, nameRoot)
 	if a.Latest == "" && len(earlier) == 0 && st.Checkpoint == nil {
 		return
 	}
@@ -60,8 +64,8 @@ func ApplyCheckpoints(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.
 	if o := st.Checkpoint; o != nil {
 		c.ResumedFrom, c.ResumedFromMessage = o.ResumedFrom, o.ResumedFromMessage
 		c.ResumedFromTime, c.ResumedAttempt = o.ResumedFromTime, o.ResumedAttempt
-		if a.EarlierRuns == nil {
-			c.EarlierRuns = o.EarlierRuns // a final report without them, or an agent before them
+		if len(o.EarlierRuns) > 0 {
+			c.EarlierRuns = o.EarlierRuns // found once per run: an agent's later word does not change them
 		}
 	}
 	if !a.LastTime.IsZero() {
@@ -76,15 +80,34 @@ const maxEarlierRun = 1024
 // earlierRuns returns the checkpoints of the earlier runs an agent reported, as the status holds them: at
 // most checkpoint.MaxEarlierRuns, each a checkpoint's path or URI of valid UTF-8 within maxEarlierRun
 // bytes; others are left out.
-func earlierRuns(runs []agentapi.EarlierRun) []string {
+func earlierRuns(runs []agentapi.EarlierRun, nameRoot string) []string {
 	var out []string
 	for _, r := range runs {
-		if _, ok := agentapi.PositionOf(r.Latest); ok && len(r.Latest) <= maxEarlierRun && utf8.ValidString(r.Latest) &&
+		if len(r.Latest) <= maxEarlierRun && utf8.ValidString(r.Latest) && underName(r.Latest, nameRoot) &&
 			len(out) < maxEarlierRuns && !slices.Contains(out, r.Latest) {
 			out = append(out, r.Latest)
 		}
 	}
 	return out
+}
+
+// underName reports whether uri names a checkpoint of a run of the job's name: .../<nameRoot>/checkpoint-...
+// or .../<nameRoot>/<run>/checkpoint-..., with no control character and no "." or ".." element (the agent
+// says where it is mounted or its bucket; what follows is the job's).
+func underName(uri, nameRoot string) bool {
+	if nameRoot == "" || strings.ContainsFunc(uri, unicode.IsControl) {
+		return false
+	}
+	i := strings.LastIndex(uri, "/"+strings.Trim(nameRoot, "/")+"/")
+	if i < 0 {
+		return false
+	}
+	rest := strings.Split(uri[i+len(nameRoot)+2:], "/")
+	if len(rest) > 2 || slices.ContainsFunc(rest, func(e string) bool { return e == "" || e == "." || e == ".." }) {
+		return false
+	}
+	_, ok := agentapi.PositionOf(rest[len(rest)-1])
+	return ok && !strings.Contains(uri, "/../") && !strings.Contains(uri, "/./")
 }
 
 // maxEarlierRuns is status.checkpoint.earlierRuns' bound (checkpoint.MaxEarlierRuns).
@@ -130,12 +153,12 @@ func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
 
 // ApplyFinalReport applies a stopped agent's final report unless the status already knows a newer
 // checkpoint.
-func ApplyFinalReport(st *mlv1.TrainingJobStatus, a agentapi.Status, now metav1.Time) {
+func ApplyFinalReport(st *mlv1.TrainingJobStatus, nameRoot string, a agentapi.Status, now metav1.Time) {
 	if st.Checkpoint != nil &&
 		(int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch || agentapi.Newer(st.Checkpoint.Latest, a.Latest) && a.Latest != "") {
 		return
 	}
-	ApplyCheckpoints(st, a, now)
+	ApplyCheckpoints(st, nameRoot, a, now)
 }
 
 // ApplyResumeFrom restores status.checkpoint from RESUME_FROM when the ConfigMap names a checkpoint

@@ -73,7 +73,7 @@ func TestFinalCheckpointsFromTheAgentsTerminationMessage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := *tj.Status.DeepCopy()
 			if a, ok := FinalReport(tc.pods); ok {
-				ApplyFinalReport(&st, a, t0)
+				ApplyFinalReport(&st, "ml/same", a, t0)
 			}
 			if diff := cmp.Diff([]int32{tc.wantEpoch, tc.wantCount}, []int32{st.Checkpoint.LatestEpoch, st.Checkpoint.Count}); diff != "" {
 				t.Errorf("status.checkpoint epoch, count (-want +got):\n%s", diff)
@@ -176,7 +176,7 @@ func TestStorageErrorIsBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &mlv1.TrainingJobStatus{}
-			ApplyCheckpoints(st, agentapi.Status{Time: t0.Time, Error: tc.error}, t0)
+			ApplyCheckpoints(st, "ml/same", agentapi.Status{Time: t0.Time, Error: tc.error}, t0)
 			got := ConditionMessage(*st, mlv1.ConditionCheckpointStorageReady)
 			if got != tc.want || !utf8.ValidString(got) {
 				t.Errorf("message of %d bytes, want %d bytes (valid UTF-8: %t)", len(got), len(tc.want), utf8.ValidString(got))
@@ -217,12 +217,17 @@ func TestEarlierRunsInTheStatus(t *testing.T) {
 			wantEvent: "checkpoints of 1 earlier run(s) of this name are kept; the newest: " + old +
 				"; this run resumes from spec.checkpoint.resumeFrom " + old},
 		{name: "already said: no event", before: []string{old}, report: []agentapi.EarlierRun{run(old)}, want: []string{old}},
+		{name: "found once per run: a later report does not change them", before: []string{old},
+			report: []agentapi.EarlierRun{run("/checkpoints/ml/same/b/checkpoint-epoch-1")}, want: []string{old}},
 		{name: "a report without them keeps them", before: []string{old}, want: []string{old}},
 		{name: "hostile: bounded",
-			report: []agentapi.EarlierRun{run("not a checkpoint"), run("/x/" + strings.Repeat("a", 2000) + "/checkpoint-epoch-1"),
-				run("/x/\xff/checkpoint-epoch-1"), run(old), run(old), run("/a/checkpoint-epoch-1"), run("/b/checkpoint-epoch-1"),
-				run("/c/checkpoint-epoch-1")},
-			want: []string{old, "/a/checkpoint-epoch-1", "/b/checkpoint-epoch-1"},
+			report: []agentapi.EarlierRun{run("not a checkpoint"), run("/checkpoints/ml/same/" + strings.Repeat("a", 2000) + "/checkpoint-epoch-1"),
+				run("/checkpoints/ml/same/\xff/checkpoint-epoch-1"), run(old), run(old),
+				run("s3://team-b/team-b/model/checkpoint-epoch-9"), run("/checkpoints/ml/same/../../team-b/x/checkpoint-epoch-9"),
+				run("/checkpoints/ml/same/r1/\x1b[2J/checkpoint-epoch-1"), run("/checkpoints/ml/same/r1/deep/checkpoint-epoch-1"),
+				run("/checkpoints/ml/same/a/checkpoint-epoch-1"), run("/checkpoints/ml/same/b/checkpoint-epoch-1"),
+				run("/checkpoints/ml/same/c/checkpoint-epoch-1")},
+			want: []string{old, "/checkpoints/ml/same/a/checkpoint-epoch-1", "/checkpoints/ml/same/b/checkpoint-epoch-1"},
 			wantEvent: "checkpoints of 3 earlier run(s) of this name are kept; the newest: " + old +
 				"; this run starts fresh: to continue one, create the job with spec.checkpoint.resumeFrom naming it"},
 	}
@@ -235,7 +240,7 @@ func TestEarlierRunsInTheStatus(t *testing.T) {
 				tj.Status.Checkpoint = &mlv1.CheckpointStatus{EarlierRuns: tt.before}
 			}
 			before := *tj.Status.DeepCopy()
-			ApplyCheckpoints(&tj.Status, agentapi.Status{Time: t0.Time, EarlierRuns: tt.report}, t0)
+			ApplyCheckpoints(&tj.Status, "ml/same", agentapi.Status{Time: t0.Time, EarlierRuns: tt.report}, t0)
 			var got []string
 			if tj.Status.Checkpoint != nil {
 				got = tj.Status.Checkpoint.EarlierRuns

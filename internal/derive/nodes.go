@@ -66,6 +66,16 @@ type Heartbeat struct {
 // its taint after that (NodeUntaintedGrace) and some slack.
 const NodeFateWait = 90 * time.Second
 
+// maxRenewInterval bounds the renewal interval a lease's duration implies (the kubelet's: 10 s of 40 s).
+const maxRenewInterval = 15 * time.Second
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // heartbeatSlack is how much later than its interval (a quarter of the lease's duration, as the kubelet
 // renews) a node's renewal may come before its heartbeat counts as stopped.
 const heartbeatSlack = 5 * time.Second
@@ -78,18 +88,28 @@ const heartbeatSlack = 5 * time.Second
 // whose next renewal is not due yet. 0 when none is waited for: every such node renewed its lease after the
 // failure, has none, or is past the bound.
 func NodeFateLeft(obs Observed, at, now time.Time, due bool) (left time.Duration, node string) {
+	if at.After(now) {
+		return 0, "" // a clock ahead (a node's, a pod's word): no wait can be bounded from it
+	}
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
 		hb, ok := obs.Heartbeats[p.Spec.NodeName]
-		if !ok || Ended(p) || Stranded(p, obs.NodeTrouble) || hb.Renewed.After(at) {
+		// Renewed since: alive. A failure's time is kept to the second (a container's end), and a node may
+		// renew once more as it goes: a renewal within heartbeatSlack after it tells nothing.
+		if !ok || Ended(p) || Stranded(p, obs.NodeTrouble) || hb.Renewed.After(at.Add(heartbeatSlack)) {
 			continue
 		}
-		until := hb.Renewed.Add(hb.Duration/4 + heartbeatSlack) // the renewal due
+		renewed := hb.Renewed
+		if renewed.After(now) {
+			renewed = now
+		}
+		until := renewed.Add(min(max(hb.Duration, 0)/4, maxRenewInterval) + heartbeatSlack) // the renewal due
 		if !now.Before(until) {
-			until = hb.Renewed.Add(NodeFateWait) // stopped: its fate
+			until = minTime(renewed, at).Add(NodeFateWait) // stopped: its fate
 		} else if !due {
 			continue
 		}
+		until = minTime(until, at.Add(NodeFateWait))
 		if l := until.Sub(now); l > left {
 			left, node = l, p.Spec.NodeName
 		}
