@@ -756,7 +756,9 @@ func TestInPlaceRunningMeansReady(t *testing.T) {
 // although no pod failed (its peers blocked on it).
 func TestLostNodeFate(t *testing.T) {
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-	beat := func(sec int) map[string]Heartbeat { return map[string]Heartbeat{"n-2": {Renewed: at(sec), Duration: 40 * time.Second}} }
+	beat := func(sec int) map[string]Heartbeat {
+		return map[string]Heartbeat{"n-2": {Renewed: at(sec), Duration: 40 * time.Second}}
+	}
 	failed := job(jobCond(batchv1.JobFailureTarget, "BackoffLimitExceeded", ""), jobCond(batchv1.JobFailed, "BackoffLimitExceeded", ""))
 	exitedOn := func(code int32) *podB {
 		return pod("0", corev1.PodFailed).exited(code, "Error", false).message("lost rank 1: EOF").on("n-1")
