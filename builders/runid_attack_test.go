@@ -25,7 +25,8 @@ func TestAttackRunIDOutOfTheJobsRoot(t *testing.T) {
 			t.Fatalf("runID %q over the CRD's maxLength", runID)
 		}
 		if !strings.HasPrefix(root, NameRoot(tj)+"/") {
-			t.Errorf("status.runID %q (%d chars, the CRD accepts it): checkpoint root %q, URI %q, outside %s/<run>", runID, len(runID), root, uri, NameRoot(tj))
+			t.Errorf("status.runID %q (%d chars): checkpoint root %q, URI %q, outside %s/<run>",
+				runID, len(runID), root, uri, NameRoot(tj))
 		}
 	}
 }

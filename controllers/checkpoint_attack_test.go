@@ -63,8 +63,10 @@ func TestAttackForgedRank0Pod(t *testing.T) {
 			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"}}
 			// The real rank 0, made by the Job, still pending (scheduling, pulling its image).
 			real := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-0",
-				Labels:          map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "0", names.ControllerUIDLabel: "job-uid"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "job-uid", Controller: ptr.To(true)}}},
+				Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "0",
+					names.ControllerUIDLabel: "job-uid"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "job-uid",
+					Controller: ptr.To(true)}}},
 				Status: corev1.PodStatus{Phase: corev1.PodPending}}
 			forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "zz-not-yours",
 				Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "0"}}}

@@ -31,7 +31,8 @@ var t0 = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 func newReconciler(objs ...client.Object) *JobReconciler {
 	s := NewScheme()
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
-	return &JobReconciler{Client: c, APIReader: c, Scheme: s, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(t0.Time)}
+	return &JobReconciler{Client: c, APIReader: c, Scheme: s, Recorder: events.NewFakeRecorder(100),
+		Clock: clocktesting.NewFakePassiveClock(t0.Time)}
 }
 
 // children counts a namespace's Jobs, Services and ConfigMaps.

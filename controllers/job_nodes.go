@@ -96,7 +96,8 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 // trouble: each node's last heartbeat, one read per node, from the API server (no lease informer). A node
 // without a Lease, or an operator whose role may not read them (an older chart), gives none: the verdict
 // then waits for no heartbeat, as before.
-func heartbeats(ctx context.Context, reader client.Reader, pods []corev1.Pod, trouble map[string]string) (map[string]derive.Heartbeat, error) {
+func heartbeats(ctx context.Context, reader client.Reader, pods []corev1.Pod,
+	trouble map[string]string) (map[string]derive.Heartbeat, error) {
 	out := map[string]derive.Heartbeat{}
 	seen := map[string]bool{}
 	for _, p := range pods {

@@ -59,7 +59,8 @@ func TestAttackEarlierRunsFoundFlood(t *testing.T) {
 			run.Latest = "not a checkpoint"
 		}
 		old := *st.DeepCopy()
-		ApplyCheckpoints(&st, "ml/same", agentapi.Status{Time: t0.Add(time.Duration(i) * time.Second), Latest: "s3://b/ml/a/uid/checkpoint-epoch-1",
+		ApplyCheckpoints(&st, "ml/same", agentapi.Status{Time: t0.Add(time.Duration(i) * time.Second),
+			Latest:      "s3://b/ml/a/uid/checkpoint-epoch-1",
 			EarlierRuns: []agentapi.EarlierRun{run}}, metav1.NewTime(t0.Add(time.Duration(i)*time.Second)))
 		if _, ok := EarlierRunsFound(tj, old, st); ok {
 			events++

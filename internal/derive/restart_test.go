@@ -766,7 +766,8 @@ func TestLostNodeFate(t *testing.T) {
 	peer := func() *podB { return pod("1", corev1.PodRunning).on("n-2") }
 	markedNotReady := func(sec int) *podB {
 		b := peer()
-		b.p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(at(sec))}}
+		b.p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(at(sec))}}
 		b.p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 		return b

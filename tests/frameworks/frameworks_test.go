@@ -206,7 +206,8 @@ func TestPyTorchResume(t *testing.T) {
 	logs := rankLogs(t, ns, "second", 2)
 	for rank, log := range logs {
 		// The claim's mount path, as the process node rewrites it to the claim's host directory.
-		if !regexp.MustCompile(`resumed from \S*/shared/` + regexp.QuoteMeta(first) + `/checkpoint-epoch-3 \(epoch 3, step 0\)`).MatchString(log) {
+		resumed := regexp.MustCompile(`resumed from \S*/shared/` + regexp.QuoteMeta(first) + `/checkpoint-epoch-3 \(epoch 3, step 0\)`)
+		if !resumed.MatchString(log) {
 			t.Errorf("rank %d did not resume from the first job's epoch 3:\n%s", rank, log)
 		}
 	}
