@@ -36,7 +36,9 @@ var used = map[string][]string{
 	"core/events": {"list"},
 	// a failed attempt's nodes: one lost or not Ready makes the failure a disruption; list: the nodes its
 	// workers could move to, so that avoidance leaves them room
-	"core/nodes":                  {"get", "list"},
+	"core/nodes": {"get", "list"},
+	// a failed attempt's nodes' heartbeats (kube-node-lease): a verdict waits for a node that stopped renewing
+	"coordination.k8s.io/leases":  {"get"},
 	"core/persistentvolumeclaims": {"create", "get", "list", "watch"},
 	// create: an MPI job's SSH keys, in its namespace; get: MLflow credentials, read uncached (no Secret is
 	// cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
