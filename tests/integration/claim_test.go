@@ -191,7 +191,7 @@ func TestOperatorDefaultCheckpointStorage(t *testing.T) {
 		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 			env[e.Name] = e.Value
 		}
-		if env["CHECKPOINT_URI"] != "s3://team-ckpt/runs/"+ns+"/to-s3" || env["AWS_REGION"] != "eu-west-1" {
+		if env["CHECKPOINT_URI"] != "s3://team-ckpt/runs/"+ns+"/to-s3/"+string(tj.UID) || env["AWS_REGION"] != "eu-west-1" {
 			return fmt.Errorf("env %v", env)
 		}
 		from := job.Spec.Template.Spec.Containers[0].EnvFrom
