@@ -293,12 +293,8 @@ func workerCounts(obs Observed) mlv1.WorkerCounts {
 }
 
 func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // inPlaceRestarts returns the number of replaced pods plus in-place container restarts of current pods
