@@ -24,8 +24,9 @@ import (
 // GET /containerLogs/NAMESPACE/POD/CONTAINER over HTTPS with a self-signed certificate (the API server
 // verifies kubelets' certificates only when given --kubelet-certificate-authority) on the port it
 // advertises as its kubelet endpoint. Query parameters: follow (until the container's pod stops on this
-// node or the client goes), tailLines and limitBytes; previous is accepted and ignored (a container's log
-// holds all its runs, appended).
+// container ends, the pod stops on this node or the client goes), tailLines, limitBytes and previous. A
+// container's log file holds all its runs appended; as the kubelet does, the endpoint serves the current
+// run's part (previous: the run before it).
 
 // startKubeletAPI listens on the node's address and serves the log endpoint until ctx is done; it returns
 // the port.
@@ -63,15 +64,24 @@ func (n *Node) serveLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	run := n.podRun(ns, pod)
+	if run != nil {
+		if from, to, _, ok := run.logRange(container, q.Get("previous") == "true"); ok {
+			data = data[min(from, int64(len(data))):]
+			if to >= from && to-from < int64(len(data)) {
+				data = data[:to-from]
+			}
+		}
+	}
 	data = tail(data, q.Get("tailLines"))
 	if limit, err := strconv.Atoi(q.Get("limitBytes")); err == nil && limit >= 0 && limit < len(data) {
 		data = data[:limit]
 	}
 	w.Header().Set("Content-Type", "text/plain")
-	if _, err := w.Write(data); err != nil || q.Get("follow") != "true" {
+	if _, err := w.Write(data); err != nil || q.Get("follow") != "true" || q.Get("previous") == "true" {
 		return
 	}
-	n.follow(r.Context(), w, path, ns, pod)
+	n.follow(r.Context(), w, path, ns, pod, container)
 }
 
 // tail returns the last n lines of data ("" or a bad number: all).
@@ -88,9 +98,9 @@ func tail(data []byte, lines string) []byte {
 	return []byte(strings.Join(parts[len(parts)-k:], "\n") + "\n")
 }
 
-// follow streams what is appended to the log after offset until the pod no longer runs on this node or
-// the client goes.
-func (n *Node) follow(ctx context.Context, w http.ResponseWriter, path, ns, pod string) {
+// follow streams what is appended to the log until the container's run ends (as the kubelet's follow
+// does), the pod no longer runs on this node, or the client goes.
+func (n *Node) follow(ctx context.Context, w http.ResponseWriter, path, ns, pod, container string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -107,7 +117,12 @@ func (n *Node) follow(ctx context.Context, w http.ResponseWriter, path, ns, pod 
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if !n.hasPod(ns, pod) {
+		run := n.podRun(ns, pod)
+		if run == nil {
+			_, _ = io.Copy(w, f)
+			return
+		}
+		if _, _, running, ok := run.logRange(container, false); ok && !running {
 			_, _ = io.Copy(w, f)
 			return
 		}
@@ -119,16 +134,16 @@ func (n *Node) follow(ctx context.Context, w http.ResponseWriter, path, ns, pod 
 	}
 }
 
-// hasPod reports whether a pod of that name runs (or is being stopped) on this node.
-func (n *Node) hasPod(ns, name string) bool {
+// podRun returns the run of the pod of that name on this node (running or being stopped), nil when none.
+func (n *Node) podRun(ns, name string) *podRun {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, r := range n.runs {
 		if r.key.Namespace == ns && r.key.Name == name {
-			return true
+			return r
 		}
 	}
-	return false
+	return nil
 }
 
 // selfSigned returns a certificate for the node's address, valid for a year.

@@ -39,8 +39,11 @@ type podRun struct {
 	finalize bool // delete the pod from the API server once its processes are gone
 	done     chan struct{}
 
-	mu      sync.Mutex // guards status
-	status  corev1.PodStatus
+	mu     sync.Mutex // guards status and logStarts
+	status corev1.PodStatus
+	// logStarts are, by container, the offsets in its log file at which its last two runs began: a
+	// kubelet keeps each run's log apart (the current one, and the previous with ?previous=true).
+	logStarts map[string][2]int64
 	writeMu sync.Mutex // serialises status writes
 }
 
@@ -49,6 +52,33 @@ func newPodRun(n *Node, pod *corev1.Pod) *podRun {
 		n: n, pod: pod.DeepCopy(), key: client.ObjectKeyFromObject(pod), dir: PodDir(n.opts.DataRoot, pod),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+}
+
+// logStarted records that a run of the container begins at offset of its log file.
+func (r *podRun) logStarted(container string, offset int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.logStarts == nil {
+		r.logStarts = map[string][2]int64{}
+	}
+	r.logStarts[container] = [2]int64{r.logStarts[container][1], offset}
+}
+
+// logRange returns where the container's current run's log begins (with previous, the previous run's: from,
+// to), and whether the container runs now; ok is false when the node did not start it (restarted since).
+func (r *podRun) logRange(container string, previous bool) (from, to int64, running, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	starts, ok := r.logStarts[container]
+	for _, cs := range r.status.ContainerStatuses {
+		if cs.Name == container {
+			running = cs.State.Running != nil
+		}
+	}
+	if previous {
+		return starts[0], starts[1], running, ok
+	}
+	return starts[1], -1, running, ok
 }
 
 // round is one run of the pod's containers, init containers first. A container exit that matches a

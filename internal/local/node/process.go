@@ -55,6 +55,9 @@ func (r *podRun) start(ctx context.Context, c *corev1.Container, dirs map[string
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := logFile.Stat(); err == nil {
+		r.logStarted(c.Name, fi.Size())
+	}
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env, cmd.Dir = Environ(env), r.workDir(c, ms)
