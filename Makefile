@@ -168,9 +168,18 @@ test: ## Run the tests CI runs: unit, integration (real API server), e2e (local 
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
 		KUEUE_ASSETS="$$(hack/kueue.sh)" go test $(GO_TEST_FLAGS) -timeout 20m -parallel 6 ./... $(call logger-set,bin/test.log)
 	python3 -m unittest discover -s runner/tests
+	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-frameworks FRAMEWORKS_RUN='$(FRAMEWORKS_SHORT)'
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_SHORT)' CLUSTER_PKGS=./tests/cluster
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
+
+# The Python SDK's tests start their own local stack (process nodes) from bin/; Debian's packages from hack/python.sh.
+.PHONY: test-python
+test-python: ## Run the Python SDK's tests (sdk/python, pytest) against a local stack: the client, and searches with Optuna.
+	@mkdir -p bin
+	$(GO_BUILD) -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./examples/trainer
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" PYTHONDONTWRITEBYTECODE=1 \
+		"$$(hack/python.sh)" -m pytest -q -p no:cacheprovider sdk/python/tests
 
 # Fuzz targets (package:target); their seed corpora run with every go test, found inputs are kept in testdata/fuzz.
 FUZZ_TARGETS := ./builders:FuzzParseStorageURI ./builders:FuzzJob ./internal/derive:FuzzParseSample \

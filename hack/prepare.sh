@@ -23,6 +23,7 @@ part() {
 packages() {
   part hack/cc.sh
   part hack/frameworks.sh
+  part hack/python.sh
   part hack/prometheus.sh
   if [ "$(id -u)" = 0 ]; then
     part hack/rootfs.sh
