@@ -137,6 +137,13 @@ bench-inputs: ## Measure a 1 GiB dataset in the local S3 server fetched for two 
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" KUEUE_ASSETS="$$(hack/kueue.sh)" INPUTS_BYTES=$${INPUTS_BYTES:-1073741824} \
 		go test -count=1 -v -timeout 20m -run '^TestInputsFetchedOnce$$' ./tests/e2e
 
+.PHONY: bench-search
+bench-search: ## Measure the same 12-trial search with and without pruning on a local stack: worker-seconds, best loss, time to it (bin/search-bench.md).
+	@mkdir -p bin
+	$(GO_BUILD) -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./examples/trainer
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" PYTHONDONTWRITEBYTECODE=1 \
+		"$$(hack/python.sh)" tests/performance/search/bench.py --report bin/search-bench.md
+
 .PHONY: bench-supervisor
 bench-supervisor: ## Measure the supervisor's cost: 1 GiB of output, millions of short lines and a tqdm bar redrawn 10,000 times a second, directly and through it; report in bin/supervisor-report.md.
 	@mkdir -p bin
