@@ -44,7 +44,7 @@ type podRun struct {
 	// logStarts are, by container, the offsets in its log file at which its last two runs began: a
 	// kubelet keeps each run's log apart (the current one, and the previous with ?previous=true).
 	logStarts map[string][2]int64
-	writeMu sync.Mutex // serialises status writes
+	writeMu   sync.Mutex // serialises status writes
 }
 
 func newPodRun(n *Node, pod *corev1.Pod) *podRun {
