@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
@@ -55,8 +57,13 @@ func (m mean) value() (float64, bool) {
 // each cut to MaxCustomNameBytes); a series with several label sets is averaged over its finite values (for
 // example DCGM's one series per GPU); histograms and summaries are skipped. It reads one line at a time and
 // stops after MaxSampleSeries series; a line it cannot read is an error.
+//
+// The supervisor's trainingjob_output_metric family (SeriesOutputMetric) is read apart: each series'
+// name label is a Custom name of its own, kept as it is when it is valid UTF-8 of at most
+// MaxCustomNameBytes bytes without control characters, '"' or '\' (others are skipped, not cut). A
+// series of the body named like one of those labels wins over it: the program's own figure is preferred.
 func ParseSample(r io.Reader) (Sample, error) {
-	p := sampleParser{known: map[string]*mean{}, custom: map[string]*mean{}, typed: map[string]bool{}}
+	p := sampleParser{known: map[string]*mean{}, custom: map[string]*mean{}, output: map[string]*mean{}, typed: map[string]bool{}}
 	if err := p.read(r); err != nil {
 		return Sample{}, fmt.Errorf("parsing rank 0's metrics: %w", err)
 	}
@@ -67,6 +74,8 @@ func ParseSample(r io.Reader) (Sample, error) {
 type sampleParser struct {
 	known  map[string]*mean
 	custom map[string]*mean
+	// output are trainingjob_output_metric's series by their name label, at most MaxCustomMetrics.
+	output map[string]*mean
 	// typed are the histogram and summary families declared, at most maxTypedFamilies.
 	typed  map[string]bool
 	format string
@@ -140,7 +149,7 @@ func (p *sampleParser) comment(b []byte) {
 
 // series reads one "name{labels} value [timestamp]" line.
 func (p *sampleParser) series(b []byte) error {
-	name, format, rest, err := splitSeries(b)
+	name, kept, rest, err := splitSeries(b)
 	if err != nil {
 		return err
 	}
@@ -155,10 +164,14 @@ func (p *sampleParser) series(b []byte) error {
 	if p.histogramOrSummary(name) {
 		return nil
 	}
-	if string(name) == SeriesOutputFormat && format != "" && len(format) <= 32 {
-		p.format = format
+	if string(name) == SeriesOutputFormat && kept.format != "" && len(kept.format) <= 32 {
+		p.format = kept.format
 	}
 	switch {
+	case string(name) == SeriesOutputMetric:
+		if kept.hasName && validOutputName(kept.name) {
+			addBounded(p.output, kept.name, v)
+		}
 	case slices.Contains(knownSeries, string(name)) || string(name) == SeriesDCGMGPUUtil:
 		m := p.known[string(name)]
 		if m == nil {
@@ -167,34 +180,49 @@ func (p *sampleParser) series(b []byte) error {
 		}
 		m.add(v)
 	case !runtimeSeries(string(name)) && utf8.Valid(name):
-		p.addCustom(text.Cut(string(name), MaxCustomNameBytes), v)
+		addBounded(p.custom, text.Cut(string(name), MaxCustomNameBytes), v)
 	}
 	return nil
 }
 
-// addCustom adds a finite value of a custom series, keeping the MaxCustomMetrics smallest names: a name
-// larger than all of them once there are that many never returns (those kept only get smaller).
-func (p *sampleParser) addCustom(name string, v float64) {
+// addBounded adds a finite value of a custom series to c, keeping the MaxCustomMetrics smallest names: a
+// name larger than all of them once there are that many never returns (those kept only get smaller).
+func addBounded(c map[string]*mean, name string, v float64) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return
 	}
-	if m := p.custom[name]; m != nil {
+	if m := c[name]; m != nil {
 		m.add(v)
 		return
 	}
-	if len(p.custom) >= MaxCustomMetrics {
+	if len(c) >= MaxCustomMetrics {
 		largest := ""
-		for n := range p.custom {
+		for n := range c {
 			largest = max(largest, n)
 		}
 		if name > largest {
 			return
 		}
-		delete(p.custom, largest)
+		delete(c, largest)
 	}
 	m := &mean{}
 	m.add(v)
-	p.custom[name] = m
+	c[name] = m
+}
+
+// validOutputName reports whether a trainingjob_output_metric name label may be a key of
+// status.metrics.custom as it is: 1 to MaxCustomNameBytes bytes of valid UTF-8, no control characters,
+// '"' or '\'.
+func validOutputName(name string) bool {
+	if name == "" || len(name) > MaxCustomNameBytes || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || r == '"' || r == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // histogramOrSummary reports whether a series belongs to a family declared a histogram or a summary.
@@ -235,13 +263,40 @@ func (p *sampleParser) sample() Sample {
 			s.Custom[name] = v
 		}
 	}
+	for name, m := range p.output {
+		if _, own := p.custom[name]; own {
+			continue // the program's own series of that name wins
+		}
+		if v, ok := m.value(); ok {
+			s.Custom[name] = v
+		}
+	}
+	trimCustom(s.Custom)
 	return s
 }
 
-// splitSeries splits a series line into its name, the value of its format label (the supervisor's
-// trainingjob_output_format) and what follows the labels. The name is the line's first word, or the first
-// quoted string between the braces (the text format's UTF-8 names).
-func splitSeries(b []byte) (name []byte, format string, rest []byte, err error) {
+// trimCustom keeps the MaxCustomMetrics smallest names of c (the series' and the output metrics' together).
+func trimCustom(c map[string]float64) {
+	if len(c) <= MaxCustomMetrics {
+		return
+	}
+	names := slices.Sorted(maps.Keys(c))
+	for _, n := range names[MaxCustomMetrics:] {
+		delete(c, n)
+	}
+}
+
+// keptLabels are the values of the labels ParseSample reads: format (the supervisor's
+// trainingjob_output_format) and name (its trainingjob_output_metric).
+type keptLabels struct {
+	format, name string
+	hasName      bool
+}
+
+// splitSeries splits a series line into its name, the labels it keeps and what follows the labels. The
+// name is the line's first word, or the first quoted string between the braces (the text format's UTF-8
+// names).
+func splitSeries(b []byte) (name []byte, kept keptLabels, rest []byte, err error) {
 	i := 0
 	for i < len(b) && nameByte(b[i], i == 0) {
 		i++
@@ -249,26 +304,28 @@ func splitSeries(b []byte) (name []byte, format string, rest []byte, err error) 
 	name, rest = b[:i], b[i:]
 	if len(rest) == 0 || rest[0] != '{' {
 		if len(name) == 0 {
-			return nil, "", nil, errors.New("a series line that starts with no name")
+			return nil, keptLabels{}, nil, errors.New("a series line that starts with no name")
 		}
-		return name, "", rest, nil
+		return name, keptLabels{}, rest, nil
 	}
 	labels, rest, err := splitLabels(rest[1:])
 	if err != nil {
-		return nil, "", nil, err
+		return nil, keptLabels{}, nil, err
 	}
 	for _, l := range labels {
 		switch {
 		case l.name == "" && len(name) == 0:
 			name = []byte(l.value)
 		case l.name == "format":
-			format = l.value
+			kept.format = l.value
+		case l.name == "name":
+			kept.name, kept.hasName = l.value, true
 		}
 	}
 	if len(name) == 0 {
-		return nil, "", nil, errors.New("a series with no name")
+		return nil, keptLabels{}, nil, errors.New("a series with no name")
 	}
-	return name, format, rest, nil
+	return name, kept, rest, nil
 }
 
 // nameByte reports whether c may be in a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*).
@@ -279,7 +336,7 @@ func nameByte(c byte, first bool) bool {
 type label struct{ name, value string }
 
 // splitLabels reads the labels after "{" up to "}": name="value" pairs (a name bare or quoted) and, in the
-// UTF-8 form, a quoted metric name alone (name ""). Only the names format and "" keep their values.
+// UTF-8 form, a quoted metric name alone (name ""). Only the names format, name and "" keep their values.
 func splitLabels(b []byte) (labels []label, rest []byte, err error) {
 	for {
 		b = bytes.TrimLeft(b, " \t")
@@ -310,7 +367,7 @@ func splitLabels(b []byte) (labels []label, rest []byte, err error) {
 			if v, b, err = quoted(bytes.TrimLeft(b[1:], " \t")); err != nil {
 				return nil, nil, err
 			}
-			if name == "format" {
+			if name == "format" || name == "name" {
 				labels = append(labels, label{name, v})
 			}
 		} else if len(labels) == 0 || labels[0].name != "" {

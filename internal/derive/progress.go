@@ -38,6 +38,9 @@ const (
 	SeriesOutputIdle = "trainingjob_output_idle_seconds"
 	// SeriesOutputFormat is the supervisor's format of the last line it recognised (label format).
 	SeriesOutputFormat = "trainingjob_output_format"
+	// SeriesOutputMetric is the supervisor's family of the figures rank 0 printed under their own names
+	// (label name, such as XGBoost's "eval-logloss"): each goes to status.metrics.custom under its name.
+	SeriesOutputMetric = "trainingjob_output_metric"
 	// SeriesDCGMGPUUtil is the NVIDIA DCGM exporter's GPU utilisation (percent, one series per GPU).
 	SeriesDCGMGPUUtil = "DCGM_FI_DEV_GPU_UTIL"
 	// MaxCustomMetrics bounds status.metrics.custom (the CRD allows 32 entries).

@@ -244,12 +244,29 @@ func (m *Monitor) AppendMetrics(b []byte, now time.Time) []byte {
 	return b
 }
 
-// appendProgress appends the training series p has values for.
+// SeriesOutputMetric is the family of the named metrics the recogniser found, one series per name (label
+// name): derive.ParseSample reads them into status.metrics.custom.
+const SeriesOutputMetric = "trainingjob_output_metric"
+
+// appendProgress appends the training series p has values for, then its named metrics as one
+// trainingjob_output_metric family, in the order of their names.
 func appendProgress(b []byte, p recognize.Progress) []byte {
 	for _, g := range trainingGauges {
 		if v := g.value(p); v != nil {
 			b = appendSeries(b, g.name, "gauge", g.help, "", *v)
 		}
+	}
+	if len(p.Metrics) == 0 {
+		return b
+	}
+	b = append(b, "# HELP "+SeriesOutputMetric+" A figure the program printed under its own name (label name).\n"+
+		"# TYPE "+SeriesOutputMetric+" gauge\n"...)
+	for _, m := range p.Metrics {
+		b = append(b, SeriesOutputMetric+`{name="`...)
+		b = append(b, escapeLabel(m.Name)...)
+		b = append(b, `"} `...)
+		b = strconv.AppendFloat(b, m.Value, 'g', -1, 64)
+		b = append(b, '\n')
 	}
 	return b
 }

@@ -34,6 +34,18 @@ func TestAppendProgress(t *testing.T) {
 				"# TYPE training_learning_rate gauge\n" +
 				"training_learning_rate 1e-05\n",
 		},
+		{
+			name: "named metrics, escaped",
+			p: recognize.Progress{Epoch: f(13), Loss: f(0.25514), Metrics: []recognize.NamedMetric{{Name: "eval-logloss", Value: 0.25627},
+				{Name: `odd "name" \ é`, Value: -1.5e-07}, {Name: "train-logloss", Value: 0.25514}}},
+			want: "# HELP training_epoch Epoch the program printed last.\n# TYPE training_epoch gauge\ntraining_epoch 13\n" +
+				"# HELP training_loss Loss the program printed last.\n# TYPE training_loss gauge\ntraining_loss 0.25514\n" +
+				"# HELP trainingjob_output_metric A figure the program printed under its own name (label name).\n" +
+				"# TYPE trainingjob_output_metric gauge\n" +
+				"trainingjob_output_metric{name=\"eval-logloss\"} 0.25627\n" +
+				"trainingjob_output_metric{name=\"odd \\\"name\\\" \\\\ é\"} -1.5e-07\n" +
+				"trainingjob_output_metric{name=\"train-logloss\"} 0.25514\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

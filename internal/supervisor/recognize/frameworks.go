@@ -24,6 +24,7 @@ func (r *Recognizer) hfDict(s []byte, rd *reading) string {
 	}
 	d := s[i:]
 	scanMetrics(d, rd, true)
+	r.hfNames(d)
 	if i := bytes.Index(d, hfEpochKey); i >= 0 {
 		if e, _, ok := valueAfter(d[i+len(hfEpochKey):]); ok && rd.put(fEpoch, e) {
 			total, _ := r.known(rd, fEpochs)
@@ -129,6 +130,7 @@ func (r *Recognizer) kerasStep(s []byte, rd *reading) string {
 		rd.put(fSteps, total)
 	}
 	scanMetrics(rest, rd, false)
+	r.otherPairs(rest)
 	if t, ok := perStep(rest); ok {
 		rd.put(fThroughput, 1/t)
 	}
@@ -273,6 +275,7 @@ func (r *Recognizer) richFields(rd *reading, e, n, total float64, hasTotal bool,
 		}
 	}
 	scanMetrics(rest, rd, false)
+	r.otherPairs(rest)
 	epochs, _ := r.known(rd, fEpochs)
 	rd.fraction(e+within, epochs, epochCounter)
 }

@@ -15,6 +15,10 @@ var parsers = [...]parser{
 	{candKeras, (*Recognizer).kerasStep},
 	{candCounter, (*Recognizer).kerasEpoch},
 	{candHF, (*Recognizer).hfDict},
+	{candJSON, (*Recognizer).json},
+	{candRound, (*Recognizer).round},
+	{candCatBoost, (*Recognizer).catboost},
+	{candSklearn, (*Recognizer).sklearn},
 	{candBanner, (*Recognizer).hfBanner},
 	{candCounter, (*Recognizer).plain},
 }
@@ -26,6 +30,7 @@ func (r *Recognizer) builtin(s []byte, c cand, rd *reading) string {
 			continue
 		}
 		*rd = reading{}
+		r.named.reset()
 		if f := p.parse(r, s, rd); f != "" {
 			return f
 		}

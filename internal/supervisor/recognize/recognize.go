@@ -1,6 +1,8 @@
 // Package recognize finds a training run's progress in the lines its program prints: tqdm bars, Hugging
-// Face Trainer's log dictionaries, PyTorch Lightning's and Keras's epoch and step lines, plain
-// "epoch N/M" and "step N/M" lines with loss, accuracy and learning rate, and a job's own pattern.
+// Face Trainer's log dictionaries, PyTorch Lightning's and Keras's epoch and step lines, XGBoost's,
+// LightGBM's and CatBoost's evaluation logs, scikit-learn's verbose lines, JSON log lines, plain "epoch
+// N/M" and "step N/M" lines with loss, accuracy and learning rate, and a job's own pattern; and the
+// figures those lines print under their own names (named metrics, below).
 //
 // The supervisor feeds every line of the program's stdout and stderr to [Recognizer.Line], split at "\n"
 // and at "\r" (tqdm, Keras and rich redraw their bars with "\r"), each at most [MaxLineBytes] long.
@@ -92,6 +94,84 @@
 // "val", "valid", "validation", "test", "eval" or "dev" ("Val Loss: 0.3") and "val_..." keys are not the
 // training metrics and are skipped. Values are kept as printed: "Acc: 91.2%" is Accuracy 91.2.
 //
+// "xgboost": XGBoost's evaluation log (xgb.train's and the scikit-learn API's verbose_eval, xgb.cv's with
+// its standard deviation after "+" or "±"), "[round]" and tab-separated "<dataset>-<metric>:<value>"
+// pairs, every one named:
+//
+//	[12]	train-logloss:0.25514	eval-logloss:0.25627
+//	[0]	validation_0-rmse:0.41234	validation_1-rmse:0.45678
+//	[4]	train-logloss:0.34209+0.00731	test-logloss:0.43894+0.00233
+//
+// XGBoost's rounds count from 0: Epoch = round+1, the rounds done. Loss is the first loss metric of the
+// line's first dataset (the first eval set, usually the training set): a metric with "loss", "error",
+// "nloglik", "deviance" or "entropy" in its name, or rmse, rmsle, mse, mae, mape, mphe, l1, l2, l2_root,
+// huber, fair, quantile, poisson, gamma, tweedie, kullback_leibler. Accuracy is that dataset's metric
+// named "accuracy", "acc" or "...-accuracy", never derived from an error rate. The line has no total:
+// Fraction as for "plain" (none unless an earlier line gave TotalEpochs; the operator then uses
+// spec.hyperparameters.epochs).
+//
+// "lightgbm": LightGBM's log_evaluation lines, "[round]" and tab-separated "<dataset>'s <metric>: <value>"
+// pairs (lgb.cv's "cv_agg's valid l2: 0.52 + 0.03"):
+//
+//	[10]	valid_0's binary_logloss: 0.213	valid_0's auc: 0.95
+//	[10]	training's l2: 0.5	valid_1's l2: 0.6
+//
+// Rounds count from 1: Epoch = round. Each pair is named "<dataset>-<metric>" as XGBoost names it
+// ("valid_0-binary_logloss", spaces made "_": "cv_agg-valid_l2"); Loss and Accuracy as for "xgboost". The
+// line after "Early stopping, best iteration is:" repeats an earlier round: a round below the last one
+// read, other than 1 (a new training), is ignored.
+//
+// "catboost": CatBoost's verbose lines, the iteration, "learn:", "test:" (and "test1:"... for more eval
+// sets), then "best:", "total:" and "remaining:", which are not read:
+//
+//	0:	learn: 0.6803000	test: 0.6810000	best: 0.6810000 (0)	total: 52.1ms	remaining: 5.16s
+//	999:	learn: 0.0306000	total: 2.3s	remaining: 0us
+//
+// Iterations count from 0: Epoch = iteration+1. Loss = learn (CatBoost prints its eval metric, the loss
+// function unless eval_metric says otherwise); learn and test are also named "learn" and "test".
+//
+// "sklearn": scikit-learn's verbose output: MLPClassifier's and MLPRegressor's iterations (epochs done),
+// SGDClassifier's and SGDRegressor's epoch and average loss:
+//
+//	Iteration 4, loss = 0.60151891
+//	-- Epoch 3
+//	Norm: 87.82, NNZs: 8, Bias: 1.415956, T: 1500, Avg. loss: 0.524579
+//
+// Epoch = N, Loss as printed; max_iter is not printed: Fraction as for "plain".
+//
+// "json": a line that is one JSON object (a JSON logger's, or json.dumps's), its top-level numbers read
+// (strings, booleans, null, NaN, nested objects and arrays skipped; a key with an escape is not read):
+//
+//	{"epoch": 1, "step": 100, "loss": 0.5}
+//	{"level":"info","msg":"epoch done","epoch":3,"loss":0.2,"val_acc":0.81}
+//	{"global_step": 250, "max_steps": 1000, "loss": 0.4, "learning_rate": 1e-4}
+//
+// Keys, in any case: epoch → Epoch; epochs, num_epochs, total_epochs, max_epochs, n_epochs → TotalEpochs;
+// step, global_step → Step; steps, total_steps, max_steps, num_steps → TotalSteps; throughput,
+// samples_per_second, train_samples_per_second, samples_per_sec, examples_per_second → Throughput; and the
+// plain format's loss, accuracy and learning rate keys. A logging library's own numbers (level, time, ts,
+// timestamp, pid, tid, thread, process, line, lineno, msecs, created, relativeCreated, v) are skipped; the
+// other numbers are named metrics under their keys. The line counts only when it has an epoch or step key
+// or a loss key ("loss", or a key ending in "_loss", "-loss", "/loss" or ".loss": val_loss counts).
+// Fraction: epoch/epochs when the epochs are known (from the line or an earlier one), else step/steps
+// likewise; a line with neither leaves Fraction alone. Hugging Face's Python dictionaries (single quotes)
+// are "huggingface"; its keys in JSON ({"loss": 0.69, "learning_rate": 4.9e-05, "epoch": 0.05}) are read
+// here.
+//
+// # Named metrics
+//
+// Besides the fields, a recognised line's figures under their own names are kept and returned in
+// Progress.Metrics, sorted by name: every pair of "xgboost" ("train-logloss", "eval-logloss"), "lightgbm"
+// ("valid_0-binary_logloss") and "catboost" ("learn", "test"); the numbers of "json" and of Hugging
+// Face's dictionaries ('grad_norm', 'eval_loss', 'eval_runtime'...) that no field takes; and the other
+// "key=value" pairs of a tqdm or Lightning bar's postfix ("avg_loss=0.34"; not Lightning's "v_num") and
+// "key: value" pairs of Keras's step lines and the rich bar ("val_loss: 0.1"). "plain" lines give none:
+// their words and numbers are free text. The Recognizer holds at most [MaxNamedMetrics] names, the first
+// ones seen; later new names are ignored, so a program printing a million names holds 16. A name must be
+// 1 to [MaxMetricNameBytes] bytes of valid UTF-8 of printable characters (unicode.IsPrint) other than
+// '"' and '\'; a longer one is ignored, not cut, so that two names never become one. Values are the
+// latest finite ones. A line whose names are all held allocates nothing.
+//
 // # Fraction
 //
 // Fraction is how much of the run is done, 0 to 1, clamped, by each library's own convention:
@@ -106,6 +186,9 @@
 //   - plain and pattern: an epoch line is printed when the epoch ends: epoch/epochs, with the line's total
 //     or TotalEpochs from an earlier line; a step on a line with an epoch is within the epoch and adds
 //     nothing. A step line without an epoch: step/steps when the line has a total.
+//   - xgboost, lightgbm, catboost and sklearn: as plain, rounds, iterations and epochs done over an
+//     earlier line's TotalEpochs; none of them prints its total.
+//   - json: epoch/epochs, else step/steps, with the line's total or an earlier one.
 //
 // A line that carries an epoch or step counter but gives no basis for Fraction keeps the previous
 // Fraction only when that came from the same kind of counter (epochs, or steps; Hugging Face's fractional
@@ -135,6 +218,11 @@ const (
 	FormatLightning   = "lightning"
 	FormatKeras       = "keras"
 	FormatPlain       = "plain"
+	FormatXGBoost     = "xgboost"
+	FormatLightGBM    = "lightgbm"
+	FormatCatBoost    = "catboost"
+	FormatSklearn     = "sklearn"
+	FormatJSON        = "json"
 )
 
 const (
@@ -153,6 +241,9 @@ type Progress struct {
 	Fraction *float64
 	// Loss, Accuracy, LearningRate and Throughput (samples or iterations per second) are the latest.
 	Loss, Accuracy, LearningRate, Throughput *float64
+	// Metrics are the latest values of the named metrics (see the package documentation), sorted by name;
+	// nil when none was seen.
+	Metrics []NamedMetric
 }
 
 // Recognizer reads lines one at a time and keeps the latest progress they carry. It is not safe for
@@ -166,6 +257,9 @@ type Recognizer struct {
 	// runSteps is Hugging Face's "Total optimization steps", 0 until seen.
 	runSteps float64
 	keras    kerasEpoch
+	// lgbRound is the last LightGBM round read, 0 before any.
+	lgbRound float64
+	named    namedSet
 	// buf holds the cleaned line (escape sequences and control bytes dropped); line what it says.
 	buf  []byte
 	line reading
@@ -207,28 +301,32 @@ func New(pattern string) (*Recognizer, error) {
 }
 
 // Line reads one line (without its "\n" or "\r") and says which format it recognised ("" and false when
-// none): tqdm, huggingface, lightning, keras, plain or pattern.
+// none): tqdm, huggingface, lightning, keras, xgboost, lightgbm, catboost, sklearn, json, plain or
+// pattern.
 func (r *Recognizer) Line(line []byte) (format string, ok bool) {
 	if len(line) > MaxLineBytes {
 		line = line[:MaxLineBytes]
 	}
 	rd := &r.line // kept in the Recognizer: a local one would escape through the parsers' function values
 	*rd = reading{}
+	r.named.reset()
 	if format = r.recognize(line, rd); format == "" {
 		return "", false
 	}
 	r.apply(rd)
+	r.named.apply()
 	return format, true
 }
 
 // recognize tries the job's pattern, then the built-in formats whose bytes the line contains.
 func (r *Recognizer) recognize(raw []byte, rd *reading) string {
 	if r.pattern != nil {
+		c := sniff(raw)
 		s := r.clean(raw)
 		if r.matchPattern(s, rd) {
 			return FormatPattern
 		}
-		return r.builtin(s, sniff(s), rd)
+		return r.builtin(s, c, rd)
 	}
 	c := sniff(raw)
 	if c == 0 {
@@ -267,6 +365,7 @@ func (r *Recognizer) Progress() Progress {
 		f := r.state.frac
 		p.Fraction = &f
 	}
+	p.Metrics = r.named.metrics()
 	return p
 }
 

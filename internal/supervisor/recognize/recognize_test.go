@@ -1,8 +1,10 @@
 package recognize
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,7 +96,7 @@ func TestTQDM(t *testing.T) {
 		{name: "custom unit",
 			lines:   []string{"Epoch 1 of 4: 100%|██████████| 994/994 [03:44<00:00,  4.42batch/s, avg_loss=0.34, loss=0.06]"},
 			formats: []string{"tqdm"}, want: Progress{Epoch: f(1), TotalEpochs: f(4), Step: f(994), TotalSteps: f(994), Fraction: f(0.25),
-				Loss: f(0.06), Throughput: f(4.42)}},
+				Loss: f(0.06), Throughput: f(4.42), Metrics: []NamedMetric{{Name: "avg_loss", Value: 0.34}}}},
 	} {
 		tc.run(t)
 	}
@@ -102,20 +104,24 @@ func TestTQDM(t *testing.T) {
 
 func TestHuggingFace(t *testing.T) {
 	logLine := "{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.9e-05, 'epoch': 0.05}"
+	gradNorm := []NamedMetric{{Name: "grad_norm", Value: 1.2345}}
 	for _, tc := range []lineCase{
 		{name: "banner then log", lines: []string{"  Num Epochs = 3", "  Total optimization steps = 1,875", logLine},
 			formats: []string{"huggingface", "huggingface", "huggingface"}, want: Progress{Epoch: f(0.05), TotalEpochs: f(3),
-				TotalSteps: f(1875), Fraction: f(0.05 / 3), Loss: f(0.6931), LearningRate: f(4.9e-05)}},
+				TotalSteps: f(1875), Fraction: f(0.05 / 3), Loss: f(0.6931), LearningRate: f(4.9e-05), Metrics: gradNorm}},
 		{name: "log without banner", lines: []string{logLine}, formats: []string{"huggingface"},
-			want: Progress{Epoch: f(0.05), Loss: f(0.6931), LearningRate: f(4.9e-05)}},
+			want: Progress{Epoch: f(0.05), Loss: f(0.6931), LearningRate: f(4.9e-05), Metrics: gradNorm}},
 		{name: "quoted values", lines: []string{"{'loss': '0.6931', 'learning_rate': '4.9e-05', 'epoch': '0.05'}"},
 			formats: []string{"huggingface"}, want: Progress{Epoch: f(0.05), Loss: f(0.6931), LearningRate: f(4.9e-05)}},
 		{name: "evaluation", lines: []string{logLine, "{'eval_loss': 0.41, 'eval_accuracy': 0.87, 'eval_runtime': 2.1, " +
 			"'eval_samples_per_second': 476.2, 'epoch': 1.0}"}, formats: []string{"huggingface", "huggingface"},
-			want: Progress{Epoch: f(1), Loss: f(0.6931), Accuracy: f(0.87), LearningRate: f(4.9e-05)}},
+			want: Progress{Epoch: f(1), Loss: f(0.6931), Accuracy: f(0.87), LearningRate: f(4.9e-05), Metrics: []NamedMetric{
+				{Name: "eval_loss", Value: 0.41}, {Name: "eval_runtime", Value: 2.1}, {Name: "eval_samples_per_second", Value: 476.2},
+				{Name: "grad_norm", Value: 1.2345}}}},
 		{name: "final", lines: []string{"  Num Epochs = 3", "{'train_runtime': 12.3, 'train_samples_per_second': 40.2, " +
 			"'train_steps_per_second': 5.0, 'train_loss': 0.5, 'epoch': 3.0}"}, formats: []string{"huggingface", "huggingface"},
-			want: Progress{Epoch: f(3), TotalEpochs: f(3), Fraction: f(1), Loss: f(0.5), Throughput: f(40.2)}},
+			want: Progress{Epoch: f(3), TotalEpochs: f(3), Fraction: f(1), Loss: f(0.5), Throughput: f(40.2), Metrics: []NamedMetric{
+				{Name: "train_runtime", Value: 12.3}, {Name: "train_steps_per_second", Value: 5}}}},
 		{name: "evaluation bar ignored", lines: []string{"  Total optimization steps = 375",
 			" 45%|████▌     | 169/375 [00:05<00:07, 30.49it/s]", " 50%|█████     | 16/32 [00:00<00:00, 45.20it/s]\x1b[A"},
 			formats: []string{"huggingface", "tqdm", ""}, want: Progress{Step: f(169), TotalSteps: f(375), Fraction: f(169.0 / 375),
@@ -136,7 +142,7 @@ func TestLightning(t *testing.T) {
 		{name: "tqdm bar, epochs known", lines: []string{"Epoch 0/9  ━━━━━━━━━━ 938/938 0:00:12 • 0:00:00 75.21it/s",
 			"Epoch 1:  50%|█████     | 469/938 [00:05<00:06, 80.12it/s, v_num=3, train_loss_step=0.2, train_loss_epoch=0.3]"},
 			formats: []string{"lightning", "lightning"}, want: Progress{Epoch: f(1), TotalEpochs: f(10), Step: f(469), TotalSteps: f(938),
-				Fraction: f(0.15), Loss: f(0.2), Throughput: f(80.12)}},
+				Fraction: f(0.15), Loss: f(0.2), Throughput: f(80.12), Metrics: []NamedMetric{{Name: "train_loss_epoch", Value: 0.3}}}},
 		{name: "rich bar",
 			lines: []string{"Epoch 3/9  ━━━━━━━━━━━━━━━━━━━━" +
 				"━━━━━━━━━━━━━━━━━━━━ 938/938 0:00:12 • 0:00:00 75.21it/s v_num: 0 train_loss: 0.123"},
@@ -158,6 +164,7 @@ func TestLightning(t *testing.T) {
 }
 
 func TestKeras(t *testing.T) {
+	kerasVal := []NamedMetric{{Name: "val_accuracy", Value: 0.97}, {Name: "val_loss", Value: 0.1}}
 	for _, tc := range []lineCase{
 		{name: "epoch line", lines: []string{"Epoch 3/10"}, formats: []string{"keras"},
 			want: Progress{Epoch: f(3), TotalEpochs: f(10), Fraction: f(0.2)}},
@@ -168,7 +175,7 @@ func TestKeras(t *testing.T) {
 		{name: "keras 2 epoch end", lines: []string{"Epoch 3/10", "938/938 [==============================] - 3s 3ms/step - loss: 0.2973 - " +
 			"accuracy: 0.9140 - val_loss: 0.1 - val_accuracy: 0.97"}, formats: []string{"keras", "keras"},
 			want: Progress{Epoch: f(3), TotalEpochs: f(10), Step: f(938), TotalSteps: f(938), Fraction: f(0.3), Loss: f(0.2973),
-				Accuracy: f(0.914), Throughput: f(1 / 0.003)}},
+				Accuracy: f(0.914), Throughput: f(1 / 0.003), Metrics: kerasVal}},
 		{name: "keras 3, one epoch",
 			lines:   []string{" 469/938 ━━━━━━━━━━━━━━━━━━━━ 3s 3ms/step - accuracy: 0.9140 - loss: 0.2973"},
 			formats: []string{"keras"}, want: Progress{Step: f(469), TotalSteps: f(938), Fraction: f(0.5), Loss: f(0.2973),
@@ -232,8 +239,157 @@ func TestPattern(t *testing.T) {
 			lines: []string{"acc 91.2% speed 1.5k img/s"}, formats: []string{"pattern"}, want: Progress{Accuracy: f(91.2), Throughput: f(1500)}},
 		{name: "escapes dropped first", pattern: `^loss (?P<loss>\S+)$`, lines: []string{"[default0]:\x1b[1mloss 0.5\x1b[0m"},
 			formats: []string{"pattern"}, want: Progress{Loss: f(0.5)}},
+		{name: "built-in formats after, tabs as printed", pattern: iter, lines: []string{"3:\tlearn: 0.5\ttotal: 1s\tremaining: 2s"},
+			formats: []string{"catboost"}, want: Progress{Epoch: f(4), Loss: f(0.5), Metrics: []NamedMetric{{Name: "learn", Value: 0.5}}}},
 	} {
 		tc.run(t)
+	}
+}
+
+func TestBoosting(t *testing.T) {
+	xgbRound := "[12]\ttrain-logloss:0.25514\ttrain-error:0.10750\teval-logloss:0.25627\teval-error:0.15500"
+	for _, tc := range []lineCase{
+		{name: "xgboost: rounds from 0, the first dataset's first loss", lines: []string{xgbRound}, formats: []string{"xgboost"},
+			want: Progress{Epoch: f(13), Loss: f(0.25514), Metrics: []NamedMetric{{Name: "eval-error", Value: 0.155},
+				{Name: "eval-logloss", Value: 0.25627}, {Name: "train-error", Value: 0.1075}, {Name: "train-logloss", Value: 0.25514}}}},
+		{name: "xgboost: a first metric that is no loss", lines: []string{"[0]\tvalidation_0-auc:0.91\tvalidation_0-rmse:0.4\tvalidation_1-rmse:0.5"},
+			formats: []string{"xgboost"}, want: Progress{Epoch: f(1), Loss: f(0.4), Metrics: []NamedMetric{{Name: "validation_0-auc", Value: 0.91},
+				{Name: "validation_0-rmse", Value: 0.4}, {Name: "validation_1-rmse", Value: 0.5}}}},
+		{name: "xgboost: an accuracy, not an error rate", lines: []string{"[3]\ttrain-interval-regression-accuracy:0.8\ttrain-merror:0.2"},
+			formats: []string{"xgboost"}, want: Progress{Epoch: f(4), Loss: f(0.2), Accuracy: f(0.8), Metrics: []NamedMetric{
+				{Name: "train-interval-regression-accuracy", Value: 0.8}, {Name: "train-merror", Value: 0.2}}}},
+		{name: "xgboost: cv's standard deviation", lines: []string{"[4]\ttrain-logloss:0.34209+0.00731\ttest-logloss:0.43894±0.00233"},
+			formats: []string{"xgboost"}, want: Progress{Epoch: f(5), Loss: f(0.34209), Metrics: []NamedMetric{{Name: "test-logloss", Value: 0.43894},
+				{Name: "train-logloss", Value: 0.34209}}}},
+		{name: "xgboost: an earlier total gives the fraction", lines: []string{"epoch 0/40 loss 0.7", "[19]\ttrain-rmse:0.3"},
+			formats: []string{"plain", "xgboost"}, want: Progress{Epoch: f(20), TotalEpochs: f(40), Fraction: f(0.5), Loss: f(0.3),
+				Metrics: []NamedMetric{{Name: "train-rmse", Value: 0.3}}}},
+		{name: "xgboost under torchrun, spaces for tabs", lines: []string{"[default0]:[7] train-mae:1.5 eval-mae:1.7"}, formats: []string{"xgboost"},
+			want: Progress{Epoch: f(8), Loss: f(1.5), Metrics: []NamedMetric{{Name: "eval-mae", Value: 1.7}, {Name: "train-mae", Value: 1.5}}}},
+		{name: "lightgbm: rounds from 1, <dataset>-<metric>", lines: []string{"[10]\tvalid_0's binary_logloss: 0.213\tvalid_0's auc: 0.95"},
+			formats: []string{"lightgbm"}, want: Progress{Epoch: f(10), Loss: f(0.213), Metrics: []NamedMetric{{Name: "valid_0-auc", Value: 0.95},
+				{Name: "valid_0-binary_logloss", Value: 0.213}}}},
+		{name: "lightgbm: the training set first", lines: []string{"[10]\ttraining's l2: 0.5\tvalid_1's l2: 0.6"}, formats: []string{"lightgbm"},
+			want: Progress{Epoch: f(10), Loss: f(0.5), Metrics: []NamedMetric{{Name: "training-l2", Value: 0.5}, {Name: "valid_1-l2", Value: 0.6}}}},
+		{name: "lightgbm: cv's aggregate", lines: []string{"[3]\tcv_agg's valid l2: 0.52 + 0.03"}, formats: []string{"lightgbm"},
+			want: Progress{Epoch: f(3), Loss: f(0.52), Metrics: []NamedMetric{{Name: "cv_agg-valid_l2", Value: 0.52}}}},
+		{name: "lightgbm: the best iteration after early stopping is ignored, a new training is not",
+			lines:   []string{"[35]\tvalid_0's l1: 0.3", "Early stopping, best iteration is:", "[30]\tvalid_0's l1: 0.2", "[1]\tvalid_0's l1: 0.9"},
+			formats: []string{"lightgbm", "", "", "lightgbm"}, want: Progress{Epoch: f(1), Loss: f(0.9),
+				Metrics: []NamedMetric{{Name: "valid_0-l1", Value: 0.9}}}},
+		{name: "catboost: iterations from 0, learn is the loss",
+			lines:   []string{"0:\tlearn: 0.6803000\ttest: 0.6810000\tbest: 0.6810000 (0)\ttotal: 52.1ms\tremaining: 5.16s"},
+			formats: []string{"catboost"}, want: Progress{Epoch: f(1), Loss: f(0.6803), Metrics: []NamedMetric{{Name: "learn", Value: 0.6803},
+				{Name: "test", Value: 0.681}}}},
+		{name: "catboost: no eval set, a second one",
+			lines: []string{"999:\tlearn: 0.0306\ttotal: 2.3s\tremaining: 0us",
+				"5:\tlearn: 0.5\ttest: 0.6\ttest1: 0.7\tbest: 0.6 (5)\ttotal: 1m 2s\tremaining: 1h 3m"},
+			formats: []string{"catboost", "catboost"}, want: Progress{Epoch: f(6), Loss: f(0.5), Metrics: []NamedMetric{{Name: "learn", Value: 0.5},
+				{Name: "test", Value: 0.6}, {Name: "test1", Value: 0.7}}}},
+	} {
+		tc.run(t)
+	}
+}
+
+func TestSklearn(t *testing.T) {
+	for _, tc := range []lineCase{
+		{name: "MLP", lines: []string{"Iteration 4, loss = 0.60151891"}, formats: []string{"sklearn"},
+			want: Progress{Epoch: f(4), Loss: f(0.60151891)}},
+		{name: "SGD", lines: []string{"-- Epoch 3", "Norm: 87.82, NNZs: 8, Bias: 1.415956, T: 1500, Avg. loss: 0.524579",
+			"Total training time: 0.00 seconds."}, formats: []string{"sklearn", "sklearn", ""}, want: Progress{Epoch: f(3), Loss: f(0.524579)}},
+		{name: "MLP after an earlier total", lines: []string{"Epoch 3 of 10", "Iteration 5, loss = 0.5"}, formats: []string{"plain", "sklearn"},
+			want: Progress{Epoch: f(5), TotalEpochs: f(10), Fraction: f(0.5), Loss: f(0.5)}},
+	} {
+		tc.run(t)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	for _, tc := range []lineCase{
+		{name: "counters and loss", lines: []string{`{"epoch": 1, "step": 100, "loss": 0.5}`}, formats: []string{"json"},
+			want: Progress{Epoch: f(1), Step: f(100), Loss: f(0.5)}},
+		{name: "a JSON logger's line", lines: []string{`{"level":"info","msg":"epoch done","epoch":3,"loss":0.2,"val_acc":0.81}`},
+			formats: []string{"json"}, want: Progress{Epoch: f(3), Loss: f(0.2), Metrics: []NamedMetric{{Name: "val_acc", Value: 0.81}}}},
+		{name: "totals, learning rate, accuracy, throughput",
+			lines:   []string{`{"epoch": 2, "num_epochs": 8, "learning_rate": 1e-4, "train_accuracy": 0.9, "samples_per_second": 512.5}`},
+			formats: []string{"json"}, want: Progress{Epoch: f(2), TotalEpochs: f(8), Fraction: f(0.25), Accuracy: f(0.9), LearningRate: f(1e-4),
+				Throughput: f(512.5)}},
+		{name: "steps without epochs", lines: []string{`{"global_step": 250, "max_steps": 1000, "loss": 0.4}`}, formats: []string{"json"},
+			want: Progress{Step: f(250), TotalSteps: f(1000), Fraction: f(0.25), Loss: f(0.4)}},
+		{name: "an evaluation line keeps the step fraction",
+			lines:   []string{`{"epoch": 1, "step": 50, "total_steps": 500, "loss": 0.7}`, `{"epoch": 1, "val_loss": 0.8}`},
+			formats: []string{"json", "json"}, want: Progress{Epoch: f(1), Step: f(50), TotalSteps: f(500), Fraction: f(0.1), Loss: f(0.7),
+				Metrics: []NamedMetric{{Name: "val_loss", Value: 0.8}}}},
+		{name: "strings, booleans, nulls, nested values, NaN and logger numbers skipped",
+			lines: []string{`{"ts": 1700000000.5, "level": 30, "msg": "loss: \"0.9\" {x}", "ok": true, "none": null, ` +
+				`"cfg": {"loss": 9, "a": [1, {"b": "]"}]}, "loss": 0.3, "eval_loss": NaN, "big": -Infinity, "n": -2.5e-3}`},
+			formats: []string{"json"}, want: Progress{Loss: f(0.3), Metrics: []NamedMetric{{Name: "n", Value: -0.0025}}}},
+		{name: "Hugging Face's keys in JSON", lines: []string{`{"loss": 0.6931, "grad_norm": 1.2345, "learning_rate": 4.9e-05, "epoch": 0.05}`},
+			formats: []string{"json"}, want: Progress{Epoch: f(0.05), Loss: f(0.6931), LearningRate: f(4.9e-05),
+				Metrics: []NamedMetric{{Name: "grad_norm", Value: 1.2345}}}},
+		{name: "not counted: no counter, no loss; not one object",
+			lines: []string{`{"level": "info", "port": 8080, "num_epochs": 5}`, `{"epoch": 1, "loss": 0.5} trailing`, `{"epoch": 1, "loss": 0.5`,
+				`{"epoch": 1 "loss": 0.5}`, `{"epoch": "3", "loss": "0.5"}`, `{"ep\u006fch": 1, "lr": 0.1}`},
+			formats: []string{"", "", "", "", "", ""}},
+	} {
+		tc.run(t)
+	}
+}
+
+// TestNamedMetrics: the first MaxNamedMetrics valid names are held, later new ones ignored; a name over
+// MaxMetricNameBytes is ignored, not cut; values are the latest finite ones.
+func TestNamedMetrics(t *testing.T) {
+	var many []string
+	var want []NamedMetric
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("[%d]\tset%02d-rmse:%d", i, 39-i, i))
+		if i < MaxNamedMetrics {
+			want = append(want, NamedMetric{Name: fmt.Sprintf("set%02d-rmse", 39-i), Value: float64(i)})
+		}
+	}
+	slices.Reverse(want)
+	long := strings.Repeat("x", MaxMetricNameBytes-len("-rmse"))
+	for _, tc := range []lineCase{
+		{name: "the first 16 names", lines: many, formats: slices.Repeat([]string{"xgboost"}, 40), want: Progress{Epoch: f(40), Loss: f(39),
+			Metrics: want}},
+		{name: "a held name takes new values", lines: []string{"[0]\ttrain-rmse:0.5", "[1]\ttrain-rmse:0.4\ttrain-rmse:0.3"},
+			formats: []string{"xgboost", "xgboost"}, want: Progress{Epoch: f(2), Loss: f(0.4), Metrics: []NamedMetric{{Name: "train-rmse", Value: 0.3}}}},
+		{name: "64 bytes held, 65 ignored", lines: []string{"[0]\t" + long + "-rmse:1\tx" + long + "-rmse:2"}, formats: []string{"xgboost"},
+			want: Progress{Epoch: f(1), Loss: f(1), Metrics: []NamedMetric{{Name: long + "-rmse", Value: 1}}}},
+		{name: "invalid names and values ignored", lines: []string{`{"loss": 1, "a\"b": 2, "bad` + "\xff" + `": 3, "tab\tkey": 4, "big": 1e999, "ok": 5}`},
+			formats: []string{"json"}, want: Progress{Loss: f(1), Metrics: []NamedMetric{{Name: "ok", Value: 5}}}},
+		{name: "a line not recognised keeps none", lines: []string{`{"level": "info", "port": 8080}`}, formats: []string{""}},
+		{name: "tqdm postfix and Keras's other pairs",
+			lines: []string{"Epoch 1: 100%|██████████| 10/10 [00:01<00:00,  9.90it/s, loss=0.5, v_num=0, val_loss=0.6, top5=91.2%, note=x1]",
+				"10/10 [==============================] - 1s 3ms/step - loss: 0.4 - val_loss: 0.55 - val_auc: 0.9"},
+			formats: []string{"lightning", "keras"}, want: Progress{Epoch: f(1), Step: f(10), TotalSteps: f(10), Fraction: f(1), Loss: f(0.4),
+				Throughput: f(1 / 0.003), Metrics: []NamedMetric{{Name: "top5", Value: 91.2}, {Name: "val_auc", Value: 0.9}, {Name: "val_loss", Value: 0.55}}}},
+	} {
+		tc.run(t)
+	}
+}
+
+// TestNamedMetricsAllocs: a line whose names are all held allocates nothing, whatever the format.
+func TestNamedMetricsAllocs(t *testing.T) {
+	for _, line := range []string{
+		"[12]\ttrain-logloss:0.25514\ttrain-error:0.10750\teval-logloss:0.25627\teval-error:0.15500",
+		"[10]\tvalid_0's binary_logloss: 0.213\tvalid_0's auc: 0.95",
+		"0:\tlearn: 0.6803000\ttest: 0.6810000\tbest: 0.6810000 (0)\ttotal: 52.1ms\tremaining: 5.16s",
+		`{"level":"info","msg":"epoch done","epoch":3,"step":300,"loss":0.2,"val_acc":0.81}`,
+		"{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.9e-05, 'epoch': 0.05}",
+		"Epoch 3:  45%|████▌     | 45/100 [00:10<00:12,  4.50it/s, loss=0.231, avg_loss=0.3]",
+	} {
+		r, _ := New("")
+		if _, ok := r.Line([]byte(line)); !ok {
+			t.Fatalf("Line(%q) not recognised", line)
+		}
+		b := []byte(line)
+		if n := testing.AllocsPerRun(100, func() { r.Line(b) }); n != 0 {
+			t.Errorf("Line(%q): %v allocations a line, want 0", line, n)
+		}
+		if len(r.Progress().Metrics) == 0 {
+			t.Errorf("Line(%q): no named metric", line)
+		}
 	}
 }
 
@@ -274,6 +430,11 @@ func TestNotProgress(t *testing.T) {
 		"step 1e999/10 loss nan", "epoch 3.5/10", "\x00\xff\xfe epoch \x1b[", "Timestep 5/10",
 		"Running tokenizer on dataset: 100%|██████████| 10000/10000 [00:03<00:00, 3000.00 examples/s]",
 		"Grouping texts in chunks of 1024: 100%|██████████| 10000/10000 [00:02<00:00, 4000.00 examples/s]",
+		"[10:23:45] WARNING: ../src/learner.cc:767: Parameters: { \"silent\" } are not used.", "[LightGBM] [Info] Total Bins 1275",
+		"[3] train-logloss", "[3]\tfoo bar", "[3]\ttrain:0.5", "[3]\ttrain-rmse:0.5x", "[3]\tvalid's l2 0.5", "Early stopping, best iteration is:",
+		"bestTest = 0.3360379", "Shrink model to first 71 iterations.", "0: learn: 0.5", "12: total: 3s", "line 42: test failed",
+		"Iteration 4, loss = nan", "Iteration 4 done", "-- Epoch 3 of the run", "Norm: 1.0", `{"level":"info","msg":"listening","port":8080}`,
+		`{"epoch": 1, "loss": 0.5`, `{"cfg": {"epoch": 1, "loss": 0.5}}`,
 	} {
 		if format, ok := r.Line([]byte(line)); ok {
 			t.Errorf("Line(%q) = %q, want none", line, format)
@@ -340,6 +501,7 @@ func TestDocExamples(t *testing.T) {
 }
 
 func TestFixtures(t *testing.T) {
+	kerasVal := []NamedMetric{{Name: "val_accuracy", Value: 0.97}, {Name: "val_loss", Value: 0.1}}
 	for _, tc := range []struct {
 		file    string
 		formats map[string]int // lines recognised, by format
@@ -353,17 +515,34 @@ func TestFixtures(t *testing.T) {
 			TotalSteps: f(100), Fraction: f(1), Loss: f(0.0523), LearningRate: f(0.001), Throughput: f(4.5)}},
 		{file: "huggingface.txt", formats: map[string]int{"huggingface": 8, "tqdm": 23}, want: Progress{Epoch: f(3), TotalEpochs: f(3),
 			Step: f(375), TotalSteps: f(375), Fraction: f(1), Loss: f(0.5), Accuracy: f(0.87), LearningRate: f(1.3333333333333334e-06),
-			Throughput: f(30.49)}},
+			Throughput: f(30.49), Metrics: []NamedMetric{{Name: "eval_loss", Value: 0.33}, {Name: "eval_runtime", Value: 2.1},
+				{Name: "eval_samples_per_second", Value: 476.2}, {Name: "eval_steps_per_second", Value: 15.2},
+				{Name: "grad_norm", Value: 0.5012}, {Name: "train_runtime", Value: 12.3}, {Name: "train_steps_per_second", Value: 5}}}},
 		{file: "lightning_tqdm.txt", formats: map[string]int{"lightning": 7, "tqdm": 1}, want: Progress{Epoch: f(1), Step: f(938),
-			TotalSteps: f(938), Loss: f(0.123), Throughput: f(75.21)}},
+			TotalSteps: f(938), Loss: f(0.123), Throughput: f(75.21), Metrics: []NamedMetric{{Name: "val_loss", Value: 0.101}}}},
 		{file: "lightning_rich.txt", formats: map[string]int{"lightning": 30}, want: Progress{Epoch: f(9), TotalEpochs: f(10),
 			Step: f(938), TotalSteps: f(938), Fraction: f(1), Loss: f(0.05), Throughput: f(75.21)}},
 		{file: "keras2.txt", formats: map[string]int{"keras": 12}, want: Progress{Epoch: f(3), TotalEpochs: f(3), Step: f(938),
-			TotalSteps: f(938), Fraction: f(1), Loss: f(0.1573), Accuracy: f(0.93), Throughput: f(1 / 0.003)}},
+			TotalSteps: f(938), Fraction: f(1), Loss: f(0.1573), Accuracy: f(0.93), Throughput: f(1 / 0.003), Metrics: kerasVal}},
 		{file: "keras3.txt", formats: map[string]int{"keras": 12}, want: Progress{Epoch: f(3), TotalEpochs: f(3), Step: f(938),
-			TotalSteps: f(938), Fraction: f(1), Loss: f(0.1573), Accuracy: f(0.93), Throughput: f(1 / 0.003)}},
+			TotalSteps: f(938), Fraction: f(1), Loss: f(0.1573), Accuracy: f(0.93), Throughput: f(1 / 0.003), Metrics: kerasVal}},
 		{file: "plain.txt", formats: map[string]int{"plain": 35}, want: Progress{Epoch: f(5), TotalEpochs: f(5), Step: f(600),
 			TotalSteps: f(600), Fraction: f(1), Loss: f(0.04), Accuracy: f(96)}},
+		{file: "xgboost.txt", formats: map[string]int{"xgboost": 40}, want: Progress{Epoch: f(40), Loss: f(0.26567),
+			Metrics: []NamedMetric{{Name: "eval-error", Value: 0.155}, {Name: "eval-logloss", Value: 0.36336}, {Name: "train-error", Value: 0.1075},
+				{Name: "train-logloss", Value: 0.26567}}}},
+		{file: "xgboost_cv.txt", formats: map[string]int{"xgboost": 5}, want: Progress{Epoch: f(5), Loss: f(0.34209),
+			Metrics: []NamedMetric{{Name: "test-logloss", Value: 0.43894}, {Name: "train-logloss", Value: 0.34209}}}},
+		{file: "lightgbm.txt", formats: map[string]int{"lightgbm": 35}, want: Progress{Epoch: f(35), Loss: f(0.148716),
+			Metrics: []NamedMetric{{Name: "training-auc", Value: 0.99}, {Name: "training-binary_logloss", Value: 0.148716},
+				{Name: "valid_1-auc", Value: 0.91}, {Name: "valid_1-binary_logloss", Value: 0.337338}}}},
+		{file: "catboost.txt", formats: map[string]int{"catboost": 11}, want: Progress{Epoch: f(100), Loss: f(0.1572308),
+			Metrics: []NamedMetric{{Name: "learn", Value: 0.1572308}, {Name: "test", Value: 0.3531174}}}},
+		{file: "sklearn_mlp.txt", formats: map[string]int{"sklearn": 30}, want: Progress{Epoch: f(30), Loss: f(0.58518285)}},
+		{file: "sklearn_sgd.txt", formats: map[string]int{"sklearn": 10}, want: Progress{Epoch: f(5), Loss: f(0.351285)}},
+		{file: "json.txt", formats: map[string]int{"json": 16}, want: Progress{Epoch: f(5), Step: f(500), TotalSteps: f(500), Fraction: f(1),
+			Loss: f(0.1239), LearningRate: f(0.001), Metrics: []NamedMetric{{Name: "best_val_loss", Value: 0.2511}, {Name: "grad_norm", Value: 0.3},
+				{Name: "val_acc", Value: 0.9}, {Name: "val_loss", Value: 0.2511}}}},
 	} {
 		formats, got := feedFile(t, filepath.Join("testdata", tc.file))
 		if tc.timed {

@@ -8,15 +8,19 @@ import (
 )
 
 // cand is the set of formats whose bytes a line contains: the cheap pre-filter before any parsing.
-type cand uint8
+type cand uint16
 
 const (
-	candBar     cand = 1 << iota // tqdm's bar
-	candRich                     // Lightning's rich bar
-	candKeras                    // Keras's step line
-	candHF                       // Hugging Face's log dictionary
-	candBanner                   // Hugging Face's banner
-	candCounter                  // a Keras "Epoch N/M" or a plain line
+	candBar      cand = 1 << iota // tqdm's bar
+	candRich                      // Lightning's rich bar
+	candKeras                     // Keras's step line
+	candHF                        // Hugging Face's log dictionary
+	candBanner                    // Hugging Face's banner
+	candCounter                   // a Keras "Epoch N/M" or a plain line
+	candRound                     // XGBoost's or LightGBM's "[12]\t..."
+	candCatBoost                  // CatBoost's "0:\tlearn: ..."
+	candSklearn                   // scikit-learn's "Iteration 4, loss = ...", "-- Epoch 3", "Norm: ..."
+	candJSON                      // a JSON object
 )
 
 var (
@@ -29,10 +33,18 @@ var (
 
 // sniffBytes are the bytes sniff looks at; it skips the others with one table lookup.
 var sniffBytes = [256]bool{'%': true, '[': true, 0xe2: true, '-': true, '/': true, '{': true, '=': true, 'p': true,
-	'P': true, 't': true, 'T': true}
+	'P': true, 't': true, 'T': true, '\t': true, 'A': true}
+
+var (
+	sgdEpoch   = []byte("-- Epoch ")
+	sgdAvgLoss = []byte("Avg. loss: ")
+)
 
 // sniff says which formats a line may be, in one pass over its bytes: tqdm's "%|" (or a total-less
-// bar's " [" and a rate's "/s" or "s/"), "━", Keras's " - " and "/", "{'", " = ", "epoch" or "step".
+// bar's " [" and a rate's "/s" or "s/"), "━", Keras's " - " and "/", "{'", " = ", "epoch" or "step"; a
+// boosting round's "[12]" and a space or tab, CatBoost's "0:" and a tab, scikit-learn's "-- Epoch " and
+// "Avg. loss: ", a JSON object's "{\"". It reads the line as printed: CatBoost's tab is a space once
+// cleaned.
 func sniff(b []byte) cand {
 	var c cand
 	var bracket, rate, dash, slash bool
@@ -46,16 +58,22 @@ func sniff(b []byte) cand {
 			c |= cond(next == '|', candBar)
 		case '[':
 			bracket = bracket || prev == ' '
+			c |= cond(isDigit(next) && roundAt(b, i+1), candRound)
+		case '\t':
+			c |= cond(prev == ':' && isDigit(byteAt(b, i-2)), candCatBoost)
+		case 'A':
+			c |= cond(next == 'v' && bytes.HasPrefix(b[i:], sgdAvgLoss), candSklearn)
 		case 0xe2:
 			c |= cond(bytes.HasPrefix(b[i:], heavyLine), candRich|candKeras)
 		case '-':
 			dash = dash || prev == ' ' && next == ' '
+			c |= cond(next == '-' && bytes.HasPrefix(b[i:], sgdEpoch), candSklearn)
 		case '/':
 			slash, rate = true, rate || prev == 's' || next == 's'
 		case '{':
-			c |= cond(next == '\'', candHF)
+			c |= cond(next == '\'', candHF) | cond(next == '"', candJSON)
 		case '=':
-			c |= cond(prev == ' ' && next == ' ', candBanner)
+			c |= cond(prev == ' ' && next == ' ', candBanner|candSklearn)
 		case 'p', 'P':
 			c |= cond(foldAt(b, i+1, "och"), candCounter)
 		case 't', 'T':
@@ -63,6 +81,12 @@ func sniff(b []byte) cand {
 		}
 	}
 	return c | cond(bracket && rate, candBar) | cond(dash && slash, candKeras)
+}
+
+// roundAt reports whether b holds, at i, up to 9 digits, "]" and a tab or a space: a boosting round.
+func roundAt(b []byte, i int) bool {
+	n := digits(b[i:min(len(b), i+10)])
+	return n > 0 && n < 10 && byteAt(b, i+n) == ']' && (byteAt(b, i+n+1) == '\t' || byteAt(b, i+n+1) == ' ')
 }
 
 func cond(ok bool, c cand) cand {

@@ -42,6 +42,7 @@ func (r *Recognizer) tqdm(s []byte, rd *reading) string {
 		}
 	}
 	scanMetrics(b.post, rd, false)
+	r.otherPairs(b.post)
 	r.barFraction(rd, e, b, lightning)
 	if lightning {
 		return FormatLightning
