@@ -1,6 +1,8 @@
 package builders
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"path"
 	"slices"
 	"strconv"
@@ -93,9 +95,23 @@ func SharedInputsCache(tj *mlv1.TrainingJob, opts Options) bool {
 
 // NodeCacheKey returns the job's directory in a node's input cache: NAMESPACE_NAME_UID (neither a namespace
 // nor a name holds "_"), so that an administrator reading the node sees whose it is, and a job created
-// again under the same name gets a directory of its own.
+// again under the same name gets a directory of its own. A job of an inputs.cacheGroup has the group's:
+// NAMESPACE_GROUP_HASH, HASH a digest of what decides the fetched bytes and who may read them (the fetched
+// sources, endpoint, region, hubEndpoint, secretRef), so that no job finds a copy it could not have fetched.
 func NodeCacheKey(tj *mlv1.TrainingJob) string {
-	return tj.Namespace + "_" + tj.Name + "_" + string(tj.UID)
+	in := tj.Spec.Inputs
+	if in == nil || in.CacheGroup == "" {
+		return tj.Namespace + "_" + tj.Name + "_" + string(tj.UID)
+	}
+	parts := []string{in.Endpoint, in.Region, in.HubEndpoint, ""}
+	if in.SecretRef != nil {
+		parts[3] = in.SecretRef.Name
+	}
+	for _, f := range FetchedInputs(tj) {
+		parts = append(parts, f.Name, f.Source.URI)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return tj.Namespace + "_" + in.CacheGroup + "_" + hex.EncodeToString(sum[:8])
 }
 
 // InputsCacheClaim returns the input cache the operator creates (owned by the job) when a source is

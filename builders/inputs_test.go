@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -182,4 +183,58 @@ func TestInputsCache(t *testing.T) {
 func withCache(o builders.Options, c mlv1.InputsCache) builders.Options {
 	o.InputsCache = c
 	return o
+}
+
+// TestNodeCacheKey: a job has its own node directory; the jobs of an inputs.cacheGroup share the group's
+// only where the fetched bytes and who may read them are the same.
+func TestNodeCacheKey(t *testing.T) {
+	job := func(name, uid, group string, edit func(*mlv1.TrainingJob)) *mlv1.TrainingJob {
+		return tjtest.NewTJ("ml", name).With(func(tj *mlv1.TrainingJob) {
+			tj.UID = types.UID(uid)
+			tj.Spec.Model = "hf://google-bert/bert-base-uncased"
+			tj.Spec.Dataset = "s3://datasets/squad"
+			tj.Spec.Inputs = &mlv1.InputsSpec{Cache: mlv1.InputsCachePerNode, CacheGroup: group, Endpoint: "http://minio:9000",
+				SecretRef: &corev1.LocalObjectReference{Name: "keys"}}
+			if edit != nil {
+				edit(tj)
+			}
+		}).Obj()
+	}
+	trial0 := builders.NodeCacheKey(job("trial-0", "uid-0", "study", nil))
+	for _, tc := range []struct {
+		name      string
+		job       *mlv1.TrainingJob
+		wantKey   string // "" : not checked
+		wantShare bool   // the same directory as trial-0's
+	}{
+		{name: "no group: the job's own", job: job("a", "uid-1", "", nil), wantKey: "ml_a_uid-1"},
+		{name: "another trial of the group", job: job("trial-1", "uid-1", "study", nil), wantShare: true},
+		{name: "a plain name model changes nothing", job: job("trial-2", "uid-2", "study", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Hyperparameters = &mlv1.Hyperparameters{Epochs: ptr.To(int32(3))}
+		}), wantShare: true},
+		{name: "another group", job: job("trial-3", "uid-3", "other", nil)},
+		{name: "another dataset", job: job("trial-4", "uid-4", "study", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Dataset = "s3://datasets/squad-v2"
+		})},
+		{name: "another Secret", job: job("trial-5", "uid-5", "study", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Inputs.SecretRef = nil
+		})},
+		{name: "another endpoint", job: job("trial-6", "uid-6", "study", func(tj *mlv1.TrainingJob) {
+			tj.Spec.Inputs.Endpoint = "http://evil:9000"
+		})},
+		{name: "another namespace", job: job("trial-7", "uid-7", "study", func(tj *mlv1.TrainingJob) { tj.Namespace = "ml2" })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := builders.NodeCacheKey(tc.job)
+			if tc.wantKey != "" && got != tc.wantKey {
+				t.Errorf("NodeCacheKey = %q, want %q", got, tc.wantKey)
+			}
+			if share := got == trial0; share != tc.wantShare {
+				t.Errorf("NodeCacheKey = %q beside trial-0's %q: shared %v, want %v", got, trial0, share, tc.wantShare)
+			}
+			if g := tc.job.Spec.Inputs.CacheGroup; g != "" && !strings.HasPrefix(got, tc.job.Namespace+"_"+g+"_") {
+				t.Errorf("NodeCacheKey = %q, want NAMESPACE_GROUP_HASH", got)
+			}
+		})
+	}
 }

@@ -47,6 +47,14 @@ type InputsSpec struct {
 	// operator's --inputs-cache.
 	// +optional
 	Cache InputsCache `json:"cache,omitempty"`
+
+	// cacheGroup shares the PerNode cache between the jobs of the namespace that name the same group and the
+	// same sources, endpoints and secretRef (a search's trials): a node fetches them once for all. Unset, each
+	// job has its own directory. The Shared cache is each job's own claim, whatever the group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	CacheGroup string `json:"cacheGroup,omitempty"`
 }
 
 // InputsCache is where fetched model and dataset sources are kept.

@@ -313,3 +313,63 @@ func TestInputsPerNodeCache(t *testing.T) {
 		t.Errorf("the node cache's copy: %v, %v", info, err)
 	}
 }
+
+// TestInputsCacheGroup: the trials of a search (inputs.cacheGroup, as the Python client's optimize sets it)
+// share each node's copy: two TrainingJobs of two workers each, started together, read the dataset from the
+// server once in all (the stack's nodes share one node cache), and each has it all in its status.
+func TestInputsCacheGroup(t *testing.T) {
+	ns := newNamespace(t)
+	gw, store := startS3(t, "datasets")
+	total := putDataset(t, store, map[string]int{"squad/train.json": 1 << 20, "squad/dev.json": 64 << 10})
+	create(t, s3Keys(ns, "s3-keys", e2eSecretKey))
+	trials := []string{"trial-0", "trial-1"}
+	for _, name := range trials {
+		create(t, trainerJob(ns, name, 2, 2, "--epoch-delay=200ms").With(withS3Dataset(gw.Endpoint, "s3://datasets/squad")).
+			With(func(tj *mlv1.TrainingJob) {
+				tj.Spec.Inputs.Cache = mlv1.InputsCachePerNode
+				tj.Spec.Inputs.CacheGroup = "study-1"
+			}).Obj())
+	}
+	var uids []string
+	for _, name := range trials {
+		eventually(t, 5*time.Minute, name+" Completed", func() error {
+			tj := getTJ(t, ns, name)
+			if tj.Status.State == mlv1.StateFailed {
+				t.Fatalf("%s Failed: %+v", name, condition(tj, mlv1.ConditionFailed))
+			}
+			if tj.Status.State != mlv1.StateCompleted {
+				return fmt.Errorf("state %s, InputsReady %+v", tj.Status.State, condition(tj, mlv1.ConditionInputsReady))
+			}
+			return nil
+		})
+		tj := getTJ(t, ns, name)
+		if len(tj.Status.Inputs) != 1 || tj.Status.Inputs[0].Bytes != total {
+			t.Errorf("%s: inputs %+v; want the dataset's %d bytes", name, tj.Status.Inputs, total)
+		}
+		uids = append(uids, string(tj.UID))
+	}
+	var runs []int64
+	for _, name := range trials {
+		logs := node.AllLogs(stack.DataRoot, ns, name+"-worker-*", names.InputsContainerName)
+		for _, m := range regexp.MustCompile(`bytes in [0-9]+ files, ([0-9]+) read in`).FindAllStringSubmatch(logs, -1) {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			runs = append(runs, n)
+		}
+	}
+	var sum int64
+	for _, n := range runs {
+		sum += n
+	}
+	type fetched struct {
+		Fetchers int
+		Bytes    int64
+	}
+	if diff := cmp.Diff(fetched{Fetchers: 4, Bytes: total}, fetched{Fetchers: len(runs), Bytes: sum}); diff != "" {
+		t.Errorf("fetcher runs read %v; want 4 runs reading the dataset's %d bytes once in all (-want +got):\n%s", runs, total, diff)
+	}
+	for _, uid := range uids {
+		if _, err := os.Stat(filepath.Join(stack.NodeCacheDir(), ns+"_trial-0_"+uid)); err == nil {
+			t.Errorf("a trial has a directory of its own beside the group's")
+		}
+	}
+}

@@ -36,7 +36,7 @@ func TestAdmissionAcceptsValidEdgeCases(t *testing.T) {
 			tj: func(tj *mlv1.TrainingJob) {
 				tj.Spec.Model, tj.Spec.Dataset = "hf://google-bert/bert-base-uncased@main", "s3://datasets/squad/v2"
 				tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "http://minio:9000", HubEndpoint: "https://hf-mirror.example.com",
-					CacheSize: ptr.To(resource.MustParse("1Gi"))}
+					CacheSize: ptr.To(resource.MustParse("1Gi")), CacheGroup: "lr-sweep-1a2b3c"}
 			},
 		},
 		{name: "a claim and an export", tj: func(tj *mlv1.TrainingJob) {

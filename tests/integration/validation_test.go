@@ -90,6 +90,16 @@ func TestAdmissionRejectsInvalid(t *testing.T) {
 			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{Endpoint: "minio:9000"} },
 			field: "spec.inputs.endpoint",
 		},
+		{
+			name:  "a cache group that is no DNS label (a path into the node cache)",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{CacheGroup: "../ml_other"} },
+			field: "spec.inputs.cacheGroup",
+		},
+		{
+			name:  "a cache group of 64 characters",
+			tj:    func(tj *mlv1.TrainingJob) { tj.Spec.Inputs = &mlv1.InputsSpec{CacheGroup: strings.Repeat("a", 64)} },
+			field: "spec.inputs.cacheGroup",
+		},
 		{name: "MODEL_DIR in env", tj: envVar("MODEL_DIR"), field: "spec.env"},
 		{name: "tensorboard without checkpoints", tj: func(tj *mlv1.TrainingJob) {
 			tj.Spec.Monitoring = &mlv1.MonitoringSpec{TensorboardEnabled: ptr.To(true)}

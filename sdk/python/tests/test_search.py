@@ -166,3 +166,19 @@ def test_resume_after_the_driver_is_killed(client: Client, kubeconfig: str, tmp_
     assert client.list() == jobs or len(client.list()) == len(jobs), "nothing left unlabelled"
     study = optuna.load_study(study_name="resumable", storage=storage)
     assert len(study.trials) == 5
+
+
+@pytest.mark.parametrize("spec, want", [
+    ({"dataset": "s3://datasets/squad"}, {"cacheGroup": "study-1"}),
+    ({"model": "hf://google-bert/bert-base-uncased", "inputs": {"endpoint": "http://minio:9000"}},
+     {"endpoint": "http://minio:9000", "cacheGroup": "study-1"}),
+    ({"dataset": "s3://datasets/squad", "inputs": {"cacheGroup": "mine"}}, {"cacheGroup": "mine"}),
+    ({"dataset": "pvc://data/squad"}, None),  # mounted, not fetched: no cache
+    ({"dataset": "mnist"}, None),
+])
+def test_trials_share_the_node_cache(spec: dict[str, Any], want: dict[str, Any] | None) -> None:
+    """A trial with a fetched source joins the study's cache group (the shared fetch: tests/e2e TestInputsCacheGroup)."""
+    tmpl = {"apiVersion": "ml.example.com/v1", "kind": "TrainingJob", "metadata": {"name": "t"}, "spec": spec}
+    got = search.trial_spec(tmpl, {"learningRate": 0.1}, cache_group="study-1")
+    assert got["spec"].get("inputs") == want
+    assert "cacheGroup" not in (spec.get("inputs") or {}) or spec["inputs"]["cacheGroup"] == "mine", "template unchanged"

@@ -209,10 +209,23 @@ def _path(name: str) -> tuple[str, ...]:
     return (next(iter(placed)),)
 
 
-def trial_spec(template: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    """The template with a trial's values in spec.hyperparameters (additionalParams as strings)."""
+#: The schemes of the sources the operator fetches into the input cache (pvc:// and nfs:// are mounted).
+FETCHED = ("s3://", "gs://", "hf://", "https://", "http://")
+
+
+def trial_spec(template: Mapping[str, Any], params: Mapping[str, Any], cache_group: str = "") -> dict[str, Any]:
+    """The template with a trial's values in spec.hyperparameters (additionalParams as strings).
+
+    With cache_group and a fetched model or dataset source, spec.inputs.cacheGroup is cache_group unless the
+    template names one: the trials share each node's copy of their sources (the PerNode cache).
+    """
     obj = copy.deepcopy(dict(template))
-    hp = obj.setdefault("spec", {}).setdefault("hyperparameters", {}) or {}
+    spec = obj.setdefault("spec", {})
+    if cache_group and any(str(spec.get(k) or "").startswith(FETCHED) for k in ("model", "dataset")):
+        inputs = spec.get("inputs") or {}
+        inputs.setdefault("cacheGroup", cache_group)
+        spec["inputs"] = inputs
+    hp = spec.setdefault("hyperparameters", {}) or {}
     obj["spec"]["hyperparameters"] = hp
     for name, value in params.items():
         path = _path(name)
@@ -388,7 +401,7 @@ class _Search:
         self.active[trial.number] = run
 
     def create(self, run: _Run, params: Mapping[str, Any]) -> None:
-        obj = trial_spec(self.template, params)
+        obj = trial_spec(self.template, params, cache_group=self.label)
         meta = obj["metadata"]
         meta.pop("generateName", None)
         meta.pop("resourceVersion", None)
