@@ -97,15 +97,19 @@ func SharedInputsCache(tj *mlv1.TrainingJob, opts Options) bool {
 // nor a name holds "_"), so that an administrator reading the node sees whose it is, and a job created
 // again under the same name gets a directory of its own. A job of an inputs.cacheGroup has the group's:
 // NAMESPACE_GROUP_HASH, HASH a digest of what decides the fetched bytes and who may read them (the fetched
-// sources, endpoint, region, hubEndpoint, secretRef), so that no job finds a copy it could not have fetched.
+// sources, endpoint, region, hubEndpoint, secretRef, the pods' ServiceAccount), so that no job finds a copy
+// it could not have fetched.
 func NodeCacheKey(tj *mlv1.TrainingJob) string {
 	in := tj.Spec.Inputs
 	if in == nil || in.CacheGroup == "" {
 		return tj.Namespace + "_" + tj.Name + "_" + string(tj.UID)
 	}
-	parts := []string{in.Endpoint, in.Region, in.HubEndpoint, ""}
+	parts := []string{in.Endpoint, in.Region, in.HubEndpoint, "", ""}
 	if in.SecretRef != nil {
 		parts[3] = in.SecretRef.Name
+	}
+	if wp := tj.Spec.WorkerPod; wp != nil {
+		parts[4] = wp.ServiceAccountName // the fetcher's identity where no secretRef is given (IRSA, workload identity)
 	}
 	for _, f := range FetchedInputs(tj) {
 		parts = append(parts, f.Name, f.Source.URI)

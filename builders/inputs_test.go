@@ -222,6 +222,9 @@ func TestNodeCacheKey(t *testing.T) {
 		{name: "another endpoint", job: job("trial-6", "uid-6", "study", func(tj *mlv1.TrainingJob) {
 			tj.Spec.Inputs.Endpoint = "http://evil:9000"
 		})},
+		{name: "another ServiceAccount", job: job("trial-8", "uid-8", "study", func(tj *mlv1.TrainingJob) {
+			tj.Spec.WorkerPod = &mlv1.WorkerPodSpec{ServiceAccountName: "no-bucket-access"}
+		})},
 		{name: "another namespace", job: job("trial-7", "uid-7", "study", func(tj *mlv1.TrainingJob) { tj.Namespace = "ml2" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

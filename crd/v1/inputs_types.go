@@ -49,7 +49,7 @@ type InputsSpec struct {
 	Cache InputsCache `json:"cache,omitempty"`
 
 	// cacheGroup shares the PerNode cache between the jobs of the namespace that name the same group and the
-	// same sources, endpoints and secretRef (a search's trials): a node fetches them once for all. Unset, each
+	// same sources, endpoints, secretRef and ServiceAccount (a search's trials): a node fetches them once. Unset, each
 	// job has its own directory. The Shared cache is each job's own claim, whatever the group.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
