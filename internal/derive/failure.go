@@ -5,11 +5,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // failureMessage returns the explanation of a failed Job: the Job's own reason, then the first rank whose
@@ -146,14 +148,20 @@ func describeExit(p *corev1.Pod, container string, t *corev1.ContainerStateTermi
 // lastLines returns the end of a termination message (which may be a log tail, with
 // FallbackToLogsOnError): its last n lines once surrounding white space is trimmed, at most max bytes. The
 // end of a crash's log is where its error is (a Python traceback ends with the exception).
+// The program's escape sequences and control bytes are dropped (text.Printable): kubectl and the Python
+// client show the message on a person's terminal.
 func lastLines(msg string, n, max int) string {
-	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	lines := strings.Split(strings.TrimSpace(text.Printable(msg)), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	out := strings.Join(lines, "\n")
 	if len(out) > max {
-		out = "…" + out[len(out)-max:]
+		i := len(out) - max
+		for i < len(out) && !utf8.RuneStart(out[i]) {
+			i++
+		}
+		out = "…" + out[i:]
 	}
 	return out
 }

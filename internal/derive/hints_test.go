@@ -112,3 +112,24 @@ func TestHintLogPods(t *testing.T) {
 		})
 	}
 }
+
+// TestExitLinesPrintable: the program's last lines reach the status without what a terminal acts on (a
+// window title, a link, clearing the screen), and a cut tail stays valid UTF-8.
+func TestExitLinesPrintable(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-0-x", Labels: map[string]string{names.RankLabel: "0"}}}
+	for _, tc := range []struct {
+		name, log, want string
+	}{
+		{name: "escapes", log: "\x1b]0;pwned\x07\x1b[2J\x1b]8;;http://evil.example/\x1b\\click\x1b[8m hidden\x1b[0m\n",
+			want: "rank 0 (pod a-worker-0-x, container trainer) exited with code 1: click hidden"},
+		{name: "a cut inside a character", log: strings.Repeat("é", 400),
+			want: "rank 0 (pod a-worker-0-x, container trainer) exited with code 1: …" + strings.Repeat("é", 256)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := describeExit(p, "trainer", &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: tc.log}, "")
+			if got != tc.want {
+				t.Errorf("describeExit = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

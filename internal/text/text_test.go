@@ -35,3 +35,25 @@ func TestCutAndClip(t *testing.T) {
 		})
 	}
 }
+
+// TestPrintable: what a terminal acts on is dropped, what a reader reads stays.
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct {
+		name, s, want string
+	}{
+		{name: "plain", s: "Traceback:\n\tValueError: é", want: "Traceback:\n\tValueError: é"},
+		{name: "colours", s: "\x1b[1;31mERROR\x1b[0m done", want: "ERROR done"},
+		{name: "window title and link", s: "\x1b]0;pwned\x07a\x1b]8;;http://evil.example/\x1b\\b", want: "ab"},
+		{name: "clear screen, hidden text", s: "x\x1b[2J\x1b[8my", want: "xy"},
+		{name: "carriage return, backspace, bell, C1", s: "a\rb\bc\x07d\u009be", want: "abcde"},
+		{name: "invalid UTF-8", s: "a\xffb", want: "a\ufffdb"},
+		{name: "an escape at the end", s: "a\x1b", want: "a"},
+		{name: "an unterminated CSI", s: "a\x1b[12", want: "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Printable(tc.s)); diff != "" {
+				t.Errorf("Printable(%q) (-want +got):\n%s", tc.s, diff)
+			}
+		})
+	}
+}

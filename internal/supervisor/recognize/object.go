@@ -25,6 +25,8 @@ type member struct {
 	escaped bool
 	// num is the value's text when it is a number, nil otherwise.
 	num []byte
+	// nonFinite: the value is NaN, Infinity or -Infinity (Python's json.dumps prints them).
+	nonFinite bool
 }
 
 // newObject starts reading the object at the start of b (after spaces).
@@ -130,7 +132,7 @@ func (o *object) value(m *member) bool {
 		return o.nested()
 	case c == '-' && isLetter(o.byteAt(o.i+1)): // -Infinity
 		o.i++
-		o.word()
+		m.nonFinite = o.word()
 		return true
 	case c == '-' || isDigit(c):
 		j := o.i
@@ -140,16 +142,19 @@ func (o *object) value(m *member) bool {
 		m.num, o.i = o.b[o.i:j], j
 		return true
 	case isLetter(c):
-		o.word()
+		m.nonFinite = o.word()
 		return true
 	}
 	return false
 }
 
-func (o *object) word() {
+// word skips a literal (true, null, NaN...) and reports whether it is a non-finite number.
+func (o *object) word() (nonFinite bool) {
+	j := o.i
 	for o.i < len(o.b) && isLetter(o.b[o.i]) {
 		o.i++
 	}
+	return nonFiniteWord(o.b[j:o.i])
 }
 
 // nested skips the object or array at o.i, and what it holds.
@@ -192,13 +197,19 @@ func (r *Recognizer) json(s []byte, rd *reading) string {
 	counts := false
 	for m, ok := o.next(); ok; m, ok = o.next() {
 		v, isNum := memberValue(m)
-		if !isNum || m.escaped {
+		if m.escaped || !isNum && !m.nonFinite {
 			continue
 		}
 		var kb [32]byte
 		k := lowerInto(kb[:0], m.key)
 		if len(m.key) > len(kb) {
 			k = nil // no key of a field is that long
+		}
+		if !isNum { // NaN or Infinity: a loss's forgets the held one
+			if f, ok := jsonField(k); ok && f == fLoss {
+				rd.diverged, counts = true, true
+			}
+			continue
 		}
 		if loggerKey(k) {
 			continue

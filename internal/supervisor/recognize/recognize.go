@@ -198,7 +198,9 @@
 // without a counter (Hugging Face's banner, a dictionary without 'epoch') leave Fraction alone.
 //
 // Every other field is the latest value printed: a line replaces only the fields it carries, and a line
-// of another format does not erase them. Step and TotalSteps are as printed: the run's steps for a bar
+// of another format does not erase them. A recognised line that prints its loss as nan or inf (any case,
+// a sign, JSON's NaN and Infinity: a diverged run) forgets the held Loss: the last finite one is not the
+// current epoch's. Step and TotalSteps are as printed: the run's steps for a bar
 // over the whole run (Hugging Face), the epoch's batches for a bar per epoch (Keras, Lightning).
 package recognize
 
@@ -343,6 +345,9 @@ func (r *Recognizer) apply(rd *reading) {
 			r.state.put(f, v)
 		}
 	}
+	if _, ok := rd.get(fLoss); rd.diverged && !ok {
+		r.state.set &^= 1 << fLoss // a loss that is no number is no loss: not the last finite one
+	}
 	switch {
 	case rd.hasFrac:
 		r.state.frac, r.state.hasFrac, r.state.counter = rd.frac, true, rd.counter
@@ -403,6 +408,8 @@ type reading struct {
 	frac    float64
 	hasFrac bool
 	counter counter
+	// diverged: the line printed its loss as nan or inf (a run that diverged), which forgets the held loss.
+	diverged bool
 }
 
 // put sets a field to a finite value; it ignores NaN and infinities.

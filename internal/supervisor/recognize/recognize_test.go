@@ -106,6 +106,9 @@ func TestHuggingFace(t *testing.T) {
 	logLine := "{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.9e-05, 'epoch': 0.05}"
 	gradNorm := []NamedMetric{{Name: "grad_norm", Value: 1.2345}}
 	for _, tc := range []lineCase{
+		{name: "a nan loss", lines: []string{logLine, "{'loss': nan, 'grad_norm': 1.2345, 'learning_rate': 4.9e-05, 'epoch': 0.1}"},
+			formats: []string{"huggingface", "huggingface"},
+			want:    Progress{Epoch: f(0.1), LearningRate: f(4.9e-05), Metrics: gradNorm}},
 		{name: "banner then log", lines: []string{"  Num Epochs = 3", "  Total optimization steps = 1,875", logLine},
 			formats: []string{"huggingface", "huggingface", "huggingface"}, want: Progress{Epoch: f(0.05), TotalEpochs: f(3),
 				TotalSteps: f(1875), Fraction: f(0.05 / 3), Loss: f(0.6931), LearningRate: f(4.9e-05), Metrics: gradNorm}},
@@ -219,6 +222,16 @@ func TestPlain(t *testing.T) {
 			formats: []string{"plain"}, want: Progress{Epoch: f(3), TotalEpochs: f(10), Fraction: f(0.3), Loss: f(0.23)}},
 		{name: "clamped", lines: []string{"epoch 12/10 loss 0.1"}, formats: []string{"plain"},
 			want: Progress{Epoch: f(12), TotalEpochs: f(10), Fraction: f(1), Loss: f(0.1)}},
+		// A diverged run's loss is no number: the last finite one is not the current epoch's.
+		{name: "a nan loss forgets the last", lines: []string{"epoch 1/3 loss=0.1", "epoch 2/3 loss=nan"},
+			formats: []string{"plain", "plain"}, want: Progress{Epoch: f(2), TotalEpochs: f(3), Fraction: f(2.0 / 3)}},
+		{name: "inf, -inf, NaN in any case", lines: []string{"epoch 1/4 loss 0.1", "epoch 2/4 loss: -inf", "epoch 3/4 loss 0.2",
+			"epoch 4/4 Loss: NaN"}, formats: []string{"plain", "plain", "plain", "plain"},
+			want: Progress{Epoch: f(4), TotalEpochs: f(4), Fraction: f(1)}},
+		{name: "a finite loss after nan", lines: []string{"epoch 1/3 loss=nan", "epoch 2/3 loss=0.3"},
+			formats: []string{"plain", "plain"}, want: Progress{Epoch: f(2), TotalEpochs: f(3), Fraction: f(2.0 / 3), Loss: f(0.3)}},
+		{name: "a word that starts like nan is no loss", lines: []string{"epoch 1/3 loss=0.1", "epoch 2/3 loss nanoseconds"},
+			formats: []string{"plain", "plain"}, want: Progress{Epoch: f(2), TotalEpochs: f(3), Fraction: f(2.0 / 3), Loss: f(0.1)}},
 	} {
 		tc.run(t)
 	}
@@ -309,6 +322,9 @@ func TestSklearn(t *testing.T) {
 
 func TestJSON(t *testing.T) {
 	for _, tc := range []lineCase{
+		{name: "NaN and -Infinity losses forget the last", lines: []string{`{"epoch": 1, "loss": 0.5}`, `{"epoch": 2, "loss": NaN}`,
+			`{"epoch": 3, "loss": 0.4}`, `{"epoch": 4, "loss": -Infinity, "acc": 0.1}`}, formats: []string{"json", "json", "json", "json"},
+			want: Progress{Epoch: f(4), Accuracy: f(0.1)}},
 		{name: "counters and loss", lines: []string{`{"epoch": 1, "step": 100, "loss": 0.5}`}, formats: []string{"json"},
 			want: Progress{Epoch: f(1), Step: f(100), Loss: f(0.5)}},
 		{name: "a JSON logger's line", lines: []string{`{"level":"info","msg":"epoch done","epoch":3,"loss":0.2,"val_acc":0.81}`},

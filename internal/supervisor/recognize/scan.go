@@ -385,6 +385,8 @@ func scanMetrics(b []byte, rd *reading, hf bool) int {
 		if f, ok := metricField(key, prev, hf); ok {
 			if v, k, ok := valueAfter(b[j:]); ok && rd.put(f, v) {
 				n, j = n+1, j+k
+			} else if f == fLoss && nonFiniteAfter(b[j:]) {
+				rd.diverged = true
 			}
 		}
 		prev, i = key, j
@@ -406,6 +408,36 @@ func valueAfter(b []byte) (v float64, k int, ok bool) {
 		return 0, 0, false
 	}
 	return v, i + n, true
+}
+
+// nonFiniteAfter reports whether a key's value is nan, inf or infinity (any case, with a sign), as Python,
+// NumPy and PyTorch print a diverged loss.
+func nonFiniteAfter(b []byte) bool {
+	i := 0
+	for i < len(b) && i < 6 && strings.IndexByte(" :='\"", b[i]) >= 0 {
+		i++
+	}
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		i++
+	}
+	j := i
+	for j < len(b) && j-i < 9 && isLetter(b[j]) {
+		j++
+	}
+	return nonFiniteWord(b[i:j]) && (j == len(b) || !isKeyByte(b[j]))
+}
+
+// nonFiniteWord reports whether w is nan, inf or infinity in any case.
+func nonFiniteWord(w []byte) bool {
+	var lb [8]byte
+	if len(w) > len(lb) {
+		return false
+	}
+	switch string(lowerInto(lb[:0], w)) {
+	case "nan", "inf", "infinity":
+		return true
+	}
+	return false
 }
 
 // metricField maps a metric's key to its field; prev, the word before it, skips "Val Loss" and the
