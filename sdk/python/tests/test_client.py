@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,32 @@ def test_unreachable_cluster(tmp_path: Path) -> None:
     assert c.namespace == "team-a"
     with pytest.raises(trainingjob.ClusterUnreachable, match=f"127.0.0.1:{port}"):
         c.list()
+
+
+def test_a_server_that_never_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An API server that accepts connections and never answers: each call ends with ClusterUnreachable after
+    the request timeout (kubectl's 32 s; 2 s here) instead of hanging; wait's own timeout bounds it sooner."""
+    monkeypatch.setattr(trainingjob.client, "REQUEST_TIMEOUT", (1, 2))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # accepted by the kernel, never read
+    try:
+        port = listener.getsockname()[1]
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+               "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+               "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+               "users": [{"name": "u", "user": {"token": "t"}}]}
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(cfg))
+        c = Client(kubeconfig=str(path))
+        c.api_client.configuration.retries = 0
+        for call in (lambda: c.get("x"), lambda: c.list(), lambda: c.wait("x", timeout=1)):
+            start = time.monotonic()
+            with pytest.raises(trainingjob.ClusterUnreachable):
+                call()
+            assert time.monotonic() - start < 20
+    finally:
+        listener.close()
 
 
 def test_wait_raises_on_failure_naming_state_and_message(client: Client) -> None:

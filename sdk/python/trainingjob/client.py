@@ -42,6 +42,9 @@ _HYPERPARAMETERS = {"learning_rate": "learningRate", "batch_size": "batchSize", 
                     "warmup_steps": "warmupSteps", "gradient_accumulation_steps": "gradientAccumulationSteps",
                     "optimizer": "optimizer", "mixed_precision": "mixedPrecision"}
 _HYPERPARAMETER_FIELDS = set(_HYPERPARAMETERS.values())
+#: Seconds to connect to the API server and to wait for its answer, as kubectl's 32 s.
+REQUEST_TIMEOUT = (10, 32)
+
 _UNREACHABLE = (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
                 urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError, ConnectionError)
 
@@ -246,7 +249,10 @@ class Client:
         """Yields the job as it is now, then each change, until the deadline."""
         sel = f"metadata.name={name}"
         while True:
-            listed = self._call(self._custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, field_selector=sel)
+            timeout = REQUEST_TIMEOUT if deadline is None else (
+                REQUEST_TIMEOUT[0], max(1.0, min(REQUEST_TIMEOUT[1], deadline - time.monotonic())))
+            listed = self._call(self._custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, field_selector=sel,
+                                _request_timeout=timeout)
             if not listed["items"]:
                 raise errors.NotFound(404, "NotFound", f'trainingjobs.{GROUP} "{name}" not found')
             yield "ADDED", TrainingJob.from_dict(listed["items"][0])
@@ -270,7 +276,7 @@ class Client:
             try:
                 stream = w.stream(self._custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
                                   resource_version=rv, timeout_seconds=left, allow_watch_bookmarks=True,
-                                  _request_timeout=left + 30, **selectors)
+                                  _request_timeout=left + 10, **selectors)
                 for ev in stream:
                     obj = ev["raw_object"]
                     rv = obj.get("metadata", {}).get("resourceVersion", rv)
@@ -340,7 +346,7 @@ class Client:
         """Waits (on the watch API, at most 30 s) for the rank's pods or the job to change."""
         w = k8swatch.Watch()
         try:
-            for _ in w.stream(self._core.list_namespaced_pod, job.namespace, timeout_seconds=30,
+            for _ in w.stream(self._core.list_namespaced_pod, job.namespace, timeout_seconds=30, _request_timeout=60,
                               label_selector=f"{NAME_LABEL}={job.name},{RANK_LABEL}={rank}"):
                 break
         except ApiException as exc:
@@ -350,8 +356,10 @@ class Client:
 
     def _container_log(self, pod: str, ns: str, follow: bool) -> Iterator[str]:
         try:
+            # Connecting is bounded; a follow may wait for the program's next line as long as it likes.
             resp = self._core.read_namespaced_pod_log(pod, ns, container=CONTAINER, follow=follow,
-                                                      _preload_content=False)
+                                                      _preload_content=False,
+                                                      _request_timeout=(REQUEST_TIMEOUT[0], None if follow else REQUEST_TIMEOUT[1]))
         except ApiException as exc:
             if exc.status == 400:  # the container is not running yet, or went between the list and the read
                 return
@@ -375,6 +383,7 @@ class Client:
     # --- plumbing --------------------------------------------------------------------------------------------
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)  # an API server that accepts and never answers
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
@@ -424,6 +433,8 @@ def _load_manifest(job: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str,
         with open(job, encoding="utf-8") as f:
             text = f.read()
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    if len(docs) == 1 and isinstance(docs[0], str) and "\n" not in text:
+        raise FileNotFoundError(f"{text!r} is neither a file nor a TrainingJob's YAML")
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ValueError(f"want one TrainingJob document, got {len(docs)}")
     return docs[0]

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .client import GROUP, PLURAL, VERSION, _load_manifest, hyperparameters
+from .client import _HYPERPARAMETER_FIELDS as _FIELDS
+from .client import API_VERSION, GROUP, KIND, PLURAL, VERSION, _load_manifest, hyperparameters
 from .types import TrainingJob
 
 if TYPE_CHECKING:
@@ -147,6 +148,10 @@ def optimize(client: Client, template: Mapping[str, Any] | str | os.PathLike[str
     if n_trials < 1 or parallelism < 1:
         raise ValueError("n_trials and parallelism must be at least 1")
     base = _load_manifest(template)
+    if base.get("apiVersion", API_VERSION) != API_VERSION or base.get("kind", KIND) != KIND:
+        raise ValueError(f"the template is not a TrainingJob: apiVersion {base.get('apiVersion')!r}, kind {base.get('kind')!r}")
+    if base.get("spec", {}) is not None and not isinstance(base.get("spec", {}), Mapping):
+        raise ValueError("the template's spec is not a mapping")
     dists = _distributions(search_space, optuna)
     direction = direction or ("maximize" if _MAXIMIZE.search(objective) else "minimize")
     if sampler is None:
@@ -198,6 +203,8 @@ def _distributions(space: Mapping[str, Any], optuna: Any) -> dict[str, Any]:
 def _path(name: str) -> tuple[str, ...]:
     """Where a searched value goes under spec.hyperparameters."""
     key = name.removeprefix("hyperparameters.")
+    if key in ("", "additionalParams"):
+        raise ValueError(f"search space key {name!r} names no hyperparameter: use additionalParams.<key>")
     if key.startswith("additionalParams."):
         sub = key.removeprefix("additionalParams.")
         if not sub:
@@ -205,6 +212,10 @@ def _path(name: str) -> tuple[str, ...]:
         return ("additionalParams", sub)
     placed = hyperparameters({key: 0})
     if "additionalParams" in placed:
+        near = [f for f in _FIELDS if f.lower() == key.lower().replace("_", "")]
+        if near:
+            log.warning("search space key %r is no field of spec.hyperparameters: it goes to additionalParams as a "
+                        "string (did you mean %r?)", name, near[0])
         return ("additionalParams", key)
     return (next(iter(placed)),)
 
@@ -220,7 +231,8 @@ def trial_spec(template: Mapping[str, Any], params: Mapping[str, Any], cache_gro
     template names one: the trials share each node's copy of their sources (the PerNode cache).
     """
     obj = copy.deepcopy(dict(template))
-    spec = obj.setdefault("spec", {})
+    spec = obj["spec"] = dict(obj.get("spec") or {})
+    spec.pop("suspend", None)  # a trial runs; the pruner suspends it
     if cache_group and any(str(spec.get(k) or "").startswith(FETCHED) for k in ("model", "dataset")):
         inputs = spec.get("inputs") or {}
         inputs.setdefault("cacheGroup", cache_group)
@@ -264,6 +276,7 @@ class _Search:
         self.driver = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.active: dict[int, _Run] = {}
         self.create_failures = 0
+        self.stopped = False
         self.last_beat = 0.0
         sid = study.user_attrs.get(STUDY_ATTR_ID)
         if not sid:
@@ -280,10 +293,16 @@ class _Search:
     def run(self) -> None:
         while True:
             self.adopt()
-            while len(self.active) < self.parallelism and self.launched() < self.n_trials and not self.expired():
+            while (len(self.active) < self.parallelism and self.launched() < self.n_trials and not self.expired()
+                   and not self.stopped):
                 self.launch()
-            if not self.active:
+            if not self.active and not self.others_running():
                 return
+            if not self.active:  # trials another driver follows (or did, until its heartbeat goes stale)
+                if self.expired():
+                    return
+                time.sleep(min(5.0, HEARTBEAT_SECONDS))
+                continue
             if self.expired():
                 log.info("search timed out; stopping %d running trials", len(self.active))
                 self.interrupt(stop=True, reason="the search's timeout")
@@ -294,7 +313,14 @@ class _Search:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def launched(self) -> int:
-        return len(self.study.get_trials(deepcopy=False))
+        """The study's trials so far, less the enqueued ones (study.enqueue_trial) that ask will hand out."""
+        return len([t for t in self.study.get_trials(deepcopy=False) if t.state != self.optuna.trial.TrialState.WAITING])
+
+    def others_running(self) -> bool:
+        """Whether the study has running trials this driver does not follow: another driver's, or a killed one's
+        whose heartbeat is not stale yet (adopt takes them then)."""
+        running = self.study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.RUNNING,))
+        return any(t.number not in self.active for t in running)
 
     def follow(self) -> None:
         """Reads the study's TrainingJobs (a list, then the watch) until a trial ends or HEARTBEAT_SECONDS pass."""
@@ -341,9 +367,10 @@ class _Search:
         if job.state == "Completed":
             value = self.value(job)
             if value is None:
-                return self.end_failed(number, run, f"it completed with no {self.objective!r} in status.metrics", job)
+                return self.end_failed(number, run, f"it completed with no {self.objective!r} in status.metrics "
+                                       "(never printed, or its last value was nan or inf)", job)
             self.record(run, job)
-            self.study.tell(run.trial, value)
+            self.tell(run.trial, value)
             return self.ended(number, job)
         if job.state == "Failed":
             return self.end_failed(number, run, f"{job.reason}: {job.message}".strip(": "), job)
@@ -356,9 +383,19 @@ class _Search:
                          job.name)
                 self.suspend(run.job)
                 self.record(run, job, reason=f"pruned at epoch {epoch}")
-                self.study.tell(run.trial, state=self.optuna.trial.TrialState.PRUNED)
+                self.tell(run.trial, state=self.optuna.trial.TrialState.PRUNED)
                 return self.ended(number, job)
         return False
+
+    def tell(self, trial: Any, value: float | None = None, state: Any = None) -> None:
+        """Ends a trial in the study. A sampler that calls study.stop (GridSampler, its grid done) stops the search."""
+        try:
+            self.study.tell(trial, value, state=state)
+        except RuntimeError as exc:
+            if "Study.stop" not in str(exc):
+                raise
+            log.info("the sampler stopped the search (its space is exhausted)")
+            self.stopped = True  # the trial was told: Optuna stores it before the sampler's after_trial fails
 
     def value(self, job: TrainingJob) -> float | None:
         return job.metrics.get(self.objective)
@@ -366,7 +403,7 @@ class _Search:
     def end_failed(self, number: int, run: _Run, reason: str, job: TrainingJob | None = None) -> bool:
         log.info("trial %d failed: %s", number, reason)
         self.record(run, job, reason=reason)
-        self.study.tell(run.trial, state=self.optuna.trial.TrialState.FAIL)
+        self.tell(run.trial, state=self.optuna.trial.TrialState.FAIL)
         return self.ended(number, job)
 
     def ended(self, number: int, job: TrainingJob | None) -> bool:
@@ -392,7 +429,7 @@ class _Search:
         except errors.ApiError as exc:
             self.create_failures += 1
             trial.set_user_attr(ATTR_REASON, f"not created: {exc.message}"[:1024])
-            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            self.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             log.warning("trial %d: TrainingJob %s not created: %s", trial.number, name, exc)
             if self.create_failures >= MAX_CREATE_FAILURES:
                 raise
@@ -409,14 +446,23 @@ class _Search:
         meta.setdefault("labels", {}).update({STUDY_LABEL: self.label, TRIAL_LABEL: str(run.trial.number)})
         token = run.trial.user_attrs.get(ATTR_TOKEN) or ""
         meta.setdefault("annotations", {}).update({STUDY_NAME_ANNOTATION: self.study.study_name, TOKEN_ANNOTATION: token})
-        try:
-            job = self.c.create(obj)
-        except errors.AlreadyExists:
-            # A driver that died after creating it and before recording its UID: the job of this name is this
-            # trial's when it carries the trial's token.
-            job = self.c.get(run.job, self.ns)
-            if not token or job.raw["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION) != token:
-                raise
+        for _ in range(3):
+            try:
+                job = self.c.create(obj)
+                break
+            except errors.AlreadyExists:
+                # A driver that died after creating it and before recording its UID: the job of this name is
+                # this trial's when it carries the trial's token. Someone else's: the trial takes another name.
+                job = self.c.get(run.job, self.ns)
+                if token and job.raw["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION) == token:
+                    break
+                taken = run.job
+                run.job = meta["name"] = f"{self.prefix}-{run.trial.number}-{secrets.token_hex(2)}"
+                run.trial.set_user_attr(ATTR_JOB, run.job)
+                log.warning("trial %d: %s is someone else's TrainingJob; naming the trial's %s", run.trial.number,
+                            taken, run.job)
+        else:
+            raise errors.AlreadyExists(409, "AlreadyExists", f"trial {run.trial.number}: every name tried is taken")
         run.uid = job.uid
         run.trial.set_user_attr(ATTR_UID, job.uid)
         log.info("trial %d: created %s with %s", run.trial.number, run.job, dict(params))
@@ -466,7 +512,7 @@ class _Search:
                     self.create(run, ft.params)
                 except errors.ApiError as exc:
                     trial.set_user_attr(ATTR_REASON, f"not created: {exc.message}"[:1024])
-                    self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+                    self.tell(trial, state=self.optuna.trial.TrialState.FAIL)
                     continue
             else:
                 run.uid = job.uid
