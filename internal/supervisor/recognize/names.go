@@ -47,12 +47,11 @@ func (s *namedSet) reset() { s.nPend, s.nNew = 0, 0 }
 
 // add records a named metric of the line, its name the concatenation of parts with sep between them
 // (LightGBM's "valid_0" and "binary_logloss" make "valid_0-binary_logloss"); spaces in a part become "_".
-// A name that is not valid, a value that is not finite and a new name once MaxNamedMetrics are held or
-// pending are ignored. It allocates nothing.
+// A value that is not finite (a diverged "val_loss: nan") forgets a held name and is ignored for a new one.
+// A name that is not valid and a new name once MaxNamedMetrics are held or pending are ignored. It
+// allocates nothing.
 func (s *namedSet) add(v float64, sep byte, parts ...[]byte) {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return
-	}
+	finite := !math.IsNaN(v) && !math.IsInf(v, 0)
 	var p pendingName
 	n := 0
 	for i, part := range parts {
@@ -91,7 +90,7 @@ func (s *namedSet) add(v float64, sep byte, parts ...[]byte) {
 		}
 	}
 	if p.held < 0 {
-		if s.nHeld+s.nNew >= MaxNamedMetrics {
+		if !finite || s.nHeld+s.nNew >= MaxNamedMetrics {
 			return
 		}
 		s.nNew++
@@ -100,7 +99,8 @@ func (s *namedSet) add(v float64, sep byte, parts ...[]byte) {
 	s.nPend++
 }
 
-// apply records the recognised line's names: a held name takes its new value, a new one is held.
+// apply records the recognised line's names: a held name takes its new value (one not finite forgets it),
+// a new one is held.
 func (s *namedSet) apply() {
 	for i := range s.nPend {
 		p := &s.pending[i]
@@ -112,6 +112,13 @@ func (s *namedSet) apply() {
 		s.nHeld++
 	}
 	s.reset()
+	kept := 0
+	for _, m := range s.held[:s.nHeld] {
+		if !math.IsNaN(m.Value) && !math.IsInf(m.Value, 0) {
+			s.held[kept], kept = m, kept+1
+		}
+	}
+	s.nHeld = kept
 }
 
 // metrics returns the held names sorted by name; nil for none.

@@ -2,6 +2,7 @@ package recognize
 
 import (
 	"bytes"
+	"math"
 )
 
 // object reads the top-level members of a JSON object, or of a Python dict's repr, one at a time and
@@ -205,9 +206,12 @@ func (r *Recognizer) json(s []byte, rd *reading) string {
 		if len(m.key) > len(kb) {
 			k = nil // no key of a field is that long
 		}
-		if !isNum { // NaN or Infinity: a loss's forgets the held one
-			if f, ok := jsonField(k); ok && f == fLoss {
+		if !isNum { // NaN or Infinity: a loss's, or a named metric's, forgets the held one
+			switch f, ok := jsonField(k); {
+			case ok && f == fLoss:
 				rd.diverged, counts = true, true
+			case !ok && !loggerKey(k):
+				r.named.add(math.NaN(), 0, m.key)
 			}
 			continue
 		}
@@ -296,8 +300,11 @@ func (r *Recognizer) hfNames(d []byte) {
 	o := newObject(d, true)
 	for m, ok := o.next(); ok; m, ok = o.next() {
 		v, isNum := memberValue(m)
-		if !isNum || m.escaped || string(m.key) == "epoch" {
+		if !isNum && !m.nonFinite || m.escaped || string(m.key) == "epoch" {
 			continue
+		}
+		if !isNum {
+			v = math.NaN() // forgets a held name
 		}
 		if _, taken := metricField(m.key, nil, true); !taken {
 			r.named.add(v, 0, m.key)
@@ -334,6 +341,9 @@ func (r *Recognizer) otherPairs(b []byte) {
 		end := k + n
 		if ok && end < len(b) && b[end] == '%' {
 			end++
+		}
+		if !ok && nonFiniteAfter(b[k:]) { // "val_loss: nan" forgets a held val_loss
+			v, ok, end = math.NaN(), true, k+nonFiniteLen(b[k:])
 		}
 		if !ok || end < len(b) && b[end] != ' ' && b[end] != ',' {
 			i = j

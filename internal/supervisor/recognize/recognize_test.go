@@ -369,6 +369,18 @@ func TestNamedMetrics(t *testing.T) {
 	slices.Reverse(want)
 	long := strings.Repeat("x", MaxMetricNameBytes-len("-rmse"))
 	for _, tc := range []lineCase{
+		// A diverged metric is no figure: its last finite value is not the current epoch's.
+		{name: "a JSON NaN forgets a held name", lines: []string{`{"epoch": 1, "loss": 0.5, "val_auc": 0.9, "top1": 0.4}`,
+			`{"epoch": 2, "loss": 0.4, "val_auc": NaN, "new": Infinity}`}, formats: []string{"json", "json"},
+			want: Progress{Epoch: f(2), Loss: f(0.4), Metrics: []NamedMetric{{Name: "top1", Value: 0.4}}}},
+		{name: "a Keras val_loss: nan forgets it", lines: []string{
+			"938/938 [==============================] - 3s 3ms/step - loss: 0.2973 - accuracy: 0.9140 - val_loss: 0.31 - val_f1: 0.8",
+			"938/938 [==============================] - 3s 3ms/step - loss: 0.2 - accuracy: 0.95 - val_loss: nan - val_f1: 0.85"},
+			formats: []string{"keras", "keras"}, want: Progress{Step: f(938), TotalSteps: f(938), Fraction: f(1), Loss: f(0.2),
+				Accuracy: f(0.95), Throughput: f(1 / 0.003), Metrics: []NamedMetric{{Name: "val_f1", Value: 0.85}}}},
+		{name: "a Hugging Face eval_loss nan forgets it", lines: []string{"{'eval_loss': 0.5, 'epoch': 1.0}",
+			"{'eval_loss': nan, 'epoch': 2.0}"}, formats: []string{"huggingface", "huggingface"},
+			want: Progress{Epoch: f(2)}},
 		{name: "the first 16 names", lines: many, formats: slices.Repeat([]string{"xgboost"}, 40), want: Progress{Epoch: f(40), Loss: f(39),
 			Metrics: want}},
 		{name: "a held name takes new values", lines: []string{"[0]\ttrain-rmse:0.5", "[1]\ttrain-rmse:0.4\ttrain-rmse:0.3"},

@@ -412,7 +412,11 @@ func valueAfter(b []byte) (v float64, k int, ok bool) {
 
 // nonFiniteAfter reports whether a key's value is nan, inf or infinity (any case, with a sign), as Python,
 // NumPy and PyTorch print a diverged loss.
-func nonFiniteAfter(b []byte) bool {
+func nonFiniteAfter(b []byte) bool { return nonFiniteLen(b) > 0 }
+
+// nonFiniteLen returns the length of the separators and the nan, inf or infinity at the start of b; 0
+// when there is none.
+func nonFiniteLen(b []byte) int {
 	i := 0
 	for i < len(b) && i < 6 && strings.IndexByte(" :='\"", b[i]) >= 0 {
 		i++
@@ -424,7 +428,10 @@ func nonFiniteAfter(b []byte) bool {
 	for j < len(b) && j-i < 9 && isLetter(b[j]) {
 		j++
 	}
-	return nonFiniteWord(b[i:j]) && (j == len(b) || !isKeyByte(b[j]))
+	if !nonFiniteWord(b[i:j]) || j < len(b) && isKeyByte(b[j]) {
+		return 0
+	}
+	return j
 }
 
 // nonFiniteWord reports whether w is nan, inf or infinity in any case.
