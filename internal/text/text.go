@@ -4,6 +4,7 @@ package text
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -30,7 +31,8 @@ func Clip(s string, n int) string {
 }
 
 // Printable returns s without what a terminal would act on: ANSI escape sequences (CSI "\x1b[...m", OSC
-// "\x1b]...\a" such as a window title or a link) and other control characters but "\n" and "\t", and
+// "\x1b]...\a" such as a window title or a link), other control characters but "\n" and "\t", and
+// format characters (a right-to-left override that reorders what is shown, zero-width ones), and
 // with invalid UTF-8 as U+FFFD. A program's output quoted in a status message is shown by kubectl and the
 // Python client to people whose terminals must not take orders from it.
 func Printable(s string) string {
@@ -46,7 +48,7 @@ func Printable(s string) string {
 			b.WriteRune(utf8.RuneError)
 		case r == '\n' || r == '\t':
 			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || unicode.Is(unicode.Cf, r): // Cf: bidi overrides, zero widths
 		default:
 			b.WriteString(s[i : i+size])
 		}

@@ -46,6 +46,7 @@ func TestPrintable(t *testing.T) {
 		{name: "window title and link", s: "\x1b]0;pwned\x07a\x1b]8;;http://evil.example/\x1b\\b", want: "ab"},
 		{name: "clear screen, hidden text", s: "x\x1b[2J\x1b[8my", want: "xy"},
 		{name: "carriage return, backspace, bell, C1", s: "a\rb\bc\x07d\u009be", want: "abcde"},
+		{name: "bidi override, zero width", s: "a\u202eb\u200bc\u2066d", want: "abcd"},
 		{name: "invalid UTF-8", s: "a\xffb", want: "a\ufffdb"},
 		{name: "an escape at the end", s: "a\x1b", want: "a"},
 		{name: "an unterminated CSI", s: "a\x1b[12", want: "a"},

@@ -182,11 +182,16 @@ func (o *object) nested() bool {
 }
 
 // memberValue returns a member's number when it has a finite one.
-func memberValue(m member) (float64, bool) {
+// A number too large for a float64 ("1e999") marks the member nonFinite.
+func memberValue(m *member) (float64, bool) {
 	if m.num == nil {
 		return 0, false
 	}
-	v, n, ok := number(m.num)
+	v, n, ok := anyNumber(m.num)
+	if ok && n == len(m.num) && math.IsInf(v, 0) {
+		m.nonFinite = true
+		return 0, false
+	}
 	return v, ok && n == len(m.num)
 }
 
@@ -197,7 +202,7 @@ func (r *Recognizer) json(s []byte, rd *reading) string {
 	o := newObject(s, false)
 	counts := false
 	for m, ok := o.next(); ok; m, ok = o.next() {
-		v, isNum := memberValue(m)
+		v, isNum := memberValue(&m)
 		if m.escaped || !isNum && !m.nonFinite {
 			continue
 		}
@@ -299,7 +304,7 @@ func lossKey(k []byte) bool {
 func (r *Recognizer) hfNames(d []byte) {
 	o := newObject(d, true)
 	for m, ok := o.next(); ok; m, ok = o.next() {
-		v, isNum := memberValue(m)
+		v, isNum := memberValue(&m)
 		if !isNum && !m.nonFinite || m.escaped || string(m.key) == "epoch" {
 			continue
 		}

@@ -232,6 +232,15 @@ const maxNumberBytes = 40
 // number reads a decimal number at the start of b ([+-]digits[.digits][e[+-]digits]) and its length;
 // ok is false when there is none or it is not finite.
 func number(b []byte) (v float64, n int, ok bool) {
+	v, n, ok = anyNumber(b)
+	if !ok || math.IsInf(v, 0) {
+		return 0, 0, false
+	}
+	return v, n, true
+}
+
+// anyNumber is number, with a number too large for a float64 ("1e999") read as an infinity.
+func anyNumber(b []byte) (v float64, n int, ok bool) {
 	i := 0
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
 		i++
@@ -257,7 +266,7 @@ func number(b []byte) (v float64, n int, ok bool) {
 		}
 	}
 	v, err := strconv.ParseFloat(string(b[:i]), 64)
-	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+	if err != nil && !math.IsInf(v, 0) || math.IsNaN(v) {
 		return 0, 0, false
 	}
 	return v, i, true
@@ -423,6 +432,12 @@ func nonFiniteLen(b []byte) int {
 	}
 	if i < len(b) && (b[i] == '-' || b[i] == '+') {
 		i++
+	}
+	if v, n, ok := anyNumber(b[i:]); ok { // 1e999: too large a loss is no finite one either
+		if j := i + n; math.IsInf(v, 0) && (j == len(b) || !isKeyByte(b[j])) {
+			return j
+		}
+		return 0
 	}
 	j := i
 	for j < len(b) && j-i < 9 && isLetter(b[j]) {

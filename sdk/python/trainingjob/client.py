@@ -271,12 +271,13 @@ class Client:
         """Yields (type, object, resourceVersion) from the watch API until the deadline; raises _Expired when the
         server says the version is gone (the caller lists again)."""
         while deadline is None or time.monotonic() < deadline:
-            left = 300 if deadline is None else max(1, min(300, int(deadline - time.monotonic()) + 1))
+            # At most a minute per watch: a server that stops sending is noticed within 70 s (read timeout).
+            left = 60 if deadline is None else max(1, min(60, int(deadline - time.monotonic()) + 1))
             w = k8swatch.Watch()
             try:
                 stream = w.stream(self._custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
                                   resource_version=rv, timeout_seconds=left, allow_watch_bookmarks=True,
-                                  _request_timeout=left + 10, **selectors)
+                                  _request_timeout=(REQUEST_TIMEOUT[0], left + 10), **selectors)
                 for ev in stream:
                     obj = ev["raw_object"]
                     rv = obj.get("metadata", {}).get("resourceVersion", rv)

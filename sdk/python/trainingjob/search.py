@@ -195,7 +195,12 @@ def _distributions(space: Mapping[str, Any], optuna: Any) -> dict[str, Any]:
         if not isinstance(dist, optuna.distributions.BaseDistribution):
             raise TypeError(f"search_space[{name!r}] must be an Optuna distribution (FloatDistribution, "
                             f"IntDistribution, CategoricalDistribution), not {type(dist).__name__}")
-        _path(name)  # fails on a key that cannot be placed
+        path = _path(name)  # fails on a key that cannot be placed
+        key = name.removeprefix("hyperparameters.")
+        near = [f for f in _FIELDS if f.lower() == key.lower().replace("_", "")]
+        if path[0] == "additionalParams" and near:
+            log.warning("search space key %r is no field of spec.hyperparameters: it goes to additionalParams as a "
+                        "string (did you mean %r?)", name, near[0])
         out[name] = dist
     return out
 
@@ -212,10 +217,6 @@ def _path(name: str) -> tuple[str, ...]:
         return ("additionalParams", sub)
     placed = hyperparameters({key: 0})
     if "additionalParams" in placed:
-        near = [f for f in _FIELDS if f.lower() == key.lower().replace("_", "")]
-        if near:
-            log.warning("search space key %r is no field of spec.hyperparameters: it goes to additionalParams as a "
-                        "string (did you mean %r?)", name, near[0])
         return ("additionalParams", key)
     return (next(iter(placed)),)
 
