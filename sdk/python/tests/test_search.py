@@ -135,7 +135,9 @@ def test_resume_after_the_driver_is_killed(client: Client, kubeconfig: str, tmp_
     script.write_text(DRIVER.format(sdk=str(REPO / "sdk" / "python"), ns=client.namespace, kubeconfig=kubeconfig,
                                     template=template(epochs=8, delay="2s"), storage=storage))
     out = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT)
+    # As from a terminal: a test run in the background (CI) inherits SIGINT ignored, and Python keeps it so.
+    driver = subprocess.Popen([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     # Two trials started and running (a loaded machine may show one Initializing still): not yet done.
     while sum(j.state in ("Initializing", "Running") and not j.done for j in client.list()) < 2 or \
