@@ -282,16 +282,7 @@ func TestInputsPerNodeCache(t *testing.T) {
 	tj := getTJ(t, ns, name)
 	// Every run of every fetcher (a pod restarted in place runs its init containers again; its log keeps
 	// every run's lines): the bytes each read from the server.
-	logs := node.AllLogs(stack.DataRoot, ns, name+"-worker-*", names.InputsContainerName)
-	var runs []int64
-	for _, m := range regexp.MustCompile(`bytes in [0-9]+ files, ([0-9]+) read in`).FindAllStringSubmatch(logs, -1) {
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		runs = append(runs, n)
-	}
-	var sum int64
-	for _, n := range runs {
-		sum += n
-	}
+	runs, sum := fetcherReads(ns, name)
 	type fetched struct {
 		Restarts int32
 		Fetchers int
@@ -349,16 +340,10 @@ func TestInputsCacheGroup(t *testing.T) {
 		uids = append(uids, string(tj.UID))
 	}
 	var runs []int64
-	for _, name := range trials {
-		logs := node.AllLogs(stack.DataRoot, ns, name+"-worker-*", names.InputsContainerName)
-		for _, m := range regexp.MustCompile(`bytes in [0-9]+ files, ([0-9]+) read in`).FindAllStringSubmatch(logs, -1) {
-			n, _ := strconv.ParseInt(m[1], 10, 64)
-			runs = append(runs, n)
-		}
-	}
 	var sum int64
-	for _, n := range runs {
-		sum += n
+	for _, name := range trials {
+		r, n := fetcherReads(ns, name)
+		runs, sum = append(runs, r...), sum+n
 	}
 	type fetched struct {
 		Fetchers int
@@ -373,3 +358,16 @@ func TestInputsCacheGroup(t *testing.T) {
 		}
 	}
 }
+
+// fetcherReads returns the bytes each run of a job's fetchers read from the source (a pod restarted in place
+// runs its init containers again; its log keeps every run's lines), and their sum.
+func fetcherReads(ns, name string) (runs []int64, sum int64) {
+	logs := node.AllLogs(stack.DataRoot, ns, name+"-worker-*", names.InputsContainerName)
+	for _, m := range fetcherRead.FindAllStringSubmatch(logs, -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		runs, sum = append(runs, n), sum+n
+	}
+	return runs, sum
+}
+
+var fetcherRead = regexp.MustCompile(`bytes in [0-9]+ files, ([0-9]+) read in`)
