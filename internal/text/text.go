@@ -42,7 +42,7 @@ func Printable(s string) string {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == 0x1b:
-			i += escapeLen(s[i:])
+			i = EscapeEnd(s, i) + 1
 			continue
 		case r == utf8.RuneError && size == 1:
 			b.WriteRune(utf8.RuneError)
@@ -57,29 +57,35 @@ func Printable(s string) string {
 	return b.String()
 }
 
-// escapeLen returns the length of the escape sequence at the start of s ("\x1b" and what it introduces).
-func escapeLen(s string) int {
-	if len(s) < 2 {
-		return len(s)
+// EscapeEnd returns the index of the last byte of the escape sequence starting at b[i] (ESC): a CSI
+// ("\x1b[" parameters final), a string sequence (OSC "\x1b]", DCS "\x1bP", SOS, PM, APC: up to BEL or
+// ESC \; an unterminated one ends where the next sequence starts), or ESC and one byte.
+func EscapeEnd[T ~string | ~[]byte](b T, i int) int {
+	if i+1 >= len(b) {
+		return i
 	}
-	switch s[1] {
-	case '[': // CSI: parameters, then a final byte in 0x40-0x7e
-		for i := 2; i < len(s); i++ {
-			if s[i] >= 0x40 && s[i] <= 0x7e {
-				return i + 1
+	switch b[i+1] {
+	case '[':
+		j := i + 2
+		for j < len(b) && b[j] >= 0x20 && b[j] <= 0x3f {
+			j++
+		}
+		if j < len(b) && b[j] >= 0x40 && b[j] <= 0x7e {
+			return j
+		}
+		return j - 1
+	case ']', 'P', 'X', '^', '_':
+		for j := i + 2; j < len(b); j++ {
+			switch {
+			case b[j] == 0x07:
+				return j
+			case b[j] == 0x1b && j+1 < len(b) && b[j+1] == '\\':
+				return j + 1
+			case b[j] == 0x1b:
+				return j - 1
 			}
 		}
-		return len(s)
-	case ']', 'P', '_', '^': // OSC, DCS, APC, PM: up to BEL or ESC \
-		for i := 2; i < len(s); i++ {
-			if s[i] == 0x07 {
-				return i + 1
-			}
-			if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\' {
-				return i + 2
-			}
-		}
-		return len(s)
+		return len(b) - 1
 	}
-	return 2
+	return i + 1
 }

@@ -49,6 +49,8 @@ func TestPrintable(t *testing.T) {
 		{name: "bidi override, zero width", s: "a\u202eb\u200bc\u2066d", want: "abcd"},
 		{name: "invalid UTF-8", s: "a\xffb", want: "a\ufffdb"},
 		{name: "an escape at the end", s: "a\x1b", want: "a"},
+		{name: "DCS and APC strings", s: "a\x1bPq#0;2;0\x1b\\b\x1b_hidden\x07c", want: "abc"},
+		{name: "an unterminated OSC ends at the next escape", s: "a\x1b]0;t\x1b[1mb", want: "ab"},
 		{name: "an unterminated CSI", s: "a\x1b[12", want: "a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -397,7 +397,8 @@ func TestNamedMetrics(t *testing.T) {
 			formats: []string{"json"}, want: Progress{Loss: f(1), Metrics: []NamedMetric{{Name: "ok", Value: 5}}}},
 		{name: "a line not recognised keeps none", lines: []string{`{"level": "info", "port": 8080}`}, formats: []string{""}},
 		{name: "tqdm postfix and Keras's other pairs",
-			lines: []string{"Epoch 1: 100%|██████████| 10/10 [00:01<00:00,  9.90it/s, loss=0.5, v_num=0, val_loss=0.6, top5=91.2%, note=x1]",
+			lines: []string{"Epoch 1: 100%|██████████| 10/10 [00:01<00:00,  9.90it/s, " +
+				"loss=0.5, v_num=0, val_loss=0.6, top5=91.2%, note=x1]",
 				"10/10 [==============================] - 1s 3ms/step - loss: 0.4 - val_loss: 0.55 - val_auc: 0.9"},
 			formats: []string{"lightning", "keras"}, want: Progress{Epoch: f(1), Step: f(10), TotalSteps: f(10), Fraction: f(1), Loss: f(0.4),
 				Throughput: f(1 / 0.003),

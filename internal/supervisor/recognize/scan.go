@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // cand is the set of formats whose bytes a line contains: the cheap pre-filter before any parsing.
@@ -131,7 +133,7 @@ func (r *Recognizer) clean(raw []byte) []byte {
 	for ; i < len(raw); i++ {
 		switch c := raw[i]; {
 		case c == 0x1b:
-			i = escapeEnd(raw, i)
+			i = text.EscapeEnd(raw, i)
 		case c == '\t':
 			b = append(b, ' ')
 		case c >= 0x20 && c != 0x7f:
@@ -140,38 +142,6 @@ func (r *Recognizer) clean(raw []byte) []byte {
 	}
 	r.buf = b
 	return cutPrefix(b)
-}
-
-// escapeEnd returns the index of the last byte of the escape sequence starting at b[i] (ESC): a CSI
-// ("\x1b[" parameters final), an OSC ("\x1b]" ... BEL or ESC \), or ESC and one byte.
-func escapeEnd(b []byte, i int) int {
-	if i+1 >= len(b) {
-		return i
-	}
-	switch b[i+1] {
-	case '[':
-		j := i + 2
-		for j < len(b) && b[j] >= 0x20 && b[j] <= 0x3f {
-			j++
-		}
-		if j < len(b) && b[j] >= 0x40 && b[j] <= 0x7e {
-			return j
-		}
-		return j - 1
-	case ']':
-		for j := i + 2; j < len(b); j++ {
-			switch {
-			case b[j] == 0x07:
-				return j
-			case b[j] == 0x1b && j+1 < len(b) && b[j+1] == '\\':
-				return j + 1
-			case b[j] == 0x1b:
-				return j - 1 // an unterminated OSC ends where the next sequence starts
-			}
-		}
-		return len(b) - 1
-	}
-	return i + 1
 }
 
 // cutPrefix drops up to three leading "[name0]:" tags (letters, digits, "_" or "-" in the brackets).
