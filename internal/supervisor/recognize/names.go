@@ -1,7 +1,6 @@
 package recognize
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"unicode"
@@ -51,7 +50,6 @@ func (s *namedSet) reset() { s.nPend, s.nNew = 0, 0 }
 // A name that is not valid and a new name once MaxNamedMetrics are held or pending are ignored. It
 // allocates nothing.
 func (s *namedSet) add(v float64, sep byte, parts ...[]byte) {
-	finite := !math.IsNaN(v) && !math.IsInf(v, 0)
 	var p pendingName
 	n := 0
 	for i, part := range parts {
@@ -90,7 +88,7 @@ func (s *namedSet) add(v float64, sep byte, parts ...[]byte) {
 		}
 	}
 	if p.held < 0 {
-		if !finite || s.nHeld+s.nNew >= MaxNamedMetrics {
+		if !finite(v) || s.nHeld+s.nNew >= MaxNamedMetrics {
 			return
 		}
 		s.nNew++
@@ -114,7 +112,7 @@ func (s *namedSet) apply() {
 	s.reset()
 	kept := 0
 	for _, m := range s.held[:s.nHeld] {
-		if !math.IsNaN(m.Value) && !math.IsInf(m.Value, 0) {
+		if finite(m.Value) {
 			s.held[kept], kept = m, kept+1
 		}
 	}

@@ -211,16 +211,16 @@ func (r *Recognizer) json(s []byte, rd *reading) string {
 		if len(m.key) > len(kb) {
 			k = nil // no key of a field is that long
 		}
+		if loggerKey(k) {
+			continue
+		}
 		if !isNum { // NaN or Infinity: a loss's, or a named metric's, forgets the held one
 			switch f, ok := jsonField(k); {
 			case ok && f == fLoss:
 				rd.diverged, counts = true, true
-			case !ok && !loggerKey(k):
+			case !ok:
 				r.named.add(math.NaN(), 0, m.key)
 			}
-			continue
-		}
-		if loggerKey(k) {
 			continue
 		}
 		f, ok := jsonField(k)
@@ -347,8 +347,8 @@ func (r *Recognizer) otherPairs(b []byte) {
 		if ok && end < len(b) && b[end] == '%' {
 			end++
 		}
-		if !ok && nonFiniteAfter(b[k:]) { // "val_loss: nan" forgets a held val_loss
-			v, ok, end = math.NaN(), true, k+nonFiniteLen(b[k:])
+		if l := nonFiniteLen(b[k:]); !ok && l > 0 { // "val_loss: nan" forgets a held val_loss
+			v, ok, end = math.NaN(), true, k+l
 		}
 		if !ok || end < len(b) && b[end] != ' ' && b[end] != ',' {
 			i = j

@@ -414,13 +414,16 @@ type reading struct {
 
 // put sets a field to a finite value; it ignores NaN and infinities.
 func (rd *reading) put(f field, v float64) bool {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	if !finite(v) {
 		return false
 	}
 	rd.val[f] = v
 	rd.set |= 1 << f
 	return true
 }
+
+// finite reports whether v is neither NaN nor an infinity.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func (rd *reading) get(f field) (float64, bool) { return rd.val[f], rd.set&(1<<f) != 0 }
 

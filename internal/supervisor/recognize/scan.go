@@ -364,7 +364,7 @@ func scanMetrics(b []byte, rd *reading, hf bool) int {
 		if f, ok := metricField(key, prev, hf); ok {
 			if v, k, ok := valueAfter(b[j:]); ok && rd.put(f, v) {
 				n, j = n+1, j+k
-			} else if f == fLoss && nonFiniteAfter(b[j:]) {
+			} else if f == fLoss && nonFiniteLen(b[j:]) > 0 {
 				rd.diverged = true
 			}
 		}
@@ -378,10 +378,7 @@ func isKeyByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' || c == 
 // valueAfter reads a key's value: separators (spaces, a closing quote, ":" or "=", an opening quote)
 // then a number that ends there (a "%" may follow). k is how far it read.
 func valueAfter(b []byte) (v float64, k int, ok bool) {
-	i := 0
-	for i < len(b) && i < 6 && strings.IndexByte(" :='\"", b[i]) >= 0 {
-		i++
-	}
+	i := separators(b)
 	v, n, ok := number(b[i:])
 	if !ok || i+n < len(b) && (isLetter(b[i+n]) || b[i+n] == '_') {
 		return 0, 0, false
@@ -389,17 +386,20 @@ func valueAfter(b []byte) (v float64, k int, ok bool) {
 	return v, i + n, true
 }
 
-// nonFiniteAfter reports whether a key's value is nan, inf or infinity (any case, with a sign), as Python,
-// NumPy and PyTorch print a diverged loss.
-func nonFiniteAfter(b []byte) bool { return nonFiniteLen(b) > 0 }
-
-// nonFiniteLen returns the length of the separators and the nan, inf or infinity at the start of b; 0
-// when there is none.
-func nonFiniteLen(b []byte) int {
+// separators returns the length of the separators between a key and its value (at most 6).
+func separators(b []byte) int {
 	i := 0
 	for i < len(b) && i < 6 && strings.IndexByte(" :='\"", b[i]) >= 0 {
 		i++
 	}
+	return i
+}
+
+// nonFiniteLen returns the length of the separators and the value at the start of b when the value is
+// nan, inf or infinity (any case, with a sign: how Python, NumPy and PyTorch print a diverged loss) or a
+// number too large for a float64; 0 otherwise.
+func nonFiniteLen(b []byte) int {
+	i := separators(b)
 	if i < len(b) && (b[i] == '-' || b[i] == '+') {
 		i++
 	}
