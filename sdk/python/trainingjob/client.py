@@ -102,11 +102,7 @@ class Client:
 
         The API server's refusal raises InvalidTrainingJob with its message and the fields it names, unchanged.
         """
-        obj = _load_manifest(job)
-        obj.setdefault("apiVersion", API_VERSION)
-        obj.setdefault("kind", KIND)
-        if obj["apiVersion"] != API_VERSION or obj["kind"] != KIND:
-            raise ValueError(f"not a TrainingJob: apiVersion {obj['apiVersion']!r}, kind {obj['kind']!r}")
+        obj = _training_job(_load_manifest(job))
         meta = obj.setdefault("metadata", {})
         ns = namespace or meta.get("namespace") or self.namespace
         meta["namespace"] = ns
@@ -439,6 +435,15 @@ def _load_manifest(job: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str,
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ValueError(f"want one TrainingJob document, got {len(docs)}")
     return docs[0]
+
+
+def _training_job(obj: dict[str, Any]) -> dict[str, Any]:
+    """obj with this API's apiVersion and kind where it names none; ValueError when it names others."""
+    obj.setdefault("apiVersion", API_VERSION)
+    obj.setdefault("kind", KIND)
+    if obj["apiVersion"] != API_VERSION or obj["kind"] != KIND:
+        raise ValueError(f"not a TrainingJob: apiVersion {obj['apiVersion']!r}, kind {obj['kind']!r}")
+    return obj
 
 
 def _selector(selector: str | Mapping[str, str] | None) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from .client import _HYPERPARAMETER_FIELDS as _FIELDS
-from .client import API_VERSION, GROUP, KIND, PLURAL, VERSION, _load_manifest, hyperparameters
+from .client import GROUP, PLURAL, VERSION, _load_manifest, _training_job, hyperparameters
 from .types import TrainingJob
 
 if TYPE_CHECKING:
@@ -147,10 +147,8 @@ def optimize(client: Client, template: Mapping[str, Any] | str | os.PathLike[str
         raise ValueError(f"on_interrupt must be stop or keep, not {on_interrupt!r}")
     if n_trials < 1 or parallelism < 1:
         raise ValueError("n_trials and parallelism must be at least 1")
-    base = _load_manifest(template)
-    if base.get("apiVersion", API_VERSION) != API_VERSION or base.get("kind", KIND) != KIND:
-        raise ValueError(f"the template is not a TrainingJob: apiVersion {base.get('apiVersion')!r}, kind {base.get('kind')!r}")
-    if base.get("spec", {}) is not None and not isinstance(base.get("spec", {}), Mapping):
+    base = _training_job(_load_manifest(template))
+    if base.get("spec") is not None and not isinstance(base["spec"], Mapping):
         raise ValueError("the template's spec is not a mapping")
     dists = _distributions(search_space, optuna)
     direction = direction or ("maximize" if _MAXIMIZE.search(objective) else "minimize")
@@ -249,6 +247,11 @@ def trial_spec(template: Mapping[str, Any], params: Mapping[str, Any], cache_gro
     return obj
 
 
+def _token(job: TrainingJob) -> str | None:
+    """The trial token a TrainingJob carries (TOKEN_ANNOTATION)."""
+    return job.raw["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION)
+
+
 def _label_value(s: str, limit: int) -> str:
     v = re.sub(r"[^a-z0-9-]+", "-", s.lower()).strip("-")[:limit].strip("-")
     return v or "study"
@@ -293,11 +296,11 @@ class _Search:
 
     def run(self) -> None:
         while True:
-            self.adopt()
+            others = self.adopt()
             while (len(self.active) < self.parallelism and self.launched() < self.n_trials and not self.expired()
                    and not self.stopped):
                 self.launch()
-            if not self.active and not self.others_running():
+            if not self.active and not others:
                 return
             if not self.active:  # trials another driver follows (or did, until its heartbeat goes stale)
                 if self.expired():
@@ -316,12 +319,6 @@ class _Search:
     def launched(self) -> int:
         """The study's trials so far, less the enqueued ones (study.enqueue_trial) that ask will hand out."""
         return len([t for t in self.study.get_trials(deepcopy=False) if t.state != self.optuna.trial.TrialState.WAITING])
-
-    def others_running(self) -> bool:
-        """Whether the study has running trials this driver does not follow: another driver's, or a killed one's
-        whose heartbeat is not stale yet (adopt takes them then)."""
-        running = self.study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.RUNNING,))
-        return any(t.number not in self.active for t in running)
 
     def follow(self) -> None:
         """Reads the study's TrainingJobs (a list, then the watch) until a trial ends or HEARTBEAT_SECONDS pass."""
@@ -455,7 +452,7 @@ class _Search:
                 # A driver that died after creating it and before recording its UID: the job of this name is
                 # this trial's when it carries the trial's token. Someone else's: the trial takes another name.
                 job = self.c.get(run.job, self.ns)
-                if token and job.raw["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION) == token:
+                if token and _token(job) == token:
                     break
                 taken = run.job
                 run.job = meta["name"] = f"{self.prefix}-{run.trial.number}-{secrets.token_hex(2)}"
@@ -479,10 +476,14 @@ class _Search:
         for run in self.active.values():
             run.trial.set_user_attr(ATTR_HEARTBEAT, time.time())
 
-    def adopt(self) -> None:
-        """Takes over the study's running trials that no live driver follows: an interrupted or killed run's."""
+    def adopt(self) -> bool:
+        """Takes over the study's running trials that no live driver follows: an interrupted or killed run's.
+
+        Returns whether running trials are left that another driver follows (or a killed one did, until its
+        heartbeat goes stale)."""
         running = self.study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.RUNNING,))
         now = time.time()
+        others = False
         for ft in running:
             if ft.number in self.active:
                 continue
@@ -490,7 +491,8 @@ class _Search:
             mine = attrs.get(ATTR_DRIVER) == self.driver
             beat = attrs.get(ATTR_HEARTBEAT) or 0
             if not mine and attrs.get(ATTR_DRIVER) and now - float(beat) < STALE_AFTER:
-                continue  # another driver of a shared study follows it
+                others = True  # another driver of a shared study follows it
+                continue
             trial = self.optuna.trial.Trial(self.study, ft._trial_id)
             name = attrs.get(ATTR_JOB) or f"{self.prefix}-{ft.number}"
             run = _Run(trial=trial, job=name, uid=attrs.get(ATTR_UID, ""),
@@ -501,7 +503,7 @@ class _Search:
             except errors.NotFound:
                 job = None
             if job is not None and (job.uid != run.uid if run.uid else
-                                    job.raw["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION) != attrs.get(ATTR_TOKEN)):
+                                    _token(job) != attrs.get(ATTR_TOKEN)):
                 job = None  # the name holds someone else's job
             if job is None and run.uid:
                 self.active[ft.number] = run
@@ -524,6 +526,7 @@ class _Search:
                 log.info("trial %d: re-attached to %s (%s)", ft.number, name, job.state or "no state yet")
             trial.set_user_attr(ATTR_INTERRUPTED, False)
             self.active[ft.number] = run
+        return others
 
     def interrupt(self, stop: bool, reason: str = "an interrupt") -> None:
         """Leaves the running trials for a later driver: suspended (stop) or running, their claims released."""
