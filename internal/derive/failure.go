@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -157,11 +156,7 @@ func lastLines(msg string, n, max int) string {
 	}
 	out := strings.Join(lines, "\n")
 	if len(out) > max {
-		i := len(out) - max
-		for i < len(out) && !utf8.RuneStart(out[i]) {
-			i++
-		}
-		out = "…" + out[i:]
+		out = "…" + text.Last(out, max)
 	}
 	return out
 }

@@ -20,6 +20,15 @@ func Cut(s string, n int) string {
 	return s[:n]
 }
 
+// Last returns at most the last n bytes of s, cut at a character's boundary (Cut's other end).
+func Last(s string, n int) string {
+	i := max(0, len(s)-n)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
 // Clip returns at most n bytes of s, cut at a character's boundary and marked with "…" where it was cut
 // (the spaces before the mark trimmed): a message a reader should know is longer.
 func Clip(s string, n int) string {

@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestCutAndClip: both cut at a character's boundary; Clip also marks the cut, within the same bound.
+// TestCutAndClip: Cut, Last and Clip cut at a character's boundary; Clip also marks the cut, within the same bound.
 func TestCutAndClip(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -21,6 +21,10 @@ func TestCutAndClip(t *testing.T) {
 		{name: "Cut inside a character", cut: Cut, s: "aé", n: 2, want: "a"},
 		{name: "Cut after a character", cut: Cut, s: "aéb", n: 3, want: "aé"},
 		{name: "Cut zero", cut: Cut, s: "abc", n: 0, want: ""},
+		{name: "Last short", cut: Last, s: "abc", n: 5, want: "abc"},
+		{name: "Last ascii", cut: Last, s: "abcdef", n: 4, want: "cdef"},
+		{name: "Last inside a character", cut: Last, s: "aéb", n: 2, want: "b"},
+		{name: "Last after a character", cut: Last, s: "aéb", n: 3, want: "éb"},
 		{name: "Clip short", cut: Clip, s: "abc", n: 5, want: "abc"},
 		{name: "Clip exact", cut: Clip, s: "abcdef", n: 6, want: "abcdef"},
 		{name: "Clip cut and marked", cut: Clip, s: "abcdefgh", n: 6, want: "abc…"},
