@@ -41,9 +41,6 @@ const (
 	SSHHostKey        = "ssh_host_ed25519_key"
 )
 
-// MPIEnabled reports whether networking.backend is mpi.
-func MPIEnabled(tj *mlv1.TrainingJob) bool { return tj.Backend() == mlv1.BackendMPI }
-
 // mpiLauncher runs as `sh -c mpiLauncher mpi "$@"` with the user's command as "$@". Every rank runs the
 // SSH server (Open MPI may reach rank 0's own slots through it too); rank 0 then waits until every
 // server answers, writes the hostfile and runs the command, and stops its server when the command ends

@@ -15,6 +15,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/pattern"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/recognize"
 )
 
 // The shared-memory volume every worker gets at /dev/shm (resources.sharedMemory).
@@ -381,7 +382,7 @@ func checkProgressPattern(tj *mlv1.TrainingJob) error {
 }
 
 // ProgressPatternGroups are the named groups of monitoring.progressPattern the supervisor reads.
-var ProgressPatternGroups = []string{"epoch", "epochs", "step", "steps", "loss", "accuracy", "lr", "throughput"}
+var ProgressPatternGroups = recognize.FieldNames()
 
 // checkMount returns the error of a mount that does not name a volume of the job's workerPod.volumes
 // (vols), which are never the operator's; nil for one that does.

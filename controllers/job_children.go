@@ -165,7 +165,7 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 			return err
 		}
 		obs.Job = job
-		if err := r.labelReplacements(ctx, tj, job); err != nil {
+		if err := r.gang(ctx).labelReplacements(ctx, tj, job); err != nil {
 			return err
 		}
 		if err := r.syncSize(ctx, tj, job); err != nil {
@@ -176,6 +176,49 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return nil
 	}
 	return r.createJob(ctx, tj, cm, want, obs)
+}
+
+// nextAttempt moves the workers of job, an older attempt's Job, to the current attempt: in place when the Job
+// was built for it and the job still may (gangRestart), else by deleting the Job and its pods (the next Job
+// is created once they are gone), saying why once when the job asked for in place.
+func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
+	obs *derive.Observed) error {
+	opts, gang := r.options(ctx), r.gang(ctx)
+	why := builders.InPlaceUnavailable(tj, opts)
+	if finished(tj) {
+		why = "" // the run ended: its workers are only stopped
+	}
+	if job.Annotations[names.InPlaceAnnotation] != "" && builders.InPlace(tj, opts) && !finished(tj) && cm != nil {
+		blocked, done, err := gang.restart(ctx, tj, cm, job)
+		if done || err != nil {
+			obs.StartBlocked = blocked
+			return err
+		}
+		why = "" // restart said why
+	}
+	if why != "" && job.DeletionTimestamp == nil {
+		gang.recreating(ctx, tj, job, corev1.EventTypeNormal, why)
+	}
+	obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
+	return r.deleteAttempt(ctx, tj, job)
+}
+
+// recreateOnAvoided recreates the gang of job, the current attempt's Job, when it restarted in place and
+// Kubernetes' Job controller placed a pod of it on a node the workers avoid now (replacedOnAvoided): its
+// Job and pods are deleted, and a new Job, whose template keeps every pod off the node, starts once they
+// are gone. recreated reports that it did.
+func (r *JobReconciler) recreateOnAvoided(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job,
+	obs *derive.Observed) (recreated bool, err error) {
+	gang := r.gang(ctx)
+	why, err := gang.replacedOnAvoided(ctx, tj, job)
+	if err != nil || why == "" {
+		return false, err
+	}
+	if job.DeletionTimestamp == nil {
+		gang.recreating(ctx, tj, job, corev1.EventTypeNormal, why)
+	}
+	obs.StartBlocked = fmt.Sprintf("stopping the workers of attempt %d", names.JobAttempt(job))
+	return true, r.deleteAttempt(ctx, tj, job)
 }
 
 // createJob creates the current attempt's Job, want, once its workers' pod passes the builder's checks and
@@ -198,7 +241,7 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	if err := r.createOwned(ctx, tj, want); err != nil {
 		return err
 	}
-	if applied := builders.AppliedDefaults(tj, r.Options); len(applied) > 0 {
+	if applied := builders.AppliedDefaults(tj, r.options(ctx)); len(applied) > 0 {
 		r.Recorder.Eventf(tj, want, corev1.EventTypeNormal, derive.ReasonWorkerDefaultsApplied, "Create",
 			"attempt %d: the cluster's worker defaults applied beneath the job's own settings: %s", tj.Status.Attempt,
 			strings.Join(applied, "; "))
@@ -212,7 +255,7 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 // create a tracked job's MLflow run (cm is the ConfigMap this reconcile created or found, read again
 // when nil). "" when nothing blocks.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
-	old, err := r.listPods(ctx, tj, false, nil)
+	old, err := listPods(ctx, r.Client, tj, false, nil)
 	if err == nil {
 		old, err = withoutStranded(ctx, r.APIReader, old, r.Clock.Now())
 	}
@@ -222,7 +265,7 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 	if len(old) > 0 {
 		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), r.stopPods(ctx, tj, old)
 	}
-	checkpoints, tracked := tj.CheckpointEnabled(), builders.MLflowTrackingURI(tj, r.Options) != ""
+	checkpoints, tracked := tj.CheckpointEnabled(), builders.MLflowTrackingURI(tj, r.options(ctx)) != ""
 	if !checkpoints && !tracked {
 		return "", nil
 	}
@@ -270,7 +313,7 @@ func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob,
 	if err := r.deleteJob(ctx, job, "of an older attempt"); err != nil {
 		return err
 	}
-	old, err := r.listPods(ctx, tj, false, nil)
+	old, err := listPods(ctx, r.Client, tj, false, nil)
 	if err != nil {
 		return err
 	}
@@ -423,9 +466,9 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 // another attempt are never counted as the current one's, whatever their state, nor pods another Job than
 // job (the current attempt's, nil when there is none) made: those of a job of the same name deleted before
 // it was created again, still stopping, which hold the same host names.
-func (r *JobReconciler) listPods(ctx context.Context, tj *mlv1.TrainingJob, current bool, job *batchv1.Job) ([]corev1.Pod, error) {
+func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, current bool, job *batchv1.Job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
+	if err := c.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
 		return nil, fmt.Errorf("listing pods of %s: %w", tj.Name, err)
 	}
 	out := pods.Items[:0]

@@ -104,11 +104,11 @@ func claimWaiting(obs derive.Observed) bool {
 // event. A PerNode cache needs no claim, but the operator's node cache directory.
 func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	switch {
-	case builders.SharedInputsCache(tj, r.Options):
+	case builders.SharedInputsCache(tj, r.options(ctx)):
 		var err error
 		obs.InputsClaim, obs.InputsClaimEvent, err = r.observeClaim(ctx, tj, builders.InputsCacheClaim(tj), true)
 		return err
-	case len(builders.FetchedInputs(tj)) > 0 && r.Options.InputsNodeCacheDir == "": // PerNode
+	case len(builders.FetchedInputs(tj)) > 0 && r.options(ctx).InputsNodeCacheDir == "": // PerNode
 		return &missingAPIError{errors.New("inputs.cache is PerNode, but this operator keeps no input cache on the nodes: " +
 			"the platform turns it on with --inputs-node-cache-dir (the chart's inputs.nodeCacheDir); " +
 			"or set inputs.cache: Shared with a StorageClass that offers ReadWriteMany")}

@@ -75,7 +75,7 @@ func (r *JobReconciler) deleteChildren(ctx context.Context, tj *mlv1.TrainingJob
 		&corev1.Service{ObjectMeta: withName(meta, names.ServiceName(tj))},
 		&corev1.ConfigMap{ObjectMeta: withName(meta, names.ConfigMapName(tj))},
 	}
-	if pg := builders.PodGroup(tj, r.Options); pg != nil {
+	if pg := builders.PodGroup(tj, r.options(ctx)); pg != nil {
 		children = append(children, pg)
 	}
 	for _, obj := range children {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -35,55 +34,36 @@ import (
 // jobController is the controller's name: its field manager, and the controller label of its series.
 const jobController = "trainingjob"
 
-// JobReconciler turns a TrainingJob into an Indexed Job (one per attempt), a headless Service, a
-// ConfigMap, a checkpoint claim and a PodGroup, and derives the TrainingJob's state from them.
+// JobReconciler is the JobController: it turns a TrainingJob into an Indexed Job (one per attempt), a
+// headless Service, a ConfigMap, a checkpoint claim and a PodGroup, and derives the job's state from them.
 type JobReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
-	writes *statusWrites
 	client.Client
-	// APIReader reads what the cache does not hold: a checkpoint claim's events.
+	// APIReader reads what the cache does not hold: nodes, Leases, a claim's events.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
-	Options   builders.Options
-	// Workers is how many TrainingJobs are reconciled at once (one job is never reconciled twice at once).
+	// Options are the builders' options as configured; options adds the cluster's in-place support.
+	Options builders.Options
+	// Workers is how many TrainingJobs are reconciled at once.
 	Workers int
-	// DetailInterval is how long a change of details only (worker counts, a reason of normal progress) waits
-	// to be written, from when it was first seen, for a state change to carry it
-	// (monitoring.scrapeIntervalSeconds overrides it, as for progress).
+	// DetailInterval is how long a change of details only waits to be written (detailsWait).
 	DetailInterval time.Duration
-
-	// detailsSince is when each job's status was first seen to differ in details only from what is written
-	// (pendingDetails by ObjectKey); written or gone, the entry is dropped.
-	detailsSince sync.Map
-	// exits remembers the non-zero ends of pods the watch delivered, for pods deleted before they are read.
-	exits exitMemory
-	// schedulableRead holds, by ObjectKey, the schedulable nodes read for a failing attempt
-	// (schedulableRead): read once per attempt, not at every reconcile while its verdict waits.
-	schedulableRead sync.Map
 	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
 	Logs LogReader
-	// checkpointSeconds is what rank 0's trainer reports having spent saving checkpoints in the current
-	// attempt (the StatusController reads it: Setup wires it), for goodput; nil reads none.
-	checkpointSeconds func(*mlv1.TrainingJob) *float64
-	// Control orders the supervisors of a job that restarts in place (job_inplace.go); inPlace finds out
-	// whether the cluster can (nil: Options.InPlaceRestart says).
+	// Control orders the supervisors of a job that restarts in place (gangRestart).
 	Control *controlapi.Client
-	inPlace *inPlaceSupport
-	// notHeld remembers the pods whose supervisor said it held nothing, by job and pod, with the
-	// readiness they had (mayBeHeld): asked again only once it changes.
-	notHeld podMemo
-	// silent remembers the pods whose supervisor left asks unanswered: how many in a row, and when the
-	// last was (a pod whose endpoint stalls is asked less and less often).
-	silent podMemo
-	// ordered remembers the pods ordered into an attempt (a reconcile on a cache that has not shown their
-	// label yet does not order a supervisor that is exiting to restart them).
-	ordered podMemo
-	// labelled remembers the pods and Jobs labelled with an attempt, and when (labelOnce).
-	labelled podMemo
-	// kueueServed: the cluster served Kueue's Workload API when the controller started, and the
-	// controller watches the Workloads it owns.
+
+	// writes remembers this process's status writes, shared by the four controllers (statusWrites).
+	writes *statusWrites
+	// memory is what the JobController remembers of each job between reconciles (jobMemory).
+	memory memory
+	// restartSupport finds whether the cluster restarts pods in place (nil: Options.InPlaceRestart says).
+	restartSupport *inPlaceSupport
+	// checkpointSeconds is rank 0's time spent saving checkpoints in the attempt, for goodput (Setup wires
+	// the StatusController's); nil reads none.
+	checkpointSeconds func(*mlv1.TrainingJob) *float64
+	// kueueServed: the cluster served Kueue's Workload API at start, and the Workloads are watched.
 	kueueServed bool
 }
 
@@ -94,14 +74,18 @@ type JobReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one TrainingJob's children and status in line with its spec. Its steps:
-//  1. get the TrainingJob (a deleted one releases what it held: its children go through owner references);
+//  1. get the TrainingJob (a deleted one releases what it held; its children go by owner references);
 //  2. a job another controller manages (MultiKueue's) only keeps its dispatched Workload;
 //  3. wait while the cache has not seen this process's last status write;
-//  4. place checkpoints: storage the operator chose and the run ID are recorded (storage the operator chose
-//     with the job accepted, before anything is built from it);
+//  4. place checkpoints: the storage the operator chose and the run ID are recorded first;
 //  5. clean up a finished job (cleanPodPolicy, ttlSecondsAfterFinished);
-//  6. ensure the children (ConfigMap, Service, claim, PodGroup, the attempt's Job) and observe them;
-//  7. derive the status from what was observed and write it, once, when it changed.
+//  6. ensure the children: ConfigMap, Service, claims, PodGroup, Workload and the attempt's Job (a new
+//     attempt restarts the gang in place or recreates it: nextAttempt);
+//  7. observe the workers' pods, from the cache only;
+//  8. ask what the cache cannot tell, in bounded calls: the supervisors, rank 0's fetcher, and for a
+//     failing attempt the trainers' logs, the nodes and their heartbeats;
+//  9. act on the answers: order the replacements behind the attempt, keep the Workload in step;
+//  10. derive the status (package derive) and write it, once, when it changed.
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &mlv1.TrainingJob{} // 1.
 	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
@@ -114,7 +98,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	old := *tj.Status.DeepCopy()
-	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.Options) // 4.
+	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.options(ctx)) // 4.
 	tj.Status.RunID = builders.RunID(tj)
 	now := metav1.NewTime(r.Clock.Now())
 	if old.State == "" && tj.Status.CheckpointStorage != nil {
@@ -126,29 +110,43 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	obs, err := r.ensureChildren(ctx, tj) // 6.
 	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending || old.State == mlv1.StateInitializing) {
-		// Say why nothing starts (the first attempt or a restart's), and keep retrying with backoff: the
-		// cause (a quota, a policy) may go.
+		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
 		_, werr := r.write(ctx, tj, old, derive.Status(tj, derive.Observed{CreateRejected: apiMessage(err)}, now), now.Time)
 		return reconcile.Result{}, errors.Join(err, werr)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time) // 7.
-	return result(minResult(minResult(res, ttl), r.recheck(tj, obs, now.Time)), err)
+	if err := r.observePods(ctx, tj, &obs); err != nil { // 7.
+		return reconcile.Result{}, err
+	}
+	answers, err := r.ask(ctx, tj, &obs) // 8.
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.actOnAnswers(ctx, tj, &obs, answers); err != nil { // 9.
+		return reconcile.Result{}, err
+	}
+	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time) // 10.
+	return result(minResult(minResult(res, ttl), r.recheck(ctx, tj, obs, now.Time)), err)
+}
+
+// options returns the builders' options of a reconcile: the configured ones, with the cluster's in-place
+// support as found now (tests set Options.InPlaceRestart themselves). The Job, the Workload and every
+// other child are built from them.
+func (r *JobReconciler) options(ctx context.Context) builders.Options {
+	o := r.Options
+	if r.restartSupport != nil {
+		o.InPlaceRestart = r.restartSupport.available(ctx, r.Clock.Now())
+	}
+	return o
 }
 
 // gone ends the reconcile of a TrainingJob that could not be read (err), is not found, or is being
 // deleted: a job that is gone is forgotten and what it held released.
 func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bool, err error) error {
 	if !found {
-		r.detailsSince.Delete(key)
-		r.schedulableRead.Delete(key)
-		r.notHeld.forget(key)
-		r.silent.forget(key)
-		r.ordered.forget(key)
-		r.labelled.forget(key)
-		r.exits.forget(key)
+		r.memory.forget(key)
 		r.writes.forget(key)
 	}
 	if err != nil {
@@ -157,13 +155,13 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 	return r.releaseDeleted(ctx, key)
 }
 
-// ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup and the current
-// attempt's Job, and observes the claim, the Job and its pods.
+// ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup, Workload and the
+// current attempt's Job, and returns what it saw of the claims, the Workload and the Job.
 func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (derive.Observed, error) {
 	var obs derive.Observed
 	var cm *corev1.ConfigMap
 	if finished(tj) {
-		r.exits.forget(client.ObjectKeyFromObject(tj)) // the verdict is written
+		r.memory.forgetExits(client.ObjectKeyFromObject(tj)) // the verdict is written
 	} else {
 		var err error
 		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
@@ -176,10 +174,7 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	if err := r.ensureWorkload(ctx, tj, &obs); err != nil {
 		return obs, err
 	}
-	if err := r.ensureJob(ctx, tj, cm, &obs); err != nil {
-		return obs, err
-	}
-	err := r.observePods(ctx, tj, &obs)
+	err := r.ensureJob(ctx, tj, cm, &obs)
 	return obs, err
 }
 
@@ -197,47 +192,61 @@ func (r *JobReconciler) ensureRunning(ctx context.Context, tj *mlv1.TrainingJob,
 	return r.ensureInputsCache(ctx, tj, obs)
 }
 
-// observePods observes the workers' pods: their inputs' fetch, Kueue's quota and readiness, and, while the
-// attempt is failing, the exits of pods gone, the failed trainers' logs, the nodes' trouble and the nodes
-// the workers could move to.
+// observePods lists the workers' pods of the current attempt from the cache, with the remembered ends of
+// those gone since (memory.goneExits) and those deleted at once while they ran. Only the current Job's: one
+// Kueue recreated at a resumption keeps the attempt, not the stopped pods.
 func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	var err error
-	if obs.Pods, err = r.listPods(ctx, tj, true, obs.Job); err != nil {
+	if obs.Pods, err = listPods(ctx, r.Client, tj, true, obs.Job); err != nil {
 		return err
 	}
-	if err := r.heldExits(ctx, tj, obs); err != nil {
-		return err
-	}
-	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
-	if err := r.releaseQuota(ctx, tj, obs); err != nil {
-		return err
-	}
-	if err := r.syncPodsReady(ctx, tj, obs); err != nil {
-		return err
-	}
-	// Before the verdict: where the Job gives none (derive.RestartsInPlace), a rank that is gone decides.
-	// Only the current Job's: one Kueue recreated at a resumption keeps the attempt, not the stopped pods.
 	key := client.ObjectKeyFromObject(tj)
-	obs.Gone = slices.DeleteFunc(r.exits.gone(key, tj.Status.Attempt, obs.Pods), notOf(obs.Job))
-	obs.ForceDeleted = slices.DeleteFunc(r.exits.forcedWhileRunning(key, tj.Status.Attempt), notOf(obs.Job))
+	obs.Gone = slices.DeleteFunc(r.memory.goneExits(key, tj.Status.Attempt, obs.Pods), notOf(obs.Job))
+	obs.ForceDeleted = slices.DeleteFunc(r.memory.forcedWhileRunning(key, tj.Status.Attempt), notOf(obs.Job))
+	return nil
+}
+
+// ask asks what the cache cannot tell, each in bounded calls: the supervisors of a job that restarts in
+// place (their held ends go to obs.Held), rank 0's fetcher, the nodes of workers marked not ready and, while
+// the attempt is failing, the failed trainers' logs, the nodes' trouble, their heartbeats and the nodes the
+// workers could move to.
+func (r *JobReconciler) ask(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) (supervisorAnswers, error) {
+	answers := r.gang(ctx).askSupervisors(ctx, tj, obs.Job, obs.Pods)
+	obs.Held = answers.held
+	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
+	pods := obs.Workers()
+	var err error
 	// A worker the node lifecycle controller marked not ready may sit on a lost node, its peers blocked on it.
-	if marked := slices.DeleteFunc(slices.Clone(obs.Pods), func(p corev1.Pod) bool { return !derive.MarkedNotReady(&p) }); len(marked) > 0 {
+	if marked := slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !derive.MarkedNotReady(&p) }); len(marked) > 0 {
 		if obs.NodeTrouble, _, err = nodeTrouble(ctx, r.APIReader, marked, r.Clock.Now()); err != nil {
-			return err
+			return answers, err
 		}
 	}
 	if !attemptFailing(tj, *obs) {
-		return nil
+		return answers, nil
 	}
-	obs.Logs = r.failedLogs(ctx, obs.Pods)
-	if obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, obs.Pods, r.Clock.Now()); err != nil {
-		return err
+	ctrl.LoggerFrom(ctx).V(1).Info("The attempt is failing: reading its logs and nodes", "attempt", tj.Status.Attempt)
+	obs.Logs = r.failedLogs(ctx, pods)
+	if obs.NodeTrouble, obs.NodeWait, err = nodeTrouble(ctx, r.APIReader, pods, r.Clock.Now()); err != nil {
+		return answers, err
 	}
-	if obs.Heartbeats, err = heartbeats(ctx, r.APIReader, obs.Pods, obs.NodeTrouble); err != nil {
-		return err
+	if obs.Heartbeats, err = heartbeats(ctx, r.APIReader, pods, obs.NodeTrouble); err != nil {
+		return answers, err
 	}
 	obs.Schedulable, err = r.schedulable(ctx, tj, *obs)
-	return err
+	return answers, err
+}
+
+// actOnAnswers orders the replacements whose supervisor is behind the attempt, and keeps the Workload's
+// quota and PodsReady condition in step with the workers.
+func (r *JobReconciler) actOnAnswers(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed, a supervisorAnswers) error {
+	if err := r.gang(ctx).orderBehind(ctx, tj, a.behind); err != nil {
+		return err
+	}
+	if err := r.releaseQuota(ctx, tj, obs); err != nil {
+		return err
+	}
+	return r.syncPodsReady(ctx, tj, obs)
 }
 
 // notOf says whether a pod was made by another Job than job (ofJob).
@@ -273,15 +282,15 @@ func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[s
 }
 
 // write writes st as the new status and records the events of what changed. A change of details only
-// (what the write budget calls routine: no state, condition status or fault's reason) waits DetailInterval
-// from when it was first seen: worker counts move with every pod event, and a state change that follows (all
-// workers running, the Job complete) carries them in one write.
+// (what the write budget calls routine) waits DetailInterval from when it was first seen: worker counts
+// move with every pod event, and a state change that follows carries them in one write.
 func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(tj)
 	goodput, moved := r.goodput(tj, old, st, now)
 	if !moved && routineWrite(jobController, old, st) {
 		if wait := r.detailsWait(key, tj, old, st, now); wait > 0 {
+			ctrl.LoggerFrom(ctx).V(2).Info("Details wait to be written", "wait", wait)
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
@@ -289,45 +298,57 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 	tj.Status.Goodput = goodput
 	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, jobController)
 	if written {
-		r.detailsSince.Delete(key)
+		r.memory.with(key, func(j *jobMemory) { j.details = pendingDetails{} })
+		logTransition(ctx, old, tj.Status)
 		r.recordEvents(ctx, tj, old)
 	}
 	return res, err
 }
 
+// logTransition logs, at level 1, a change of state or a new attempt: the decisions the events tell.
+func logTransition(ctx context.Context, old, st mlv1.TrainingJobStatus) {
+	log := ctrl.LoggerFrom(ctx).V(1)
+	if st.State != old.State {
+		log.Info("State changed", "from", old.State, "to", st.State, "reason", derive.ConditionReason(st, string(st.State)),
+			"message", derive.ConditionMessage(st, string(st.State)))
+	}
+	if st.Attempt != old.Attempt {
+		log.Info("Restart decided", "attempt", st.Attempt, "restartCount", st.RestartCount,
+			"why", derive.ConditionMessage(st, mlv1.ConditionRestarting))
+	}
+}
+
 // detailsWait returns how long st, which differs from old in details only or not at all, is still to wait
-// before it is written. Details that come back to what is written count as pending until they stayed there
-// for the interval: a worker that is unready four seconds in five is shown so.
+// before it is written. Details back to what is written count as pending until they stayed there for the
+// interval: a worker that is unready four seconds in five is shown so.
 func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) time.Duration {
 	wait := interval(tj, r.DetailInterval)
-	v, found := r.detailsSince.Load(key)
-	p, _ := v.(pendingDetails)
-	if found && !p.back.IsZero() && now.Sub(p.back) >= wait {
-		found = false // settled back for a whole interval: a change from now on is a new one
-	}
-	if apiequality.Semantic.DeepEqual(old, st) {
-		if !found {
-			r.detailsSince.Delete(key)
-		} else if p.back.IsZero() {
-			r.detailsSince.Store(key, pendingDetails{since: p.since, back: now})
+	var left time.Duration
+	r.memory.with(key, func(j *jobMemory) {
+		p := j.details
+		found := !p.since.IsZero()
+		if found && !p.back.IsZero() && now.Sub(p.back) >= wait {
+			found = false // settled back for a whole interval: a change from now on is a new one
 		}
-		return 0
-	}
-	if !found {
-		p.since = now
-	}
-	r.detailsSince.Store(key, pendingDetails{since: p.since})
-	if st.State == mlv1.StateRunning && st.Workers.Active == 0 {
-		wait = max(wait, verdictWait)
-	}
-	return p.since.Add(wait).Sub(now)
-}
-
-// pendingDetails is when a job's details were first seen to differ from what is written and, while they
-// are back to it, since when.
-type pendingDetails struct {
-	since, back time.Time
+		if apiequality.Semantic.DeepEqual(old, st) {
+			if !found {
+				j.details = pendingDetails{}
+			} else if p.back.IsZero() {
+				j.details = pendingDetails{since: p.since, back: now}
+			}
+			return
+		}
+		if !found {
+			p.since = now
+		}
+		j.details = pendingDetails{since: p.since}
+		if st.State == mlv1.StateRunning && st.Workers.Active == 0 {
+			wait = max(wait, verdictWait)
+		}
+		left = p.since.Add(wait).Sub(now)
+	})
+	return left
 }
 
 // verdictWait is how long the details of a running job whose workers have all ended wait for the Job's
@@ -340,7 +361,7 @@ const verdictWait = 2 * time.Minute
 // failed attempt's worker node that is not Ready but does not count as lost yet or whose fate its verdict
 // waits for, the percent of goodput
 // shown (goodputRecheck).
-func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
+func (r *JobReconciler) recheck(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
 	var res reconcile.Result
 	if claimWaiting(obs) {
 		res.RequeueAfter = claimRecheck
@@ -360,7 +381,7 @@ func (r *JobReconciler) recheck(tj *mlv1.TrainingJob, obs derive.Observed, now t
 			return inputsRecheck, cs != nil && cs.State.Running != nil
 		},
 		func() (time.Duration, bool) { return goodputRecheck, goodputMoves(tj, tj.Status.State) },
-		func() (time.Duration, bool) { return r.exitsAwaited(tj, obs, now) },
+		func() (time.Duration, bool) { return r.gang(ctx).exitsAwaited(tj, obs, now) },
 	} {
 		if d, ok := left(); ok && d > 0 {
 			res = minResult(res, reconcile.Result{RequeueAfter: d + 10*time.Millisecond})
@@ -407,7 +428,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		Watches(&corev1.Pod{}, r.exits.recordingExits(handler.EnqueueRequestsFromMapFunc(byNameLabel))).
+		Watches(&corev1.Pod{}, r.memory.recordingExits(handler.EnqueueRequestsFromMapFunc(byNameLabel))).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Named(jobController).
 		WithOptions(controllerOptions(r.Workers)).

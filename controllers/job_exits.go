@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,103 +16,81 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// exitMemory keeps, per TrainingJob, the worker pods of its newest attempt seen ending with a non-zero exit
-// code or deleted at once while their trainer ran (derive.ForceDeleted), as the pod watch delivered them.
-// When a rank is killed, the Job controller fails the Job on the first failed pod and deletes the others;
-// on real nodes the killed rank's pod can be gone (its end reported and the pod deleted in one instant)
-// before the JobController reads the attempt, and its peer's error exit (it lost the rank) would then be
-// judged alone: a retryable kill read as a permanent error. The watch saw the kill (or the deletion): the
-// verdict reads the remembered ends of pods that are gone (derive.Observed.Gone) and the pods deleted at
-// once while they ran (derive.Observed.ForceDeleted).
-// Kept in memory only: an operator that restarts in that instant judges on what is left, as before.
-type exitMemory struct {
-	mu   sync.Mutex
-	jobs map[types.NamespacedName]attemptExits
-}
+// The pod watch's memory of exits (jobMemory.exits). When a rank is killed, Kubernetes' Job controller
+// fails the Job on the first failed pod and deletes the others; on real nodes the killed rank's pod can be
+// gone (its end reported and the pod deleted in one instant) before the JobController reads the attempt,
+// and its peer's error exit (it lost the rank) would then be judged alone: a retryable kill read as a
+// permanent error. The watch saw the kill (or the deletion): the verdict reads the remembered ends of pods
+// that are gone (derive.Observed.Gone) and the pods deleted at once while they ran
+// (derive.Observed.ForceDeleted).
 
-// attemptExits are the remembered pods of one attempt, by pod UID: those that ended with a non-zero code
-// (pods), and those deleted at once while their trainer ran (forced, as seen then: a later state, killed by
-// the kubelet, does not replace it).
-type attemptExits struct {
-	attempt int32
-	pods    map[types.UID]corev1.Pod
-	forced  map[types.UID]corev1.Pod
-}
-
-// record remembers p when one of its containers ended with a non-zero code, or when it is deleted at once
-// while its trainer runs; an older attempt's pod is ignored, a newer attempt's replaces what was kept.
-func (m *exitMemory) record(p *corev1.Pod) {
+// recordExit remembers p when one of its containers ended with a non-zero code, or when it is deleted at
+// once while its trainer runs; an older attempt's pod is ignored, a newer attempt's replaces what was kept.
+func (m *memory) recordExit(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
 	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
 	if !ok || !derive.ExitedNonZero(p) && !forced {
 		return
 	}
 	attempt := names.JobAttempt(p)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.jobs == nil {
-		m.jobs = map[types.NamespacedName]attemptExits{}
-	}
-	kept := m.jobs[key]
-	switch {
-	case kept.pods != nil && attempt < kept.attempt:
-		return
-	case kept.pods == nil || attempt > kept.attempt:
-		kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{}}
-	}
-	seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
-		DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
-	if forced {
-		kept.forced[p.UID] = seen
-	}
-	if derive.ExitedNonZero(p) {
-		kept.pods[p.UID] = seen
-	}
-	m.jobs[key] = kept
+	m.with(key, func(j *jobMemory) {
+		kept := &j.exits
+		switch {
+		case kept.pods != nil && attempt < kept.attempt:
+			return
+		case kept.pods == nil || attempt > kept.attempt:
+			*kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{}}
+		}
+		seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
+			DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
+			Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
+		if forced {
+			kept.forced[p.UID] = seen
+		}
+		if derive.ExitedNonZero(p) {
+			kept.pods[p.UID] = seen
+		}
+	})
 }
 
 // forcedWhileRunning returns the remembered pods of the job's attempt deleted at once while their trainer ran.
-func (m *exitMemory) forcedWhileRunning(key types.NamespacedName, attempt int32) []corev1.Pod {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	kept, ok := m.jobs[key]
-	if !ok || kept.attempt != attempt {
-		return nil
-	}
-	out := make([]corev1.Pod, 0, len(kept.forced))
-	for _, p := range kept.forced {
-		out = append(out, p)
-	}
-	return out
-}
-
-// gone returns the remembered pods of the job's attempt that are not among present (the pods listed now).
-func (m *exitMemory) gone(key types.NamespacedName, attempt int32, present []corev1.Pod) []corev1.Pod {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	kept, ok := m.jobs[key]
-	if !ok || kept.attempt != attempt {
-		return nil
-	}
-	listed := map[types.UID]bool{}
-	for i := range present {
-		listed[present[i].UID] = true
-	}
+func (m *memory) forcedWhileRunning(key types.NamespacedName, attempt int32) []corev1.Pod {
 	var out []corev1.Pod
-	for uid, p := range kept.pods {
-		if !listed[uid] {
+	m.peek(key, func(j *jobMemory) {
+		if j.exits.pods == nil || j.exits.attempt != attempt {
+			return
+		}
+		out = make([]corev1.Pod, 0, len(j.exits.forced))
+		for _, p := range j.exits.forced {
 			out = append(out, p)
 		}
-	}
+	})
 	return out
 }
 
-// forget drops what is kept for a job (it is gone).
-func (m *exitMemory) forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.jobs, key)
+// goneExits returns the remembered pods of the job's attempt that are not among present (the pods listed now).
+func (m *memory) goneExits(key types.NamespacedName, attempt int32, present []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	m.peek(key, func(j *jobMemory) {
+		if j.exits.pods == nil || j.exits.attempt != attempt {
+			return
+		}
+		listed := map[types.UID]bool{}
+		for i := range present {
+			listed[present[i].UID] = true
+		}
+		for uid, p := range j.exits.pods {
+			if !listed[uid] {
+				out = append(out, p)
+			}
+		}
+	})
+	return out
+}
+
+// forgetExits drops the remembered exits of a job whose verdict is written.
+func (m *memory) forgetExits(key types.NamespacedName) {
+	m.peek(key, func(j *jobMemory) { j.exits = attemptExits{} })
 }
 
 // trainingJobOf returns the TrainingJob a child or a worker pod belongs to, from the name label the builders set.
@@ -124,8 +101,8 @@ func trainingJobOf(obj client.Object) (types.NamespacedName, bool) {
 
 // recordingExits wraps the pod watch's handler: every pod the watch delivers (updates and the final state of
 // a deleted pod) is offered to the memory before the handler enqueues its TrainingJob.
-func (m *exitMemory) recordingExits(next handler.EventHandler) handler.EventHandler {
-	return recordingPods(m.record, next)
+func (m *memory) recordingExits(next handler.EventHandler) handler.EventHandler {
+	return recordingPods(m.recordExit, next)
 }
 
 // recordingPods wraps a pod watch's handler: record sees every pod the watch delivers (updates, and the

@@ -72,12 +72,12 @@ func TestExitMemory(t *testing.T) {
 			present: nil, wantGone: nil},
 	}
 	for _, tc := range cases {
-		var m exitMemory
+		var m memory
 		for _, p := range tc.seen {
-			m.record(p)
+			m.recordExit(p)
 		}
 		var got []string
-		for _, p := range m.gone(job, tc.attempt, tc.present) {
+		for _, p := range m.goneExits(job, tc.attempt, tc.present) {
 			got = append(got, p.Name)
 		}
 		sort.Strings(got)
@@ -96,7 +96,7 @@ func TestExitMemory(t *testing.T) {
 			t.Errorf("%s: deleted at once while running (-want +got):\n%s", tc.name, diff)
 		}
 		m.forget(job)
-		if left := m.gone(job, tc.attempt, nil); len(left) != 0 {
+		if left := m.goneExits(job, tc.attempt, nil); len(left) != 0 {
 			t.Errorf("%s: %d pods kept after forget", tc.name, len(left))
 		}
 	}
@@ -104,7 +104,7 @@ func TestExitMemory(t *testing.T) {
 
 // TestRecordingExits: the pod watch's update and delete events reach the memory and the wrapped handler.
 func TestRecordingExits(t *testing.T) {
-	var m exitMemory
+	var m memory
 	enqueued := 0
 	next := handler.Funcs{
 		UpdateFunc: func(context.Context, event.UpdateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -117,7 +117,7 @@ func TestRecordingExits(t *testing.T) {
 	h := m.recordingExits(next)
 	h.Update(context.Background(), event.UpdateEvent{ObjectOld: workerPod("w-1", "0", 0), ObjectNew: workerPod("w-1", "0", 137)}, nil)
 	h.Delete(context.Background(), event.DeleteEvent{Object: workerPod("w-2", "0", 143)}, nil)
-	gone := m.gone(types.NamespacedName{Namespace: "ml", Name: "g"}, 0, nil)
+	gone := m.goneExits(types.NamespacedName{Namespace: "ml", Name: "g"}, 0, nil)
 	if len(gone) != 2 || enqueued != 2 {
 		t.Errorf("%d pods kept, %d events passed on; want 2 and 2", len(gone), enqueued)
 	}

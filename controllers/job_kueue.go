@@ -88,7 +88,7 @@ func (r *JobReconciler) createWorkload(ctx context.Context, tj *mlv1.TrainingJob
 	if err != nil {
 		return nil, err
 	}
-	wl := builders.Workload(tj, r.Options, priority)
+	wl := builders.Workload(tj, r.options(ctx), priority)
 	if err := controllerutil.SetControllerReference(tj, wl, r.Scheme); err != nil {
 		return nil, fmt.Errorf("setting owner of workload %s: %w", wl.Name, err)
 	}
@@ -130,7 +130,7 @@ func (r *JobReconciler) syncWorkload(ctx context.Context, tj *mlv1.TrainingJob, 
 	if !wl.DeletionTimestamp.IsZero() {
 		return nil // its workers stop (observeQueue), then the finalizer goes (releaseQuota)
 	}
-	want := builders.Workload(tj, r.Options, ptr.Deref(wl.Spec.Priority, 0))
+	want := builders.Workload(tj, r.options(ctx), ptr.Deref(wl.Spec.Priority, 0))
 	reserved := quotaReserved(wl)
 	if reserved && builders.PodSetChanged(want.Spec.PodSets, wl.Spec.PodSets) {
 		r.Recorder.Eventf(tj, wl, corev1.EventTypeNormal, derive.ReasonQueued, "Requeue",

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -280,24 +279,21 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// schedulableAt is the schedulable nodes read for one attempt of a job.
-type schedulableAt struct {
-	uid     types.UID
-	attempt int32
-	nodes   map[string]int32
-}
-
 // schedulable returns the schedulable nodes of the failing attempt (schedulableNodes), read once per attempt.
 func (r *JobReconciler) schedulable(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed) (map[string]int32, error) {
 	key := client.ObjectKeyFromObject(tj)
-	if v, ok := r.schedulableRead.Load(key); ok {
-		if at := v.(schedulableAt); at.uid == tj.UID && at.attempt == tj.Status.Attempt {
-			return at.nodes, nil
+	var read map[string]int32
+	r.memory.peek(key, func(j *jobMemory) {
+		if at := j.schedulable; at.nodes != nil && at.uid == tj.UID && at.attempt == tj.Status.Attempt {
+			read = at.nodes
 		}
+	})
+	if read != nil {
+		return read, nil
 	}
 	nodes, err := schedulableNodes(ctx, r.APIReader, tj, obs)
 	if err == nil && nodes != nil {
-		r.schedulableRead.Store(key, schedulableAt{uid: tj.UID, attempt: tj.Status.Attempt, nodes: nodes})
+		r.memory.with(key, func(j *jobMemory) { j.schedulable = schedulableAt{uid: tj.UID, attempt: tj.Status.Attempt, nodes: nodes} })
 	}
 	return nodes, err
 }

@@ -21,7 +21,7 @@ import (
 // cluster does not serve (the scheduler is not installed) is an error that names it, so the job says
 // why its workers wait instead of starting them half-scheduled.
 func (r *JobReconciler) ensurePodGroup(ctx context.Context, tj *mlv1.TrainingJob) error {
-	want := builders.PodGroup(tj, r.Options)
+	want := builders.PodGroup(tj, r.options(ctx))
 	if want == nil {
 		return nil
 	}

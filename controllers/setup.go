@@ -275,7 +275,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	jc, sc := w.jobReconciler(), w.statusReconciler()
 	jc.checkpointSeconds = sc.checkpointSeconds // goodput's checkpoint time, as rank 0 reports it
-	jc.inPlace = &inPlaceSupport{served: inPlaceRestartServed(mgr), reader: mgr.GetAPIReader()}
+	jc.restartSupport = &inPlaceSupport{served: inPlaceRestartServed(mgr), reader: mgr.GetAPIReader()}
 	controllers := []struct {
 		name  string
 		setup func(ctrl.Manager) error

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 )
 
 // Labels and annotations the operator sets or reads.
@@ -165,7 +166,7 @@ const ResumeFromKey = "RESUME_FROM"
 // CurrentAttemptKey is the ConfigMap key, and the supervisor's environment variable, holding the job's
 // attempt (status.attempt) of a job that restarts in place: a pod the Job controller creates for a rank
 // that was gone, after the gang restarted without it, reads that it is behind and waits for its order.
-const CurrentAttemptKey = "TRAININGJOB_CURRENT_ATTEMPT"
+const CurrentAttemptKey = controlapi.CurrentAttemptEnv
 
 // The MLflow run's ConfigMap keys, which the TrackingController alone writes, and its mark on the
 // ConfigMap once it has tried to create the run (see package builders, tracking.go).

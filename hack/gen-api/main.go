@@ -1,8 +1,10 @@
 // Command gen-api writes the CEL rules of the TrainingJob CRD that are derived from a Go table, so that
 // each list is kept in one place: the rules that refuse the operator's reserved names (from the builders'
-// tables builders.ReservedEnvNames, builders.ReservedVolumeNames and builders.ReservedContainerNames) and
-// the rules that keep the fields shaping the workers immutable while a job runs (from immutableWhileRunning
-// below). In the Go files of the current directory it replaces the marker lines between
+// tables builders.ReservedEnvNames, builders.ReservedVolumeNames and builders.ReservedContainerNames), the
+// rule that keeps sidecars off the ports of the operator's containers (from sidecarPorts below: the spec's
+// default ports and the builders' port constants) and the rules that keep the fields shaping the workers
+// immutable while a job runs (from immutableWhileRunning below). In the Go files of the current directory
+// it replaces the marker lines between
 //
 //	// +gen-api:begin=BLOCK (anything: where the rules come from)
 //	// +gen-api:end
@@ -58,6 +60,7 @@ var blocks = map[string]func() []rule{
 		return []rule{volumeNameRule("m", "an init or sidecar container must not mount a volume of the operator")}
 	},
 	"container-names": func() []rule { return []rule{containerNameRule()} },
+	"sidecar-ports":   func() []rule { return []rule{sidecarPortsRule()} },
 }
 
 // immutable is a spec field that may not change while the job is Initializing or Running.
@@ -166,6 +169,49 @@ func containerNameRule() rule {
 	return rule{
 		rule:    "!(self in [" + quoted(n, ", ") + "])",
 		message: "the container names " + strings.Join(n[:len(n)-1], ", ") + " and " + n[len(n)-1] + " are the operator's",
+	}
+}
+
+// sidecarPort is a port of the trainer, the checkpoint agent or the supervisor: a spec field's value (its
+// default when absent) or a fixed port.
+type sidecarPort struct {
+	// field is the port's field under spec, as section.field; "" for a fixed port.
+	field string
+	// port is the field's default, or the fixed port.
+	port int32
+	// said follows a fixed port's number in the message ("" for nothing).
+	said string
+}
+
+// sidecarPorts are the ports a sidecar may not serve, in the order the rule lists them.
+var sidecarPorts = []sidecarPort{
+	{field: "networking.masterPort", port: mlv1.DefaultMasterPort},
+	{field: "monitoring.metricsPort", port: mlv1.DefaultMetricsPort},
+	{port: builders.MPISSHPort, said: "for MPI's SSH"},
+	{port: builders.AgentPort},
+	{port: builders.SupervisorPort},
+}
+
+// sidecarPortsRule refuses a sidecar's container port that is one of sidecarPorts.
+func sidecarPortsRule() rule {
+	var in, said []string
+	for _, p := range sidecarPorts {
+		port := fmt.Sprint(p.port)
+		if p.field == "" {
+			in = append(in, port)
+			said = append(said, strings.TrimSpace(port+" "+p.said))
+			continue
+		}
+		section, _, _ := strings.Cut(p.field, ".")
+		in = append(in, fmt.Sprintf("has(self.%s) && has(self.%s) ? self.%s : %s", section, p.field, p.field, port))
+		said = append(said, p.field)
+	}
+	return rule{
+		rule: "!has(self.workerPod) || !has(self.workerPod.sidecars) || self.workerPod.sidecars.all(c, !has(c.ports) || " +
+			"c.ports.all(p, !(p.containerPort in [" + strings.Join(in, ", ") + "])))",
+		message: "workerPod.sidecars must not serve the trainer's, the checkpoint agent's or the supervisor's ports (" +
+			strings.Join(said, ", ") + "): the containers of a pod share its network",
+		fieldPath: ".workerPod.sidecars",
 	}
 }
 

@@ -15,6 +15,27 @@ const containerNames = `// +kubebuilder:validation:XValidation:rule="!(self in [
 	`'fetch-inputs', 'supervisor'])",message="the container names trainer, checkpoint-agent, resume-check, fetch-inputs ` +
 	`and supervisor are the operator's"`
 
+// sidecarPortsMarker is the sidecar-ports block's marker, as the CRD has it.
+const sidecarPortsMarker = `+kubebuilder:validation:XValidation:rule="!has(self.workerPod) || !has(self.workerPod.sidecars) || ` +
+	`self.workerPod.sidecars.all(c, !has(c.ports) || c.ports.all(p, !(p.containerPort in [has(self.networking) && ` +
+	`has(self.networking.masterPort) ? self.networking.masterPort : 29500, has(self.monitoring) && ` +
+	`has(self.monitoring.metricsPort) ? self.monitoring.metricsPort : 8080, 2222, 8082, 8084])))",message="workerPod.sidecars ` +
+	`must not serve the trainer's, the checkpoint agent's or the supervisor's ports (networking.masterPort, ` +
+	`monitoring.metricsPort, 2222 for MPI's SSH, 8082, 8084): the containers of a pod share its network",` +
+	`fieldPath=".workerPod.sidecars"`
+
+// TestSidecarPorts: the sidecar-ports block writes its one rule from the default ports and the builders' port
+// constants.
+func TestSidecarPorts(t *testing.T) {
+	var got []string
+	for _, r := range blocks["sidecar-ports"]() {
+		got = append(got, r.marker())
+	}
+	if diff := cmp.Diff([]string{sidecarPortsMarker}, got); diff != "" {
+		t.Errorf("markers (-want +got):\n%s", diff)
+	}
+}
+
 // TestRewrite: a block's lines are replaced by its rules at the begin line's indentation, whatever they
 // were; a file without blocks is left as it is; a block that is unknown, unterminated or written twice
 // is an error.

@@ -88,6 +88,7 @@ const heartbeatSlack = 5 * time.Second
 // whose next renewal is not due yet. 0 when none is waited for: every such node renewed its lease after the
 // failure, has none, or is past the bound.
 func NodeFateLeft(obs Observed, at, now time.Time, due bool) (left time.Duration, node string) {
+	obs = obs.withHeld()
 	if at.After(now) {
 		return 0, "" // a clock ahead (a node's, a pod's word): no wait can be bounded from it
 	}
@@ -143,6 +144,7 @@ func Stranded(p *corev1.Pod, trouble map[string]string) bool {
 // the next attempt's Job is still created only once every pod of this one is gone (the JobController's
 // startBlocked), so a new gang never starts beside workers of the old one.
 func AttemptFailure(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
+	obs = obs.withHeld()
 	if obs.Job == nil {
 		return nil
 	}

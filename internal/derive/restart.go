@@ -168,6 +168,7 @@ const FailureSettle = 10 * time.Second
 // SettleLeft returns how long the verdict on a failed attempt still waits for pods of the attempt that have
 // not reported their end; 0 once they all have, or FailureSettle has passed since the Job failed.
 func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Duration {
+	obs = obs.withHeld()
 	left := c.LastTransitionTime.Add(FailureSettle).Sub(now.Time)
 	if left <= 0 {
 		return 0

@@ -21,6 +21,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -33,8 +34,10 @@ import (
 type Observed struct {
 	// Job is the workers' Job of the current attempt, nil when it does not exist (yet, or any more).
 	Job *batchv1.Job
-	// Pods are the workers' pods of the current attempt.
+	// Pods are the workers' pods of the current attempt, as the cache holds them.
 	Pods []corev1.Pod
+	// Held are the ends of the trainers their supervisors hold, by pod UID (Workers reads them).
+	Held map[types.UID]HeldExit
 	// Gone are pods of the current attempt that were seen ending with a non-zero exit code and are deleted
 	// since (the Job controller deletes a failed Job's pods): their ends still explain the failure.
 	Gone []corev1.Pod
@@ -109,6 +112,7 @@ type phase struct {
 // scheduling.schedulingTimeoutSeconds). A failed attempt that may be retried becomes a new attempt here
 // (see restart.go); the JobController then replaces the Job.
 func Status(tj *mlv1.TrainingJob, obs Observed, now metav1.Time) mlv1.TrainingJobStatus {
+	obs = obs.withHeld()
 	st := *tj.Status.DeepCopy()
 	st.ObservedGeneration = tj.Generation
 	if obs.Job != nil && names.JobAttempt(obs.Job) != tj.Status.Attempt {

@@ -45,7 +45,7 @@ type testServer struct {
 	peak, peakPerSource atomic.Int64
 }
 
-// startServer serves a monitor and a controller that takes orders (testToken) on 127.0.0.1 as serve does,
+// startServer serves a monitor and a control that takes orders (testToken) on 127.0.0.1 as serve does,
 // with the server's connections held by a fairConns that the test reads.
 func startServer(t *testing.T) *testServer {
 	t.Helper()
@@ -53,7 +53,7 @@ func startServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := newController(Control{Token: testToken, RestartCode: controlapi.RestartCode, StateDir: t.TempDir(),
+	ctl := newControl(Control{Token: testToken, RestartCode: controlapi.RestartCode, StateDir: t.TempDir(),
 		TerminationLog: "/nonexistent"}, &tail{})
 	ts := &testServer{addr: l.Addr().String(), conns: newFairConns(maxConns, maxConnsPerSource)}
 	srv := newServer(newMonitor("", true), ctl, ts.conns)

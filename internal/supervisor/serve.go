@@ -20,7 +20,7 @@ const contentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // serve serves m on addr in the background: GET /metrics and GET /healthz, and ctl's protocol when it takes
 // orders. When it cannot listen it says so in one line on stderr and serves nothing: the training goes on.
-func serve(addr string, m *Monitor, ctl *controller) {
+func serve(addr string, m *Monitor, ctl runControl) {
 	if addr == "" {
 		return
 	}
@@ -167,8 +167,11 @@ func sourceIP(c net.Conn) string {
 // newServer returns the metrics server, its connections held by conns. Its timeouts free a slow or idle
 // client's connection soon (the operator reads every few seconds, on a connection it may open anew), and
 // it logs nothing (its stderr is the program's). GET /healthz answers 503 while ctl holds a failed program
-// or restarts: the pod's readiness probe.
-func newServer(m *Monitor, ctl *controller, conns *fairConns) *http.Server {
+// or restarts: the pod's readiness probe. A nil ctl takes no orders (noControl).
+func newServer(m *Monitor, ctl runControl, conns *fairConns) *http.Server {
+	if ctl == nil {
+		ctl = noControl{}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", contentType)
@@ -183,9 +186,7 @@ func newServer(m *Monitor, ctl *controller, conns *fairConns) *http.Server {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	if ctl != nil {
-		ctl.register(mux)
-	}
+	ctl.register(mux)
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 2 * time.Second,

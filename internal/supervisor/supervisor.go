@@ -43,7 +43,7 @@ func Run(cfg Config) int {
 		p = newPipes() // nil when it fails: the program then writes to our files itself
 	}
 	m := newMonitor(cfg.Pattern, p != nil)
-	ctl := newController(cfg.Control, m.tail)
+	ctl := newControl(cfg.Control, m.tail)
 	serve(cfg.Listen, m, ctl)
 	if code, waited := ctl.barrier(sigs); waited {
 		p.close()

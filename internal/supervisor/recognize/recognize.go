@@ -392,6 +392,9 @@ const (
 // fieldNames are the pattern's group names, by field.
 var fieldNames = [numFields]string{"epoch", "epochs", "step", "steps", "loss", "accuracy", "lr", "throughput"}
 
+// FieldNames returns the named groups of a job's pattern that set a field, in field order.
+func FieldNames() []string { return append([]string(nil), fieldNames[:]...) }
+
 // counter is the kind of counter a line carries, and a Fraction came from.
 type counter uint8
 

@@ -517,6 +517,26 @@ func TestNew(t *testing.T) {
 	}
 }
 
+// TestFieldNames: New takes a pattern of each of FieldNames' groups alone, its error for a pattern with
+// none lists them all in order, and FieldNames returns a copy.
+func TestFieldNames(t *testing.T) {
+	names := FieldNames()
+	for _, n := range names {
+		if _, err := New(`(?P<` + n + `>\d+)`); err != nil {
+			t.Errorf("New with the group %s: %v", n, err)
+		}
+	}
+	_, err := New(`(?P<other>\d+)`)
+	list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if err == nil || !strings.Contains(err.Error(), list) {
+		t.Errorf("New's error %v does not list %s", err, list)
+	}
+	names[0] = "changed"
+	if FieldNames()[0] == "changed" {
+		t.Error("FieldNames returns the table itself")
+	}
+}
+
 // TestDocExamples: every example line in the package documentation's code blocks is recognised.
 func TestDocExamples(t *testing.T) {
 	src, err := os.ReadFile("recognize.go")

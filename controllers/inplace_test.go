@@ -96,6 +96,24 @@ func heldPod(rank, ip string, ready bool) *corev1.Pod {
 	return p
 }
 
+// askAndOrder is one reconcile's ask and act steps for the supervisors: it asks them (askSupervisors),
+// orders the replacements behind (orderBehind), and returns obs with their answers.
+func askAndOrder(t *testing.T, r *JobReconciler, tj *mlv1.TrainingJob, obs derive.Observed) derive.Observed {
+	t.Helper()
+	g := r.gang(context.Background())
+	a := g.askSupervisors(context.Background(), tj, obs.Job, obs.Pods)
+	if err := g.orderBehind(context.Background(), tj, a.behind); err != nil {
+		t.Fatal(err)
+	}
+	obs.Held = a.held
+	return obs
+}
+
+// silent reports whether the memory holds asks pod's supervisor left unanswered.
+func silent(r *JobReconciler, tj *mlv1.TrainingJob, pod types.UID) bool {
+	return r.gang(context.Background()).child(tj, pod).misses > 0
+}
+
 // TestHeldExits: an unready pod whose supervisor holds a failed trainer of the current attempt reads as a
 // failed pod, its trainer terminated with the held code and message (times to the second); a ready pod is
 // not asked, an unready one that holds nothing is asked once for the same readiness, and a pod no Job made
@@ -129,11 +147,9 @@ func TestHeldExits(t *testing.T) {
 		for i := range o.Pods {
 			o.Pods[i] = *o.Pods[i].DeepCopy()
 		}
-		if err := r.heldExits(context.Background(), tj, &o); err != nil {
-			t.Fatal(err)
-		}
+		o = askAndOrder(t, r, tj, o)
 		got := map[string]string{}
-		for _, p := range o.Pods {
+		for _, p := range o.Workers() {
 			cs := trainerStatus(&p)
 			got[p.Name] = string(p.Status.Phase)
 			if term := cs.State.Terminated; term != nil {
@@ -153,17 +169,17 @@ func TestHeldExits(t *testing.T) {
 	// answer's window ends, nothing else would trigger a reconcile.
 	o := derive.Observed{Job: job, Pods: []corev1.Pod{*heldPod("2", "10.0.0.3", false)}}
 	clk.SetTime(t0.Add(askAgain / 4))
-	if d, ok := r.exitsAwaited(tj, o, clk.Now()); !ok || d != askAgain*3/4 {
+	if d, ok := r.gang(context.Background()).exitsAwaited(tj, o, clk.Now()); !ok || d != askAgain*3/4 {
 		t.Errorf("rank 2 answered: asked again in %s (%t), want %s", d, ok, askAgain*3/4)
 	}
 	// Its trainer then fails without its readiness changing: asked again in that next window.
 	sup.held["10.0.0.3"] = controlapi.Exit{Held: true, ExitCode: 1, FinishedAt: ended, Message: "lost my peer"}
 	clk.SetTime(t0.Add(askAgain))
-	if d, ok := r.exitsAwaited(tj, o, clk.Now()); !ok || d != exitRecheck {
+	if d, ok := r.gang(context.Background()).exitsAwaited(tj, o, clk.Now()); !ok || d != exitRecheck {
 		t.Errorf("rank 2 after askAgain: asked again in %s (%t), want %s", d, ok, exitRecheck)
 	}
-	if err := r.heldExits(context.Background(), tj, &o); err != nil || o.Pods[0].Status.Phase != corev1.PodFailed {
-		t.Errorf("rank 2 after askAgain: %s, %v; want Failed (held)", o.Pods[0].Status.Phase, err)
+	if o = askAndOrder(t, r, tj, o); o.Workers()[0].Status.Phase != corev1.PodFailed {
+		t.Errorf("rank 2 after askAgain: %s; want Failed (held)", o.Workers()[0].Status.Phase)
 	}
 }
 
@@ -204,15 +220,13 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 	asked := func() int {
 		o := derive.Observed{Job: job, Pods: append([]corev1.Pod(nil), pods...)}
 		start := time.Now()
-		if err := r.heldExits(context.Background(), tj, &o); err != nil {
-			t.Fatal(err)
-		}
+		askAndOrder(t, r, tj, o)
 		if took := time.Since(start); took > 4*timeout {
 			t.Errorf("one reconcile's asks took %v, want one timeout (%v) at most, with room", took, timeout)
 		}
 		n := 0
 		for i := range pods {
-			if r.silent.get(tj, pods[i].UID) != "" {
+			if silent(r, tj, pods[i].UID) {
 				n++
 			}
 		}
@@ -228,23 +242,23 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 		t.Errorf("after 5 reconciles %d of 64 pods were asked, want all", n)
 	}
 	// Each was asked once and left it unanswered: none is asked again before exitRecheck.
-	if d, ok := r.exitsAwaited(tj, derive.Observed{Job: job, Pods: pods}, clk.Now()); !ok || d <= 0 || d > exitRecheck {
+	if d, ok := r.gang(context.Background()).exitsAwaited(tj, derive.Observed{Job: job, Pods: pods}, clk.Now()); !ok || d <= 0 || d > exitRecheck {
 		t.Errorf("asked again in %v (%t), want within %v", d, ok, exitRecheck)
 	}
 	for _, p := range pods {
-		if _, ok := r.toAsk(tj, job, &p, clk.Now()); ok {
+		if _, ok := r.gang(context.Background()).toAsk(tj, job, &p, clk.Now()); ok {
 			t.Fatalf("pod %s asked again at once", p.Name)
 		}
 	}
 	// Unanswered again and again, a pod waits up to maxSilentWait.
 	for range 10 {
-		r.answered(tj, &pods[0], false, clk.Now())
+		r.gang(context.Background()).answered(tj, &pods[0], false, clk.Now())
 	}
-	if d := r.silentFor(tj, &pods[0], clk.Now()); d != maxSilentWait {
+	if d := r.gang(context.Background()).silentFor(tj, &pods[0], clk.Now()); d != maxSilentWait {
 		t.Errorf("after 10 silent asks the pod waits %v, want %v", d, maxSilentWait)
 	}
-	r.answered(tj, &pods[0], true, clk.Now())
-	if d := r.silentFor(tj, &pods[0], clk.Now()); d != 0 {
+	r.gang(context.Background()).answered(tj, &pods[0], true, clk.Now())
+	if d := r.gang(context.Background()).silentFor(tj, &pods[0], clk.Now()); d != 0 {
 		t.Errorf("after an answer the pod waits %v, want 0", d)
 	}
 
@@ -257,24 +271,22 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 		clk.SetTime(clk.Now().Add(100 * time.Millisecond))
 		before := 0
 		for i := range pods {
-			if r.silent.get(small, pods[i].UID) != "" {
+			if silent(r, small, pods[i].UID) {
 				before++
 			}
 		}
 		o := derive.Observed{Job: job, Pods: append([]corev1.Pod(nil), pods...)}
-		if err := r.heldExits(context.Background(), small, &o); err != nil {
-			t.Fatal(err)
-		}
+		askAndOrder(t, r, small, o)
 		n := 0
 		for i := range pods {
-			if r.silent.get(small, pods[i].UID) != "" {
+			if silent(r, small, pods[i].UID) {
 				n++
 			}
 		}
 		asks = append(asks, n-before)
 	}
-	if n := len(r.silent.jobs[client.ObjectKeyFromObject(small)]); n > memoBound(small) {
-		t.Errorf("the memory holds %d pods of the job, want at most %d", n, memoBound(small))
+	if n := len(r.memory.jobs[client.ObjectKeyFromObject(small)].children); n > childBound(small) {
+		t.Errorf("the memory holds %d pods of the job, want at most %d", n, childBound(small))
 	}
 	if asks[len(asks)-1] != 0 || asks[len(asks)-2] != 0 {
 		t.Errorf("new pods asked per reconcile %v: want none once the memory is full", asks)
@@ -458,8 +470,7 @@ func TestRestartInPlace(t *testing.T) {
 			r.Options, r.Control = opts, controlClient(srv)
 			rec := events.NewFakeRecorder(10)
 			r.Recorder = rec
-			var obs derive.Observed
-			done, err := r.restartInPlace(context.Background(), tj, cm, job, &obs)
+			_, done, err := r.gang(context.Background()).restart(context.Background(), tj, cm, job)
 			if err != nil || done != tc.want {
 				t.Fatalf("restartInPlace = %t, %v; want %t", done, err, tc.want)
 			}
@@ -557,7 +568,7 @@ func TestRecreateOnAvoided(t *testing.T) {
 			rec := events.NewFakeRecorder(10)
 			r.Recorder = rec
 			if tc.replaced {
-				r.ordered.remember(tj, p.UID, replacedKey(1))
+				r.gang(context.Background()).remember(tj, p.UID, func(c *childMemory) { c.replaced = markOf(1) })
 			}
 			var obs derive.Observed
 			got, err := r.recreateOnAvoided(context.Background(), tj, job, &obs)
@@ -677,7 +688,7 @@ func TestLabelReplacements(t *testing.T) {
 	killed.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
 	stranger.Labels[names.ControllerUIDLabel] = "another-job"
 	r := newReconciler(tj, job, moved, replacement, pending, deleting, ended, stranger, killed)
-	if err := r.labelReplacements(context.Background(), tj, job); err != nil {
+	if err := r.gang(context.Background()).labelReplacements(context.Background(), tj, job); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []*corev1.Pod{moved, replacement, pending, deleting, ended, stranger, killed} {
@@ -735,13 +746,11 @@ func TestBehindIsOrdered(t *testing.T) {
 			for i := range obs.Pods {
 				obs.Pods[i].Labels[names.AttemptLabel] = "2"
 			}
-			if err := r.heldExits(context.Background(), tj, &obs); err != nil {
-				t.Fatal(err)
-			}
+			obs = askAndOrder(t, r, tj, obs)
 			if diff := cmp.Diff(tc.want, nilIfEmpty(sup.orders)); diff != "" {
 				t.Errorf("orders (-want +got):\n%s", diff)
 			}
-			if again, ok := r.exitsAwaited(tj, obs, t0.Time); again != tc.again || ok != (tc.again > 0) {
+			if again, ok := r.gang(context.Background()).exitsAwaited(tj, obs, t0.Time); again != tc.again || ok != (tc.again > 0) {
 				t.Errorf("asked again in %s (%t), want %s", again, ok, tc.again)
 			}
 		})
@@ -798,7 +807,7 @@ func TestLabelledOnce(t *testing.T) {
 			want: writes{2, 4}},
 	} {
 		clk.SetTime(clk.Now().Add(step.since))
-		if failed, err := r.order(context.Background(), tj, step.pods(), o); failed != "" || (err != nil) != (i == 0) {
+		if failed, err := r.gang(context.Background()).orderPods(context.Background(), tj, step.pods(), o); failed != "" || (err != nil) != (i == 0) {
 			t.Fatalf("%s: %q, %v", step.name, failed, err)
 		}
 		if diff := cmp.Diff(step.want, writes{Orders: sup.ordered, Patches: patches}); diff != "" {
@@ -810,7 +819,7 @@ func TestLabelledOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := r.labelOnce(context.Background(), tj, job.DeepCopy(), 1); err != nil {
+		if err := r.gang(context.Background()).labelOnce(context.Background(), tj, job.DeepCopy(), 1); err != nil {
 			t.Fatal(err)
 		}
 	}

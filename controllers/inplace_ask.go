@@ -1,0 +1,224 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
+)
+
+// Asking the supervisors how their trainers ended: one bounded round per reconcile, whose answers are a value.
+
+// supervisorAnswers is what the supervisors of a job's pods said in one round (askSupervisors).
+type supervisorAnswers struct {
+	// held are the ends of the trainers the supervisors hold, by pod UID.
+	held map[types.UID]derive.HeldExit
+	// behind are the replacements whose supervisor waits for its order into the current attempt.
+	behind []corev1.Pod
+}
+
+// askSupervisors asks the supervisors of job's unready pods how their trainers ended: at most stopWorkers
+// of them, once per readiness (toAsk), a silent one less and less often (silentFor).
+func (g gangRestart) askSupervisors(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) supervisorAnswers {
+	if job == nil || job.Annotations[names.InPlaceAnnotation] == "" {
+		return supervisorAnswers{}
+	}
+	token, now := builders.ControlToken(tj, g.opts), g.clock.Now()
+	var ask []int
+	room := g.silentRoom(tj)
+	for i := range pods {
+		p := &pods[i]
+		if _, ok := g.toAsk(tj, job, p, now); !ok || len(ask) == stopWorkers {
+			continue
+		}
+		if g.child(tj, p.UID).misses == 0 {
+			if room == 0 {
+				continue
+			}
+			room--
+		}
+		ask = append(ask, i)
+	}
+	exits := make([]*controlapi.Exit, len(pods))
+	behind := make([]bool, len(pods))
+	parallel(len(ask), stopWorkers, func(j int) {
+		p := &pods[ask[j]]
+		key, _ := g.heldKey(p)
+		e, err := g.control.Exit(ctx, podAddr(p, builders.SupervisorPort), controlapi.ExitToken(token, tokenPodUID(p)))
+		g.answered(tj, p, err == nil, now)
+		switch {
+		case err != nil:
+			ctrl.LoggerFrom(ctx).V(1).Info("A supervisor did not answer", "pod", klog.KObj(p), "error", err.Error())
+		case !e.Held && e.Attempt < tj.Status.Attempt && !finished(tj):
+			behind[ask[j]] = true
+		case !e.Held || e.Attempt != tj.Status.Attempt:
+			g.remember(tj, p.UID, func(c *childMemory) { c.notHeld = key })
+		default:
+			exits[ask[j]] = &e
+		}
+	})
+	var a supervisorAnswers
+	for i := range pods {
+		if e := exits[i]; e != nil {
+			if a.held == nil {
+				a.held = map[types.UID]derive.HeldExit{}
+			}
+			a.held[pods[i].UID] = derive.HeldExit{ExitCode: e.ExitCode, Signal: e.Signal, Message: e.Message,
+				StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
+			ctrl.LoggerFrom(ctx).V(1).Info("A supervisor holds its trainer's end", "pod", klog.KObj(&pods[i]),
+				"exitCode", e.ExitCode, "signal", e.Signal)
+		}
+		if behind[i] {
+			a.behind = append(a.behind, pods[i])
+		}
+	}
+	return a
+}
+
+// exitsAwaited says when supervisors are to be asked again: soon (exitRecheck) while one is to be asked,
+// when a silent one's wait ends, and, while one that said it held nothing keeps its pod unready, at the
+// end of that answer's window (askAgain: a trainer that fails since leaves the readiness as it is).
+func (g gangRestart) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (time.Duration, bool) {
+	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
+		return 0, false
+	}
+	answered, wait := false, time.Duration(0)
+	pods := obs.Workers()
+	for i := range pods {
+		p := &pods[i]
+		if _, ask := g.toAsk(tj, obs.Job, p, now); ask {
+			return exitRecheck, true
+		}
+		if d := g.silentFor(tj, p, now); d > 0 && madeBy(obs.Job, p) {
+			wait = min(d, cmp.Or(wait, d))
+		}
+		_, held := mayBeHeld(p)
+		answered = answered || held && madeBy(obs.Job, p)
+	}
+	again := askAgain - time.Duration(now.UnixNano()%int64(askAgain))
+	if wait > 0 && (!answered || wait < again) {
+		return wait, true
+	}
+	return again, answered
+}
+
+// toAsk reports whether the supervisor of p, a pod of job, is to be asked how its trainer ended, with the
+// key of its readiness (heldKey): it may be held, has not answered for this readiness, and is not waited
+// for after asks it left unanswered. Only pods the Job made get the token (madeBy).
+func (g gangRestart) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod, now time.Time) (string, bool) {
+	key, ok := g.heldKey(p)
+	c := g.child(tj, p.UID)
+	return key, ok && madeBy(job, p) && c.notHeld != key && g.silentFor(tj, p, now) == 0 &&
+		(c.misses > 0 || g.silentRoom(tj) > 0)
+}
+
+// silentRoom returns how many more silent pods tj's memory takes.
+func (g gangRestart) silentRoom(tj *mlv1.TrainingJob) int {
+	room := childBound(tj)
+	g.memory.peek(client.ObjectKeyFromObject(tj), func(j *jobMemory) { room = j.silentRoom(tj) })
+	return room
+}
+
+// madeBy reports whether job made p: its controller is job (owner reference), and its label says so. A
+// label alone is anybody's: pods a tenant makes with a job's controller-uid label are never asked,
+// ordered or given the token.
+func madeBy(job *batchv1.Job, p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return job != nil && ref != nil && ref.UID == job.UID && ref.Kind == "Job" && p.Labels[names.ControllerUIDLabel] == string(job.UID)
+}
+
+// tokenPodUID returns the UID the supervisor of p derives its tokens for: the pod's, when its trainer has
+// controlapi.PodUIDEnv; "" (the job's token itself) for a pod an older operator made.
+func tokenPodUID(p *corev1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		if c.Name == names.ContainerName && slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == controlapi.PodUIDEnv }) {
+			return string(p.UID)
+		}
+	}
+	return ""
+}
+
+// maxSilentWait is the longest a supervisor that leaves asks unanswered waits to be asked again: from
+// exitRecheck, doubled with each miss in a row. A held trainer's hold ends on its own, so no failure is lost.
+const maxSilentWait = 32 * time.Second
+
+// answered remembers whether p's supervisor answered an ask made at now.
+func (g gangRestart) answered(tj *mlv1.TrainingJob, p *corev1.Pod, ok bool, now time.Time) {
+	if ok {
+		g.memory.peek(client.ObjectKeyFromObject(tj), func(j *jobMemory) {
+			if c := j.child(p.UID); c != nil {
+				c.misses, c.lastMiss = 0, time.Time{}
+			}
+		})
+		return
+	}
+	g.remember(tj, p.UID, func(c *childMemory) { c.misses, c.lastMiss = c.misses+1, now })
+}
+
+// silentFor returns how long p's supervisor is not asked (0: it may be).
+func (g gangRestart) silentFor(tj *mlv1.TrainingJob, p *corev1.Pod, now time.Time) time.Duration {
+	c := g.child(tj, p.UID)
+	if c.misses == 0 {
+		return 0
+	}
+	wait := min(exitRecheck<<min(c.misses-1, 6), maxSilentWait)
+	return min(max(0, c.lastMiss.Add(wait).Sub(now)), wait) // a clock stepped back waits no longer
+}
+
+// heldKey returns mayBeHeld's key within an askAgain window: a pod unready from its start whose trainer
+// then fails stays unready, its readiness unchanged.
+func (g gangRestart) heldKey(p *corev1.Pod) (string, bool) {
+	key, ok := mayBeHeld(p)
+	return key + "/" + strconv.FormatInt(g.clock.Now().UnixNano()/int64(askAgain), 10), ok
+}
+
+// askAgain is how long a supervisor's answer that it holds nothing stands for a pod that stays unready.
+const askAgain = 2 * time.Second
+
+// exitRecheck is how soon a supervisor that did not answer is asked again.
+const exitRecheck = time.Second
+
+// mayBeHeld reports whether a pod's trainer may be held (the pod runs, unready, its trainer running), with
+// the key of its present readiness: its UID, when its Ready condition last changed, and its restarts.
+func mayBeHeld(p *corev1.Pod) (string, bool) {
+	cs := trainerStatus(p)
+	ready := podReady(p)
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || p.Status.PodIP == "" || cs == nil ||
+		cs.State.Running == nil || cs.Ready || ready == nil || ready.Status == corev1.ConditionTrue {
+		return "", false
+	}
+	return string(p.UID) + "/" + ready.LastTransitionTime.UTC().Format(time.RFC3339Nano) + "/" + strconv.Itoa(int(cs.RestartCount)), true
+}
+
+func podReady(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func trainerStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == names.ContainerName {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
