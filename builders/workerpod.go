@@ -393,7 +393,7 @@ func checkMount(field string, m corev1.VolumeMount, vols map[string]string) []st
 	return nil
 }
 
-// ReservedLabelKey reports whether k is a pod label key that only the operator, the Job controller or the
+// ReservedLabelKey reports whether k is a pod label key that only the operator, Kubernetes' Job controller or the
 // queue sets.
 func ReservedLabelKey(k string) bool {
 	for _, p := range []string{mlv1.GroupVersion.Group + "/", "batch.kubernetes.io/", "kueue.x-k8s.io/"} {

@@ -30,9 +30,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// checkpointController is the controller's name: its field manager, and the controller label of its series.
-const checkpointController = "trainingjob-checkpoint"
-
 // CheckpointReconciler follows a job's checkpoints through rank 0's checkpoint agent (package
 // checkpoint, protocol agentapi): status.checkpoint and CheckpointStorageReady, the checkpoint series, and
 // the ConfigMap's RESUME_FROM, of which it is the only writer. Before each attempt's workers start it

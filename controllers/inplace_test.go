@@ -46,6 +46,8 @@ type playedSupervisors struct {
 	// ordered counts the orders taken.
 	ordered int
 	token   string
+	// obey: a supervisor that took an order answers, from then on, that it runs the order's attempt.
+	obey bool
 }
 
 func (s *playedSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +67,9 @@ func (s *playedSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&o)
 		s.orders[ip] = o
 		s.ordered++
+		if s.obey {
+			s.held[ip] = controlapi.Exit{Attempt: o.Attempt}
+		}
 		w.WriteHeader(http.StatusAccepted)
 	}
 }
@@ -295,9 +300,9 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 
 // TestRestartInPlace: once RESUME_FROM is settled and the ConfigMap holds the attempt, every running pod of
 // the Job is ordered into the new attempt (with RESUME_FROM and the grace period) and labelled with it, then
-// the Job; a pod being deleted, failed, not started or missing is left to the Job controller, which replaces
+// the Job; a pod being deleted, failed, not started or missing is left to Kubernetes' Job controller, which replaces
 // it alone; a pod on a node to avoid is deleted and replaced alone the same way (the others restart in
-// place); no pod left running, or a gone or replaced pod the Job controller would replace only after 20 s
+// place); no pod left running, or a gone or replaced pod Kubernetes' Job controller would replace only after 20 s
 // or more (its backoff after the Job's earlier failed pods) makes the gang recreated instead, with an event
 // saying why.
 func TestRestartInPlace(t *testing.T) {
@@ -505,7 +510,7 @@ func TestRestartInPlace(t *testing.T) {
 	}
 }
 
-// TestRecreateOnAvoided: a Job restarted in place whose replacement pod the Job controller placed on a node
+// TestRecreateOnAvoided: a Job restarted in place whose replacement pod Kubernetes' Job controller placed on a node
 // the workers avoid now (its template predates the avoidance) is recreated, with an event saying why; a
 // replacement elsewhere, a pod on the node being deleted or one the operator just deleted there (its
 // deletion not in the cache yet) keep it.
@@ -668,7 +673,7 @@ func TestInPlaceSupport(t *testing.T) {
 	}
 }
 
-// TestLabelReplacements: in a Job that restarted in place, a pod the Job controller created for a rank that
+// TestLabelReplacements: in a Job that restarted in place, a pod Kubernetes' Job controller created for a rank that
 // was gone (the Job's template's older attempt label), running or not yet, is labelled with the current
 // attempt, with no order (its supervisor gets one once it runs: TestBehindIsOrdered); a pod that ended, one
 // whose trainer's container ended, one being deleted, one moved already and another Job's are left alone.

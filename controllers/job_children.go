@@ -304,7 +304,7 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 }
 
 // deleteAttempt deletes the Job of an older attempt, or the current one's to recreate it (background: its
-// pods are left to stopPods), and stops its pods. Deleting the Job first means that the Job controller,
+// pods are left to stopPods), and stops its pods. Deleting the Job first means that Kubernetes' Job controller,
 // which would otherwise release the pods' tracking finalizers one request each at kube-controller-manager's
 // client rate (20 a second by default), neither touches the pods nor replaces any: 256 ranks were gone
 // 23-25 s after a failure, and the next attempt's pod creations waited behind those requests
@@ -409,7 +409,7 @@ func isStale(job, want *batchv1.Job) bool {
 }
 
 // stopJob suspends a Job that still runs workers of a finished TrainingJob (a success policy completed
-// it, its deadline passed): the Job controller stops the pods gracefully (SIGTERM, grace period) and the
+// it, its deadline passed): Kubernetes' Job controller stops the pods gracefully (SIGTERM, grace period) and the
 // Job is kept for its history.
 // With cleanPodPolicy None they are left to run until they exit.
 func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
@@ -447,7 +447,7 @@ func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, j
 }
 
 // syncSize scales an elastic job's Job to numWorkers: parallelism and completions together (an elastic
-// Indexed Job); the Job controller starts the new ranks or removes the highest ones, and torchrun's
+// Indexed Job); Kubernetes' Job controller starts the new ranks or removes the highest ones, and torchrun's
 // rendezvous admits or drops them.
 func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	n := tj.Spec.NumWorkers

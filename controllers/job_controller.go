@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,15 +23,11 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
-	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
-
-// jobController is the controller's name: its field manager, and the controller label of its series.
-const jobController = "trainingjob"
 
 // JobReconciler is the JobController: it turns a TrainingJob into an Indexed Job (one per attempt), a
 // headless Service, a ConfigMap, a checkpoint claim and a PodGroup, and derives the job's state from them.
@@ -252,33 +247,6 @@ func (r *JobReconciler) actOnAnswers(ctx context.Context, tj *mlv1.TrainingJob, 
 // notOf says whether a pod was made by another Job than job (ofJob).
 func notOf(job *batchv1.Job) func(corev1.Pod) bool {
 	return func(p corev1.Pod) bool { return !ofJob(job, &p) }
-}
-
-// failedLogLines is how much of a failed trainer's log the JobController reads for the failure's hint:
-// the 200 lines (at most 16 KiB) above its end, where a traceback's cause is when its termination message
-// (2 KiB) holds only the tail.
-const failedLogLines = 200
-
-// failedLogs reads the end of the trainer's log of the pods whose exit describes the failure and whose
-// termination message shows no cause the operator recognises (derive.HintLogPods). A log that cannot be
-// read (the pod gone, its node lost) is left out: the termination message still explains the failure.
-func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[string]string {
-	if r.Logs == nil {
-		return nil
-	}
-	var logs map[string]string
-	for _, p := range derive.HintLogPods(pods) {
-		text, err := r.Logs.TailLog(ctx, p.Namespace, p.Name, names.ContainerName, failedLogLines)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).V(1).Info("reading a failed trainer's log", "pod", klog.KObj(p), "error", err.Error())
-			continue
-		}
-		if logs == nil {
-			logs = map[string]string{}
-		}
-		logs[p.Name] = text
-	}
-	return logs
 }
 
 // write writes st as the new status and records the events of what changed. A change of details only

@@ -32,9 +32,6 @@ import (
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
 
-// workloadFieldManager is the field manager of the JobController's writes to a Workload.
-const workloadFieldManager = "trainingjob-operator"
-
 // ensureWorkload creates the queued job's Workload or keeps it in step with the job (queue, active,
 // pod set), and puts what it says into obs.Queue. A finished job's Workload is declared finished.
 func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
@@ -261,7 +258,7 @@ func (r *JobReconciler) releaseQuota(ctx context.Context, tj *mlv1.TrainingJob, 
 		Reason: kueue.WorkloadAdmittedReasonNoReservation, Message: "The workload has no reservation", LastTransitionTime: now,
 		ObservedGeneration: wl.Generation})
 	wl.Status.Admission = nil
-	if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
+	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobController)); err != nil {
 		return fmt.Errorf("releasing the quota of workload %s (%s): %w", wl.Name, ev.Reason, err)
 	}
 	return nil
@@ -295,7 +292,7 @@ func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob,
 	}
 	c.ObservedGeneration = wl.Generation
 	meta.SetStatusCondition(&wl.Status.Conditions, c)
-	if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
+	if err := r.Status().Update(ctx, wl, client.FieldOwner(jobController)); err != nil {
 		return fmt.Errorf("setting PodsReady=%s on workload %s: %w", c.Status, wl.Name, err)
 	}
 	return nil
@@ -329,7 +326,7 @@ func (r *JobReconciler) finishWorkload(ctx context.Context, tj *mlv1.TrainingJob
 		}
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue,
 			Reason: reason, Message: derive.ConditionMessage(tj.Status, string(tj.Status.State)), ObservedGeneration: wl.Generation})
-		if err := r.Status().Update(ctx, wl, client.FieldOwner(workloadFieldManager)); err != nil {
+		if err := r.Status().Update(ctx, wl, client.FieldOwner(jobController)); err != nil {
 			return fmt.Errorf("finishing workload %s: %w", wl.Name, err)
 		}
 	}

@@ -293,7 +293,9 @@ func (r *JobReconciler) schedulable(ctx context.Context, tj *mlv1.TrainingJob, o
 	}
 	nodes, err := schedulableNodes(ctx, r.APIReader, tj, obs)
 	if err == nil && nodes != nil {
-		r.memory.with(key, func(j *jobMemory) { j.schedulable = schedulableAt{uid: tj.UID, attempt: tj.Status.Attempt, nodes: nodes} })
+		r.memory.with(key, func(j *jobMemory) {
+			j.schedulable = schedulableAt{uid: tj.UID, attempt: tj.Status.Attempt, nodes: nodes}
+		})
 	}
 	return nodes, err
 }

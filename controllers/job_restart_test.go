@@ -18,7 +18,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// TestDeleteAttempt: an older attempt's Job is deleted first (the Job controller then neither replaces
+// TestDeleteAttempt: an older attempt's Job is deleted first (Kubernetes' Job controller then neither replaces
 // nor releases its pods), and its pods are deleted and their Job tracking finalizers released (other
 // finalizers kept); a pod already stopping is not deleted again.
 func TestDeleteAttempt(t *testing.T) {

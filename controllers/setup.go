@@ -170,7 +170,7 @@ func envOnly(cs []corev1.Container, name, env string, keepValue bool) []corev1.C
 }
 
 // operatorLabels returns of a pod's labels those the controllers select and read it by (the job, the
-// attempt, the rank, the Job that made it); Kueue's, the user's and the Job controller's others are not read.
+// attempt, the rank, the Job that made it); Kueue's, the user's and Kubernetes' Job controller's others are not read.
 func operatorLabels(l map[string]string) map[string]string {
 	out := make(map[string]string, 5)
 	for _, k := range []string{names.NameLabel, names.ManagedByLabel, names.AttemptLabel, names.RankLabel, names.ControllerUIDLabel} {
@@ -266,7 +266,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("a clientset for the ranks' logs: %w", err)
 	}
 	w := wiring{mgr: mgr, cfg: cfg, logs: ClientsetLogs{Clientset: cs},
-		recorder: limitedRecorder{mgr.GetEventRecorder("trainingjob-operator")},
+		recorder: limitedRecorder{mgr.GetEventRecorder(eventReporter)},
 		interval: orDefault(cfg.ProgressInterval, 5*time.Second), timeout: orDefault(cfg.ScrapeTimeout, 2*time.Second),
 		writes: &statusWrites{budget: newWriteBudget(orDefaultQPS(cfg.StatusWriteQPS), clock.RealClock{})}}
 	w.http = endpointClient(w.interval)

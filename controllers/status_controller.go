@@ -24,9 +24,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// statusController is the controller's name: its field manager, and the controller label of its series.
-const statusController = "trainingjob-status"
-
 // StatusReconciler reads rank 0's progress endpoint of every Running TrainingJob once per interval into
 // the status and the per-job gauges, and gives the success policy's verdict (the SuccessPolicyMet
 // condition, from which the JobController completes the run). It writes only the progress fields (see

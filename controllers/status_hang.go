@@ -10,8 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
@@ -20,23 +18,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
-
-// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-
-// LogReader reads the last lines of a container's log, each prefixed with its RFC 3339 time.
-type LogReader interface {
-	TailLog(ctx context.Context, namespace, pod, container string, lines int64) (string, error)
-}
-
-// ClientsetLogs reads logs through the API server (pods/log).
-type ClientsetLogs struct{ Clientset kubernetes.Interface }
-
-// TailLog implements LogReader.
-func (c ClientsetLogs) TailLog(ctx context.Context, namespace, pod, container string, lines int64) (string, error) {
-	opts := &corev1.PodLogOptions{Container: container, TailLines: &lines, Timestamps: true, LimitBytes: ptr.To[int64](16 << 10)}
-	data, err := c.Clientset.CoreV1().Pods(namespace).GetLogs(pod, opts).DoRaw(ctx)
-	return string(data), err
-}
 
 // logLinesPerRank is how many of each rank's last log lines a hang's message carries.
 const logLinesPerRank = 2

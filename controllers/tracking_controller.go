@@ -30,9 +30,6 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// trackingController is the controller's name: its field manager, and the controller label of its series.
-const trackingController = "trainingjob-tracking"
-
 // TrackingReconciler keeps one MLflow run per tracked TrainingJob (package tracking says what is
 // written): it finds or creates the experiment and the run (found again by the job's uid tag, so a
 // restart never makes a second), logs rank 0's metrics of every new epoch from the status with step =

@@ -28,7 +28,7 @@ import (
 // TestDetailsAreCoalesced: a change of details alone (worker counts, a reason of normal progress) waits
 // DetailInterval from when it was first seen (verdictWait once every worker has ended), and a state change
 // within that time carries it: a 2-worker job whose workers start together is written three times,
-// Initializing, Running, Completed, however long the Job controller takes to conclude.
+// Initializing, Running, Completed, however long Kubernetes' Job controller takes to conclude.
 func TestDetailsAreCoalesced(t *testing.T) {
 	ctx := context.Background()
 	tj := tjtest.NewTJ("ml", "w").Workers(2).Obj()

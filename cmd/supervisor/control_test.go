@@ -283,7 +283,7 @@ func TestRestartedContainersTakeTheOrder(t *testing.T) {
 	}
 }
 
-// TestBehindWaitsForItsOrder: a pod created in attempt 1 when the job is in attempt 3 (the Job controller
+// TestBehindWaitsForItsOrder: a pod created in attempt 1 when the job is in attempt 3 (Kubernetes' Job controller
 // replaced a rank that was gone after the gang restarted in place) does not run the program: it is unready
 // and holds nothing until ordered, then exits with the restart code and keeps the order, which the
 // restarted containers run in; without an order, at the hold's end, it exits with the restart code too (its

@@ -18,10 +18,10 @@ import (
 const (
 	// NameLabel is set on every child of a TrainingJob and on its pods.
 	NameLabel = "ml.example.com/trainingjob-name"
-	// RankLabel is the pod label carrying a worker's rank. The Job controller sets it on every pod of an
+	// RankLabel is the pod label carrying a worker's rank. Kubernetes' Job controller sets it on every pod of an
 	// Indexed Job, so the operator reads it rather than setting its own.
 	RankLabel = "batch.kubernetes.io/job-completion-index"
-	// ControllerUIDLabel is the Job controller's label of a pod with the UID of the Job that made it.
+	// ControllerUIDLabel is Kubernetes' Job controller's label of a pod with the UID of the Job that made it.
 	ControllerUIDLabel = "batch.kubernetes.io/controller-uid"
 	// RankAnnotation is the pod annotation carrying a worker's rank; env reads it through the downward API.
 	RankAnnotation = "batch.kubernetes.io/job-completion-index"
@@ -159,12 +159,12 @@ func JobAttempt(obj interface{ GetLabels() map[string]string }) int32 {
 
 // ResumeFromKey is the ConfigMap key, and the environment variable, naming the checkpoint workers resume
 // from. Workers read it through a configMapKeyRef, which the kubelet resolves every time a container
-// starts: a worker restarted in place, a pod the Job controller recreates and a resumed suspended job all
+// starts: a worker restarted in place, a pod Kubernetes' Job controller recreates and a resumed suspended job all
 // get the value the operator holds at that moment, with no change to the Job's template.
 const ResumeFromKey = "RESUME_FROM"
 
 // CurrentAttemptKey is the ConfigMap key, and the supervisor's environment variable, holding the job's
-// attempt (status.attempt) of a job that restarts in place: a pod the Job controller creates for a rank
+// attempt (status.attempt) of a job that restarts in place: a pod Kubernetes' Job controller creates for a rank
 // that was gone, after the gang restarted without it, reads that it is behind and waits for its order.
 const CurrentAttemptKey = controlapi.CurrentAttemptEnv
 

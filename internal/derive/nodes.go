@@ -134,11 +134,11 @@ func Stranded(p *corev1.Pod, trouble map[string]string) bool {
 // AttemptFailure returns the Job condition that says the current attempt failed, as soon as that is known
 // (nil before):
 //   - Failed;
-//   - FailureTarget: the Job controller has decided that the Job fails; it stops the pods still running
+//   - FailureTarget: Kubernetes' Job controller has decided that the Job fails; it stops the pods still running
 //     and adds Failed once they have ended;
-//   - before the Job controller says so (it batches pod updates for about a second), a worker that failed
+//   - before Kubernetes' Job controller says so (it batches pod updates for about a second), a worker that failed
 //     where the Job allows no failure (restartPolicy Gang or Never: backoffLimit 0), as the FailureTarget
-//     the Job controller will add (failedWorker).
+//     Kubernetes' Job controller will add (failedWorker).
 //
 // Deciding at once overlaps the old gang's graceful stop with the decision and the deletion of its Job;
 // the next attempt's Job is still created only once every pod of this one is gone (the JobController's
@@ -211,12 +211,12 @@ func MarkedNotReady(p *corev1.Pod) bool {
 	return true
 }
 
-// failedWorker returns the FailureTarget condition the Job controller will add for a failed worker of a Job
+// failedWorker returns the FailureTarget condition Kubernetes' Job controller will add for a failed worker of a Job
 // with backoffLimit 0 (nil when none failed, or when the Job restarts containers in place: OnFailure),
 // dated at the worker's end.
 //
-// A worker that was stopped (its pod being deleted: the Job controller ends the other ranks once a success
-// policy is met, a user deletes a pod, an eviction) does not count here: the Job controller's own verdict
+// A worker that was stopped (its pod being deleted: Kubernetes' Job controller ends the other ranks once a success
+// policy is met, a user deletes a pod, an eviction) does not count here: Kubernetes' Job controller's own verdict
 // decides then, as does a Job that met its success criteria; except for a Job that restarts in place
 // (RestartsInPlace), which gives no verdict.
 func failedWorker(tj *mlv1.TrainingJob, obs Observed) *batchv1.JobCondition {
@@ -280,7 +280,7 @@ func failureTarget(at metav1.Time) *batchv1.JobCondition {
 // not failed, also while its Suspended condition still says so after the resumption.
 func RestartsInPlace(job *batchv1.Job) bool {
 	return job != nil && job.Annotations[names.InPlaceAnnotation] != "" && (job.Spec.Suspend == nil || !*job.Spec.Suspend) &&
-		JobCondition(job, batchv1.JobSuspended) == nil // resumed, but not yet seen so by the Job controller
+		JobCondition(job, batchv1.JobSuspended) == nil // resumed, but not yet seen so by Kubernetes' Job controller
 }
 
 // lostNodeNames returns the nodes of the attempt's workers that are in trouble, mapped to why.

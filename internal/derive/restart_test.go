@@ -179,7 +179,7 @@ func TestFailedAttempt(t *testing.T) {
 			wantRestarts: 0,
 			wantMessage:  notRetried + "rank 0 (pod w-0, container checkpoint-agent) exited with code 1",
 		},
-		// The Job controller deleted the killed rank's pod before it was read: its remembered end decides.
+		// Kubernetes' Job controller deleted the killed rank's pod before it was read: its remembered end decides.
 		{
 			name:         "the kill of a pod gone since restarts the gang",
 			tj:           gang(0, nil),
@@ -217,7 +217,7 @@ func TestFailedAttempt(t *testing.T) {
 				"the exits of its peers that followed do not decide; starting attempt 1",
 		},
 		// The kubelet ends a pod's graceful stop with a delete of grace period 0 too, once its containers ended:
-		// a peer the Job controller stopped is no vanished rank.
+		// a peer Kubernetes' Job controller stopped is no vanished rank.
 		{
 			name: "the kubelet's last delete of a stopped peer is no disruption",
 			tj:   gang(0, nil),
@@ -594,7 +594,7 @@ func TestNodeTrouble(t *testing.T) {
 }
 
 // TestFailureBeforeTheJobSaysSo: a failed worker of a Job that allows none (backoffLimit 0) decides the
-// attempt at once, before the Job controller's FailureTarget; the other ranks still stop meanwhile (the
+// attempt at once, before Kubernetes' Job controller's FailureTarget; the other ranks still stop meanwhile (the
 // next Job waits for them). With OnFailure the Job restarts the container in place: nothing is decided.
 func TestFailureBeforeTheJobSaysSo(t *testing.T) {
 	killed := func() *podB { return pod("1", corev1.PodFailed).exited(137, "Error", false) }

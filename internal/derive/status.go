@@ -39,7 +39,7 @@ type Observed struct {
 	// Held are the ends of the trainers their supervisors hold, by pod UID (Workers reads them).
 	Held map[types.UID]HeldExit
 	// Gone are pods of the current attempt that were seen ending with a non-zero exit code and are deleted
-	// since (the Job controller deletes a failed Job's pods): their ends still explain the failure.
+	// since (Kubernetes' Job controller deletes a failed Job's pods): their ends still explain the failure.
 	Gone []corev1.Pod
 	// ForceDeleted are pods of the current attempt as the watch saw them when they were deleted at once
 	// (grace period 0) while their trainer ran (RunningWhenDeleted), listed or gone since.

@@ -387,7 +387,7 @@ func (r *podRun) update(f func(*corev1.PodStatus)) {
 }
 
 // writeStatus replaces the pod's status with the node's view, keeping conditions set by others (the
-// scheduler's PodScheduled, the Job controller's disruption target). Like the kubelet's status manager it
+// scheduler's PodScheduled, Kubernetes' Job controller's disruption target). Like the kubelet's status manager it
 // keeps trying while the API server cannot be reached (a restart, an outage), until the pod's run ends.
 func (r *podRun) writeStatus(ctx context.Context) error {
 	r.writeMu.Lock()

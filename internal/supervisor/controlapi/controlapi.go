@@ -42,7 +42,7 @@ const (
 	// AttemptEnv is the attempt (status.attempt) the pod was created in.
 	AttemptEnv = "TRAININGJOB_ATTEMPT"
 	// CurrentAttemptEnv is the job's attempt when the container was created (from the job's ConfigMap): a
-	// pod that the Job controller created for a rank that was gone, after the gang moved on, is behind it
+	// pod that Kubernetes' Job controller created for a rank that was gone, after the gang moved on, is behind it
 	// and waits for its order before it runs the program.
 	CurrentAttemptEnv = "TRAININGJOB_CURRENT_ATTEMPT"
 	// StateDirEnv is a directory that outlives the containers (an emptyDir of the pod) where the

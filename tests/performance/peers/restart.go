@@ -51,7 +51,7 @@ type restartResult struct {
 	StopDelay float64 `json:"stopDelaySeconds"`
 	Phases    phases  `json:"phases"`
 	// Writes are the API writes made from the origin until the status said Running, by writer and kind
-	// (the operator; kube-controller-manager: the Job controller and the garbage collector).
+	// (the operator; kube-controller-manager: Kubernetes' Job controller and the garbage collector).
 	Writes map[string]map[string]int `json:"writes"`
 }
 
@@ -252,7 +252,7 @@ func (r *run) timeRestart(ctx context.Context, op *operator, seen *seenJobs, c c
 		}
 	}
 	// The next measurement starts on a quiet cluster: this job's pods are gone and kube-controller-manager's
-	// requests about them (the garbage collector's, the Job controller's finalizer releases at its client
+	// requests about them (the garbage collector's, Kubernetes' Job controller's finalizer releases at its client
 	// rate, some for pods already gone) are over.
 	if err := waitFor(ctx, 5*time.Minute, name+"'s pods gone", func() bool { return r.podsLeft(name) == 0 }); err != nil {
 		return out, err

@@ -178,10 +178,10 @@ func (b *bench) createJob(i int) error {
 	return b.k.Create(context.Background(), tj)
 }
 
-// createPod plays the Job controller and the kubelet for rank 0: a Running pod at the endpoint's address.
+// createPod plays Kubernetes' Job controller and the kubelet for rank 0: a Running pod at the endpoint's address.
 func (b *bench) createPod(i int) error {
 	ctx := context.Background()
-	// The labels the Job controller gives a pod of the first attempt's Job: the operator finds rank 0 by them.
+	// The labels Kubernetes' Job controller gives a pod of the first attempt's Job: the operator finds rank 0 by them.
 	labels := map[string]string{names.NameLabel: jobName(i), names.RankLabel: "0", names.AttemptLabel: "0"}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: jobName(i) + "-worker-0", Namespace: ns, Labels: labels,

@@ -15,7 +15,7 @@ import (
 	benchkit "github.com/trainingjob-operator/trainingjob-operator/tests/performance/bench"
 )
 
-// The bench plays the Job controller and the kubelet for every job, as cheaply as they would write:
+// The bench plays Kubernetes' Job controller and the kubelet for every job, as cheaply as they would write:
 // startWorkers creates the worker's pod and reports it Running and Ready, with the Job's active and
 // ready counts, and waits until every TrainingJob is Running; finishWorker reports the pod Succeeded and
 // the Job Complete.

@@ -5,7 +5,7 @@
 // For each job count N it measures: the ceiling (a plain client creating the N Jobs, Services and
 // ConfigMaps the operator would, 32 at a time); the wiring of N TrainingJobs submitted at once until each
 // has its Job, Service, ConfigMap and a state, as a ratio to the ceiling; submit → Job latency (burst, and
-// idle afterwards); a full lifecycle of every job (the bench plays the Job controller and the kubelet:
+// idle afterwards); a full lifecycle of every job (the bench plays Kubernetes' Job controller and the kubelet:
 // one Running pod, then Succeeded and the Job Complete) and its throughput; the operator's writes per
 // lifecycle by kind from the audit log, cross-checked with its own client metrics; conflicts and errors
 // logged; writes while idle; heap and RSS per job; and a cold start (the manager restarted with N
