@@ -205,6 +205,9 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 		if err := r.Patch(ctx, cm, patch); err != nil {
 			return fmt.Errorf("setting RESUME_FROM of %s: %w", klog.KObj(tj), err)
 		}
+		if settle {
+			ctrl.LoggerFrom(ctx).V(1).Info("RESUME_FROM settled for the attempt", "attempt", tj.Status.Attempt, "resumeFrom", want)
+		}
 	}
 	if addr != "" {
 		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[names.ResumeFromKey], r.agentToken(tj, pods, addr)); err != nil {

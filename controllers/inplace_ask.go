@@ -32,28 +32,12 @@ type supervisorAnswers struct {
 	behind []corev1.Pod
 }
 
-// askSupervisors asks the supervisors of job's unready pods how their trainers ended: at most stopWorkers
-// of them, once per readiness (toAsk), a silent one less and less often (silentFor).
+// askSupervisors asks the supervisors of job's unready pods how their trainers ended (toAsk).
 func (g gangRestart) askSupervisors(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) supervisorAnswers {
 	if job == nil || job.Annotations[names.InPlaceAnnotation] == "" {
 		return supervisorAnswers{}
 	}
-	token, now := builders.ControlToken(tj, g.opts), g.clock.Now()
-	var ask []int
-	room := g.silentRoom(tj)
-	for i := range pods {
-		p := &pods[i]
-		if _, ok := g.toAsk(tj, job, p, now); !ok || len(ask) == stopWorkers {
-			continue
-		}
-		if g.child(tj, p.UID).misses == 0 {
-			if room == 0 {
-				continue
-			}
-			room--
-		}
-		ask = append(ask, i)
-	}
+	token, now, ask := builders.ControlToken(tj, g.opts), g.clock.Now(), g.whomToAsk(tj, job, pods)
 	exits := make([]*controlapi.Exit, len(pods))
 	behind := make([]bool, len(pods))
 	parallel(len(ask), stopWorkers, func(j int) {
@@ -72,6 +56,32 @@ func (g gangRestart) askSupervisors(ctx context.Context, tj *mlv1.TrainingJob, j
 			exits[ask[j]] = &e
 		}
 	})
+	return answersOf(ctx, pods, exits, behind)
+}
+
+// whomToAsk returns the indexes of the pods to ask in one round: at most stopWorkers, and no more silent
+// ones than the job's memory takes (a silent supervisor is asked less and less often: silentFor).
+func (g gangRestart) whomToAsk(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) []int {
+	var ask []int
+	now, room := g.clock.Now(), g.silentRoom(tj)
+	for i := range pods {
+		p := &pods[i]
+		if _, ok := g.toAsk(tj, job, p, now); !ok || len(ask) == stopWorkers {
+			continue
+		}
+		if g.child(tj, p.UID).misses == 0 {
+			if room == 0 {
+				continue
+			}
+			room--
+		}
+		ask = append(ask, i)
+	}
+	return ask
+}
+
+// answersOf returns the answers of one round, in the pods' order.
+func answersOf(ctx context.Context, pods []corev1.Pod, exits []*controlapi.Exit, behind []bool) supervisorAnswers {
 	var a supervisorAnswers
 	for i := range pods {
 		if e := exits[i]; e != nil {

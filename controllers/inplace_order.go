@@ -57,15 +57,37 @@ func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behi
 	return nil
 }
 
-// orderPods orders every pod not labelled with the order's attempt yet into it, many at once (a request to
-// its supervisor, no API write), then labels those that took it (an API write each, after every restart
-// began). It returns why one could not be ordered ("" when all were), or a label's error (tried again at
-// the next reconcile).
+// orderPods orders every pod not labelled with the order's attempt yet into it, then labels those that
+// took it, after every restart began. It returns why one could not be ordered ("" when all were), or a
+// label's error (tried again at the next reconcile).
 func (g gangRestart) orderPods(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) (string, error) {
+	took, failed := g.sendOrders(ctx, tj, pods, o)
+	if failed != "" {
+		return failed, nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	parallel(len(pods), stopWorkers, func(i int) {
+		if !took[i] {
+			return
+		}
+		if err := g.labelOnce(ctx, tj, &pods[i], o.Attempt); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
+	return "", errors.Join(errs...)
+}
+
+// sendOrders sends o to the supervisors of the pods not in its attempt yet, many at once (no API write). A
+// pod ordered by an earlier reconcile, whose label the cache does not show yet, is not ordered again. took
+// says which pods are in the attempt now; failed, why one could not be ordered.
+func (g gangRestart) sendOrders(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) (
+	took []bool, failed string) {
 	token := builders.ControlToken(tj, g.opts)
 	var mu sync.Mutex
-	var failed string
-	took := make([]bool, len(pods))
+	took = make([]bool, len(pods))
 	sent := 0
 	parallel(len(pods), orderWorkers, func(i int) {
 		p := &pods[i]
@@ -74,7 +96,7 @@ func (g gangRestart) orderPods(ctx context.Context, tj *mlv1.TrainingJob, pods [
 		}
 		took[i] = true
 		if g.child(tj, p.UID).ordered.is(o.Attempt) {
-			return // ordered by an earlier reconcile, whose label the cache has not shown yet
+			return
 		}
 		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o)
 		err := g.control.Restart(ctx, addr, order, o)
@@ -89,21 +111,7 @@ func (g gangRestart) orderPods(ctx context.Context, tj *mlv1.TrainingJob, pods [
 	})
 	ctrl.LoggerFrom(ctx).V(1).Info("Ordered the workers into the attempt", "attempt", o.Attempt, "orders", sent,
 		"resumeFrom", o.ResumeFrom, "graceSeconds", o.GraceSeconds, "failed", failed)
-	if failed != "" {
-		return failed, nil
-	}
-	var errs []error
-	parallel(len(pods), stopWorkers, func(i int) {
-		if !took[i] {
-			return
-		}
-		if err := g.labelOnce(ctx, tj, &pods[i], o.Attempt); err != nil {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		}
-	})
-	return "", errors.Join(errs...)
+	return took, failed
 }
 
 // orderWorkers is how many supervisors the JobController orders at once.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -241,6 +242,7 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	if err := r.createOwned(ctx, tj, want); err != nil {
 		return err
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Created the attempt's Job", "job", klog.KObj(want), "attempt", tj.Status.Attempt)
 	if applied := builders.AppliedDefaults(tj, r.options(ctx)); len(applied) > 0 {
 		r.Recorder.Eventf(tj, want, corev1.EventTypeNormal, derive.ReasonWorkerDefaultsApplied, "Create",
 			"attempt %d: the cluster's worker defaults applied beneath the job's own settings: %s", tj.Status.Attempt,
@@ -310,6 +312,9 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 // 23-25 s after a failure, and the next attempt's pod creations waited behind those requests
 // (tests/performance/peers -ranks).
 func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
+	if job.DeletionTimestamp == nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Deleting the Job of an older attempt", "job", klog.KObj(job), "attempt", names.JobAttempt(job))
+	}
 	if err := r.deleteJob(ctx, job, "of an older attempt"); err != nil {
 		return err
 	}
@@ -416,6 +421,7 @@ func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *
 	if ptr.Deref(job.Spec.Suspend, false) || jobFinished(job) || tj.CleanPodPolicy() == mlv1.CleanPodsNone {
 		return nil
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Stopping the workers of the finished run", "job", klog.KObj(job))
 	patch := client.MergeFrom(job.DeepCopy())
 	job.Spec.Suspend = ptr.To(true)
 	if err := r.Patch(ctx, job, patch); err != nil {
@@ -438,6 +444,7 @@ func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, j
 	if want == current {
 		return nil
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Setting the Job's suspend", "job", klog.KObj(job), "suspend", want, "byQueue", waits)
 	patch := client.MergeFrom(job.DeepCopy())
 	job.Spec.Suspend = ptr.To(want)
 	if err := r.Patch(ctx, job, patch); err != nil {
@@ -454,6 +461,7 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 	if tj.Spec.Elastic == nil || (ptr.Deref(job.Spec.Parallelism, 0) == n && ptr.Deref(job.Spec.Completions, 0) == n) {
 		return nil
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Scaling the Job", "job", klog.KObj(job), "workers", n)
 	patch := client.MergeFrom(job.DeepCopy())
 	job.Spec.Parallelism, job.Spec.Completions = ptr.To(n), ptr.To(n)
 	if err := r.Patch(ctx, job, patch); err != nil {

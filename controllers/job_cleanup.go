@@ -45,6 +45,7 @@ func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJo
 		ctrl.LoggerFrom(ctx).Info("deleting finished TrainingJob (ttlSecondsAfterFinished)")
 		return true, res, ignoreNotFound(r.Delete(ctx, tj, client.Preconditions{UID: &tj.UID}))
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Deleting the finished run's children (ttlSecondsAfterFinished)")
 	return false, res, r.deleteChildren(ctx, tj)
 }
 

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -93,6 +94,7 @@ func (r *JobReconciler) createWorkload(ctx context.Context, tj *mlv1.TrainingJob
 		return nil, fmt.Errorf("creating workload %s: %w", wl.Name, err)
 	}
 	r.Recorder.Eventf(tj, wl, corev1.EventTypeNormal, derive.ReasonQueued, "Queue", "workload %s queued in %q", wl.Name, wl.Spec.QueueName)
+	ctrl.LoggerFrom(ctx).V(1).Info("Queued the job", "workload", klog.KObj(wl), "queue", wl.Spec.QueueName)
 	return wl, nil
 }
 

@@ -139,6 +139,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if hung && written && r.Recorder != nil {
 		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c.Reason, "Hang", "%s", c.Message)
+		ctrl.LoggerFrom(ctx).V(1).Info("The run hangs", "reason", c.Reason, "message", c.Message)
 	}
 	return result(minResult(res, wres), err)
 }

@@ -58,6 +58,7 @@ func applyStatus(ctx context.Context, c client.Client, writes *statusWrites, tj 
 	}
 	if ok, wait := writes.budgetOf().admit(key, class == "routine"); !ok {
 		metrics.StatusWrites.WithLabelValues(manager, class, "deferred").Inc()
+		ctrl.LoggerFrom(ctx).V(1).Info("Status write deferred by the write budget", "manager", manager, "class", class, "wait", wait)
 		return false, reconcile.Result{RequeueAfter: wait}, nil
 	}
 	metrics.StatusWrites.WithLabelValues(manager, class, "written").Inc()
