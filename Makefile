@@ -151,8 +151,8 @@ bench-supervisor: ## Measure the supervisor's cost: 1 GiB of output, millions of
 	go run ./tests/performance/supervisor -supervisor bin/supervisor-static -out bin/supervisor-report.md
 
 .PHONY: up
-up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue.
-	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(KUEUE_FLAGS) $(if $(FILE),-f $(FILE))
+up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue; LOG_LEVEL=1 logs each decision of the operator.
+	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(KUEUE_FLAGS) $(if $(FILE),-f $(FILE)) $(if $(LOG_LEVEL),--log-level $(LOG_LEVEL))
 
 .PHONY: chaos
 chaos: ## The fault suite, long: the real operator SIGKILLed at random moments of 20 rounds of lifecycles and at each step; leader loss, API server restart and node loss 3 times each; prints the Reliability table (also in bin/chaos-report.md); CHAOS_SEED replays a run.

@@ -30,14 +30,12 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// CheckpointReconciler follows a job's checkpoints through rank 0's checkpoint agent (package
-// checkpoint, protocol agentapi): status.checkpoint and CheckpointStorageReady, the checkpoint series, and
-// the ConfigMap's RESUME_FROM, of which it is the only writer. Before each attempt's workers start it
-// settles RESUME_FROM for that attempt (the newest checkpoint it knows, including what the stopped
-// workers' agent reported last) and marks the ConfigMap with the attempt; the JobController waits for
-// that mark.
+// CheckpointReconciler is the CheckpointController. It follows rank 0's checkpoint agent into
+// status.checkpoint, CheckpointStorageReady and the checkpoint series, and alone writes the
+// ConfigMap's RESUME_FROM. Before each attempt starts, it settles RESUME_FROM for it and marks the
+// ConfigMap, which the JobController waits for.
 type CheckpointReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	// writes remembers this process's status writes, shared by the four controllers (statusWrites).
 	writes *statusWrites
 	client.Client
 	// APIReader reads the nodes of stranded pods (not cached).
@@ -48,35 +46,36 @@ type CheckpointReconciler struct {
 	// Interval is the default time between two reads of a Running job's agent.
 	Interval time.Duration
 	Workers  int
-	// TokenKey is the key the JobController's builders derive each job's agent token from
-	// (builders.Options.AgentTokenKey): the token PUT /resume-from carries when rank 0's pod, as the
-	// cache holds it, does not show its own.
+	// TokenKey is the key the builders derive each job's agent token from
+	// (builders.Options.AgentTokenKey). It is used when the cached rank 0 pod does not show its own
+	// token.
 	TokenKey builders.SecretKey
 
 	// reports is the agent's last report per job, for the increase of its cumulative counts.
 	reports poller[agentapi.Status]
-	// finals remembers, per job, the newest final report a stopped rank 0 agent left in a pod the watch
-	// delivered: a pod deleted as it stops (an eviction, a preemption, a gang restart) is gone before a
-	// reconcile reads it, and its report names the checkpoint written at preemption.
+	// finals remembers, per job, the newest final report a stopped rank 0 agent left in a delivered
+	// pod. A pod deleted as it stops is gone before a reconcile reads it.
 	finals sync.Map
-	// fresh holds, per job, the attempt for which rank 0's agent of the attempt before, restarting in place,
-	// reported after the restart's decision (inPlaceReport).
+	// fresh holds, per job, the attempt for which the previous attempt's rank 0 agent, restarting in
+	// place, reported after the restart's decision (inPlaceReport).
 	fresh sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
 
-// Reconcile keeps status.checkpoint and the ConfigMap's RESUME_FROM in step with the job's checkpoints.
-// The status goes first: RESUME_FROM is derived from it, so a crash or a conflict between the two writes
-// never leaves the ConfigMap naming a checkpoint the status does not know. Its steps:
+// Reconcile keeps status.checkpoint and the ConfigMap's RESUME_FROM in step with the job's
+// checkpoints. The status goes first, so RESUME_FROM never names a checkpoint the status does not
+// know. Its steps:
 //  1. get the TrainingJob, with checkpoints on (a deleted one's remembered reports are dropped);
 //  2. wait while the cache has not seen this process's last status write;
 //  3. get the job's ConfigMap (its creation brings the job back) and rank 0's pods;
-//  4. put into the status the agents' reports: remembered, from stopped agents, and a read when due;
+//  4. put into the status the agents' reports: remembered, from stopped agents, and a read when
+//     due;
 //  5. write the status, once, when it changed, and tell of a storage fault;
 //  6. settle and move RESUME_FROM from the status as written.
 func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{} // 1.
+	// 1. Get the TrainingJob.
+	tj := &mlv1.TrainingJob{}
 	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil || !tj.CheckpointEnabled() {
 		if !found && err == nil {
 			r.reports.forget(req.NamespacedName)
@@ -85,10 +84,12 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		return reconcile.Result{}, err
 	}
-	if r.writes.behind(tj) { // 2.
+	// 2. Wait for the cache to see our last status write.
+	if r.writes.behind(tj) {
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
-	cm := &corev1.ConfigMap{} // 3.
+	// 3. Get the ConfigMap and rank 0's pods.
+	cm := &corev1.ConfigMap{}
 	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil ||
 		!found {
 		return reconcile.Result{}, err
@@ -98,8 +99,10 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	addr, res := r.observe(ctx, tj, cm, pods)                                                 // 4.
-	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, checkpointController) // 5.
+	// 4. Put the agents' reports into the status.
+	addr, res := r.observe(ctx, tj, cm, pods)
+	// 5. Write the status.
+	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, checkpointController)
 	if written {
 		r.recordStorageFault(tj, old)
 		r.recordEarlierRuns(tj, old)
@@ -107,13 +110,12 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if err != nil || wres.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
 		return wres, err
 	}
-	return result(res, r.syncResumeFrom(ctx, tj, cm, pods, addr)) // 6.
+	// 6. Settle RESUME_FROM.
+	return result(res, r.syncResumeFrom(ctx, tj, cm, pods, addr))
 }
 
-// observe puts every report of the job's checkpoints into tj.Status: what RESUME_FROM already names (a
-// status write lost to a crash), the last report read (a write lost to a conflict), the stopped agents'
-// final reports, and a read of the running agent when due. It returns the agent's address when it
-// answered, and when to come back.
+// observe puts every known checkpoint report into tj.Status, reading the running agent when due. It
+// returns the agent's address if it answered, and when to come back.
 func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
 	pods []corev1.Pod) (string, reconcile.Result) {
 	now := metav1.NewTime(r.Clock.Now())
@@ -140,8 +142,8 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	return r.readWhenDue(ctx, tj, pods, now.Time)
 }
 
-// readWhenDue reads rank 0's agent (found among rank0, rank 0's pods) into tj.Status and the series when
-// the job's interval has passed. It returns the agent's address when it answered, and when to come back.
+// readWhenDue reads rank 0's agent into tj.Status and the series once the job's interval has
+// passed. It returns the agent's address if it answered, and when to come back.
 func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.TrainingJob, rank0 []corev1.Pod,
 	now time.Time) (string, reconcile.Result) {
 	every := interval(tj, r.Interval)
@@ -170,12 +172,9 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 	return addr, res
 }
 
-// syncResumeFrom brings RESUME_FROM to the newest checkpoint the status knows (builders.ResumeFrom), and
-// marks it settled for the current attempt once no rank 0 of an older attempt may still report a newer
-// one. Then it tells rank 0's agent (when it answered) what RESUME_FROM names now, so the agent may
-// rotate away what no starting worker can be told any more: the agent protects every checkpoint it
-// reported until then. RESUME_FROM only moves forward: a checkpoint it named may be rotated away as soon
-// as it names a newer one.
+// syncResumeFrom moves RESUME_FROM forward to the newest checkpoint in the status and marks it
+// settled once no older rank 0 may report a newer one. It then tells the agent, which may rotate
+// older checkpoints.
 func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, pods []corev1.Pod,
 	addr string) error {
 	current, had := cm.Data[names.ResumeFromKey]
@@ -211,17 +210,16 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 	}
 	if addr != "" {
 		if err := r.Agent.AcknowledgeResumeFrom(ctx, addr, cm.Data[names.ResumeFromKey], r.agentToken(tj, pods, addr)); err != nil {
-			// Safe to leave: the agent keeps protecting what it reported until a later acknowledgement.
+			// Safe to skip: the agent protects what it reported until a later acknowledgement.
 			ctrl.LoggerFrom(ctx).Info("telling rank 0's checkpoint agent what RESUME_FROM names", "error", err.Error())
 		}
 	}
 	return nil
 }
 
-// agentToken returns the token of the agent at addr (one of rank 0's pods): the value its container has
-// (agentapi.TokenEnv), so a running pod's token works whatever key the operator holds now; else, when
-// the pod as read shows no agent container (the manager's cache keeps no pod spec, see slimPod), the
-// token the builders gave the job (builders.AgentToken with TokenKey). Never logged.
+// agentToken returns the token of the agent at addr: the pod's own agentapi.TokenEnv value, so a
+// running pod's token always works. If the cached pod shows none (slimPod), it derives one from
+// TokenKey. Never logged.
 func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Pod, addr string) string {
 	for _, p := range pods {
 		if p.Status.PodIP == "" || podAddr(&p, builders.AgentPort) != addr {
@@ -242,9 +240,8 @@ func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Po
 	return builders.AgentToken(tj, builders.Options{AgentTokenKey: r.TokenKey})
 }
 
-// olderRank0Running: a rank 0 pod of an older attempt has not ended yet: its agent may still report a
-// newer checkpoint. One stranded on a lost node is not waited for (its agent cannot be reached; what it
-// last reported is what is known).
+// olderRank0Running reports whether an older attempt's rank 0 pod has not ended, so its agent may
+// still report a newer checkpoint. A pod stranded on a lost node is not waited for.
 func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) (bool, error) {
 	var older []corev1.Pod
 	inPlace, err := r.restartingInPlace(ctx, tj)
@@ -265,10 +262,9 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 	return len(left) > 0, err
 }
 
-// inPlaceReport reads, while the job restarts in place and RESUME_FROM is not settled for the new attempt,
-// the agent of rank 0's pod of the older attempt (still running: its containers restart without a final
-// report, as the kubelet keeps none of their ends) into tj.Status, until it reports after the restart's
-// decision. Reading the agent makes it sync again soon after; res comes back for the next read.
+// inPlaceReport reads the older attempt's rank 0 agent into tj.Status while the job restarts in
+// place and RESUME_FROM is unsettled, until the agent reports after the restart's decision. The
+// restarted containers leave no final report. res requeues for the next read.
 func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
 	pods []corev1.Pod) reconcile.Result {
 	key := client.ObjectKeyFromObject(tj)
@@ -290,9 +286,8 @@ func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.Train
 	return reconcile.Result{RequeueAfter: 500 * time.Millisecond}
 }
 
-// reportedSinceRestart says whether rank 0's agent of the older attempt reported after the decision of the
-// current attempt's restart (inPlaceReport), or there is no such wait: no restart under way, or
-// inPlaceReportWait has passed since its decision.
+// reportedSinceRestart reports whether the older rank 0 agent reported after the restart's decision
+// (inPlaceReport), or there is nothing to wait for: no restart, or inPlaceReportWait has passed.
 func (r *CheckpointReconciler) reportedSinceRestart(tj *mlv1.TrainingJob) bool {
 	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRestarting)
 	if c == nil || c.Status != metav1.ConditionTrue || r.Clock.Since(c.LastTransitionTime.Time) >= inPlaceReportWait {
@@ -302,14 +297,13 @@ func (r *CheckpointReconciler) reportedSinceRestart(tj *mlv1.TrainingJob) bool {
 	return ok && v.(int32) == tj.Status.Attempt
 }
 
-// inPlaceReportWait bounds how long RESUME_FROM waits for a fresh report of a rank 0 that restarts in place:
-// past it, the newest checkpoint known is resumed from.
+// inPlaceReportWait bounds how long RESUME_FROM waits for a fresh report from a rank 0 restarting
+// in place; after it, the newest known checkpoint is used.
 const inPlaceReportWait = 10 * time.Second
 
-// restartingInPlace returns the UID of the workers' Job when it restarts in place (names.InPlaceAnnotation),
-// "" otherwise: its pods of an older attempt are the ones to restart, which wait for RESUME_FROM; what
-// their agents report meanwhile is left to the next attempt. One being deleted is still waited for: the
-// gang is recreated.
+// restartingInPlace returns the UID of the workers' Job when it restarts in place
+// (names.InPlaceAnnotation), else "". Its older pods wait for RESUME_FROM; a Job being deleted is
+// still waited for.
 func (r *CheckpointReconciler) restartingInPlace(ctx context.Context, tj *mlv1.TrainingJob) (string, error) {
 	job := &batchv1.Job{}
 	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job)
@@ -329,10 +323,8 @@ func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJ
 	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !ofJobName(tj, &p) }), nil
 }
 
-// ofJobName says whether p was made by a Job of the job's name (the Job of any attempt: each is created
-// again under that name), by its controller owner reference: labels are anybody's, and a pod made by hand
-// with its labels must not report the job's checkpoints nor be told its agent's token. (A stranger's owner
-// reference to a Job that is not there goes with the pod: the garbage collector deletes it.)
+// ofJobName reports whether a Job of the job's name, of any attempt, controls p. Labels alone are
+// not trusted: a hand-made pod must not report checkpoints or receive the agent token.
 func ofJobName(tj *mlv1.TrainingJob, p *corev1.Pod) bool {
 	c := metav1.GetControllerOf(p)
 	return c != nil && c.Kind == "Job" && c.Name == names.JobName(tj)
@@ -354,8 +346,8 @@ func (r *CheckpointReconciler) recordEarlierRuns(tj *mlv1.TrainingJob, old mlv1.
 	}
 }
 
-// SetupWithManager registers the controller: TrainingJobs (spec and state changes), their ConfigMaps and
-// rank 0's pods (whose stopped agent leaves its final report).
+// SetupWithManager registers the controller: TrainingJobs (spec and state changes), their
+// ConfigMaps and rank 0's pods, whose stopped agents leave final reports.
 func (r *CheckpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlv1.TrainingJob{}, builder.WithPredicates(specOrState)).
@@ -373,8 +365,7 @@ func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Reques
 	return byNameLabel(ctx, obj)
 }
 
-// recordingFinals wraps next to remember the final report of every rank 0 pod the watch delivers (see
-// finals).
+// recordingFinals wraps next to remember the final report of every delivered rank 0 pod (finals).
 func (r *CheckpointReconciler) recordingFinals(next handler.EventHandler) handler.EventHandler {
 	return recordingPods(func(p *corev1.Pod) {
 		key, ok := trainingJobOf(p)

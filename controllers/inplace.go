@@ -30,20 +30,22 @@ import (
 // inplace*.go. Its protocol:
 //
 //   - Hold. A supervisor whose trainer fails keeps it held and fails the pod's readiness probe. The
-//     JobController asks every unready pod's supervisor how its trainer ended (askSupervisors, with the
-//     job's token for the pod: controlapi.ExitToken); a held exit is derive.Observed.Held, read as any
-//     failed worker's end.
-//   - Attempt. When derive decides on a restart, the status's attempt goes up first; the ConfigMap then
-//     holds it (names.CurrentAttemptKey), and RESUME_FROM is settled for it by the CheckpointController.
+//     JobController asks every unready pod's supervisor how its trainer ended (askSupervisors, with
+//     the job's token for the pod: controlapi.ExitToken); a held exit is derive.Observed.Held, read
+//     as any failed worker's end.
+//   - Attempt. When derive decides on a restart, the status's attempt goes up first; the ConfigMap
+//     then holds it (names.CurrentAttemptKey), and RESUME_FROM is settled for it by the
+//     CheckpointController.
 //   - Orders. Once both are in place, every running pod not yet moved is ordered into the attempt
-//     (orderPods, controlapi.OrderToken): its supervisor exits with controlapi.RestartCode and the kubelet
-//     runs every container of the pod again, keeping the pod. Each pod that took it is then labelled with
-//     the attempt, the Job last: the labels are the barrier that says the attempt's workers are these.
+//     (orderPods, controlapi.OrderToken): its supervisor exits with controlapi.RestartCode and the
+//     kubelet runs every container of the pod again, keeping the pod. Each pod that took it is then
+//     labelled with the attempt, the Job last: the labels are the barrier that says the attempt's
+//     workers are these.
 //   - Replacements. A pod that is gone (ended, being deleted) is replaced alone by Kubernetes' Job
 //     controller; its supervisor starts behind the ConfigMap's attempt and waits. It is labelled
-//     (labelReplacements) and ordered once it runs (orderBehind). A pod on a node the workers avoid now is
-//     deleted and replaced the same way (replaceAvoided); if its replacement lands there again, the gang
-//     is recreated (replacedOnAvoided).
+//     (labelReplacements) and ordered once it runs (orderBehind). A pod on a node the workers avoid
+//     now is deleted and replaced the same way (replaceAvoided); if its replacement lands there
+//     again, the gang is recreated (replacedOnAvoided).
 //   - Fallback. With no pod left running, a pod that cannot be ordered, a rank on a lost node or a
 //     replacement Kubernetes' Job controller would hold back, the gang is recreated, and says why
 //     (recreating).
@@ -51,8 +53,7 @@ import (
 // An order repeated is harmless (a supervisor ignores an attempt it took), and every step reads its
 // progress from the API (attempt, labels), so an operator restarted anywhere in between goes on.
 
-// gangRestart coordinates the restarts in place of the JobController's jobs. It is made for each
-// reconcile from the JobReconciler (gang).
+// gangRestart coordinates the JobController's restarts in place. gang builds one per reconcile.
 type gangRestart struct {
 	// Client reads the cache and writes the attempt labels and the avoided pods' deletions.
 	client.Client
@@ -88,17 +89,17 @@ func (g gangRestart) remember(tj *mlv1.TrainingJob, uid types.UID, f func(*child
 	g.memory.with(client.ObjectKeyFromObject(tj), func(j *jobMemory) { f(j.remember(tj, uid)) })
 }
 
-// recreating says why the workers' pods of job are recreated rather than restarted in place: an event on the
-// TrainingJob, and a log line.
+// recreating records an event and a log line saying why job's pods are recreated rather than
+// restarted in place.
 func (g gangRestart) recreating(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, eventType, why string) {
 	ctrl.LoggerFrom(ctx).V(1).Info("Recreating the workers' pods", "attempt", tj.Status.Attempt, "why", why)
 	g.recorder.Eventf(tj, job, eventType, derive.ReasonRestarting, "Recreate",
 		"attempt %d: recreating the workers' pods: %s", tj.Status.Attempt, why)
 }
 
-// restart restarts the workers of job, an older attempt's Job built to restart in place, into the current
-// attempt (the protocol above). blocked says what the attempt's start waits for; done is false when the
-// gang cannot restart in place (recreating said why): the caller recreates it.
+// restart moves the workers of job, an older attempt's in-place Job, into the current attempt.
+// blocked says what the start waits for. done is false when the gang cannot restart in place; the
+// caller then recreates it.
 func (g gangRestart) restart(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job) (
 	blocked string, done bool, err error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -141,8 +142,8 @@ func (g gangRestart) restart(ctx context.Context, tj *mlv1.TrainingJob, cm *core
 	return blocked, true, nil
 }
 
-// announce records the RestartInPlace event once per attempt: a reconcile on a cache behind the Job's
-// label finds the pods moved, or ordered.
+// announce records the RestartInPlace event once per attempt, even when a lagging cache shows the
+// pods already moved or ordered.
 func (g gangRestart) announce(tj *mlv1.TrainingJob, job *batchv1.Job, what string) {
 	said := false
 	g.memory.with(client.ObjectKeyFromObject(tj), func(j *jobMemory) {
@@ -155,7 +156,7 @@ func (g gangRestart) announce(tj *mlv1.TrainingJob, job *batchv1.Job, what strin
 	}
 }
 
-// restartedInPlace says what a restart in place did: the pods restarted and those Kubernetes' Job
+// restartedInPlace describes a restart in place: the pods restarted and those Kubernetes' Job
 // controller replaces.
 func restartedInPlace(restart []corev1.Pod, left []string) string {
 	what := fmt.Sprintf("the %d workers' pods restart in place", len(restart))
@@ -168,10 +169,9 @@ func restartedInPlace(restart []corev1.Pod, left []string) string {
 	return what
 }
 
-// inPlacePlan sorts the pods of job for a restart in place: restart (running, reachable, not moved yet),
-// replace (on a node the workers avoid now) and left (gone, not started or replaced, described). An older
-// attempt's end is history. why says why the gang is recreated instead: no pod left to restart, or a
-// replacement Kubernetes' Job controller would hold back for 20 s or more.
+// inPlacePlan sorts job's pods: restart (running, reachable, not moved), replace (on an avoided
+// node) and left (gone, described). why says why the gang is recreated instead: no pod left, or a
+// replacement would be held back 20 s or more.
 func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (restart, replace []corev1.Pod, left []string, why string) {
 	moved, gone := 0, 0
 	ranks := map[string]bool{}
@@ -216,12 +216,12 @@ func inPlacePlan(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) (res
 	return restart, replace, left, ""
 }
 
-// slowReplacement is how many failed pods of a Job make Kubernetes' Job controller wait 20 s or more
-// before it creates the next replacement: the gang is recreated then (a new Job starts with no backoff).
+// slowReplacement is the count of failed pods at which Kubernetes' Job controller waits 20 s or
+// more before the next replacement. The gang is recreated then, since a new Job has no backoff.
 const slowReplacement = 2
 
-// onLostNode says why the gang is recreated when a pod to replace is on a lost node (nodeTrouble): it
-// cannot stop there, and its rank would wait for minutes; "" when none is.
+// onLostNode says why the gang is recreated when a pod to replace is on a lost node: it cannot
+// stop, and its rank would wait for minutes. It returns "" when there is none.
 func onLostNode(ctx context.Context, reader client.Reader, replace []corev1.Pod, now time.Time) (string, error) {
 	if len(replace) == 0 {
 		return "", nil
@@ -245,8 +245,8 @@ func onAvoidedNode(tj *mlv1.TrainingJob, p *corev1.Pod) bool {
 		slices.ContainsFunc(tj.Status.AvoidedNodes, func(a mlv1.AvoidedNode) bool { return a.Name == p.Spec.NodeName })
 }
 
-// replaceAvoided deletes the pods of a restart in place that are on a node the workers avoid now, with the
-// grace an order would give their trainers: Kubernetes' Job controller replaces each alone.
+// replaceAvoided deletes the pods on avoided nodes with the grace an order would give, and
+// Kubernetes' Job controller replaces each alone.
 func (g gangRestart) replaceAvoided(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) error {
 	if len(pods) == 0 {
 		return nil
@@ -273,9 +273,8 @@ func (g gangRestart) replaceAvoided(ctx context.Context, tj *mlv1.TrainingJob, p
 	return errors.Join(errs...)
 }
 
-// replacedOnAvoided says why the gang of job, which restarted in place into the current attempt, is to be
-// recreated: a pod of it is on a node the workers avoid now. Its template predates the avoidance, so
-// Kubernetes' Job controller may place a replacement there again; "" when none is.
+// replacedOnAvoided says why job's gang must be recreated: a pod is on an avoided node, and the
+// older template may place a replacement there again. It returns "" when there is none.
 func (g gangRestart) replacedOnAvoided(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) (string, error) {
 	if job.Annotations[names.InPlaceAnnotation] == "" || finished(tj) || len(tj.Status.AvoidedNodes) == 0 {
 		return "", nil
@@ -296,9 +295,9 @@ func (g gangRestart) replacedOnAvoided(ctx context.Context, tj *mlv1.TrainingJob
 	return "", nil
 }
 
-// labelReplacements labels with the current attempt the pods of job, a Job that restarts in place, that
-// Kubernetes' Job controller created for ranks that were gone: they are the attempt's workers, and their
-// supervisor waits for its order (orderBehind). An ended or stopping pod is an older attempt's.
+// labelReplacements labels with the current attempt the pods Kubernetes' Job controller created for
+// gone ranks, whose supervisors wait for their order (orderBehind). Ended or stopping pods belong
+// to an older attempt.
 func (g gangRestart) labelReplacements(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	if job.Annotations[names.InPlaceAnnotation] == "" || finished(tj) {
 		return nil
@@ -320,8 +319,8 @@ func (g gangRestart) labelReplacements(ctx context.Context, tj *mlv1.TrainingJob
 	return errors.Join(errs...)
 }
 
-// goneWorker reports whether a worker's pod is gone for its rank: being deleted, ended, or its trainer's
-// container ended (the kubelet keeps the pod Running while its sidecars stop).
+// goneWorker reports whether a worker's pod is gone for its rank: being deleted, ended, or with its
+// trainer container ended.
 func goneWorker(p *corev1.Pod) bool {
 	cs := trainerStatus(p)
 	return p.DeletionTimestamp != nil || derive.Ended(p) || cs != nil && cs.State.Terminated != nil
@@ -338,8 +337,8 @@ func ended(p *corev1.Pod) string {
 	return strings.ToLower(string(p.Status.Phase))
 }
 
-// orderGrace returns how long a restarted trainer gets between SIGTERM and SIGKILL: a second after a hang,
-// else the pods' grace period (a trainer may checkpoint on SIGTERM).
+// orderGrace returns a restarted trainer's time between SIGTERM and SIGKILL: one second after a
+// hang, else the pod's grace period.
 func orderGrace(tj *mlv1.TrainingJob) int64 {
 	if derive.LastAttemptHung(tj.Status) {
 		return hungGrace

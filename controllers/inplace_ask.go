@@ -22,7 +22,8 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 )
 
-// Asking the supervisors how their trainers ended: one bounded round per reconcile, whose answers are a value.
+// Asking the supervisors how their trainers ended: one bounded round per reconcile, whose answers
+// are a value.
 
 // supervisorAnswers is what the supervisors of a job's pods said in one round (askSupervisors).
 type supervisorAnswers struct {
@@ -59,8 +60,8 @@ func (g gangRestart) askSupervisors(ctx context.Context, tj *mlv1.TrainingJob, j
 	return answersOf(ctx, pods, exits, behind)
 }
 
-// whomToAsk returns the indexes of the pods to ask in one round: at most stopWorkers, and no more silent
-// ones than the job's memory takes (a silent supervisor is asked less and less often: silentFor).
+// whomToAsk returns the indexes of the pods to ask in one round: at most stopWorkers, with no more
+// silent ones than the memory takes (silentFor).
 func (g gangRestart) whomToAsk(tj *mlv1.TrainingJob, job *batchv1.Job, pods []corev1.Pod) []int {
 	var ask []int
 	now, room := g.clock.Now(), g.silentRoom(tj)
@@ -100,9 +101,8 @@ func answersOf(ctx context.Context, pods []corev1.Pod, exits []*controlapi.Exit,
 	return a
 }
 
-// exitsAwaited says when supervisors are to be asked again: soon (exitRecheck) while one is to be asked,
-// when a silent one's wait ends, and, while one that said it held nothing keeps its pod unready, at the
-// end of that answer's window (askAgain: a trainer that fails since leaves the readiness as it is).
+// exitsAwaited says when to ask the supervisors again: soon (exitRecheck) while one is due, when a
+// silent one's wait ends, or when an askAgain window of an unready pod ends.
 func (g gangRestart) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (time.Duration, bool) {
 	if obs.Job == nil || obs.Job.Annotations[names.InPlaceAnnotation] == "" {
 		return 0, false
@@ -127,9 +127,8 @@ func (g gangRestart) exitsAwaited(tj *mlv1.TrainingJob, obs derive.Observed, now
 	return again, answered
 }
 
-// toAsk reports whether the supervisor of p, a pod of job, is to be asked how its trainer ended, with the
-// key of its readiness (heldKey): it may be held, has not answered for this readiness, and is not waited
-// for after asks it left unanswered. Only pods the Job made get the token (madeBy).
+// toAsk reports whether to ask p's supervisor how its trainer ended, and returns its readiness key
+// (heldKey). Only pods the Job made (madeBy) get the token.
 func (g gangRestart) toAsk(tj *mlv1.TrainingJob, job *batchv1.Job, p *corev1.Pod, now time.Time) (string, bool) {
 	key, ok := g.heldKey(p)
 	c := g.child(tj, p.UID)
@@ -144,16 +143,15 @@ func (g gangRestart) silentRoom(tj *mlv1.TrainingJob) int {
 	return room
 }
 
-// madeBy reports whether job made p: its controller is job (owner reference), and its label says so. A
-// label alone is anybody's: pods a tenant makes with a job's controller-uid label are never asked,
-// ordered or given the token.
+// madeBy reports whether job made p: job is p's controller owner and the label agrees. A label
+// alone proves nothing, since a tenant can set it.
 func madeBy(job *batchv1.Job, p *corev1.Pod) bool {
 	ref := metav1.GetControllerOf(p)
 	return job != nil && ref != nil && ref.UID == job.UID && ref.Kind == "Job" && p.Labels[names.ControllerUIDLabel] == string(job.UID)
 }
 
-// tokenPodUID returns the UID the supervisor of p derives its tokens for: the pod's, when its trainer has
-// controlapi.PodUIDEnv; "" (the job's token itself) for a pod an older operator made.
+// tokenPodUID returns the pod UID p's supervisor derives its tokens for, or "" (the job's token)
+// for a pod an older operator made.
 func tokenPodUID(p *corev1.Pod) string {
 	for _, c := range p.Spec.Containers {
 		if c.Name == names.ContainerName && slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == controlapi.PodUIDEnv }) {
@@ -163,8 +161,8 @@ func tokenPodUID(p *corev1.Pod) string {
 	return ""
 }
 
-// maxSilentWait is the longest a supervisor that leaves asks unanswered waits to be asked again: from
-// exitRecheck, doubled with each miss in a row. A held trainer's hold ends on its own, so no failure is lost.
+// maxSilentWait caps how long a silent supervisor waits to be asked again; the wait doubles from
+// exitRecheck with each miss. A held trainer's hold ends by itself, so no failure is lost.
 const maxSilentWait = 32 * time.Second
 
 // answered remembers whether p's supervisor answered an ask made at now.
@@ -180,31 +178,31 @@ func (g gangRestart) answered(tj *mlv1.TrainingJob, p *corev1.Pod, ok bool, now 
 	g.remember(tj, p.UID, func(c *childMemory) { c.misses, c.lastMiss = c.misses+1, now })
 }
 
-// silentFor returns how long p's supervisor is not asked (0: it may be).
+// silentFor returns how long p's supervisor is not asked; 0 means it may be.
 func (g gangRestart) silentFor(tj *mlv1.TrainingJob, p *corev1.Pod, now time.Time) time.Duration {
 	c := g.child(tj, p.UID)
 	if c.misses == 0 {
 		return 0
 	}
 	wait := min(exitRecheck<<min(c.misses-1, 6), maxSilentWait)
-	return min(max(0, c.lastMiss.Add(wait).Sub(now)), wait) // a clock stepped back waits no longer
+	// A clock stepped back waits no longer than wait.
+	return min(max(0, c.lastMiss.Add(wait).Sub(now)), wait)
 }
 
-// heldKey returns mayBeHeld's key within an askAgain window: a pod unready from its start whose trainer
-// then fails stays unready, its readiness unchanged.
+// heldKey returns mayBeHeld's key, stable within an askAgain window.
 func (g gangRestart) heldKey(p *corev1.Pod) (string, bool) {
 	key, ok := mayBeHeld(p)
 	return key + "/" + strconv.FormatInt(g.clock.Now().UnixNano()/int64(askAgain), 10), ok
 }
 
-// askAgain is how long a supervisor's answer that it holds nothing stands for a pod that stays unready.
+// askAgain is how long a supervisor's "holds nothing" answer stands for a pod that stays unready.
 const askAgain = 2 * time.Second
 
 // exitRecheck is how soon a supervisor that did not answer is asked again.
 const exitRecheck = time.Second
 
-// mayBeHeld reports whether a pod's trainer may be held (the pod runs, unready, its trainer running), with
-// the key of its present readiness: its UID, when its Ready condition last changed, and its restarts.
+// mayBeHeld reports whether a pod's trainer may be held: the pod runs unready with its trainer
+// running. The key is its UID, Ready transition time and restarts.
 func mayBeHeld(p *corev1.Pod) (string, bool) {
 	cs := trainerStatus(p)
 	ready := podReady(p)

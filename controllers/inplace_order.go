@@ -27,8 +27,8 @@ func inPlaceOrder(tj *mlv1.TrainingJob, cm *corev1.ConfigMap) controlapi.Order {
 	return controlapi.Order{Attempt: tj.Status.Attempt, GraceSeconds: orderGrace(tj), ResumeFrom: cm.Data[names.ResumeFromKey]}
 }
 
-// orderBehind orders into the current attempt the replacements whose supervisor waits for its order
-// (supervisorAnswers.behind), once RESUME_FROM is settled for it. An order taken already changes nothing.
+// orderBehind orders the waiting replacements (supervisorAnswers.behind) into the current attempt
+// once RESUME_FROM is settled for it. A repeated order changes nothing.
 func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behind []corev1.Pod) error {
 	if len(behind) == 0 {
 		return nil
@@ -38,7 +38,8 @@ func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behi
 		return fmt.Errorf("reading the ConfigMap to order a replaced worker: %w", err)
 	}
 	if tj.CheckpointEnabled() && !resumeSettled(tj, cm) {
-		return nil // the CheckpointController's write triggers a reconcile
+		// The CheckpointController's write triggers a reconcile.
+		return nil
 	}
 	token, o := builders.ControlToken(tj, g.opts), inPlaceOrder(tj, cm)
 	log := ctrl.LoggerFrom(ctx)
@@ -51,15 +52,15 @@ func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behi
 		}
 		log.V(1).Info("Ordered a replacement into the attempt", "pod", klog.KObj(p), "attempt", o.Attempt)
 		if key, ok := g.heldKey(p); ok {
-			g.remember(tj, p.UID, func(c *childMemory) { c.notHeld = key }) // until its containers restart
+			// It holds nothing until its containers restart.
+			g.remember(tj, p.UID, func(c *childMemory) { c.notHeld = key })
 		}
 	}
 	return nil
 }
 
-// orderPods orders every pod not labelled with the order's attempt yet into it, then labels those that
-// took it, after every restart began. It returns why one could not be ordered ("" when all were), or a
-// label's error (tried again at the next reconcile).
+// orderPods orders every pod not yet labelled with o's attempt, then labels those that took it. It
+// returns why a pod could not be ordered, or a label error to retry next reconcile.
 func (g gangRestart) orderPods(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) (string, error) {
 	took, failed := g.sendOrders(ctx, tj, pods, o)
 	if failed != "" {
@@ -80,9 +81,9 @@ func (g gangRestart) orderPods(ctx context.Context, tj *mlv1.TrainingJob, pods [
 	return "", errors.Join(errs...)
 }
 
-// sendOrders sends o to the supervisors of the pods not in its attempt yet, many at once (no API write). A
-// pod ordered by an earlier reconcile, whose label the cache does not show yet, is not ordered again. took
-// says which pods are in the attempt now; failed, why one could not be ordered.
+// sendOrders sends o concurrently to the supervisors of pods not yet in its attempt, skipping pods
+// an earlier reconcile ordered. took lists the pods now in the attempt; failed says why one was
+// not.
 func (g gangRestart) sendOrders(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod, o controlapi.Order) (
 	took []bool, failed string) {
 	token := builders.ControlToken(tj, g.opts)
@@ -120,8 +121,8 @@ const orderWorkers = 64
 // attemptLabelPatch sets the attempt label.
 const attemptLabelPatch = `{"metadata":{"labels":{%q:%q}}}`
 
-// labelOnce sets the attempt label of a pod or the Job, once in labelledFor: reconciles on a cache that has
-// not shown the label yet do not write it again; one that still lacks it after that is written again.
+// labelOnce sets the attempt label of a pod or the Job once per labelledFor, so a lagging cache
+// does not cause a second write.
 func (g gangRestart) labelOnce(ctx context.Context, tj *mlv1.TrainingJob, obj client.Object, attempt int32) error {
 	now := g.clock.Now()
 	if c := g.child(tj, obj.GetUID()); c.labelled.is(attempt) && now.Sub(c.labelledAt) < labelledFor {

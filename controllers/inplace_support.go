@@ -16,11 +16,11 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 )
 
-// Whether the cluster restarts pods in place: its API server keeps the rule, and a node declares the feature.
+// Whether the cluster restarts pods in place: its API server keeps the rule, and a node declares
+// the feature.
 
-// inPlaceRestartServed reports whether the API server keeps a container's RestartAllContainers rule
-// (RestartRuleServed). No answer counts as no: gang restarts then recreate the pods, and each says why
-// (builders.InPlaceUnavailable).
+// inPlaceRestartServed reports whether the API server keeps a container's RestartAllContainers
+// rule. No answer counts as no; gang restarts then recreate the pods and say why.
 func inPlaceRestartServed(mgr ctrl.Manager) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -33,8 +33,8 @@ func inPlaceRestartServed(mgr ctrl.Manager) bool {
 	return served
 }
 
-// RestartRuleServed creates, as a dry run in the default namespace, a Job whose container has a
-// RestartAllContainers rule, and reports whether the API server kept the rule.
+// RestartRuleServed reports whether the API server keeps a container's RestartAllContainers rule,
+// using a dry-run Job in the default namespace.
 func RestartRuleServed(ctx context.Context, c client.Client) (bool, error) {
 	ctr := corev1.Container{Name: "probe", Image: "probe", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever),
 		RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
@@ -50,9 +50,9 @@ func RestartRuleServed(ctx context.Context, c client.Client) (bool, error) {
 	return len(cs) == 1 && len(cs[0].RestartPolicyRules) == 1, nil
 }
 
-// inPlaceSupport reports whether the cluster restarts pods in place: its API server keeps the rule (served,
-// found once at start) and a node declares the feature, looked for at growing intervals from a second to
-// five minutes until one does (nodes register after the operator starts).
+// inPlaceSupport reports whether the cluster restarts pods in place: the API server keeps the rule
+// and a node declares the feature. It looks for nodes from every second up to every five minutes
+// until one does.
 type inPlaceSupport struct {
 	served bool
 	reader client.Reader
@@ -86,8 +86,8 @@ func (s *inPlaceSupport) available(ctx context.Context, now time.Time) bool {
 	return declared
 }
 
-// restartAllContainersFeature is the feature a kubelet declares (node.status.declaredFeatures) when it
-// restarts all of a pod's containers on a rule: the scheduler places a pod with such a rule only there.
+// restartAllContainersFeature is the feature a kubelet declares (node.status.declaredFeatures) when
+// it supports the rule; the scheduler places such pods only there.
 const restartAllContainersFeature = "RestartAllContainersOnContainerExits"
 
 // nodesDeclare reports whether a node of the first page of nodes declares feature.

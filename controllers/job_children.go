@@ -29,7 +29,7 @@ import (
 )
 
 // createOwned creates obj owned by tj. Names are deterministic, so an object left by an earlier
-// reconcile (or a crash between two creates) is found, never duplicated.
+// reconcile or crash is found, never duplicated.
 func (r *JobReconciler) createOwned(ctx context.Context, tj *mlv1.TrainingJob, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(tj, obj, r.Scheme); err != nil {
 		return fmt.Errorf("setting owner of %T %s: %w", obj, obj.GetName(), err)
@@ -37,7 +37,7 @@ func (r *JobReconciler) createOwned(ctx context.Context, tj *mlv1.TrainingJob, o
 	return r.create(ctx, obj)
 }
 
-// create creates obj; one of its name that exists already is left as it is.
+// create creates obj, leaving an existing object of that name as it is.
 func (r *JobReconciler) create(ctx context.Context, obj client.Object) error {
 	if err := r.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
@@ -45,8 +45,8 @@ func (r *JobReconciler) create(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// ensure creates want, or, when an object of its name exists (read into current), lets sync copy the
-// fields the operator manages from want and updates the object when sync reports a change.
+// ensure creates want, or, when it exists (read into current), calls sync to copy the managed
+// fields from want and updates the object if sync reports a change.
 func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, current client.Object, sync func() bool) error {
 	found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(want), current)
 	if err != nil {
@@ -58,7 +58,7 @@ func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, 
 	if !sync() {
 		return nil
 	}
-	// The cache holds slim copies (CacheOptions): the update starts from the object as the API server stores it.
+	// The cache holds slim copies (CacheOptions), so the update starts from the stored object.
 	if err := r.readStored(ctx, current); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (r *JobReconciler) ensure(ctx context.Context, tj *mlv1.TrainingJob, want, 
 	return nil
 }
 
-// readStored reads obj again as the API server stores it, past the cache (APIReader; the client where none is set).
+// readStored rereads obj from the API server, past the cache (APIReader, else the client).
 func (r *JobReconciler) readStored(ctx context.Context, obj client.Object) error {
 	var reader client.Reader = r.Client
 	if r.APIReader != nil {
@@ -79,19 +79,17 @@ func (r *JobReconciler) readStored(ctx context.Context, obj client.Object) error
 	}
 	key := client.ObjectKeyFromObject(obj)
 	v := reflect.ValueOf(obj).Elem()
-	v.Set(reflect.Zero(v.Type())) // a decode into a used object would merge its maps
+	// Decoding into a used object would merge its maps.
+	v.Set(reflect.Zero(v.Type()))
 	if err := reader.Get(ctx, key, obj); err != nil {
 		return fmt.Errorf("reading %T %s: %w", obj, key.Name, err)
 	}
 	return nil
 }
 
-// ensureConfigMap creates the ConfigMap, or brings config.json up to date (it changes only while no worker
-// runs: admission rejects changes to the hyperparameters of an Initializing or Running job), and the attempt
-// of a job that restarts in place (before its pods are ordered into it: see builders.ConfigMap). Its
-// RESUME_FROM key and the annotation that says for which attempt it was settled belong to the
-// CheckpointController and are kept as they are (the ConfigMap is created with them settled for the
-// first attempt, see builders.ConfigMap). It returns the ConfigMap as created or found.
+// ensureConfigMap creates the ConfigMap or updates config.json and, for an in-place job, the
+// attempt (builders.ConfigMap). It keeps RESUME_FROM and its annotation, which the
+// CheckpointController owns.
 func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJob) (*corev1.ConfigMap, error) {
 	want, err := builders.ConfigMap(tj, r.options(ctx))
 	if err != nil {
@@ -102,7 +100,8 @@ func (r *JobReconciler) ensureConfigMap(ctx context.Context, tj *mlv1.TrainingJo
 		have, config := cm.Data[names.ConfigFileName], want.Data[names.ConfigFileName]
 		attempt, inPlace := want.Data[names.CurrentAttemptKey]
 		if (have == config || have == configDigest(config)) && (!inPlace || cm.Data[names.CurrentAttemptKey] == attempt) {
-			return false // as built; the cache holds its digest (slimConfigMap)
+			// As built; the cache holds its digest (slimConfigMap).
+			return false
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
@@ -133,13 +132,9 @@ func (r *JobReconciler) ensureService(ctx context.Context, tj *mlv1.TrainingJob)
 	})
 }
 
-// ensureJob keeps exactly one Job, the current attempt's: it deletes a Job of an older attempt (a gang
-// restart), one built from an older spec while suspended or one restarted in place whose replacement pod
-// went to a node the workers avoid (recreateOnAvoided), creates the current one once nothing blocks
-// its start, stops the workers of a finished run and keeps suspend in step. It puts the Job into obs.
-// The attempt is recorded in the status before the old Job is deleted, so an operator killed anywhere in
-// between resumes the restart: it never counts it twice, and the Job's fixed name means two Jobs never
-// exist at once.
+// ensureJob keeps exactly one Job, the current attempt's, and puts it into obs. It replaces an
+// older, stale or avoided-node Job, creates the current one once nothing blocks, and keeps suspend
+// in step. The attempt is recorded before the old Job goes, so a restart never counts twice.
 func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, obs *derive.Observed) error {
 	var admission *builders.Admission
 	if obs.Queue != nil {
@@ -179,9 +174,8 @@ func (r *JobReconciler) ensureJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	return r.createJob(ctx, tj, cm, want, obs)
 }
 
-// nextAttempt moves the workers of job, an older attempt's Job, to the current attempt: in place when the Job
-// was built for it and the job still may (gangRestart), else by deleting the Job and its pods (the next Job
-// is created once they are gone), saying why once when the job asked for in place.
+// nextAttempt moves job's workers to the current attempt: in place when the Job allows it
+// (gangRestart), else by deleting the Job and its pods. The next Job is created once they are gone.
 func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, job *batchv1.Job,
 	obs *derive.Observed) error {
 	opts, gang := r.options(ctx), r.gang(ctx)
@@ -204,10 +198,8 @@ func (r *JobReconciler) nextAttempt(ctx context.Context, tj *mlv1.TrainingJob, c
 	return r.deleteAttempt(ctx, tj, job)
 }
 
-// recreateOnAvoided recreates the gang of job, the current attempt's Job, when it restarted in place and
-// Kubernetes' Job controller placed a pod of it on a node the workers avoid now (replacedOnAvoided): its
-// Job and pods are deleted, and a new Job, whose template keeps every pod off the node, starts once they
-// are gone. recreated reports that it did.
+// recreateOnAvoided deletes job and its pods when a restart in place put a pod on an avoided node
+// (replacedOnAvoided); the new Job keeps every pod off it. recreated reports whether it did.
 func (r *JobReconciler) recreateOnAvoided(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job,
 	obs *derive.Observed) (recreated bool, err error) {
 	gang := r.gang(ctx)
@@ -222,8 +214,8 @@ func (r *JobReconciler) recreateOnAvoided(ctx context.Context, tj *mlv1.Training
 	return true, r.deleteAttempt(ctx, tj, job)
 }
 
-// createJob creates the current attempt's Job, want, once its workers' pod passes the builder's checks and
-// nothing blocks its start (obs.StartBlocked says what does), with an MPI job's SSH Secret before it.
+// createJob creates the current attempt's Job, want, once its pod passes the builder's checks and
+// nothing blocks its start (obs.StartBlocked). It creates an MPI job's SSH Secret first.
 func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, want *batchv1.Job,
 	obs *derive.Observed) (err error) {
 	if err := builders.CheckWorkerPod(tj); err != nil {
@@ -251,11 +243,9 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 	return nil
 }
 
-// startBlocked says why the current attempt's Job cannot be created yet: workers of an older attempt
-// still stop (they hold the ranks' host names and, on a process node, ports), RESUME_FROM has not been
-// settled for this attempt by the CheckpointController, or the TrackingController has not yet tried to
-// create a tracked job's MLflow run (cm is the ConfigMap this reconcile created or found, read again
-// when nil). "" when nothing blocks.
+// startBlocked says why the current attempt's Job cannot be created yet, or "": older workers still
+// stop, RESUME_FROM is not settled, or the TrackingController has not tried to create the MLflow
+// run. cm is reread when nil.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
 	old, err := listPods(ctx, r.Client, tj, false, nil)
 	if err == nil {
@@ -289,14 +279,14 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 // waitingForResumeFrom says why an attempt's workers do not start yet.
 const waitingForResumeFrom = "waiting for the checkpoint controller to settle RESUME_FROM"
 
-// resumeSettled says whether the CheckpointController settled RESUME_FROM for the current attempt (cm, the
-// job's ConfigMap, nil when not read).
+// resumeSettled reports whether the CheckpointController settled RESUME_FROM in cm for the current
+// attempt.
 func resumeSettled(tj *mlv1.TrainingJob, cm *corev1.ConfigMap) bool {
 	return cm != nil && cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt))
 }
 
-// deleteJob deletes a Job the current attempt replaces; its pods go with it (background propagation),
-// and the next Job waits for them (startBlocked).
+// deleteJob deletes a Job the current attempt replaces, with background propagation; the next Job
+// waits for its pods (startBlocked).
 func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why string) error {
 	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -305,12 +295,9 @@ func (r *JobReconciler) deleteJob(ctx context.Context, job *batchv1.Job, why str
 	return nil
 }
 
-// deleteAttempt deletes the Job of an older attempt, or the current one's to recreate it (background: its
-// pods are left to stopPods), and stops its pods. Deleting the Job first means that Kubernetes' Job controller,
-// which would otherwise release the pods' tracking finalizers one request each at kube-controller-manager's
-// client rate (20 a second by default), neither touches the pods nor replaces any: 256 ranks were gone
-// 23-25 s after a failure, and the next attempt's pod creations waited behind those requests
-// (tests/performance/peers -ranks).
+// deleteAttempt deletes an attempt's Job with background propagation, then stops its pods itself.
+// Deleting the Job first keeps Kubernetes' Job controller from releasing finalizers one by one at
+// its client rate, which left 256 ranks 23-25 s to go.
 func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	if job.DeletionTimestamp == nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Deleting the Job of an older attempt", "job", klog.KObj(job), "attempt", names.JobAttempt(job))
@@ -325,11 +312,9 @@ func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob,
 	return r.stopPods(ctx, tj, old)
 }
 
-// stopPods deletes the pods of older attempts, several at a time (their graceful stop starts now, not
-// when the garbage collector or the API server's single delete-collection worker reaches each of them),
-// and releases their Job tracking finalizers once their Job is gone: nobody counts them any more, and the
-// Job controller's orphan worker would release them one by one. Called while the next attempt's Job
-// waits for them (startBlocked), so a failed request is tried again.
+// stopPods deletes older attempts' pods several at a time, so their graceful stop starts now, and
+// releases their Job tracking finalizers once their Job is gone. A failed request is retried, since
+// the next Job waits (startBlocked).
 func (r *JobReconciler) stopPods(ctx context.Context, tj *mlv1.TrainingJob, old []corev1.Pod) error {
 	var errs []error
 	var mu sync.Mutex
@@ -357,13 +342,12 @@ const stopWorkers = 16
 const trackingFinalizerPatch = `[{"op":"test","path":"/metadata/finalizers/%d","value":%q},` +
 	`{"op":"remove","path":"/metadata/finalizers/%d"}]`
 
-// hungGrace is the grace period, in seconds, of the workers of an attempt that hung: a hung rank that
-// ignores SIGTERM held a gang restart for its whole grace period (31 s of a 39.5 s restart in a goodput
-// fault run); it is killed, not waited for.
+// hungGrace is the grace period, in seconds, for an attempt that hung. A hung rank ignoring SIGTERM
+// held a restart for its whole grace (31 s of 39.5 s), so it is killed instead.
 const hungGrace int64 = 1
 
-// stopPod deletes a pod of an older attempt unless it is being deleted (with no longer a grace period than
-// grace, when set: the pods' own otherwise), and releases its Job tracking finalizer.
+// stopPod deletes an older attempt's pod unless it is being deleted, with at most grace when set,
+// and releases its Job tracking finalizer.
 func (r *JobReconciler) stopPod(ctx context.Context, p *corev1.Pod, grace *int64) error {
 	longer := grace != nil && (p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds > *grace)
 	if p.DeletionTimestamp == nil || longer {
@@ -381,7 +365,8 @@ func (r *JobReconciler) stopPod(ctx context.Context, p *corev1.Pod, grace *int64
 	}
 	patch := client.RawPatch(types.JSONPatchType, fmt.Appendf(nil, trackingFinalizerPatch, i, batchv1.JobTrackingFinalizer, i))
 	if err := r.Patch(ctx, p, patch); ignoreNotFound(err) != nil && !apierrors.IsInvalid(err) {
-		return err // Invalid: the test failed, the finalizer went meanwhile
+		// Invalid: the test failed; the finalizer went meanwhile.
+		return err
 	}
 	return nil
 }
@@ -406,17 +391,16 @@ func parallel(n, workers int, f func(int)) {
 	wg.Wait()
 }
 
-// isStale reports whether the Job is suspended, runs no pod, and was built from a spec edited since (spec edits are
-// admitted only while suspended). Its pod template is immutable, so it is replaced.
+// isStale reports whether the Job is suspended, runs no pod, and predates a spec edit. Its pod
+// template is immutable, so it is replaced.
 func isStale(job, want *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.Suspend, false) && job.Status.Active == 0 &&
 		job.Annotations[names.SpecHashAnnotation] != want.Annotations[names.SpecHashAnnotation]
 }
 
-// stopJob suspends a Job that still runs workers of a finished TrainingJob (a success policy completed
-// it, its deadline passed): Kubernetes' Job controller stops the pods gracefully (SIGTERM, grace period) and the
-// Job is kept for its history.
-// With cleanPodPolicy None they are left to run until they exit.
+// stopJob suspends a Job still running a finished TrainingJob's workers, so Kubernetes' Job
+// controller stops them gracefully and the Job stays for history. With cleanPodPolicy None the
+// workers run until they exit.
 func (r *JobReconciler) stopJob(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	if ptr.Deref(job.Spec.Suspend, false) || jobFinished(job) || tj.CleanPodPolicy() == mlv1.CleanPodsNone {
 		return nil
@@ -435,9 +419,9 @@ func jobFinished(job *batchv1.Job) bool {
 	return derive.JobCondition(job, batchv1.JobComplete) != nil || derive.JobCondition(job, batchv1.JobFailed) != nil
 }
 
-// syncSuspend suspends the Job when the user suspends the TrainingJob or its queue does not let it run
-// (waits: Kueue evicted its Workload), and resumes it otherwise. A Job suspended for the queue is then
-// replaced once its workers are gone (isStale: it was built for an admission Kueue took back).
+// syncSuspend suspends the Job when the user suspends the TrainingJob or the queue does not let it
+// run (waits), and resumes it otherwise. A Job suspended for the queue is replaced once its workers
+// are gone (isStale).
 func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job, waits bool) error {
 	current := ptr.Deref(job.Spec.Suspend, false)
 	want := tj.Suspended() || waits
@@ -453,9 +437,8 @@ func (r *JobReconciler) syncSuspend(ctx context.Context, tj *mlv1.TrainingJob, j
 	return nil
 }
 
-// syncSize scales an elastic job's Job to numWorkers: parallelism and completions together (an elastic
-// Indexed Job); Kubernetes' Job controller starts the new ranks or removes the highest ones, and torchrun's
-// rendezvous admits or drops them.
+// syncSize scales an elastic job's Job to numWorkers by setting parallelism and completions
+// together. torchrun's rendezvous admits or drops the ranks.
 func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job *batchv1.Job) error {
 	n := tj.Spec.NumWorkers
 	if tj.Spec.Elastic == nil || (ptr.Deref(job.Spec.Parallelism, 0) == n && ptr.Deref(job.Spec.Completions, 0) == n) {
@@ -470,10 +453,8 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 	return nil
 }
 
-// listPods lists the workers' pods of the current attempt, or (current false) of older attempts. Pods of
-// another attempt are never counted as the current one's, whatever their state, nor pods another Job than
-// job (the current attempt's, nil when there is none) made: those of a job of the same name deleted before
-// it was created again, still stopping, which hold the same host names.
+// listPods lists the workers' pods of the current attempt, or of older ones when current is false,
+// leaving out pods that job (nil when none) did not make.
 func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, current bool, job *batchv1.Job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
@@ -488,9 +469,8 @@ func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, curren
 	return out, nil
 }
 
-// ofJob says whether job (nil: none yet) made p: a pod with a Job's controller-uid label must also have
-// that Job as its controller (madeBy), a label being anybody's; pods made by hand (tests, a played kubelet)
-// carry no Job's UID and count as its.
+// ofJob reports whether job (nil when none) made p. A pod with a Job's controller-uid label must
+// also have that Job as controller (madeBy); hand-made pods carry no UID and count.
 func ofJob(job *batchv1.Job, p *corev1.Pod) bool {
 	_, made := p.Labels[names.ControllerUIDLabel]
 	return !made || madeBy(job, p)

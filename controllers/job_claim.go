@@ -15,17 +15,17 @@ import (
 )
 
 // The checkpoint claim the operator creates for a job whose checkpoints name no storage (see
-// builders.CheckpointClaim). It is not owned by the TrainingJob unless claimRetentionPolicy is Delete:
-// checkpoints outlive the job by default.
+// builders.CheckpointClaim). It is not owned by the TrainingJob unless claimRetentionPolicy is
+// Delete: checkpoints outlive the job by default.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 
-// claimRecheck is how soon a job whose claim is not bound is looked at again: the events that say why
-// (a provisioner's retries) do not change the claim, so they trigger no reconcile.
+// claimRecheck is how soon a job with an unbound claim is looked at again. The events that say why
+// do not change the claim, so they trigger no reconcile.
 const claimRecheck = 5 * time.Second
 
-// ensureClaim creates the job's checkpoint claim when the operator manages it, and observes it: the claim
-// and, while it is not bound, its newest event, which says why.
+// ensureClaim creates the job's checkpoint claim when the operator manages it, and observes the
+// claim and, while unbound, its newest event.
 func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if !builders.ManagedClaim(tj) {
 		return nil
@@ -35,8 +35,8 @@ func (r *JobReconciler) ensureClaim(ctx context.Context, tj *mlv1.TrainingJob, o
 	return err
 }
 
-// observeClaim creates want when it does not exist (owned by the job when owned), and returns the claim
-// and, while it is not bound, its newest event.
+// observeClaim creates want if it is missing, owned by the job when owned is set. It returns the
+// claim and, while unbound, its newest event.
 func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, want *corev1.PersistentVolumeClaim,
 	owned bool) (*corev1.PersistentVolumeClaim, *corev1.Event, error) {
 	claim := &corev1.PersistentVolumeClaim{}
@@ -62,8 +62,8 @@ func (r *JobReconciler) observeClaim(ctx context.Context, tj *mlv1.TrainingJob, 
 	return claim, event, err
 }
 
-// newestEvent returns the newest event about obj, nil when there is none. Events are read from the API server
-// (not cached: the operator keeps no informer on the cluster's events) and only for claims not yet bound.
+// newestEvent returns the newest event about obj, or nil. It reads the API server directly, since
+// the operator caches no events, and only for unbound claims.
 func (r *JobReconciler) newestEvent(ctx context.Context, obj client.Object) (*corev1.Event, error) {
 	var list corev1.EventList
 	err := r.APIReader.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
@@ -93,15 +93,15 @@ func eventTime(e *corev1.Event) time.Time {
 	return t
 }
 
-// claimWaiting is true while an observed claim is not bound: its events are read again after claimRecheck.
+// claimWaiting reports whether an observed claim is not bound yet, so its events are read again
+// after claimRecheck.
 func claimWaiting(obs derive.Observed) bool {
 	return obs.Claim != nil && obs.Claim.Status.Phase != corev1.ClaimBound ||
 		obs.InputsClaim != nil && obs.InputsClaim.Status.Phase != corev1.ClaimBound
 }
 
-// ensureInputsCache creates the shared input cache claim (owned by the job, so it goes with it) when a
-// model or dataset source is fetched, and observes it: the claim and, while it is not bound, its newest
-// event. A PerNode cache needs no claim, but the operator's node cache directory.
+// ensureInputsCache creates the shared input cache claim, owned by the job, when a model or dataset
+// source is fetched, and observes it. A PerNode cache uses the node cache directory instead.
 func (r *JobReconciler) ensureInputsCache(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	switch {
 	case builders.SharedInputsCache(tj, r.options(ctx)):

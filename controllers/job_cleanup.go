@@ -20,10 +20,10 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// cleanupFinished applies spec.cleanup to a finished run: cleanPodPolicy All deletes every worker pod;
-// once ttlSecondsAfterFinished has passed, the Job (with its pods), Service, ConfigMap and PodGroup are
-// deleted, and with deleteTrainingJob the TrainingJob too (done is then true). The checkpoint claim is
-// never touched: it follows claimRetentionPolicy. res asks to come back when the TTL expires.
+// cleanupFinished applies spec.cleanup to a finished run. cleanPodPolicy All deletes every worker
+// pod. After ttlSecondsAfterFinished it deletes the children, and with deleteTrainingJob the
+// TrainingJob too (done). The checkpoint claim follows claimRetentionPolicy. res requeues at the
+// TTL.
 func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJob,
 	now time.Time) (done bool, res reconcile.Result, err error) {
 	if !finished(tj) {
@@ -49,9 +49,8 @@ func (r *JobReconciler) cleanupFinished(ctx context.Context, tj *mlv1.TrainingJo
 	return false, res, r.deleteChildren(ctx, tj)
 }
 
-// deletePods deletes the run's pods (cleanPodPolicy All), when the cache still holds one not already
-// being deleted: a finished job is reconciled on every event of its children, and the API server is
-// asked only while such a pod remains.
+// deletePods deletes the run's pods (cleanPodPolicy All). It calls the API server only while the
+// cache holds a pod not yet being deleted.
 func (r *JobReconciler) deletePods(ctx context.Context, tj *mlv1.TrainingJob) error {
 	var pods corev1.PodList
 	sel := client.MatchingLabels(names.SelectorLabels(tj))
@@ -67,7 +66,7 @@ func (r *JobReconciler) deletePods(ctx context.Context, tj *mlv1.TrainingJob) er
 	return nil
 }
 
-// deleteChildren deletes the run's Job (its pods with it), Service, ConfigMap and PodGroup, those the
+// deleteChildren deletes the run's Job (and its pods), Service, ConfigMap and PodGroup that the
 // cache still holds.
 func (r *JobReconciler) deleteChildren(ctx context.Context, tj *mlv1.TrainingJob) error {
 	meta := metav1.ObjectMeta{Namespace: tj.Namespace}
@@ -82,7 +81,8 @@ func (r *JobReconciler) deleteChildren(ctx context.Context, tj *mlv1.TrainingJob
 	for _, obj := range children {
 		found, err := getOptional(ctx, r.Client, client.ObjectKeyFromObject(obj), obj)
 		if err != nil || !found || !metav1.IsControlledBy(obj, tj) {
-			continue // a PodGroup API gone with its scheduler is nothing to clean
+			// A PodGroup API gone with its scheduler leaves nothing to clean.
+			continue
 		}
 		if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); ignoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %T %s of finished %s (ttlSecondsAfterFinished): %w", obj, obj.GetName(), klog.KObj(tj), err)

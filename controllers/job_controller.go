@@ -29,8 +29,9 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// JobReconciler is the JobController: it turns a TrainingJob into an Indexed Job (one per attempt), a
-// headless Service, a ConfigMap, a checkpoint claim and a PodGroup, and derives the job's state from them.
+// JobReconciler is the JobController. It turns a TrainingJob into an Indexed Job per attempt, a
+// headless Service, a ConfigMap, a checkpoint claim and a PodGroup, and derives the job's state
+// from them.
 type JobReconciler struct {
 	client.Client
 	// APIReader reads what the cache does not hold: nodes, Leases, a claim's events.
@@ -53,10 +54,11 @@ type JobReconciler struct {
 	writes *statusWrites
 	// memory is what the JobController remembers of each job between reconciles (jobMemory).
 	memory memory
-	// restartSupport finds whether the cluster restarts pods in place (nil: Options.InPlaceRestart says).
+	// restartSupport finds whether the cluster restarts pods in place; nil leaves it to
+	// Options.InPlaceRestart.
 	restartSupport *inPlaceSupport
-	// checkpointSeconds is rank 0's time spent saving checkpoints in the attempt, for goodput (Setup wires
-	// the StatusController's); nil reads none.
+	// checkpointSeconds is rank 0's time spent saving checkpoints in the attempt, for goodput (Setup
+	// wires the StatusController's); nil reads none.
 	checkpointSeconds func(*mlv1.TrainingJob) *float64
 	// kueueServed: the cluster served Kueue's Workload API at start, and the Workloads are watched.
 	kueueServed bool
@@ -69,66 +71,76 @@ type JobReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one TrainingJob's children and status in line with its spec. Its steps:
-//  1. get the TrainingJob (a deleted one releases what it held; its children go by owner references);
+//  1. get the TrainingJob (a deleted one releases what it held; its children go by owner
+//     references);
 //  2. a job another controller manages (MultiKueue's) only keeps its dispatched Workload;
 //  3. wait while the cache has not seen this process's last status write;
 //  4. place checkpoints: the storage the operator chose and the run ID are recorded first;
 //  5. clean up a finished job (cleanPodPolicy, ttlSecondsAfterFinished);
-//  6. ensure the children: ConfigMap, Service, claims, PodGroup, Workload and the attempt's Job (a new
-//     attempt restarts the gang in place or recreates it: nextAttempt);
+//  6. ensure the children: ConfigMap, Service, claims, PodGroup, Workload and the attempt's Job (a
+//     new attempt restarts the gang in place or recreates it: nextAttempt);
 //  7. observe the workers' pods, from the cache only;
-//  8. ask what the cache cannot tell, in bounded calls: the supervisors, rank 0's fetcher, and for a
-//     failing attempt the trainers' logs, the nodes and their heartbeats;
+//  8. ask what the cache cannot tell, in bounded calls: the supervisors, rank 0's fetcher, and for
+//     a failing attempt the trainers' logs, the nodes and their heartbeats;
 //  9. act on the answers: order the replacements behind the attempt, keep the Workload in step;
 //  10. derive the status (package derive) and write it, once, when it changed.
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{} // 1.
+	// 1. Get the TrainingJob.
+	tj := &mlv1.TrainingJob{}
 	if found, err := getTrainingJob(ctx, r.Client, req.NamespacedName, tj); err != nil || !found || !tj.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.gone(ctx, req.NamespacedName, found, err)
 	}
-	if !builders.ManagedByOperator(tj) { // 2.
+	// 2. Keep only the Workload of a job another controller manages.
+	if !builders.ManagedByOperator(tj) {
 		return reconcile.Result{}, r.ensureDispatchedWorkload(ctx, tj)
 	}
-	if r.writes.behind(tj) { // 3.
+	// 3. Wait for the cache to see our last status write.
+	if r.writes.behind(tj) {
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	old := *tj.Status.DeepCopy()
-	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.options(ctx)) // 4.
+	// 4. Record the checkpoint storage and run ID.
+	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.options(ctx))
 	tj.Status.RunID = builders.RunID(tj)
 	now := metav1.NewTime(r.Clock.Now())
 	if old.State == "" && tj.Status.CheckpointStorage != nil {
 		return r.write(ctx, tj, old, derive.Status(tj, derive.Observed{}, now), now.Time)
 	}
-	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time) // 5.
+	// 5. Clean up a finished job.
+	done, ttl, err := r.cleanupFinished(ctx, tj, now.Time)
 	if done || err != nil {
 		return reconcile.Result{}, err
 	}
-	obs, err := r.ensureChildren(ctx, tj) // 6.
+	// 6. Ensure the children.
+	obs, err := r.ensureChildren(ctx, tj)
 	if rejected(err) && (old.State == "" || old.State == mlv1.StatePending || old.State == mlv1.StateInitializing) {
-		// Say why nothing starts, and keep retrying with backoff: the cause (a quota, a policy) may go.
+		// Say why nothing starts, and retry with backoff: the cause (a quota, a policy) may go away.
 		_, werr := r.write(ctx, tj, old, derive.Status(tj, derive.Observed{CreateRejected: apiMessage(err)}, now), now.Time)
 		return reconcile.Result{}, errors.Join(err, werr)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.observePods(ctx, tj, &obs); err != nil { // 7.
+	// 7. Observe the workers' pods.
+	if err := r.observePods(ctx, tj, &obs); err != nil {
 		return reconcile.Result{}, err
 	}
-	answers, err := r.ask(ctx, tj, &obs) // 8.
+	// 8. Ask what the cache cannot tell.
+	answers, err := r.ask(ctx, tj, &obs)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.actOnAnswers(ctx, tj, &obs, answers); err != nil { // 9.
+	// 9. Act on the answers.
+	if err := r.actOnAnswers(ctx, tj, &obs, answers); err != nil {
 		return reconcile.Result{}, err
 	}
-	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time) // 10.
+	// 10. Derive and write the status.
+	res, err := r.write(ctx, tj, old, derive.Status(tj, obs, now), now.Time)
 	return result(minResult(minResult(res, ttl), r.recheck(ctx, tj, obs, now.Time)), err)
 }
 
-// options returns the builders' options of a reconcile: the configured ones, with the cluster's in-place
-// support as found now (tests set Options.InPlaceRestart themselves). The Job, the Workload and every
-// other child are built from them.
+// options returns the builders' options for this reconcile: the configured ones plus the cluster's
+// in-place support as found now. Every child is built from them.
 func (r *JobReconciler) options(ctx context.Context) builders.Options {
 	o := r.Options
 	if r.restartSupport != nil {
@@ -137,8 +149,8 @@ func (r *JobReconciler) options(ctx context.Context) builders.Options {
 	return o
 }
 
-// gone ends the reconcile of a TrainingJob that could not be read (err), is not found, or is being
-// deleted: a job that is gone is forgotten and what it held released.
+// gone ends the reconcile of a TrainingJob that could not be read, is not found, or is being
+// deleted. A gone job is forgotten and what it held is released.
 func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bool, err error) error {
 	if !found {
 		r.memory.forget(key)
@@ -150,13 +162,14 @@ func (r *JobReconciler) gone(ctx context.Context, key client.ObjectKey, found bo
 	return r.releaseDeleted(ctx, key)
 }
 
-// ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup, Workload and the
-// current attempt's Job, and returns what it saw of the claims, the Workload and the Job.
+// ensureChildren creates or updates the ConfigMap, Service, checkpoint claim, PodGroup, Workload
+// and the current attempt's Job, and returns what it saw of the claims, the Workload and the Job.
 func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob) (derive.Observed, error) {
 	var obs derive.Observed
 	var cm *corev1.ConfigMap
 	if finished(tj) {
-		r.memory.forgetExits(client.ObjectKeyFromObject(tj)) // the verdict is written
+		// The verdict is written.
+		r.memory.forgetExits(client.ObjectKeyFromObject(tj))
 	} else {
 		var err error
 		if cm, err = r.ensureConfigMap(ctx, tj); err != nil {
@@ -173,8 +186,8 @@ func (r *JobReconciler) ensureChildren(ctx context.Context, tj *mlv1.TrainingJob
 	return obs, err
 }
 
-// ensureRunning ensures the children of a job that has not finished, besides its ConfigMap, Workload and
-// Job: the headless Service, the PodGroup, the checkpoint claim and the input cache.
+// ensureRunning ensures an unfinished job's other children: the headless Service, the PodGroup, the
+// checkpoint claim and the input cache.
 func (r *JobReconciler) ensureRunning(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	for _, ensure := range []func(context.Context, *mlv1.TrainingJob) error{r.ensureService, r.ensurePodGroup} {
 		if err := ensure(ctx, tj); err != nil {
@@ -187,9 +200,8 @@ func (r *JobReconciler) ensureRunning(ctx context.Context, tj *mlv1.TrainingJob,
 	return r.ensureInputsCache(ctx, tj, obs)
 }
 
-// observePods lists the workers' pods of the current attempt from the cache, with the remembered ends of
-// those gone since (memory.goneExits) and those deleted at once while they ran. Only the current Job's: one
-// Kueue recreated at a resumption keeps the attempt, not the stopped pods.
+// observePods lists the current attempt's pods from the cache, plus the remembered ends of gone
+// pods (memory.goneExits) and of force-deleted running ones. It counts only the current Job's pods.
 func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	var err error
 	if obs.Pods, err = listPods(ctx, r.Client, tj, true, obs.Job); err != nil {
@@ -201,17 +213,16 @@ func (r *JobReconciler) observePods(ctx context.Context, tj *mlv1.TrainingJob, o
 	return nil
 }
 
-// ask asks what the cache cannot tell, each in bounded calls: the supervisors of a job that restarts in
-// place (their held ends go to obs.Held), rank 0's fetcher, the nodes of workers marked not ready and, while
-// the attempt is failing, the failed trainers' logs, the nodes' trouble, their heartbeats and the nodes the
-// workers could move to.
+// ask asks what the cache cannot tell, in bounded calls: the supervisors of an in-place job (into
+// obs.Held), rank 0's fetcher, the nodes of NotReady workers and, for a failing attempt, the logs,
+// node trouble, heartbeats and schedulable nodes.
 func (r *JobReconciler) ask(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) (supervisorAnswers, error) {
 	answers := r.gang(ctx).askSupervisors(ctx, tj, obs.Job, obs.Pods)
 	obs.Held = answers.held
 	obs.InputsProgress = inputsProgress(ctx, tj, obs.Pods)
 	pods := obs.Workers()
 	var err error
-	// A worker the node lifecycle controller marked not ready may sit on a lost node, its peers blocked on it.
+	// A worker marked NotReady may sit on a lost node, blocking its peers.
 	if marked := slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !derive.MarkedNotReady(&p) }); len(marked) > 0 {
 		if obs.NodeTrouble, _, err = nodeTrouble(ctx, r.APIReader, marked, r.Clock.Now()); err != nil {
 			return answers, err
@@ -232,8 +243,8 @@ func (r *JobReconciler) ask(ctx context.Context, tj *mlv1.TrainingJob, obs *deri
 	return answers, err
 }
 
-// actOnAnswers orders the replacements whose supervisor is behind the attempt, and keeps the Workload's
-// quota and PodsReady condition in step with the workers.
+// actOnAnswers orders the replacements behind the attempt and keeps the Workload's quota and
+// PodsReady condition in step with the workers.
 func (r *JobReconciler) actOnAnswers(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed, a supervisorAnswers) error {
 	if err := r.gang(ctx).orderBehind(ctx, tj, a.behind); err != nil {
 		return err
@@ -244,14 +255,14 @@ func (r *JobReconciler) actOnAnswers(ctx context.Context, tj *mlv1.TrainingJob, 
 	return r.syncPodsReady(ctx, tj, obs)
 }
 
-// notOf says whether a pod was made by another Job than job (ofJob).
+// notOf returns a filter for pods made by a Job other than job (ofJob).
 func notOf(job *batchv1.Job) func(corev1.Pod) bool {
 	return func(p corev1.Pod) bool { return !ofJob(job, &p) }
 }
 
-// write writes st as the new status and records the events of what changed. A change of details only
-// (what the write budget calls routine) waits DetailInterval from when it was first seen: worker counts
-// move with every pod event, and a state change that follows carries them in one write.
+// write writes st as the new status and records events for what changed. A change of details only
+// waits DetailInterval, since worker counts move with every pod event and a later state change
+// carries them.
 func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(tj)
@@ -266,14 +277,14 @@ func (r *JobReconciler) write(ctx context.Context, tj *mlv1.TrainingJob, old, st
 	tj.Status.Goodput = goodput
 	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, jobController)
 	if written {
-		r.memory.with(key, func(j *jobMemory) { j.details = pendingDetails{} })
+		r.memory.peek(key, func(j *jobMemory) { j.details = pendingDetails{} })
 		logTransition(ctx, old, tj.Status)
 		r.recordEvents(ctx, tj, old)
 	}
 	return res, err
 }
 
-// logTransition logs, at level 1, a change of state or a new attempt: the decisions the events tell.
+// logTransition logs a state change or a new attempt at level 1.
 func logTransition(ctx context.Context, old, st mlv1.TrainingJobStatus) {
 	log := ctrl.LoggerFrom(ctx).V(1)
 	if st.State != old.State {
@@ -286,9 +297,8 @@ func logTransition(ctx context.Context, old, st mlv1.TrainingJobStatus) {
 	}
 }
 
-// detailsWait returns how long st, which differs from old in details only or not at all, is still to wait
-// before it is written. Details back to what is written count as pending until they stayed there for the
-// interval: a worker that is unready four seconds in five is shown so.
+// detailsWait returns how long st, differing from old in details at most, still waits before it is
+// written. Details back to their written value stay pending for a full interval.
 func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus,
 	now time.Time) time.Duration {
 	wait := interval(tj, r.DetailInterval)
@@ -297,7 +307,8 @@ func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, 
 		p := j.details
 		found := !p.since.IsZero()
 		if found && !p.back.IsZero() && now.Sub(p.back) >= wait {
-			found = false // settled back for a whole interval: a change from now on is a new one
+			// Settled back for a whole interval: a change from now on is a new one.
+			found = false
 		}
 		if apiequality.Semantic.DeepEqual(old, st) {
 			if !found {
@@ -319,16 +330,14 @@ func (r *JobReconciler) detailsWait(key client.ObjectKey, tj *mlv1.TrainingJob, 
 	return left
 }
 
-// verdictWait is how long the details of a running job whose workers have all ended wait for the Job's
-// verdict (Complete or Failed), whose write carries them: kube-controller-manager concludes a Job after its
-// pods end, up to a minute later when it concludes a thousand at once (its five Job workers).
+// verdictWait is how long a running job whose workers all ended waits for the Job's verdict to
+// carry its details. kube-controller-manager can take up to a minute when concluding a thousand
+// Jobs at once.
 const verdictWait = 2 * time.Minute
 
-// recheck returns when the job must be looked at again although nothing it watches may change: an unbound
-// claim's events, the run's deadline, the scheduling timeout, the end of a failed attempt's settling, a
-// failed attempt's worker node that is not Ready but does not count as lost yet or whose fate its verdict
-// waits for, the percent of goodput
-// shown (goodputRecheck).
+// recheck returns when to look at the job again even if nothing it watches changes: claim events,
+// the deadline, the scheduling timeout, a failed attempt's settling or node fate, and goodput
+// (goodputRecheck).
 func (r *JobReconciler) recheck(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) reconcile.Result {
 	var res reconcile.Result
 	if claimWaiting(obs) {
@@ -358,8 +367,8 @@ func (r *JobReconciler) recheck(ctx context.Context, tj *mlv1.TrainingJob, obs d
 	return res
 }
 
-// rejected is true for errors that repeat until something changes: the object is invalid, or admission
-// (a policy, a webhook, a quota) forbids it.
+// rejected reports whether err repeats until something changes: the object is invalid, or admission
+// forbids it.
 func rejected(err error) bool {
 	var missing *missingAPIError
 	var spec *specError
@@ -367,13 +376,13 @@ func rejected(err error) bool {
 		errors.As(err, &missing) || errors.As(err, &spec)
 }
 
-// specError is a spec the builder refuses (builders.CheckWorkerPod), what admission should have refused:
-// like an admission rejection, it repeats until the spec changes.
+// specError is a spec the builder refuses (builders.CheckWorkerPod) that admission should have
+// refused. Like an admission rejection, it repeats until the spec changes.
 type specError struct{ error }
 
 func (e *specError) Unwrap() error { return e.error }
 
-// apiMessage returns the API server's message of an error, without our wrapping.
+// apiMessage returns the API server's message of err, without our wrapping.
 func apiMessage(err error) string {
 	var status apierrors.APIStatus
 	var missing *missingAPIError
@@ -384,8 +393,8 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
-// SetupWithManager registers the controller: it watches TrainingJobs, owns their Jobs, Services and
-// ConfigMaps, and maps worker pods and checkpoint claims (owned or not) to their TrainingJob by label.
+// SetupWithManager registers the controller. It watches TrainingJobs, owns their Jobs, Services and
+// ConfigMaps, and maps worker pods and checkpoint claims to their TrainingJob by label.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if KueueServed(mgr.GetConfig()) {

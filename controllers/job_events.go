@@ -13,8 +13,8 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// recordEvents records an event when the state changed (Warning for Failed), and a Warning when a worker
-// became stuck on a new fault or the checkpoint claim or the input cache cannot bind.
+// recordEvents records an event for a state change (Warning for Failed), and a Warning for a new
+// worker fault or a claim or input cache that cannot bind.
 func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
 	st := tj.Status
 	if old.State != st.State {
@@ -47,9 +47,8 @@ func (r *JobReconciler) recordEvents(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 }
 
-// recordTransition records a state change: a log line, the created/completed/failed counters and, for a
-// change a person acts on (eventful), an event (Warning for Failed) whose note starts with the reason of a
-// finished run.
+// recordTransition records a state change: a log line, the created, completed and failed counters,
+// and an event when eventful.
 func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.TrainingJob, from mlv1.State) {
 	st := tj.Status
 	reason := derive.ConditionReason(st, string(st.State))
@@ -72,10 +71,8 @@ func recordTransition(ctx context.Context, rec events.EventRecorder, tj *mlv1.Tr
 	rec.Eventf(tj, nil, kind, string(st.State), "Transition", "%s -> %s: %s", stateOrNone(from), st.State, note)
 }
 
-// eventful reports whether a change of state is told in an event: the end of a run, a suspension and a
-// resumption are; the steps of every healthy start (New, Pending, Initializing, Running) are not: they are
-// in the status, the log and kubectl, and an event each would be a write per job on the API server every
-// tenant shares (faults on the way have their own Warning events).
+// eventful reports whether a state change gets an event: the end of a run, a suspension and a
+// resumption do. Healthy start steps do not, to spare the shared API server a write per job.
 func eventful(from, to mlv1.State) bool {
 	switch to {
 	case mlv1.StateCompleted, mlv1.StateFailed, mlv1.StateSuspended:

@@ -16,16 +16,14 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// The pod watch's memory of exits (jobMemory.exits). When a rank is killed, Kubernetes' Job controller
-// fails the Job on the first failed pod and deletes the others; on real nodes the killed rank's pod can be
-// gone (its end reported and the pod deleted in one instant) before the JobController reads the attempt,
-// and its peer's error exit (it lost the rank) would then be judged alone: a retryable kill read as a
-// permanent error. The watch saw the kill (or the deletion): the verdict reads the remembered ends of pods
-// that are gone (derive.Observed.Gone) and the pods deleted at once while they ran
-// (derive.Observed.ForceDeleted).
+// The pod watch's memory of exits (jobMemory.exits). When a rank is killed, Kubernetes' Job
+// controller fails the Job and deletes the other pods, and the killed pod can be gone before the
+// JobController reads the attempt. Its peer's error exit alone would turn a retryable kill into a
+// permanent error. So the verdict also reads the remembered ends of gone pods
+// (derive.Observed.Gone) and of pods force-deleted while running (derive.Observed.ForceDeleted).
 
-// recordExit remembers p when one of its containers ended with a non-zero code, or when it is deleted at
-// once while its trainer runs; an older attempt's pod is ignored, a newer attempt's replaces what was kept.
+// recordExit remembers p when a container exited non-zero, or when p is force-deleted while its
+// trainer runs. It ignores older attempts; a newer attempt replaces what was kept.
 func (m *memory) recordExit(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
 	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
@@ -53,7 +51,8 @@ func (m *memory) recordExit(p *corev1.Pod) {
 	})
 }
 
-// forcedWhileRunning returns the remembered pods of the job's attempt deleted at once while their trainer ran.
+// forcedWhileRunning returns the remembered pods of the attempt that were force-deleted while their
+// trainer ran.
 func (m *memory) forcedWhileRunning(key types.NamespacedName, attempt int32) []corev1.Pod {
 	var out []corev1.Pod
 	m.peek(key, func(j *jobMemory) {
@@ -68,7 +67,7 @@ func (m *memory) forcedWhileRunning(key types.NamespacedName, attempt int32) []c
 	return out
 }
 
-// goneExits returns the remembered pods of the job's attempt that are not among present (the pods listed now).
+// goneExits returns the remembered pods of the attempt that are not among present.
 func (m *memory) goneExits(key types.NamespacedName, attempt int32, present []corev1.Pod) []corev1.Pod {
 	var out []corev1.Pod
 	m.peek(key, func(j *jobMemory) {
@@ -93,21 +92,20 @@ func (m *memory) forgetExits(key types.NamespacedName) {
 	m.peek(key, func(j *jobMemory) { j.exits = attemptExits{} })
 }
 
-// trainingJobOf returns the TrainingJob a child or a worker pod belongs to, from the name label the builders set.
+// trainingJobOf returns the TrainingJob a child or worker pod belongs to, from its name label.
 func trainingJobOf(obj client.Object) (types.NamespacedName, bool) {
 	name, ok := obj.GetLabels()[names.NameLabel]
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, ok && name != ""
 }
 
-// recordingExits wraps the pod watch's handler: every pod the watch delivers (updates and the final state of
-// a deleted pod) is offered to the memory before the handler enqueues its TrainingJob.
+// recordingExits wraps the pod watch's handler so the memory sees every delivered pod before its
+// TrainingJob is enqueued.
 func (m *memory) recordingExits(next handler.EventHandler) handler.EventHandler {
 	return recordingPods(m.recordExit, next)
 }
 
-// recordingPods wraps a pod watch's handler: record sees every pod the watch delivers (updates, and the
-// final state of a deleted pod) before next enqueues its TrainingJob; such pods may be gone when a
-// reconcile reads them.
+// recordingPods wraps a pod watch's handler: record sees every delivered pod, including a deleted
+// pod's final state, before next enqueues its TrainingJob.
 func recordingPods(record func(*corev1.Pod), next handler.EventHandler) handler.EventHandler {
 	offer := func(obj client.Object) {
 		if p, ok := obj.(*corev1.Pod); ok {

@@ -9,20 +9,12 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// goodput returns status.goodput for st, the status the JobController is about to write (derive.
-// AccountGoodput, up to now), and whether it is to be written at once: its category or its attempt
-// changed, a newer checkpoint cut its training since the last one (derive.NewCheckpointBound), or the
-// percent shown (the GOODPUT column) of a running job whose progress is read changed (goodputRecheck).
-// Otherwise it goes only with the JobController's other writes: a job whose state and percent do not
-// change is not written, however long it runs. The status keeps the accounting and its category, so what
-// is not written is accounted again next time, and readers (the metrics, the plugin) add the time since
-// (derive.GoodputAt). The JobController owns goodput as it makes nearly every change of category (a
-// state, an attempt); the StatusController's (a first progress, a hang, no progress source) reach it
-// through its watch (goodputMoved).
+// goodput returns status.goodput for st, accounted up to now (derive.AccountGoodput), and whether
+// to write it at once: its category or attempt changed, a newer checkpoint bounds it, or the shown
+// percent changed (goodputRecheck).
 func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobStatus, now time.Time) (*mlv1.GoodputStatus, bool) {
-	// First up to now in the category the status as read is in, then the change this write makes: a hang
-	// the StatusController declared is accounted (from rank 0's last progress) before the restart the
-	// JobController decides on it in the same reconcile.
+	// Account up to now in the status as read first, so a hang the StatusController declared is
+	// counted before the restart this reconcile decides.
 	asRead := r.account(tj, old, now)
 	next := asRead
 	if next != nil {
@@ -41,7 +33,8 @@ func (r *JobReconciler) goodput(tj *mlv1.TrainingJob, old, st mlv1.TrainingJobSt
 
 // account returns tj's goodput with st as its status, accounted up to now (derive.AccountGoodput).
 func (r *JobReconciler) account(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus, now time.Time) *mlv1.GoodputStatus {
-	c := *tj // the status is replaced, the rest only read
+	// Only the status is replaced; the rest is read.
+	c := *tj
 	c.Status = st
 	var secs *float64
 	if r.checkpointSeconds != nil {
@@ -50,19 +43,18 @@ func (r *JobReconciler) account(tj *mlv1.TrainingJob, st mlv1.TrainingJobStatus,
 	return derive.AccountGoodput(&c, secs, now)
 }
 
-// goodputRecheck is how often the JobController looks again at a running job whose progress is read,
-// where the percent shown moves with time: it is written when it changed, so the GOODPUT column lags the
-// live figure (the metrics, the plugin) by at most this much, and a job whose percent settled is not
-// written at all.
+// goodputRecheck is how often the JobController rechecks a monitored running job's goodput percent.
+// The GOODPUT column lags the live figure by at most this much.
 const goodputRecheck = 30 * time.Second
 
-// goodputMoves reports whether tj's percent moves with time alone: it runs (state) with its progress read.
+// goodputMoves reports whether tj's percent changes with time alone: it is running with its
+// progress read.
 func goodputMoves(tj *mlv1.TrainingJob, state mlv1.State) bool {
 	return state == mlv1.StateRunning && tj.MonitoringEnabled()
 }
 
-// goodputDue reports whether next is to be written: its category or attempt changed, or the rest of the
-// status changed from old to cur (it goes with that write).
+// goodputDue reports whether next must be written: its category or attempt changed, or the rest of
+// the status changed from old to cur.
 func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus) bool {
 	prev := old.Goodput
 	switch {
@@ -71,6 +63,6 @@ func goodputDue(old, cur mlv1.TrainingJobStatus, next *mlv1.GoodputStatus) bool 
 	case prev == nil || prev.AccountedTime == nil || prev.Category != next.Category || prev.Attempt != next.Attempt:
 		return true
 	}
-	old.Goodput, cur.Goodput = nil, nil // copies: only the comparison changes
+	old.Goodput, cur.Goodput = nil, nil
 	return !apiequality.Semantic.DeepEqual(old, cur)
 }

@@ -19,17 +19,17 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/inputs"
 )
 
-// inputsRecheck is how often the JobController reads rank 0's fetch progress while it fetches: the
-// kubelet reports nothing in between (the init container only runs).
+// inputsRecheck is how often the JobController reads rank 0's fetch progress while it fetches; the
+// kubelet reports nothing in between.
 const inputsRecheck = 2 * time.Second
 
-// inputsClient reads the fetchers' progress endpoints: a short timeout, as a slow pod must not hold a
-// reconcile.
+// inputsClient reads the fetchers' progress endpoints, with a short timeout so a slow pod cannot
+// hold a reconcile.
 var inputsClient = &http.Client{Timeout: 2 * time.Second}
 
-// inputsProgress returns what rank 0's running fetch-inputs container reports (GET /status), nil when the job
-// fetches nothing (no pod of it should serve the endpoint: the container name is the operator's), when it
-// does not run or does not answer: the progress is a nicety, the fetch's end is read from its pod's status.
+// inputsProgress returns what rank 0's running fetch-inputs container reports (GET /status). It
+// returns nil when the job fetches nothing or the container does not run or answer; the fetch's end
+// comes from the pod's status.
 func inputsProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) []inputs.Status {
 	if len(builders.FetchedInputs(tj)) == 0 {
 		return nil
@@ -47,8 +47,8 @@ func inputsProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod
 	return out
 }
 
-// maxInputsAnswer bounds the fetcher's answer: two sources' progress is well under a KiB, and a pod that
-// answers more must not cost the operator its memory.
+// maxInputsAnswer bounds the fetcher's answer, which is well under 1 KiB, so a pod cannot exhaust
+// the operator's memory.
 const maxInputsAnswer = 64 << 10
 
 // getJSON decodes url's answer, reading at most maxInputsAnswer bytes of it.

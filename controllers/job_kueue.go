@@ -24,17 +24,16 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// A queued TrainingJob is a Kueue external framework (docs/kueue.md): the JobController keeps its one
-// Workload for the job's whole life, runs the workers only while Kueue admits it (the Job is created
-// with the admission's placement), stops them when Kueue evicts it and then releases the quota, says
-// when the workers are ready (waitForPodsReady) and when the job finished.
+// A queued TrainingJob is a Kueue external framework (docs/kueue.md). The JobController keeps one
+// Workload for the job's whole life, runs the workers only while Kueue admits it, stops them and
+// releases the quota on eviction, and reports readiness (waitForPodsReady) and the finish.
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=update
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
 
-// ensureWorkload creates the queued job's Workload or keeps it in step with the job (queue, active,
-// pod set), and puts what it says into obs.Queue. A finished job's Workload is declared finished.
+// ensureWorkload creates the queued job's Workload or keeps its queue, active flag and pod set in
+// step, and records what it says in obs.Queue. It marks a finished job's Workload finished.
 func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	queue := builders.QueueName(tj)
 	if queue == "" {
@@ -69,9 +68,9 @@ func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob
 	return err
 }
 
-// ensureDispatchedWorkload: a TrainingJob that MultiKueue runs on a worker cluster (spec.managedBy) gets
-// no children and no status from this operator (MultiKueue mirrors the worker's status back), only its
-// Workload, which MultiKueue's admission check dispatches; a job another controller manages gets nothing.
+// ensureDispatchedWorkload keeps only the Workload of a job MultiKueue runs on a worker cluster
+// (spec.managedBy), for MultiKueue's admission check to dispatch. A job another controller manages
+// gets nothing.
 func (r *JobReconciler) ensureDispatchedWorkload(ctx context.Context, tj *mlv1.TrainingJob) error {
 	if ptr.Deref(tj.Spec.ManagedBy, "") != names.MultiKueueController {
 		return nil
@@ -98,8 +97,8 @@ func (r *JobReconciler) createWorkload(ctx context.Context, tj *mlv1.TrainingJob
 	return wl, nil
 }
 
-// priority returns the value of the class builders.PriorityClassRef names (0 when none): a class that does
-// not exist is an error that names it, and the job waits saying so.
+// priority returns the value of the class builders.PriorityClassRef names, or 0 when none. A
+// missing class is an error that names it, so the job says why it waits.
 func (r *JobReconciler) priority(ctx context.Context, tj *mlv1.TrainingJob) (int32, error) {
 	ref := builders.PriorityClassRef(tj)
 	if ref == nil {
@@ -122,12 +121,13 @@ func (r *JobReconciler) priority(ctx context.Context, tj *mlv1.TrainingJob) (int
 	return value, err
 }
 
-// syncWorkload brings the Workload's queue, active and pod set in line with the job. Kueue lets the
-// queue and pod set change only while the Workload holds no quota: a changed pod set of an admitted
-// Workload (an elastic job resized) replaces the Workload, which queues the job again at its new size.
+// syncWorkload brings the Workload's queue, active flag and pod set in line with the job. Kueue
+// allows queue and pod set changes only without quota, so a resized admitted job gets a new
+// Workload and queues again.
 func (r *JobReconciler) syncWorkload(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
 	if !wl.DeletionTimestamp.IsZero() {
-		return nil // its workers stop (observeQueue), then the finalizer goes (releaseQuota)
+		// Its workers stop (observeQueue), then the finalizer goes (releaseQuota).
+		return nil
 	}
 	want := builders.Workload(tj, r.options(ctx), ptr.Deref(wl.Spec.Priority, 0))
 	reserved := quotaReserved(wl)
@@ -158,8 +158,8 @@ func (r *JobReconciler) deleteWorkload(ctx context.Context, wl *kueue.Workload) 
 	return nil
 }
 
-// observeQueue reads what Kueue decided: the admission (with its flavors' node labels and tolerations)
-// while admitted and not evicted, else why the workers wait or stop.
+// observeQueue reads what Kueue decided: the admission with its flavors' node labels and
+// tolerations while admitted, else why the workers wait or stop.
 func (r *JobReconciler) observeQueue(ctx context.Context, queue string, wl *kueue.Workload) (*derive.Queue, error) {
 	q := &derive.Queue{Name: queue, Workload: wl.Name}
 	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Status == metav1.ConditionFalse {
@@ -187,9 +187,9 @@ func (r *JobReconciler) observeQueue(ctx context.Context, queue string, wl *kueu
 	return q, err
 }
 
-// admission returns Kueue's PodSetInfo of the workers' pod set (package podset's FromAssignment): the
-// flavors' node labels and tolerations, the pod set label and the Workload's annotation, the topology
-// gate when Kueue assigned a topology, and what admission checks add.
+// admission returns Kueue's PodSetInfo for the workers' pod set (podset.FromAssignment): flavor
+// node labels and tolerations, the pod set label and annotation, any topology gate, and admission
+// check additions.
 func (r *JobReconciler) admission(ctx context.Context, wl *kueue.Workload) (*builders.Admission, error) {
 	a := &builders.Admission{ClusterQueue: string(wl.Status.Admission.ClusterQueue), NodeSelector: map[string]string{},
 		Labels: map[string]string{names.PodSetLabel: names.WorkerPodSet}, Annotations: map[string]string{names.WorkloadAnnotation: wl.Name}}
@@ -230,9 +230,9 @@ func (r *JobReconciler) admission(ctx context.Context, wl *kueue.Workload) (*bui
 	return a, nil
 }
 
-// releaseQuota gives back the quota of an evicted or deleted Workload once the job's workers are gone
-// (their checkpoint at SIGTERM written): the admission is cleared, requeued after a preemption (Kueue's
-// contract, as its jobframework does it), and a deleted Workload's finalizer removed.
+// releaseQuota gives back an evicted or deleted Workload's quota once the workers are gone and have
+// written their SIGTERM checkpoint. It clears the admission, requeues after a preemption as Kueue's
+// jobframework does, and drops a deleted Workload's finalizer.
 func (r *JobReconciler) releaseQuota(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if obs.Queue == nil || obs.Job != nil && obs.Job.Status.Active > 0 || len(obs.Pods) > 0 {
 		return nil
@@ -273,19 +273,20 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 	return metav1.ConditionFalse
 }
 
-// syncPodsReady keeps the Workload's PodsReady condition (Kueue's waitForPodsReady): true once every
-// worker of the admitted attempt is ready or done, false while any is not (WaitForStart before the first
-// time, WaitForRecovery after, a gang restart included).
+// syncPodsReady keeps the Workload's PodsReady condition for Kueue's waitForPodsReady: true once
+// every worker of the admitted attempt is ready or done, false otherwise (WaitForStart, then
+// WaitForRecovery).
 func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
 	if obs.Queue == nil || obs.Queue.Admission == nil || obs.Job != nil && obs.Job.ResourceVersion == "" {
-		return nil // not admitted, or the Job was just created: nothing observed yet
+		// Not admitted, or the Job was just created: nothing is observed yet.
+		return nil
 	}
 	wl := &kueue.Workload{}
 	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: obs.Queue.Workload}, wl); err != nil ||
 		!found {
 		return err
 	}
-	// Workers that finished count as ready, as for Kueue's own Job integration: the run is not waiting.
+	// Finished workers count as ready, as in Kueue's Job integration: the run is not waiting.
 	ready := obs.Job != nil && ptr.Deref(obs.Job.Status.Ready, 0)+obs.Job.Status.Succeeded >= tj.Spec.NumWorkers
 	prev := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady)
 	c, changed := podsReadyCondition(ready, prev)
@@ -300,9 +301,8 @@ func (r *JobReconciler) syncPodsReady(ctx context.Context, tj *mlv1.TrainingJob,
 	return nil
 }
 
-// podsReadyCondition returns the PodsReady condition Kueue's own job integrations set, from whether all
-// workers are ready and the condition as it was; changed is false when prev says the same (a ready
-// Workload keeps its reason, Started or Recovered).
+// podsReadyCondition returns the PodsReady condition Kueue's own integrations set. changed is false
+// when prev already says the same; a ready Workload keeps its reason.
 func podsReadyCondition(ready bool, prev *metav1.Condition) (c metav1.Condition, changed bool) {
 	c = metav1.Condition{Type: kueue.WorkloadPodsReady, Status: conditionStatus(ready)}
 	switch {
@@ -318,7 +318,7 @@ func podsReadyCondition(ready bool, prev *metav1.Condition) (c metav1.Condition,
 	return c, prev == nil || prev.Status != c.Status || (prev.Reason != c.Reason && !ready)
 }
 
-// finishWorkload declares a finished job's Workload finished (Kueue frees its quota) and drops its
+// finishWorkload marks a finished job's Workload finished, so Kueue frees its quota, and drops its
 // finalizer.
 func (r *JobReconciler) finishWorkload(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
 	if meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished) == nil {
@@ -347,8 +347,8 @@ func (r *JobReconciler) removeFinalizer(ctx context.Context, wl *kueue.Workload)
 	return nil
 }
 
-// releaseDeleted drops the finalizer of the Workloads of a TrainingJob that is gone or being deleted:
-// its workers go with it (owner references), and its Workload must not hold the deletion up.
+// releaseDeleted drops the Workload finalizers of a TrainingJob that is gone or being deleted, so
+// they do not block the deletion. The workers go with the job by owner references.
 func (r *JobReconciler) releaseDeleted(ctx context.Context, key client.ObjectKey) error {
 	if !r.kueueServed {
 		return nil
@@ -375,6 +375,6 @@ func admitted(wl *kueue.Workload) bool {
 	return quotaReserved(wl) && meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
 }
 
-// queueRecheck is how often a queued job is looked at when the operator does not watch Workloads
-// (Kueue's API was not served when it started).
+// queueRecheck is how often a queued job is rechecked when the operator does not watch Workloads
+// because Kueue's API was not served at start.
 const queueRecheck = 15 * time.Second

@@ -10,50 +10,51 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// memory is what the JobController remembers of its jobs between reconciles: one jobMemory per job, dropped
-// when the job is gone (forget). It holds only what the API cannot tell; what a restart of the operator must
-// not lose is in the API (the attempt in the status and the ConfigMap, the attempt labels, the Job's
-// in-place annotation). Safe for concurrent use: the pod watch records exits while reconciles read.
+// memory is what the JobController remembers of its jobs between reconciles: one jobMemory per job,
+// dropped by forget. It holds only what the API cannot tell; what a restart must keep lives in the
+// API. It is safe for concurrent use.
 type memory struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*jobMemory
 }
 
-// jobMemory is what the JobController remembers of one TrainingJob. Each field says why the API cannot
-// hold it and what an operator restart loses.
+// jobMemory is what the JobController remembers of one TrainingJob. Each field says why the API
+// cannot hold it and what an operator restart loses.
 type jobMemory struct {
-	// details is when the status was first seen to differ from what is written in details only (detailsWait).
-	// The API holds what is written, not what waits. A restart waits one more interval to write them.
+	// details is when the status was first seen to differ from what is written in details only
+	// (detailsWait). The API holds what is written, not what waits. A restart waits one more interval
+	// to write them.
 	details pendingDetails
-	// exits are the pods of the newest attempt the watch saw end with a non-zero code or deleted at once
-	// while running (attemptExits). A deleted pod leaves the API. A restart judges on the pods left.
+	// exits are the pods of the newest attempt the watch saw end with a non-zero code or deleted at
+	// once while running (attemptExits). A deleted pod leaves the API. A restart judges on the pods
+	// left.
 	exits attemptExits
-	// schedulable are the nodes read for a failing attempt (schedulable): a read of nodes, which the cache
-	// does not hold. A restart reads them again.
+	// schedulable are the nodes read for a failing attempt (schedulable): a read of nodes, which the
+	// cache does not hold. A restart reads them again.
 	schedulable schedulableAt
 	// announced is the attempt whose restart in place has had its event. Events are not read back. A
 	// restart may send the event again.
 	announced attemptMark
-	// children are what the in-place restart remembers of the Job and its pods, by UID, bounded (child).
+	// children are what the in-place restart remembers of the Job and its pods, by UID, bounded
+	// (child).
 	children map[types.UID]*childMemory
 }
 
 // childMemory is what the in-place restart remembers of one pod, or of the Job (labelled only).
 type childMemory struct {
-	// notHeld is the readiness (heldKey) at which the pod's supervisor said it held nothing: the pod is
-	// asked again only once it changes. A restart asks every unready pod once more.
+	// notHeld is the readiness (heldKey) at which the pod's supervisor said it held nothing: the pod
+	// is asked again only once it changes. A restart asks every unready pod once more.
 	notHeld string
-	// misses are the asks in a row the supervisor left unanswered, lastMiss when the last was (silentFor).
-	// A restart asks a silent supervisor at once.
+	// misses are the asks in a row the supervisor left unanswered, lastMiss when the last was
+	// (silentFor). A restart asks a silent supervisor at once.
 	misses   int
 	lastMiss time.Time
-	// ordered is the attempt the pod was ordered into, replaced the one it was deleted for on an avoided
-	// node (replaceAvoided): a cache that does not show the label or the deletion yet neither orders the pod
-	// again nor takes it for a replacement. A restart orders such a pod again; its supervisor ignores an
-	// order it took.
+	// ordered is the attempt the pod was ordered into, replaced the one it was deleted for on an
+	// avoided node (replaceAvoided). They keep a lagging cache from ordering or replacing the pod
+	// twice. A restart orders again; the supervisor ignores a repeat.
 	ordered, replaced attemptMark
-	// labelled is the attempt the object was labelled with, labelledAt when (labelOnce): a cache that does
-	// not show the label yet does not write it again. A restart writes it again.
+	// labelled is the attempt the object was labelled with, labelledAt when (labelOnce): a cache that
+	// does not show the label yet does not write it again. A restart writes it again.
 	labelled   attemptMark
 	labelledAt time.Time
 }
@@ -103,8 +104,8 @@ func (m *memory) forget(key types.NamespacedName) {
 // child returns what is remembered of the Job or pod uid of tj, nil when nothing is.
 func (j *jobMemory) child(uid types.UID) *childMemory { return j.children[uid] }
 
-// remember returns the entry of uid, created when missing. A job holds at most childBound(tj) entries:
-// past it, the entries of pods that are not silent go, then all of them.
+// remember returns the entry for uid, creating it when missing. Past childBound(tj) entries, it
+// drops the entries of pods that are not silent, then all of them.
 func (j *jobMemory) remember(tj *mlv1.TrainingJob, uid types.UID) *childMemory {
 	if c := j.children[uid]; c != nil {
 		return c
@@ -138,25 +139,25 @@ func (j *jobMemory) silentRoom(tj *mlv1.TrainingJob) int {
 	return max(0, childBound(tj)-silent)
 }
 
-// childBound is how many entries a job's memory holds: more pods than the job has had (4 per worker, and 16).
+// childBound is how many entries a job's memory holds: more pods than the job has had.
 func childBound(tj *mlv1.TrainingJob) int { return 4*int(tj.Spec.NumWorkers) + 16 }
 
-// pendingDetails is when a job's details were first seen to differ from what is written and, while they
-// are back to it, since when; zero when none differ.
+// pendingDetails is when a job's details were first seen to differ from what is written and, while
+// they are back to it, since when; zero when none differ.
 type pendingDetails struct {
 	since, back time.Time
 }
 
-// schedulableAt are the schedulable nodes read for one attempt of one job; nodes is nil when none is read.
+// schedulableAt are the schedulable nodes read for one attempt of one job; nodes is nil when none
+// is read.
 type schedulableAt struct {
 	uid     types.UID
 	attempt int32
 	nodes   map[string]int32
 }
 
-// attemptExits are the remembered pods of one attempt, by pod UID: those that ended with a non-zero code
-// (pods), and those deleted at once while their trainer ran (forced, as seen then: a later state, killed
-// by the kubelet, does not replace it).
+// attemptExits are the remembered pods of one attempt, by UID: those that exited non-zero (pods),
+// and those force-deleted while their trainer ran (forced, kept as first seen).
 type attemptExits struct {
 	attempt int32
 	pods    map[types.UID]corev1.Pod

@@ -25,15 +25,15 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
 
-// attemptFailing reports whether the current attempt has failed, or is known to fail (derive.AttemptFailure).
+// attemptFailing reports whether the current attempt has failed, or is known to fail
+// (derive.AttemptFailure).
 func attemptFailing(tj *mlv1.TrainingJob, obs derive.Observed) bool {
 	return derive.AttemptFailure(tj, obs) != nil
 }
 
-// nodeTrouble reads the nodes of pods from the API server (the operator holds no node informer: nodes
-// are read only on the rare paths that need them, one read per node) and maps those that are lost to why
-// (derive.NodeTrouble); wait is how long until the first node that is not Ready but does not count as
-// lost yet will count (0 when there is none).
+// nodeTrouble reads the nodes of pods from the API server, one read per node, and maps the lost
+// ones to why (derive.NodeTrouble). wait is how long until the first NotReady node counts as lost,
+// or 0.
 func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod,
 	now time.Time) (trouble map[string]string, wait time.Duration, err error) {
 	trouble = map[string]string{}
@@ -63,9 +63,8 @@ func nodeTrouble(ctx context.Context, reader client.Reader, pods []corev1.Pod,
 	return trouble, wait, nil
 }
 
-// withoutStranded leaves out the pods that have not ended on a lost node (derive.Stranded): they hold
-// nothing a new attempt needs and will not end while the node is unreachable. Nodes are read only when a
-// pod has not ended.
+// withoutStranded drops the pods that have not ended on a lost node (derive.Stranded): they hold
+// nothing a new attempt needs. It reads nodes only when a pod has not ended.
 func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Pod, now time.Time) ([]corev1.Pod, error) {
 	running := pods[:0:0]
 	for _, p := range pods {
@@ -91,10 +90,9 @@ func withoutStranded(ctx context.Context, reader client.Reader, pods []corev1.Po
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
 
-// heartbeats reads the Leases (kube-node-lease) of the nodes of pods that have not ended on a node not in
-// trouble: each node's last heartbeat, one read per node, from the API server (no lease informer). A node
-// without a Lease, or an operator whose role may not read them (an older chart), gives none: the verdict
-// then waits for no heartbeat, as before.
+// heartbeats reads the Leases (kube-node-lease) of the nodes of unended pods on healthy nodes, one
+// read per node. A missing Lease or an RBAC denial (an older chart) yields no heartbeat, and the
+// verdict does not wait for one.
 func heartbeats(ctx context.Context, reader client.Reader, pods []corev1.Pod,
 	trouble map[string]string) (map[string]derive.Heartbeat, error) {
 	out := map[string]derive.Heartbeat{}
@@ -121,8 +119,8 @@ func heartbeats(ctx context.Context, reader client.Reader, pods []corev1.Pod,
 	return out, nil
 }
 
-// nodeFateLeft returns when to look again at a failed attempt whose verdict waits for a worker's node
-// (derive.NodeFateLeft): every nodeRecheck, as no event comes when a node renews its lease.
+// nodeFateLeft returns when to recheck a failed attempt whose verdict waits for a worker's node
+// (derive.NodeFateLeft). Lease renewals send no event.
 func nodeFateLeft(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (time.Duration, bool) {
 	c := derive.AttemptFailure(tj, obs)
 	if c == nil || len(obs.Heartbeats) == 0 {
@@ -132,12 +130,12 @@ func nodeFateLeft(tj *mlv1.TrainingJob, obs derive.Observed, now time.Time) (tim
 	return min(left, nodeRecheck), left > 0
 }
 
-// nodeRecheck is how often a failing attempt looks again at a worker's node that is not Ready but does not
-// count as lost yet: no event comes when the node lifecycle controller taints it.
+// nodeRecheck is how often a failing attempt rechecks a NotReady node that is not lost yet;
+// tainting it sends no event.
 const nodeRecheck = time.Second
 
-// settleLeft returns how long the verdict on the current attempt's failure still waits for its pods to report
-// (derive.SettleLeft); false when the attempt has not failed.
+// settleLeft returns how long the verdict on the attempt's failure still waits for its pods to
+// report (derive.SettleLeft); false when the attempt has not failed.
 func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
 	if obs.Job == nil {
 		return 0, false
@@ -149,13 +147,10 @@ func settleLeft(obs derive.Observed, now time.Time) (time.Duration, bool) {
 	return derive.SettleLeft(obs, c, metav1.NewTime(now)), true
 }
 
-// schedulableNodes maps the nodes the job's workers could be placed on, avoidance aside, to how many workers
-// each holds by its allocatable resources (derive.Observed.Schedulable), when the failing attempt may avoid
-// a node (mayAvoid): nil otherwise, or when no worker of the attempt can be read. The workers' placement
-// and requests are read from one of the attempt's pods as the API server stores it, so what admission
-// added (a GPU toleration, a namespace's node selector) counts; the list is filtered by its node selector on
-// the server, read nodePage at a time, and stops once the nodes read hold every worker even without the
-// largest of them that avoidance could take (the avoided ones and one more).
+// schedulableNodes maps the nodes the workers could run on to how many workers each fits
+// (derive.Observed.Schedulable), or nil unless the failing attempt may avoid a node (mayAvoid). It
+// reads requests from a stored pod, so admission's additions count, and stops listing once the
+// nodes hold every worker.
 func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.TrainingJob, obs derive.Observed) (map[string]int32, error) {
 	if !mayAvoid(tj, obs) || len(obs.Pods) == 0 {
 		return nil, nil
@@ -182,12 +177,13 @@ func schedulableNodes(ctx context.Context, reader client.Reader, tj *mlv1.Traini
 		}
 	}
 	if len(out) == 0 {
-		return nil, nil // the workers ran somewhere: a count of none is a miscount, not a full cluster
+		// The workers ran somewhere: a count of none is a miscount, not a full cluster.
+		return nil, nil
 	}
 	return out, nil
 }
 
-// holdsAll reports whether the nodes hold the workers without the `without` nodes that hold the most.
+// holdsAll reports whether the nodes hold the workers even without the `without` largest of them.
 func holdsAll(nodes map[string]int32, without int, workers int32) bool {
 	all := slices.Sorted(maps.Values(nodes))
 	var sum int32
@@ -197,7 +193,8 @@ func holdsAll(nodes map[string]int32, without int, workers int32) bool {
 	return sum >= workers
 }
 
-// podRequests returns what the scheduler counts of a worker pod: its containers' and sidecars' requests.
+// podRequests returns what the scheduler counts for a worker pod: its containers' and sidecars'
+// requests.
 func podRequests(pod *corev1.Pod) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	add := func(c corev1.Container) {
@@ -218,7 +215,8 @@ func podRequests(pod *corev1.Pod) corev1.ResourceList {
 	return out
 }
 
-// holds returns how many workers of these requests node n holds by its allocatable resources, at most workers.
+// holds returns how many workers with these requests fit on node n's allocatable resources, at most
+// workers.
 func holds(n *corev1.Node, req corev1.ResourceList, workers int32) int32 {
 	most := int64(workers)
 	for name, q := range req {
@@ -237,9 +235,9 @@ func holds(n *corev1.Node, req corev1.ResourceList, workers int32) int32 {
 // nodePage is how many nodes one list request reads.
 const nodePage = 100
 
-// mayAvoid reports whether the failing attempt may add a node to avoid: a worker's node is in trouble, a
-// worker runs on the node of the previous failure (which avoidance takes on a second failure there), or a
-// rule avoids the failing rank's node; never with maxAvoidedNodes 0.
+// mayAvoid reports whether the failing attempt may avoid another node: a worker's node is in
+// trouble, a worker runs where the previous failure did, or a rule avoids the failing rank's node.
+// Never with maxAvoidedNodes 0.
 func mayAvoid(tj *mlv1.TrainingJob, obs derive.Observed) bool {
 	fp := tj.Spec.FailurePolicy
 	if fp == nil || fp.MaxAvoidedNodes == nil || *fp.MaxAvoidedNodes == 0 {
@@ -253,9 +251,9 @@ func mayAvoid(tj *mlv1.TrainingJob, obs derive.Observed) bool {
 	return slices.ContainsFunc(fp.Rules, func(r mlv1.FailureRule) bool { return r.AvoidNode })
 }
 
-// placeable reports whether the scheduler could place the pod on n as far as the node tells: Ready, not
-// cordoned, matching the pod's node selector and required affinity, with no taint the pod does not
-// tolerate that keeps new pods off. Resources are not counted.
+// placeable reports whether the scheduler could place pod on n, ignoring resources: n is Ready, not
+// cordoned, matches the node selector and required affinity, and has no untolerated NoSchedule or
+// NoExecute taint.
 func placeable(n *corev1.Node, pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity) bool {
 	if n.Spec.Unschedulable || !nodeReady(n) {
 		return false
@@ -279,7 +277,8 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// schedulable returns the schedulable nodes of the failing attempt (schedulableNodes), read once per attempt.
+// schedulable returns the failing attempt's schedulable nodes (schedulableNodes), read once per
+// attempt.
 func (r *JobReconciler) schedulable(ctx context.Context, tj *mlv1.TrainingJob, obs derive.Observed) (map[string]int32, error) {
 	key := client.ObjectKeyFromObject(tj)
 	var read map[string]int32

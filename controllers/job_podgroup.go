@@ -17,9 +17,8 @@ import (
 // builders.PodGroup as an unstructured object so neither scheduler's API is a dependency.
 // +kubebuilder:rbac:groups=scheduling.volcano.sh;scheduling.x-k8s.io,resources=podgroups,verbs=get;create
 
-// ensurePodGroup creates the workers' PodGroup when the job is gang-scheduled. A PodGroup API the
-// cluster does not serve (the scheduler is not installed) is an error that names it, so the job says
-// why its workers wait instead of starting them half-scheduled.
+// ensurePodGroup creates the workers' PodGroup when the job is gang-scheduled. If the cluster does
+// not serve the PodGroup API, it returns an error naming it, so the job says why its workers wait.
 func (r *JobReconciler) ensurePodGroup(ctx context.Context, tj *mlv1.TrainingJob) error {
 	want := builders.PodGroup(tj, r.options(ctx))
 	if want == nil {

@@ -18,9 +18,8 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 
-// ensureSSHSecret creates the SSH key pair and host key of an MPI job (names.SSHSecretName), owned by
-// it, before the Job that mounts them: once per attempt, an existing Secret is kept (the operator never
-// reads it, so it holds no Secret in its cache and needs no right to read any).
+// ensureSSHSecret creates an MPI job's SSH keys (names.SSHSecretName), owned by the job, before the
+// Job that mounts them. It never reads an existing Secret, so the operator needs no read access.
 func (r *JobReconciler) ensureSSHSecret(ctx context.Context, tj *mlv1.TrainingJob) error {
 	if !tj.MPIEnabled() {
 		return nil

@@ -13,7 +13,8 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// Reading the ends of the trainers' logs: the JobController's failure hints, the StatusController's hangs.
+// Reading the ends of the trainers' logs: the JobController's failure hints, the StatusController's
+// hangs.
 
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 
@@ -32,14 +33,13 @@ func (c ClientsetLogs) TailLog(ctx context.Context, namespace, pod, container st
 	return string(data), err
 }
 
-// failedLogLines is how much of a failed trainer's log the JobController reads for the failure's hint:
-// the 200 lines (at most 16 KiB) above its end, where a traceback's cause is when its termination message
-// (2 KiB) holds only the tail.
+// failedLogLines is how many lines of a failed trainer's log the JobController reads for a hint (at
+// most 16 KiB): a traceback's cause often sits above the 2 KiB termination message.
 const failedLogLines = 200
 
-// failedLogs reads the end of the trainer's log of the pods whose exit describes the failure and whose
-// termination message shows no cause the operator recognises (derive.HintLogPods). A log that cannot be
-// read (the pod gone, its node lost) is left out: the termination message still explains the failure.
+// failedLogs reads the log tails of the failed pods whose termination message shows no known cause
+// (derive.HintLogPods). It skips logs it cannot read; the termination message still explains the
+// failure.
 func (r *JobReconciler) failedLogs(ctx context.Context, pods []corev1.Pod) map[string]string {
 	if r.Logs == nil {
 		return nil

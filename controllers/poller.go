@@ -10,11 +10,11 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// What the StatusController and the CheckpointController share: both read an endpoint of rank 0 once per
-// interval per job.
+// What the StatusController and the CheckpointController share: both read an endpoint of rank 0
+// once per interval per job.
 
-// poller paces the reads of rank 0 and remembers, per job, what the reader keeps between reads (lost on
-// restart, harmlessly): S.
+// poller paces the reads of rank 0 and keeps, per job, the reader's state S between reads. The
+// state is lost on restart, harmlessly.
 type poller[S any] struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*polled[S]
@@ -26,7 +26,8 @@ type polled[S any] struct {
 	state S
 }
 
-// due returns how long until the job's next read (0: now, and marks it taken) and its remembered state.
+// due returns how long until the job's next read and the job's state. A wait of 0 means read now,
+// and marks the read taken.
 func (p *poller[S]) due(tj *mlv1.TrainingJob, now time.Time, interval time.Duration) (time.Duration, *S) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -46,8 +47,8 @@ func (p *poller[S]) due(tj *mlv1.TrainingJob, now time.Time, interval time.Durat
 	return 0, &s.state
 }
 
-// next returns how long after now the job's next read is due: one interval after the last read started, not
-// after it ended, so the period does not drift by the read's and the write's own time.
+// next returns how long until the job's next read is due. The period counts from the start of the
+// last read, so it does not drift.
 func (p *poller[S]) next(tj *mlv1.TrainingJob, now time.Time, interval time.Duration) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -57,7 +58,7 @@ func (p *poller[S]) next(tj *mlv1.TrainingJob, now time.Time, interval time.Dura
 	return interval
 }
 
-// peek returns the job's remembered state without taking a read; ok is false when none is remembered.
+// peek returns the job's state without taking a read; ok is false when none is remembered.
 func (p *poller[S]) peek(tj *mlv1.TrainingJob) (S, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -19,8 +19,8 @@ import (
 // What every controller's Reconcile shares: a read that tells "absent" from an error, the result it
 // returns, the retry backoff of its queue, and the mapping of a child to its TrainingJob.
 
-// getTrainingJob gets a TrainingJob and applies the spec's defaults (mlv1.TrainingJob.Default), the one
-// place a controller's TrainingJob is defaulted; found is false when it does not exist.
+// getTrainingJob gets a TrainingJob and applies the spec's defaults; found is false when it does
+// not exist. It is the one place a controller defaults a TrainingJob.
 func getTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, tj *mlv1.TrainingJob) (bool, error) {
 	found, err := getOptional(ctx, c, key, tj)
 	if found {
@@ -29,8 +29,8 @@ func getTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, 
 	return found, err
 }
 
-// getManagedTrainingJob returns getTrainingJob for the controllers that follow a running job (status,
-// checkpoints, tracking): a TrainingJob another controller manages (spec.managedBy) counts as not found.
+// getManagedTrainingJob is getTrainingJob for the controllers that follow a running job. A
+// TrainingJob another controller manages (spec.managedBy) counts as not found.
 func getManagedTrainingJob(ctx context.Context, c client.Reader, key client.ObjectKey, tj *mlv1.TrainingJob) (bool, error) {
 	found, err := getTrainingJob(ctx, c, key, tj)
 	return found && builders.ManagedByOperator(tj), err
@@ -48,10 +48,9 @@ func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj
 	return true, nil
 }
 
-// result returns what Reconcile returns: res, or only err when there is one (controller-runtime ignores a
-// result returned with an error, and warns about it). A conflict (a write based on a cache that had not
-// seen the latest version yet) is no error: the job is computed again, with backoff, on what the cache
-// holds then.
+// result returns what Reconcile returns: res, or only err when there is one, since
+// controller-runtime ignores a result sent with an error. A conflict is no error: the job is
+// requeued with backoff.
 func result(res reconcile.Result, err error) (reconcile.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
@@ -62,15 +61,13 @@ func result(res reconcile.Result, err error) (reconcile.Result, error) {
 	return res, nil
 }
 
-// maxRetryDelay bounds how long a failing reconcile waits before it is tried again. client-go's default
-// doubles from 5 ms up to 1,000 s, so a job whose reconciles kept failing through a few minutes of API
-// outage would not be looked at again for up to a quarter of an hour unless one of its objects changed:
-// progress reads, checkpoint reads and deadlines come back through RequeueAfter, not through events.
+// maxRetryDelay bounds how long a failing reconcile waits before it is retried. client-go's default
+// grows to 1,000 s, and progress reads, checkpoint reads and deadlines return only through
+// RequeueAfter.
 const maxRetryDelay = 5 * time.Second
 
-// controllerOptions returns the options of the controllers: workers reconciles at once, and failures
-// retried with client-go's default backoff capped at maxRetryDelay, within its overall bound of 10
-// retries a second (burst 100), which keeps a long outage from turning into a storm of retries.
+// controllerOptions returns the controllers' options: workers reconciles at once, and retries with
+// client-go's backoff capped at maxRetryDelay and limited to 10 a second (burst 100).
 func controllerOptions(workers int) controller.Options {
 	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),

@@ -9,13 +9,12 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
-// noteLimit is the most an event's note may hold (events.k8s.io/v1: 1 KiB): the API server refuses a
-// longer event, and it is lost.
+// noteLimit is the most an event's note may hold (events.k8s.io/v1: 1 KiB): the API server refuses
+// a longer event, and it is lost.
 const noteLimit = 1024
 
-// limitedRecorder records events with their notes cut to noteLimit, keeping their start: a failure's note
-// (its reason, a hint, the rank's last lines after "Running -> Failed: ") or a hang's (every rank's last
-// lines) can be longer.
+// limitedRecorder records events with notes cut to noteLimit, keeping their start. Failure and hang
+// notes carry log lines and can run longer.
 type limitedRecorder struct{ events.EventRecorder }
 
 // Eventf implements events.EventRecorder.

@@ -47,17 +47,12 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
-// CacheOptions limit the manager's informers to the watched namespaces (all when empty) and to the
-// objects the operator owns, so a cluster's other pods and config maps are not held in memory; no object
-// keeps its managedFields there (never read, often the largest part of a small object), pods and Jobs
-// keep no pod spec and pods only the metadata the controllers read (slimPod, slimJob), Services only their
-// ports, selector, labels and owner (slimService), ConfigMaps hold their config.json as a digest
-// (slimConfigMap), and TrainingJobs are held defaulted (defaultTrainingJob).
-//
-// Kueue's Workloads are held (only the TrainingJobs' own) where the cluster serves Kueue's API (cfg's
-// discovery says so); the cache cannot be told about an API the cluster does not serve.
+// CacheOptions limits the manager's informers to the watched namespaces (all when empty) and to the
+// operator's objects, slimmed to what the controllers read (slimPod and others). It caches Kueue's
+// Workloads only where cfg's discovery shows Kueue's API.
 func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
-	owned, _ := labels.NewRequirement(names.NameLabel, selection.Exists, nil) // a fixed, valid requirement
+	// A fixed, valid requirement cannot fail.
+	owned, _ := labels.NewRequirement(names.NameLabel, selection.Exists, nil)
 	sel := labels.NewSelector().Add(*owned)
 	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:       {Label: sel, Transform: slimPod},
@@ -80,9 +75,9 @@ func CacheOptions(cfg *rest.Config, namespaces []string) cache.Options {
 	return opts
 }
 
-// KueueServed reports whether the cluster serves Kueue's Workload API (kueue.x-k8s.io/v1beta2), so the operator holds
-// and watches its TrainingJobs' Workloads. Kueue installed after the operator started is seen at its
-// next start; until then queued jobs are looked at every queueRecheck.
+// KueueServed reports whether the cluster serves Kueue's Workload API (kueue.x-k8s.io/v1beta2), so
+// the operator caches and watches Workloads. Kueue installed later is seen at the next start; until
+// then queued jobs are rechecked every queueRecheck.
 func KueueServed(cfg *rest.Config) bool {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -100,11 +95,9 @@ func KueueServed(cfg *rest.Config) bool {
 	return false
 }
 
-// defaultTrainingJob holds a TrainingJob in the cache as the controllers read it: defaulted
-// (mlv1.TrainingJob.Default, the one place defaults are applied), so that what reads the cache without a
-// reconcile (the watches' predicates, the trainingjob_total collector) sees every default too; without
-// managedFields, as every other object, and without kubectl's last-applied-configuration (a copy of the
-// whole spec, never read; the operator writes only the status, with server-side apply).
+// defaultTrainingJob caches a TrainingJob defaulted (mlv1.TrainingJob.Default), so cache readers
+// outside a reconcile see the defaults too. It drops managedFields and kubectl's
+// last-applied-configuration, which are never read.
 func defaultTrainingJob(obj any) (any, error) {
 	if tj, ok := obj.(*mlv1.TrainingJob); ok {
 		tj.ManagedFields = nil
@@ -114,12 +107,9 @@ func defaultTrainingJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimPod keeps of a worker's pod what the controllers read: its name, times (its deletion's grace period
-// too), finalizers, its controller's owner reference (a Job's pod is the one it controls, not one with its
-// label), the labels the operator reads (operatorLabels), its node and status. The pod's spec
-// (containers, env, volumes: most of its size), its annotations, other owners and labels are never read,
-// and pods are never updated from the cache (only deleted, and their Job tracking finalizer removed with
-// a JSON patch).
+// slimPod keeps only what the controllers read of a worker pod: name, times, finalizers, controller
+// owner reference, operatorLabels, node and status. The spec, annotations and other labels go; pods
+// are never updated from the cache, only deleted or patched.
 func slimPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		var owners []metav1.OwnerReference
@@ -136,21 +126,21 @@ func slimPod(obj any) (any, error) {
 	return obj, nil
 }
 
-// agentTokenOnly keeps of a pod's init containers the checkpoint agent's token (agentapi.TokenEnv), which
-// the CheckpointController sends back to it: a running pod's token works whatever key the operator holds
-// now. Nothing else of the containers is kept.
+// agentTokenOnly keeps only the checkpoint agent's token (agentapi.TokenEnv) of a pod's init
+// containers. The CheckpointController sends it back, since a running pod's token works whatever
+// key the operator holds now.
 func agentTokenOnly(cs []corev1.Container) []corev1.Container {
 	return envOnly(cs, names.AgentContainerName, agentapi.TokenEnv, true)
 }
 
-// podUIDOnly keeps of a pod's containers the trainer's controlapi.PodUIDEnv, which says that its
-// supervisor takes the tokens of its pod (tokenPodUID), without its value; nothing else.
+// podUIDOnly keeps only the trainer's controlapi.PodUIDEnv, without its value, of a pod's
+// containers; it tells tokenPodUID whether the supervisor uses per-pod tokens.
 func podUIDOnly(cs []corev1.Container) []corev1.Container {
 	return envOnly(cs, names.ContainerName, controlapi.PodUIDEnv, false)
 }
 
-// envOnly returns the container named name of cs with only its variable env (its value too when
-// keepValue); nil when it has none.
+// envOnly returns the container name of cs with only its variable env, value included when
+// keepValue; nil when it has none.
 func envOnly(cs []corev1.Container, name, env string, keepValue bool) []corev1.Container {
 	for _, c := range cs {
 		if c.Name != name {
@@ -169,8 +159,8 @@ func envOnly(cs []corev1.Container, name, env string, keepValue bool) []corev1.C
 	return nil
 }
 
-// operatorLabels returns of a pod's labels those the controllers select and read it by (the job, the
-// attempt, the rank, the Job that made it); Kueue's, the user's and Kubernetes' Job controller's others are not read.
+// operatorLabels returns the pod labels the controllers select and read by: the job, attempt, rank
+// and controlling Job.
 func operatorLabels(l map[string]string) map[string]string {
 	out := make(map[string]string, 5)
 	for _, k := range []string{names.NameLabel, names.ManagedByLabel, names.AttemptLabel, names.RankLabel, names.ControllerUIDLabel} {
@@ -181,10 +171,8 @@ func operatorLabels(l map[string]string) map[string]string {
 	return out
 }
 
-// slimJob keeps of a Job's spec what the controllers read: its size, completion mode and suspend. The pod
-// template and the failure policy (most of its size) are never read: the controllers compare the spec
-// hash annotation and change a Job only with merge patches of spec.suspend and, for an elastic job, of
-// parallelism and completions.
+// slimJob keeps only a Job's size, completion mode and suspend. The controllers compare the spec
+// hash annotation and change a Job only by merge patches of suspend, parallelism and completions.
 func slimJob(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		j.ManagedFields = nil
@@ -194,8 +182,8 @@ func slimJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimService keeps of a job's headless Service what ensureService compares (its ports and selector) and the
-// metadata the owner watch reads (its labels and owner). An update re-reads the Service whole (ensure).
+// slimService keeps what ensureService compares (ports, selector) and what the owner watch reads
+// (labels, owner). An update rereads the whole Service.
 func slimService(obj any) (any, error) {
 	if s, ok := obj.(*corev1.Service); ok {
 		s.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
@@ -207,10 +195,9 @@ func slimService(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimConfigMap holds a job's ConfigMap with its config.json (the job's hyperparameters and settings,
-// often most of its size) as configDigest of it: the JobController only compares it with the one it builds,
-// and the ConfigMap is only updated with the whole file (ensureConfigMap) or patched in its other keys
-// (RESUME_FROM, the MLflow run), which are held as they are.
+// slimConfigMap caches a job's ConfigMap with its config.json replaced by configDigest. The
+// JobController only compares it with the one it builds, and updates the ConfigMap with the whole
+// file or patches other keys.
 func slimConfigMap(obj any) (any, error) {
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		cm.ManagedFields = nil
@@ -237,29 +224,28 @@ type Config struct {
 	ProgressInterval time.Duration
 	// ScrapeTimeout bounds one scrape (default 2 s).
 	ScrapeTimeout time.Duration
-	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16): the StatusController's
-	// and the CheckpointController's concurrent reconciles.
+	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16): the
+	// StatusController's and the CheckpointController's concurrent reconciles.
 	ScrapeWorkers int
 	// JobWorkers is how many TrainingJobs the JobController reconciles at once (default 10). Its
-	// reconciles mostly wait on the API server (a create or a status write each), so a burst of new jobs
-	// is wired about this many times faster than one at a time, until the API server is the limit.
+	// reconciles mostly wait on the API server.
 	JobWorkers int
 	// MLflowCredentials is the operator-wide Secret with the tracking server's credentials (keys
 	// MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD) for jobs that name none; the
 	// default server itself is Builders.MLflowTrackingURI.
 	MLflowCredentials client.ObjectKey
-	// MLflowTimeout bounds one reconcile's calls to a tracking server (default 5 s: a tracked job's
-	// first workers wait for the first attempt to create its run at most that long); MLflowRetry is the
-	// wait after a failure (default 30 s).
+	// MLflowTimeout bounds one reconcile's calls to a tracking server (default 5 s); a tracked job's
+	// first workers wait at most that long for the run. MLflowRetry is the wait after a failure
+	// (default 30 s).
 	MLflowTimeout, MLflowRetry time.Duration
-	// StatusWriteQPS is the status writes per second, over all jobs, that routine updates (progress, worker
-	// counts, the percent of goodput shown) fill, in turn, after the urgent ones (state changes), which
-	// are made at once (writeBudget); 0: DefaultStatusWriteQPS; negative: no budget.
+	// StatusWriteQPS is the rate of routine status writes over all jobs (progress, worker counts,
+	// goodput percent); urgent ones (state changes) go at once (writeBudget). 0 means
+	// DefaultStatusWriteQPS; negative, no budget.
 	StatusWriteQPS float64
 }
 
-// Setup registers the operator's controllers and the trainingjob_total collector with mgr, after taking
-// over the status fields that moved to another controller (takeOverMovedFields).
+// Setup takes over the status fields that moved to another controller (takeOverMovedFields), then
+// registers the controllers and the trainingjob_total collector with mgr.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
@@ -274,7 +260,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return err
 	}
 	jc, sc := w.jobReconciler(), w.statusReconciler()
-	jc.checkpointSeconds = sc.checkpointSeconds // goodput's checkpoint time, as rank 0 reports it
+	// Goodput's checkpoint time, as rank 0 reports it.
+	jc.checkpointSeconds = sc.checkpointSeconds
 	jc.restartSupport = &inPlaceSupport{served: inPlaceRestartServed(mgr), reader: mgr.GetAPIReader()}
 	controllers := []struct {
 		name  string
@@ -294,8 +281,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	return nil
 }
 
-// wiring is what the controllers Setup registers share: the manager, the configuration, the clients of the
-// ranks' logs and endpoints, the event recorder, and the pace of rank 0's reads.
+// wiring is what the controllers Setup registers share: the manager, the config, the log and
+// endpoint clients, the event recorder and the pace of rank 0's reads.
 type wiring struct {
 	mgr               ctrl.Manager
 	cfg               Config
@@ -309,7 +296,8 @@ type wiring struct {
 func (w wiring) jobReconciler() *JobReconciler {
 	return &JobReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Scheme: w.mgr.GetScheme(),
 		Recorder: w.recorder, Clock: clock.RealClock{}, Options: w.cfg.Builders, Workers: orDefaultInt(w.cfg.JobWorkers, 10),
-		Logs: w.logs, DetailInterval: w.interval, // worker counts and reasons are written at most as often as progress is
+		// Worker counts and reasons are written at most as often as progress.
+		Logs: w.logs, DetailInterval: w.interval,
 		Control: &controlapi.Client{HTTP: w.http, Timeout: w.timeout}}
 }
 
@@ -330,8 +318,8 @@ func (w wiring) trackingReconciler() *TrackingReconciler {
 		Timeout: orDefault(w.cfg.MLflowTimeout, 5*time.Second), Retry: orDefault(w.cfg.MLflowRetry, 30*time.Second), Workers: 4}
 }
 
-// scrapeWorkers returns how many reads of ranks' endpoints run at once in each of the status and checkpoint
-// controllers.
+// scrapeWorkers returns how many rank endpoint reads run at once in each of the StatusController
+// and the CheckpointController.
 func (w wiring) scrapeWorkers() int { return orDefaultInt(w.cfg.ScrapeWorkers, 16) }
 
 func orDefaultInt(n, def int) int {
@@ -358,7 +346,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // Leader election uses a Lease in the operator's namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=trainingjob-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=events,verbs=create;patch
-// The key of the checkpoint agents' tokens is a Secret in the operator's namespace (cmd/manager gets it,
-// or creates it when missing).
+// The key of the checkpoint agents' tokens is a Secret in the operator's namespace (cmd/manager
+// gets it, or creates it when missing).
 // +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=secrets,resourceNames=trainingjob-agent-token-key,verbs=get
 // +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=secrets,verbs=create

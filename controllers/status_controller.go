@@ -24,17 +24,14 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// StatusReconciler reads rank 0's progress endpoint of every Running TrainingJob once per interval into
-// the status and the per-job gauges, and gives the success policy's verdict (the SuccessPolicyMet
-// condition, from which the JobController completes the run). It writes only the progress fields (see
-// package derive).
+// StatusReconciler is the StatusController. It reads rank 0's progress endpoint of every Running
+// TrainingJob once per interval into the status and per-job gauges, and gives the success policy's
+// verdict (SuccessPolicyMet). It writes only the progress fields.
 //
-// Cost is bounded by the controller's work queue: a job is queued at most once, Workers reconciles run at
-// a time (the global limit), each scrape has Timeout, and nothing runs per job between scrapes (the next
-// one is a RequeueAfter). Gauges change on every scrape; the status is written only when what rank 0
-// reported changed, so at most once per job per interval.
+// Its cost is bounded: a job is queued at most once, Workers reconciles run at a time, each scrape
+// has Timeout, and the status is written only when rank 0's report changed.
 type StatusReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	// writes remembers this process's status writes, shared by the four controllers (statusWrites).
 	writes *statusWrites
 	client.Client
 	Clock clock.Clock
@@ -49,7 +46,8 @@ type StatusReconciler struct {
 	Logs     LogReader
 	Recorder events.EventRecorder
 
-	// jobs paces the scrapes and remembers, per job, the last sample and where progress was first seen.
+	// jobs paces the scrapes and remembers, per job, the last sample and where progress was first
+	// seen.
 	jobs poller[progressState]
 }
 
@@ -68,22 +66,21 @@ type progressState struct {
 	noSource bool
 	// noticed is the attempt (plus one) whose lack of a progress source an event has told.
 	noticed int32
-	// endpoint is the attempt (plus one) whose rank 0 served its own figures: its reads keep to its endpoint.
+	// endpoint is the attempt (plus one) whose rank 0 served its own figures; later reads keep to it.
 	endpoint int32
 }
 
-// startupInterval is the time between scrapes of a running attempt whose rank 0 has not advanced yet:
-// its first progress ends its startup (or restart) in the goodput accounting.
+// startupInterval is the time between scrapes of a running attempt whose rank 0 has not advanced
+// yet; its first progress ends its startup in the goodput accounting.
 const startupInterval = 500 * time.Millisecond
 
-// startupWatch is how long after an attempt's workers all ran the operator keeps reading rank 0 every
-// startupInterval while it has shown no progress, also when what it read so far had no training figure: a
-// program that prints its first figure late is still seen starting to train to within startupInterval, not
-// a scrape interval later (when an attempt killed within it would leave its time Unknown).
+// startupWatch is how long after all workers run the operator keeps reading rank 0 every
+// startupInterval while it shows no progress. A late first figure is then still seen within
+// startupInterval.
 const startupWatch = 2 * time.Minute
 
-// startingUp reports whether the running attempt is read at the startup pace: it has not progressed, and
-// either a source is known or its workers ran less than startupWatch ago.
+// startingUp reports whether the running attempt is read at the startup pace: no progress yet, and
+// a known source or workers running for less than startupWatch.
 func startingUp(tj *mlv1.TrainingJob, now time.Time) bool {
 	if derive.ProgressedInAttempt(&tj.Status) {
 		return false
@@ -92,24 +89,25 @@ func startingUp(tj *mlv1.TrainingJob, now time.Time) bool {
 	return !derive.ProgressUnknown(&tj.Status) || ok && now.Sub(running) < startupWatch
 }
 
-// maxBody bounds how much of rank 0's answer is read, maxHeaderBytes its headers (net/http's default is
-// 10 MB).
+// maxBody bounds how much of rank 0's answer is read, and maxHeaderBytes its headers (net/http's
+// default is 10 MB).
 const (
 	maxBody        = 4 << 20
 	maxHeaderBytes = 64 << 10
 )
 
-// Reconcile keeps a job's progress and hang watch in its status, and its series (the JobController keeps
-// goodput). Its steps:
+// Reconcile keeps a job's progress and hang watch in its status and series; the JobController keeps
+// goodput. Its steps:
 //  1. get the TrainingJob (a deleted one's remembered state and series are dropped);
 //  2. wait while the cache has not seen this process's last status write;
-//  3. settle what the status alone gives: with monitoring on, the planned epochs and a finished run's
-//     progress; a finished run's series of rank 0's figures and its remembered reads are dropped;
+//  3. settle what the status alone gives: the planned epochs and a finished run's progress, and
+//     drop a finished run's series and reads;
 //  4. read rank 0's progress when its interval has passed (a Running job with monitoring on);
 //  5. watch for a hang (the Stalled condition);
 //  6. write the status, once, when it changed, and tell of a hang it declared.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{} // 1.
+	// 1. Get the TrainingJob.
+	tj := &mlv1.TrainingJob{}
 	if found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj); !found || err != nil {
 		if !found && err == nil {
 			r.jobs.forget(req.NamespacedName)
@@ -117,25 +115,31 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 		return reconcile.Result{}, err
 	}
-	if r.writes.behind(tj) { // 2.
+	// 2. Wait for the cache to see our last status write.
+	if r.writes.behind(tj) {
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
-	now := r.Clock.Now() // 3.
+	// 3. Settle what the status alone gives.
+	now := r.Clock.Now()
 	if tj.Status.State == mlv1.StateCompleted || tj.Status.State == mlv1.StateFailed {
 		r.jobs.forget(req.NamespacedName)
 		metrics.DeleteProgress(tj.Namespace, tj.Name)
 	}
 	old := *tj.Status.DeepCopy()
-	if tj.MonitoringEnabled() { // with monitoring off, nothing of progress is known: nothing is written
+	// With monitoring off, no progress is known and nothing is written.
+	if tj.MonitoringEnabled() {
 		derive.PlannedEpochs(&tj.Status, tj)
 		derive.SettleProgress(&tj.Status, metav1.NewTime(now))
 	}
 	var res reconcile.Result
-	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() { // 4.
+	// 4. Read rank 0's progress when due.
+	if tj.Status.State == mlv1.StateRunning && tj.MonitoringEnabled() {
 		res = r.scrapeWhenDue(ctx, tj, now)
 	}
-	hung := r.watchHang(ctx, tj, now)                                                     // 5.
-	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, statusController) // 6.
+	// 5. Watch for a hang.
+	hung := r.watchHang(ctx, tj, now)
+	// 6. Write the status.
+	written, wres, err := applyStatus(ctx, r.Client, r.writes, tj, old, statusController)
 	if hung && written && r.Recorder != nil {
 		c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionStalled)
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, c.Reason, "Hang", "%s", c.Message)
@@ -144,13 +148,14 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	return result(minResult(res, wres), err)
 }
 
-// scrapeWhenDue scrapes rank 0 when the job's interval has passed, puts the last sample into tj.Status
-// (also when not due: a write lost to a conflict with another controller is made again on the next
-// reconcile, not an interval later) and says when to come back.
+// scrapeWhenDue scrapes rank 0 once the job's interval has passed, and puts the last sample into
+// tj.Status even when not due, so a write lost to a conflict is retried next reconcile. It returns
+// when to come back.
 func (r *StatusReconciler) scrapeWhenDue(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) reconcile.Result {
 	every := interval(tj, r.Interval)
 	if startingUp(tj, now) {
-		every = min(every, startupInterval) // the end of startup (goodput) is seen to within it
+		// The end of startup (goodput) is seen to within startupInterval.
+		every = min(every, startupInterval)
 	}
 	wait, state := r.jobs.due(tj, now, every)
 	if wait == 0 {
@@ -174,7 +179,7 @@ func (r *StatusReconciler) scrapeInto(ctx context.Context, tj *mlv1.TrainingJob,
 	endpointOnly := false
 	r.jobs.with(state, func(s *progressState) { endpointOnly = s.endpoint == tj.Status.Attempt+1 })
 	sample, endpointErr, err := r.scrape(ctx, tj, endpointOnly)
-	// A program that never reported, with no supervisor to read its output instead, has no source: its
+	// A program that never reported, with no supervisor to read its output, has no source; its
 	// endpoint's error says why.
 	noSource := err != nil && tj.Status.LastProgressTime == nil && !builders.Supervised(tj) || err == nil && !sample.Reports()
 	r.jobs.with(state, func(s *progressState) { s.sample, s.at, s.endpointErr, s.noSource = nil, now, endpointErr, noSource })
@@ -198,7 +203,7 @@ func (r *StatusReconciler) scrapeInto(ctx context.Context, tj *mlv1.TrainingJob,
 	})
 }
 
-// observe puts a sample taken at at into the status (when rank 0's figures changed) and applies the
+// observe puts a sample taken at at into the status when rank 0's figures changed, and applies the
 // success policy.
 func (r *StatusReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, sample derive.Sample, window *derive.RateWindow,
 	at time.Time) {
@@ -223,9 +228,9 @@ func (r *StatusReconciler) scrape(ctx context.Context, tj *mlv1.TrainingJob, end
 	return r.readProgress(ctx, tj, ip, endpointOnly)
 }
 
-// readEndpoint GETs a rank's progress endpoint within the scrape timeout and parses at most maxBody of its
-// answer as it reads it; an answer other than 200 is an error saying its code only. The client follows no
-// redirect (endpointClient): a rank 0 cannot make the operator read another address.
+// readEndpoint GETs a rank's progress endpoint within the scrape timeout and parses at most maxBody
+// of the answer. A non-200 answer is an error naming its code. The client follows no redirect, so
+// rank 0 cannot redirect the operator.
 func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) (derive.Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
@@ -244,9 +249,8 @@ func (r *StatusReconciler) readEndpoint(ctx context.Context, url string) (derive
 	return derive.ParseSample(io.LimitReader(resp.Body, maxBody))
 }
 
-// endpointClient returns the client the operator reads ranks and orders supervisors with: it follows no
-// redirect (a 3xx is the answer) and keeps at most two idle connections per address (the supervisor closes
-// one idle for 2 s, so reads further apart open a new one).
+// endpointClient returns the client for reading ranks and ordering supervisors. It follows no
+// redirect and keeps at most two idle connections per address.
 func endpointClient(interval time.Duration) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * interval, DisableCompression: true,
@@ -284,9 +288,9 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(metrics.Instrument(statusController, r))
 }
 
-// checkpointSeconds returns what the current attempt's rank 0 last reported having spent saving checkpoints,
-// nil when it reports none or the last sample is older than the attempt's workers (the JobController's
-// goodput takes it from here: Setup wires them).
+// checkpointSeconds returns the current attempt's rank 0 reported time spent saving checkpoints, or
+// nil when none is reported or the sample predates the workers. Setup wires it into the
+// JobController's goodput.
 func (r *StatusReconciler) checkpointSeconds(tj *mlv1.TrainingJob) *float64 {
 	s, ok := r.jobs.peek(tj)
 	running := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRunning)

@@ -22,9 +22,9 @@ import (
 // logLinesPerRank is how many of each rank's last log lines a hang's message carries.
 const logLinesPerRank = 2
 
-// watchHang sets the Stalled condition and the hang gauges of a job from its status and the slowest
-// epoch seen; when the run turns hung, the condition's message ends with each rank's last log lines. It
-// reports whether the run turned hung now (the caller records the event once the status is written).
+// watchHang sets a job's Stalled condition and hang gauges from its status and the slowest epoch
+// seen. It reports whether the run turned hung now, and then appends each rank's last log lines to
+// the message.
 func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) bool {
 	var h derive.Hang
 	if tj.MonitoringEnabled() {
@@ -33,14 +33,14 @@ func (r *StatusReconciler) watchHang(ctx context.Context, tj *mlv1.TrainingJob, 
 	}
 	setHangGauges(tj, h)
 	details := ""
-	if derive.TurnsHung(tj.Status, h) { // read once, when the run turns hung
+	// Read once, when the run turns hung.
+	if derive.TurnsHung(tj.Status, h) {
 		details = r.stallDetails(ctx, tj, now)
 	}
 	return derive.ApplyHang(&tj.Status, h, details, metav1.NewTime(now))
 }
 
-// setHangGauges sets the hang watch's series of a running monitored job, and drops them otherwise: a job
-// that does not run has none (nothing is kept for the thousands of jobs that wait or are over).
+// setHangGauges sets the hang series of a running monitored job, and drops them for any other job.
 func setHangGauges(tj *mlv1.TrainingJob, h derive.Hang) {
 	l := []string{tj.Namespace, tj.Name}
 	if tj.Status.State != mlv1.StateRunning || !tj.MonitoringEnabled() {
@@ -52,7 +52,7 @@ func setHangGauges(tj *mlv1.TrainingJob, h derive.Hang) {
 	metrics.HangTimeout.WithLabelValues(l...).Set(h.Timeout.Seconds())
 }
 
-// stallDetails names the ranks that hold the run back (every rank's progress endpoint, read once) and
+// stallDetails names the ranks that hold the run back, reading every rank's progress once, and adds
 // each rank's last log lines.
 func (r *StatusReconciler) stallDetails(ctx context.Context, tj *mlv1.TrainingJob, now time.Time) string {
 	pods := &corev1.PodList{}
@@ -84,7 +84,8 @@ func (r *StatusReconciler) slowestEpoch(tj *mlv1.TrainingJob) time.Duration {
 	return s.pace.slowest
 }
 
-// epochPace follows the epochs rank 0 reports: when the current one was first seen, and the slowest.
+// epochPace follows the epochs rank 0 reports: when the current one was first seen, and the
+// slowest.
 type epochPace struct {
 	attempt int32
 	epoch   float64
@@ -92,9 +93,8 @@ type epochPace struct {
 	slowest time.Duration
 }
 
-// observe records a sample's epoch read at at. The first epoch seen of an attempt counts from when its
-// workers all ran (running): a script that prints one line per epoch, the first after 30 minutes, has
-// shown its pace once that line comes, not only at the second.
+// observe records a sample's epoch read at at. An attempt's first epoch counts from when all its
+// workers ran (running), so a slow first epoch sets the pace as soon as it ends.
 func (p *epochPace) observe(attempt int32, s derive.Sample, at, running time.Time) {
 	if s.Epoch == nil {
 		return
@@ -112,8 +112,8 @@ func (p *epochPace) observe(attempt int32, s derive.Sample, at, running time.Tim
 	}
 }
 
-// lastLogLines describes each rank's last log lines and how long ago it last printed, for a hang's
-// message: a rank that printed nothing for as long as the run stood still is the one to look at.
+// lastLogLines describes each rank's last log lines and how long ago it printed, for a hang's
+// message. A rank silent as long as the run is usually the culprit.
 func (r *StatusReconciler) lastLogLines(ctx context.Context, pods []corev1.Pod, now time.Time) string {
 	if r.Logs == nil {
 		return ""
@@ -134,8 +134,8 @@ func (r *StatusReconciler) lastLogLines(ctx context.Context, pods []corev1.Pod, 
 // maxLogLine bounds each log line a hang's message quotes (240 bytes and the mark of the cut).
 const maxLogLine = 243
 
-// describeLog turns timestamped log lines into " printed nothing for 10m3s, last: LINE | LINE" (without
-// the age when the lines carry no time: the process node serves none).
+// describeLog turns timestamped log lines into " printed nothing for 10m3s, last: LINE | LINE". It
+// omits the age when the lines carry no time.
 func describeLog(out string, now time.Time) string {
 	var lines []string
 	var last time.Time

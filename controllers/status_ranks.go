@@ -14,8 +14,8 @@ import (
 // rankReads bounds how many ranks' endpoints one stall reads at once.
 const rankReads = 8
 
-// ranksProgress reads every running rank's progress endpoint once (a stall is the only time the operator
-// reads ranks other than 0), at most rankReads at a time, each within the scrape timeout.
+// ranksProgress reads every running rank's progress endpoint once, at most rankReads at a time,
+// each within the scrape timeout. Only a stall reads ranks other than 0.
 func (r *StatusReconciler) ranksProgress(ctx context.Context, tj *mlv1.TrainingJob, pods []corev1.Pod) []derive.RankProgress {
 	out := make([]derive.RankProgress, len(pods))
 	sem := make(chan struct{}, rankReads)

@@ -15,15 +15,12 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
-// Where a rank's progress comes from: its program's own endpoint on METRICS_PORT when it serves training
-// figures there, else the supervisor's endpoint, which serves what it recognised in the program's output.
+// Where a rank's progress comes from: the program's own endpoint on METRICS_PORT when it serves
+// training figures, else the supervisor's endpoint, which serves what it recognised in the output.
 
-// readProgress reads the progress of the rank at ip: the program's endpoint, else (the trainer runs under
-// the supervisor) the supervisor's. A program's endpoint that answers without a training figure, or does
-// not answer, gives way to the supervisor's answer; the program's error is kept for the status when the
-// supervisor has recognised nothing either.
-// endpointOnly (the program's endpoint reported in this attempt) keeps to it: a flaky endpoint's failed
-// read is a failed read, not the supervisor's older figures in between its own.
+// readProgress reads the progress of the rank at ip from the program's endpoint, else the
+// supervisor's. endpointOnly keeps to the program's endpoint, so a flaky read does not fall back to
+// older figures.
 func (r *StatusReconciler) readProgress(ctx context.Context, tj *mlv1.TrainingJob, ip string, endpointOnly bool) (sample derive.Sample,
 	endpointErr, err error) {
 	if ip == "" {
@@ -55,7 +52,8 @@ func (r *StatusReconciler) readSample(ctx context.Context, ip string, port int32
 	return s, nil
 }
 
-// lastOutput returns when rank 0 last printed, as its supervisor said at the last read; zero when unknown.
+// lastOutput returns when rank 0 last printed, as its supervisor said at the last read; zero when
+// unknown.
 func lastOutput(s progressState) time.Time {
 	if s.sample == nil || s.sample.OutputIdle == nil || *s.sample.OutputIdle < 0 {
 		return time.Time{}
@@ -63,13 +61,13 @@ func lastOutput(s progressState) time.Time {
 	return s.at.Add(-time.Duration(*s.sample.OutputIdle * float64(time.Second)))
 }
 
-// noSourceNotice is how long a run goes with no progress source before the event says so: a program
+// noSourceNotice is how long a run goes with no progress source before an event says so; a program
 // takes a while to import its framework and open its endpoint.
 const noSourceNotice = time.Minute
 
-// noSourceEvent records, once per attempt, that the current attempt has had no progress source for
-// noSourceNotice (the condition says so from the first read; the event is for kubectl describe and
-// alerting). state is the job's remembered state.
+// noSourceEvent records, once per attempt, that the attempt has had no progress source for
+// noSourceNotice. The condition says so from the first read; the event is for kubectl describe and
+// alerting.
 func (r *StatusReconciler) noSourceEvent(tj *mlv1.TrainingJob, state *progressState, now time.Time) {
 	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionProgressReported)
 	if r.Recorder == nil || c == nil || c.Reason != derive.ReasonNoProgressSource || now.Sub(c.LastTransitionTime.Time) < noSourceNotice {

@@ -27,19 +27,17 @@ import (
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=patch
 
-// applyStatus writes manager's part of tj.Status (its fields and conditions in statusOwners) with
-// server-side apply under its field manager, when that part differs from old, the status as read. A
-// change to a field manager does not own is an error and nothing is written. written is true when the
-// write happened; tj then carries the new resourceVersion, and writes remembers it.
+// applyStatus writes manager's part of tj.Status with server-side apply when it differs from old,
+// and refuses a change to a field manager does not own. When written, tj carries the new
+// resourceVersion.
 //
-// The apply sends no resourceVersion: another controller's write meanwhile is no conflict, as it owns
-// other fields. A 409 means a field this manager sends is owned by another manager with another value:
-// from one of ours, computed again (requeue, with backoff); from a manager outside the table (an operator
-// version that wrote the whole status with updates), taken over once with force.
+// A 409 from one of our managers is requeued with backoff; one from a manager outside the table,
+// such as an older operator, is taken over once with force.
 func applyStatus(ctx context.Context, c client.Client, writes *statusWrites, tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus,
 	manager string) (written bool, res reconcile.Result, err error) {
 	if apiequality.Semantic.DeepEqual(old, tj.Status) {
-		return false, reconcile.Result{}, nil // most reconciles: nothing to compare field by field
+		// Most reconciles: nothing to compare field by field.
+		return false, reconcile.Result{}, nil
 	}
 	owner := ownerOf(manager)
 	if stray := owner.strayChanges(old, tj.Status); len(stray) > 0 {
@@ -82,7 +80,8 @@ func applyStatus(ctx context.Context, c client.Client, writes *statusWrites, tj 
 	return true, reconcile.Result{}, nil
 }
 
-// changedParts returns the fields of mine that differ from before, with their new values (nil: removed).
+// changedParts returns the fields of mine that differ from before, with their new values; nil means
+// removed.
 func changedParts(before, mine map[string]any) map[string]any {
 	out := map[string]any{}
 	for _, k := range unionKeys(before, mine) {
@@ -93,8 +92,7 @@ func changedParts(before, mine map[string]any) map[string]any {
 	return out
 }
 
-// applyPart applies part as tj's status with server-side apply under manager, and returns the
-// resourceVersion the write gave the object.
+// applyPart applies part as tj's status under manager, and returns the resulting resourceVersion.
 func applyPart(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, part map[string]any, manager string,
 	opts ...client.SubResourceApplyOption) (string, error) {
 	u := &unstructured.Unstructured{Object: map[string]any{"status": part}}
@@ -105,7 +103,7 @@ func applyPart(ctx context.Context, c client.Client, tj *mlv1.TrainingJob, part 
 	return u.GetResourceVersion(), err
 }
 
-// statusJSON returns st as the API server stores it: a map by JSON name (conditions included).
+// statusJSON returns st as the API server stores it: a map by JSON name.
 func statusJSON(st mlv1.TrainingJobStatus) map[string]any {
 	data, err := json.Marshal(st)
 	if err != nil {
@@ -122,7 +120,7 @@ func statusJSON(st mlv1.TrainingJobStatus) map[string]any {
 }
 
 func conditionJSON(c metav1.Condition) map[string]any {
-	data, _ := json.Marshal(c) // plain data
+	data, _ := json.Marshal(c)
 	var out map[string]any
 	_ = json.Unmarshal(data, &out)
 	return out
@@ -167,16 +165,13 @@ func conflictsWithOurs(err error) bool {
 	return false
 }
 
-// cacheLag is how long a reconcile that found the cache behind its own last write waits before it looks
-// again (the watch event that brings the write usually comes within milliseconds).
+// cacheLag is how long a reconcile that found the cache behind its own last write waits before it
+// looks again; the watch event usually comes within milliseconds.
 const cacheLag = 20 * time.Millisecond
 
-// statusWrites remembers the resourceVersion of each object's last write by this process, by UID, so
-// that a reconcile reading from a cache that has not seen that write yet waits for it instead of
-// computing from the old object and writing a conflict (kube-controller-manager's controllers do the same
-// since 1.35). A record older than a minute is ignored: a cache that far behind is being resynced anyway.
-// Setup gives the four controllers one, so that each waits for the others' writes too; a nil one (a
-// reconciler built without Setup, in a unit test) remembers nothing.
+// statusWrites remembers, by UID, the resourceVersion of this process's last write of each object,
+// so a reconcile on a lagging cache waits instead of writing a conflict. Records older than a
+// minute are ignored. Setup shares one across the four controllers; a nil one remembers nothing.
 type statusWrites struct {
 	m      sync.Map
 	writes atomic.Int64 // counts writes, to sweep m now and then
@@ -189,8 +184,8 @@ func budgetKey(manager string, job client.ObjectKey) string {
 	return manager + "/" + job.Namespace + "/" + job.Name
 }
 
-// sweepEvery is how many writes pass between two sweeps of the records no reconcile will read (older than
-// a minute: behind ignores them), so that deleted jobs leave nothing behind.
+// sweepEvery is how many writes pass between sweeps of records older than a minute, so deleted jobs
+// leave nothing behind.
 const sweepEvery = 1024
 
 // forget gives up the turns the four controllers reserved for a job that is gone.
@@ -215,7 +210,8 @@ type writtenVersion struct {
 
 func (v *statusWrites) wrote(obj client.Object) {
 	if v == nil || obj.GetUID() == "" {
-		return // not from an API server (a test's object)
+		// Not from an API server: a test's object.
+		return
 	}
 	now := time.Now()
 	v.m.Store(obj.GetUID(), writtenVersion{obj.GetResourceVersion(), now})

@@ -15,34 +15,36 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// DefaultStatusWriteQPS is the default of --status-write-qps: status writes per second, over all jobs and
-// controllers, that routine updates (progress, worker counts, the percent of goodput shown) may fill.
+// DefaultStatusWriteQPS is the default of --status-write-qps: the routine status writes per second
+// over all jobs and controllers.
 const DefaultStatusWriteQPS = 50
 
-// maxDebt bounds, in seconds of the budget, how far urgent writes may run the budget into debt: after a
-// burst of transitions (a thousand jobs created at once) routine updates resume within this time.
+// maxDebt bounds, in seconds of budget, how far urgent writes may run the budget into debt, so
+// routine updates resume within this time after a burst.
 const maxDebt = 10
 
-// lateClaim is how late a turn may be claimed and still be written at once; later, the write takes the next
-// free turn (turns claimed late together would otherwise all be written at the same moment).
+// lateClaim is how late a turn may be claimed and still be written at once. Later claims take the
+// next free turn, so they are not written all at once.
 const lateClaim = time.Second
 
-// forgetAfter is how long past its turn a reservation is kept for a controller that did not come back for
-// it (its job deleted, or nothing left to write).
+// forgetAfter is how long past its turn a reservation is kept for a controller that did not come
+// back for it.
 const forgetAfter = time.Minute
 
-// writeBudget is the one budget the four controllers' status writes share. It never blocks a reconcile:
+// writeBudget is the one budget the four controllers' status writes share. It never blocks a
+// reconcile:
 //   - an urgent write (a state, an attempt, a condition's status or reason other than the Running
-//     condition's normal progress, goodput's category, an attempt's first progress, and every write of the
-//     checkpoint and tracking controllers) is made at once and
-//     charged, the budget going into debt when it must, up to maxDebt;
-//   - a routine write reserves the budget's next free turn and is made when its reconcile comes back at
-//     that time: turns are given in the order they are asked for, one every 1/qps seconds, and a job asks
-//     again only with its next update, so the jobs take turns round-robin; with N jobs updating, each
-//     job's status is written about every N/qps seconds. A turn not claimed is lost, not waited for.
+//     condition's normal progress, goodput's category, an attempt's first progress, and every write
+//     of the checkpoint and tracking controllers) is made at once and charged, the budget going
+//     into debt when it must, up to maxDebt;
+//   - a routine write reserves the budget's next free turn and is made when its reconcile comes
+//     back at that time: turns are given in the order they are asked for, one every 1/qps seconds,
+//     and a job asks again only with its next update, so the jobs take turns round-robin; with N
+//     jobs updating, each job's status is written about every N/qps seconds. A turn not claimed is
+//     lost, not waited for.
 //
-// The deferred reconcile computes its status again when it comes back, so the budget holds a time per
-// key, never a status. A nil budget (a reconciler built without Setup) admits every write.
+// The deferred reconcile computes its status again when it comes back, so the budget holds a time
+// per key, never a status. A nil budget (a reconciler built without Setup) admits every write.
 type writeBudget struct {
 	clock   clock.PassiveClock
 	limiter *rate.Limiter
@@ -66,8 +68,8 @@ func newWriteBudget(qps float64, c clock.PassiveClock) *writeBudget {
 		lastSweep: c.Now()}
 }
 
-// admit says whether a write for key (a controller and a job) may be made now, and when not, how long to
-// wait for its turn.
+// admit reports whether a write for key (a controller and a job) may be made now, and if not, how
+// long to wait for its turn.
 func (b *writeBudget) admit(key string, routine bool) (bool, time.Duration) {
 	if b == nil {
 		return true, 0
@@ -78,7 +80,8 @@ func (b *writeBudget) admit(key string, routine bool) (bool, time.Duration) {
 	defer func() { metrics.StatusWritesWaiting.Set(float64(len(b.turns))) }()
 	b.sweepLocked(now)
 	if !routine {
-		b.leaveLocked(key, now) // the write carries the waiting update too
+		// The write carries the waiting update too.
+		b.leaveLocked(key, now)
 		if b.limiter.TokensAt(now) > -maxDebt*float64(b.limiter.Limit()) {
 			b.limiter.ReserveN(now, 1)
 		}
@@ -92,7 +95,7 @@ func (b *writeBudget) admit(key string, routine bool) (bool, time.Duration) {
 		if now.Sub(t.at) <= lateClaim {
 			return true, 0
 		}
-		// Claimed long after its time: many such would be written at once. It takes the next free turn.
+		// Claimed long after its time, it takes the next free turn so such writes do not bunch up.
 	}
 	r := b.limiter.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
@@ -116,7 +119,8 @@ func (b *writeBudget) leave(key string) {
 
 func (b *writeBudget) leaveLocked(key string, now time.Time) {
 	if t, ok := b.turns[key]; ok {
-		t.reservation.CancelAt(now) // gives the turn back, as far as later turns allow
+		// Gives the turn back, as far as later turns allow.
+		t.reservation.CancelAt(now)
 		delete(b.turns, key)
 	}
 }
@@ -134,11 +138,12 @@ func (b *writeBudget) sweepLocked(now time.Time) {
 	}
 }
 
-// routineWrite reports whether manager's change of a job's status from old to st is routine: figures and
-// details that may wait their turn, not a transition a person or another controller acts on.
+// routineWrite reports whether manager's change of a job's status from old to st is routine:
+// figures and details that may wait, not a transition anyone acts on.
 func routineWrite(manager string, old, st mlv1.TrainingJobStatus) bool {
 	if !sameConditions(old, st, ownerOf(manager).Conditions) {
-		return false // a fault's reason (ImagePullBackOff, Unschedulable) and its event are not held back
+		// A fault's reason (ImagePullBackOff, Unschedulable) and its event are not held back.
+		return false
 	}
 	switch manager {
 	case statusController:
@@ -151,12 +156,12 @@ func routineWrite(manager string, old, st mlv1.TrainingJobStatus) bool {
 		old.Goodput, st.Goodput = nil, nil
 		return !derive.Significant(old, st)
 	}
-	return false // the checkpoint and tracking controllers' writes are few, and RESUME_FROM waits on them
+	// The checkpoint and tracking controllers' writes are few, and RESUME_FROM waits on them.
+	return false
 }
 
-// sameConditions reports whether old and st have the same conditions of types, by status and reason; a
-// change between two reasons of normal progress of the Running condition (WorkersStarting,
-// AllWorkersRunning, WorkersFinishing) counts as the same.
+// sameConditions reports whether old and st have the same status and reason for the conditions of
+// types. Changes between the Running condition's normal progress reasons count as the same.
 func sameConditions(old, st mlv1.TrainingJobStatus, types []string) bool {
 	for _, t := range types {
 		a, b := meta.FindStatusCondition(old.Conditions, t), meta.FindStatusCondition(st.Conditions, t)
@@ -167,12 +172,14 @@ func sameConditions(old, st mlv1.TrainingJobStatus, types []string) bool {
 	return true
 }
 
-// progressing reports whether conditions a and b of type t are both the Running condition's normal progress.
+// progressing reports whether conditions a and b of type t are both in the Running condition's
+// normal progress.
 func progressing(t string, a, b *metav1.Condition) bool {
 	return t == mlv1.ConditionRunning && derive.ProgressReason(a.Reason) && derive.ProgressReason(b.Reason)
 }
 
-// goodputKey is what of status.goodput changes its meaning: whether it is there, its category and attempt.
+// goodputKey is the part of status.goodput that changes its meaning: presence, category and
+// attempt.
 type goodputKey struct {
 	set      bool
 	category string

@@ -14,18 +14,14 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// movedStatusFields are status fields that changed owner between operator versions: the field, and the
-// field manager that wrote it before.
+// movedStatusFields are status fields that changed owner between operator versions: the field, and
+// the field manager that wrote it before.
 var movedStatusFields = []struct{ field, from string }{
 	{field: "goodput", from: statusController}, // the JobController's since it accounts goodput (issue 47)
 }
 
-// takeOverMovedFields makes each moved field's new owner its field manager on every TrainingJob in
-// namespaces (empty: all) where the old one still is, before any controller writes: it applies the
-// field's value as it is, with force. Without it, the old owner's first apply without the field would
-// delete it (server-side apply removes what a manager stops sending when no other manager owns it), and
-// the new owner would start goodput over. The list carries metadata only; only a job still owned the old
-// way is read whole and written, once.
+// takeOverMovedFields makes each moved field's new owner its field manager, applying its value with
+// force, before any controller writes. Otherwise the old owner's next apply would delete the field.
 func takeOverMovedFields(mgr ctrl.Manager, namespaces []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -60,10 +56,9 @@ func takeOverIn(ctx context.Context, r client.Reader, c client.Client, ns string
 	}
 }
 
-// takeOverJob takes over the moved fields of one job whose managedFields show them owned the old way: the
-// new owner applies them as they are, with force (the two managers then own them together, the values
-// being the same), then the old owner applies its part as it is, without them, which leaves them to the
-// new owner alone and deletes nothing.
+// takeOverJob takes over one job's moved fields. The new owner applies them as they are with force,
+// then the old owner applies its part without them, which leaves them to the new owner and deletes
+// nothing.
 func takeOverJob(ctx context.Context, r client.Reader, c client.Client, m *metav1.PartialObjectMetadata) error {
 	for _, f := range movedStatusFields {
 		if !ownsStatusField(m.ManagedFields, f.from, f.field) {
@@ -90,8 +85,8 @@ func takeOverJob(ctx context.Context, r client.Reader, c client.Client, m *metav
 	return nil
 }
 
-// ownsStatusField reports whether manager's apply entry holds status.field itself (not a key of that name
-// deeper down, such as a custom metric's in status.metrics.custom).
+// ownsStatusField reports whether manager's apply entry holds status.field itself, not a deeper key
+// of that name.
 func ownsStatusField(entries []metav1.ManagedFieldsEntry, manager, field string) bool {
 	for _, e := range entries {
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {

@@ -13,9 +13,9 @@ import (
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
-// The status ownership table: which controller writes each status field and condition, and the checks
-// that hold the writes to it (applyStatus sends only the owner's part; OwnershipViolations reads what the
-// API server recorded).
+// The status ownership table: which controller writes each status field and condition, and the
+// checks that hold the writes to it (applyStatus sends only the owner's part; OwnershipViolations
+// reads what the API server recorded).
 
 // statusOwners is who writes each status field (by its JSON name) and each condition type.
 var statusOwners = []statusOwner{
@@ -37,7 +37,8 @@ var statusOwners = []statusOwner{
 		Conditions: []string{mlv1.ConditionExperimentTracked}},
 }
 
-// statusOwner is one writer of the status: its field manager, and the fields and condition types it owns.
+// statusOwner is one writer of the status: its field manager, and the fields and condition types it
+// owns.
 type statusOwner struct {
 	Manager    string
 	Fields     []string
@@ -93,10 +94,9 @@ func (o statusOwner) strayChanges(old, st mlv1.TrainingJobStatus) []string {
 	return out
 }
 
-// OwnershipViolations reads tj's managedFields, as the API server recorded them, against statusOwners: it
-// names every status field and condition that a manager other than its owner holds, and every status write
-// that was not an apply of one of the table's managers. Empty when each field has been written by its one
-// owner only.
+// OwnershipViolations checks tj's recorded managedFields against statusOwners. It names every
+// status field and condition held by a manager other than its owner, and every status write that
+// was not an apply by a table manager.
 func OwnershipViolations(tj *mlv1.TrainingJob) []string {
 	var out []string
 	for _, e := range tj.ManagedFields {
@@ -131,8 +131,8 @@ func OwnershipViolations(tj *mlv1.TrainingJob) []string {
 	return out
 }
 
-// statusPaths returns the top-level status fields and the condition types of a managedFields entry
-// (fieldsV1: {"f:status": {"f:state": {}, "f:conditions": {"k:{\"type\":\"Running\"}": {...}}}}).
+// statusPaths returns the top-level status fields and condition types of a managedFields entry's
+// fieldsV1.
 func statusPaths(raw []byte) (fields, conds []string, err error) {
 	var set map[string]map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &set); err != nil {

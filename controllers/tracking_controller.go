@@ -30,15 +30,13 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/metrics"
 )
 
-// TrackingReconciler keeps one MLflow run per tracked TrainingJob (package tracking says what is
-// written): it finds or creates the experiment and the run (found again by the job's uid tag, so a
-// restart never makes a second), logs rank 0's metrics of every new epoch from the status with step =
-// epoch, tags the newest checkpoint, closes the run when the job ends (FINISHED, FAILED; KILLED when it is
-// deleted while running) and alone writes status.mlflow, the ExperimentTracked condition, and the
-// ConfigMap's MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID. A tracking server that does not answer never stops
-// the training: the condition says so and the controller tries again after Retry.
+// TrackingReconciler is the TrackingController. It keeps one MLflow run per tracked TrainingJob,
+// found again by the job's uid tag, logs rank 0's metrics per epoch, tags the newest checkpoint and
+// closes the run when the job ends. It alone writes status.mlflow, ExperimentTracked and the
+// ConfigMap's MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID. An unreachable server never stops training:
+// the condition says so and it retries after Retry.
 type TrackingReconciler struct {
-	// writes remembers this process's status writes, shared by the four controllers (see statusWrites).
+	// writes remembers this process's status writes, shared by the four controllers (statusWrites).
 	writes *statusWrites
 	client.Client
 	// APIReader reads credential Secrets (not cached: the operator holds no Secret in memory).
@@ -49,25 +47,26 @@ type TrackingReconciler struct {
 	// Credentials is the operator-wide Secret with the tracking credentials, for jobs that name none.
 	Credentials client.ObjectKey
 	HTTP        *http.Client
-	// Timeout bounds the calls of one reconcile to the tracking server; Retry is the wait after a failure.
+	// Timeout bounds the calls of one reconcile to the tracking server; Retry is the wait after a
+	// failure.
 	Timeout, Retry time.Duration
 	Workers        int
 
-	// runs is what this process knows of each tracked job's run (*trackedRun by NamespacedName): a status
-	// write lost to a conflict, and the run of a job deleted while it ran.
+	// runs is what this process knows of each tracked job's run (*trackedRun by NamespacedName), such
+	// as a status write lost to a conflict or the run of a deleted job.
 	runs sync.Map
 }
 
-// trackedRun is what the TrackingController remembers of a job's run. One reconcile of a job runs at a
-// time, so a trackedRun is never used by two goroutines at once.
+// trackedRun is what the TrackingController remembers of a job's run. A job has one reconcile at a
+// time, so no two goroutines share a trackedRun.
 type trackedRun struct {
 	uid    types.UID
 	job    *mlv1.TrainingJob // identity and monitoring, for the credentials when the job is gone
 	status mlv1.MLflowStatus
 	// synced: the last epoch logged was read from the run's tags in this process.
 	synced bool
-	// checkpoint is the newest checkpoint tagged by this process; closeTries counts the attempts to close
-	// the run of a deleted job.
+	// checkpoint is the newest checkpoint tagged by this process; closeTries counts the attempts to
+	// close the run of a deleted job.
 	checkpoint string
 	closeTries int
 }
@@ -78,13 +77,16 @@ const maxCloseTries = 10
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // Reconcile keeps a job's MLflow run in step with its status. Its steps:
-//  1. get the TrainingJob (a deleted job's run is closed as KILLED) and its tracking server (none: done);
+//  1. get the TrainingJob (a deleted job's run is closed as KILLED) and its tracking server (none:
+//     done);
 //  2. wait while the cache has not seen this process's last status write;
-//  3. bring the run in step with the status (create it, log progress, end it) and set ExperimentTracked;
+//  3. bring the run in step with the status (create it, log progress, end it) and set
+//     ExperimentTracked;
 //  4. write the status, once, when it changed, with an event on a change of ExperimentTracked;
 //  5. put the run into the ConfigMap's keys from the status as written; retry a failed call later.
 func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tj := &mlv1.TrainingJob{} // 1.
+	// 1. Get the TrainingJob.
+	tj := &mlv1.TrainingJob{}
 	found, err := getManagedTrainingJob(ctx, r.Client, req.NamespacedName, tj)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -96,20 +98,24 @@ func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if uri == "" {
 		return reconcile.Result{}, nil
 	}
-	if r.writes.behind(tj) { // 2.
+	// 2. Wait for the cache to see our last status write.
+	if r.writes.behind(tj) {
 		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
-	old := *tj.Status.DeepCopy() // 3.
+	// 3. Bring the run in step with the status.
+	old := *tj.Status.DeepCopy()
 	terr := r.keepInStep(ctx, tj, uri, r.remember(tj))
 	derive.ApplyTracking(&tj.Status, terr, r.Retry, metav1.NewTime(r.Clock.Now()))
-	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, trackingController) // 4.
+	// 4. Write the status.
+	written, res, err := applyStatus(ctx, r.Client, r.writes, tj, old, trackingController)
 	if written {
 		r.recordEvents(tj, old)
 	}
 	if err != nil || res.Requeue { //nolint:staticcheck // a conflict: compute again on the object as it is now
 		return res, err
 	}
-	if err := r.syncConfigMap(ctx, tj); err != nil { // 5.
+	// 5. Put the run into the ConfigMap.
+	if err := r.syncConfigMap(ctx, tj); err != nil {
 		return result(reconcile.Result{}, err)
 	}
 	if terr != nil {
@@ -118,8 +124,8 @@ func (r *TrackingReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	return reconcile.Result{}, nil
 }
 
-// trackingURI returns the server of the job's run: the one recorded with the run, else the spec's or the
-// operator's default.
+// trackingURI returns the server of the job's run: the one recorded with the run, else the spec's
+// or the operator's default.
 func (r *TrackingReconciler) trackingURI(tj *mlv1.TrainingJob) string {
 	if m := tj.Status.MLflow; m != nil {
 		return m.TrackingURI
@@ -127,12 +133,13 @@ func (r *TrackingReconciler) trackingURI(tj *mlv1.TrainingJob) string {
 	return builders.MLflowTrackingURI(tj, r.Options)
 }
 
-// remember returns what this process knows of the job's run, after putting into tj.Status what the
-// status lacks of it (a write lost to a conflict), and into it what the status knows.
+// remember returns what this process knows of the job's run, after merging it with tj.Status both
+// ways.
 func (r *TrackingReconciler) remember(tj *mlv1.TrainingJob) *trackedRun {
 	v, _ := r.runs.LoadOrStore(client.ObjectKeyFromObject(tj), &trackedRun{uid: tj.UID})
 	run := v.(*trackedRun)
-	if run.uid != tj.UID { // a new job of the same name
+	// A new job of the same name.
+	if run.uid != tj.UID {
 		*run = trackedRun{uid: tj.UID}
 	}
 	run.job = &mlv1.TrainingJob{
@@ -155,7 +162,7 @@ func (r *TrackingReconciler) remember(tj *mlv1.TrainingJob) *trackedRun {
 	return run
 }
 
-// keepInStep makes the calls the job's run needs, if any, within Timeout, and records their outcome in
+// keepInStep makes the calls the job's run needs within Timeout, and records the outcome in
 // tj.Status.MLflow and run.
 func (r *TrackingReconciler) keepInStep(ctx context.Context, tj *mlv1.TrainingJob, uri string, run *trackedRun) error {
 	if !r.due(tj, run) {
@@ -180,8 +187,8 @@ func (r *TrackingReconciler) keepInStep(ctx context.Context, tj *mlv1.TrainingJo
 	return nil
 }
 
-// due reports whether the run lacks something the status holds (the run itself, an epoch's metrics, the newest
-// checkpoint, the job's end), or the last failure is to be retried.
+// due reports whether the run lacks something the status holds, or the last failure is due for a
+// retry.
 func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
 	m, st := tj.Status.MLflow, &tj.Status
 	if m == nil || derive.ConditionReason(*st, mlv1.ConditionExperimentTracked) != derive.ReasonRunActive && !closed(m.RunStatus) {
@@ -191,9 +198,8 @@ func (r *TrackingReconciler) due(tj *mlv1.TrainingJob, run *trackedRun) bool {
 		(tracking.FinalStatus(st.State) != "" && m.RunStatus != tracking.FinalStatus(st.State))
 }
 
-// newEpoch reports whether rank 0 reported metrics of an epoch not logged yet, or the job ended having logged none
-// (metrics reported without epochs are logged once, at step 0, when it ends). The epoch is the one the
-// metrics were read at, not currentEpoch, which a finished run settles past it.
+// newEpoch reports whether rank 0 reported metrics of an epoch not logged yet, or the job ended
+// with none logged. The epoch is the one the metrics were read at, not currentEpoch.
 func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
 	st := &tj.Status
 	if st.Metrics == nil {
@@ -203,9 +209,9 @@ func newEpoch(tj *mlv1.TrainingJob, m *mlv1.MLflowStatus) bool {
 	return e > m.LoggedEpoch || (e == 0 && m.LoggedEpoch == 0 && tracking.FinalStatus(st.State) != "" && !closed(m.RunStatus))
 }
 
-// client returns a client of the tracking server at uri with the credentials tracking.CredentialsSecret
-// chooses: the job's own Secret, else the operator-wide one only when uri is the operator-wide server,
-// else none. A uri mlflow.ParseBaseURL refuses gets no client, and no call: the error names its field.
+// client returns a client for the tracking server at uri, with the credentials
+// tracking.CredentialsSecret chooses. A uri mlflow.ParseBaseURL refuses gets no client, and the
+// error names its field.
 func (r *TrackingReconciler) client(ctx context.Context, tj *mlv1.TrainingJob, uri string) (*mlflow.Client, error) {
 	if _, err := mlflow.ParseBaseURL(uri); err != nil {
 		return nil, fmt.Errorf("%s: %w", uriField(tj), err)
@@ -226,13 +232,14 @@ func uriField(tj *mlv1.TrainingJob) string {
 	return "--mlflow-tracking-uri"
 }
 
-// newClient returns a client of the tracking server at uri sending auth, its retries within Timeout.
+// newClient returns a client for the tracking server at uri that sends auth and retries within
+// Timeout.
 func (r *TrackingReconciler) newClient(uri, auth string) *mlflow.Client {
 	return &mlflow.Client{BaseURL: uri, HTTP: r.HTTP, Authorization: auth, MaxBackoff: r.Timeout / 4}
 }
 
-// authorization returns the Authorization header from the Secret key ("" for the zero key): a bearer token,
-// or basic authentication. It never appears in errors.
+// authorization returns the Authorization header from the Secret key, or "" for the zero key: a
+// bearer token or basic auth. It never appears in errors.
 func (r *TrackingReconciler) authorization(ctx context.Context, key client.ObjectKey) (string, error) {
 	if key.Name == "" {
 		return "", nil
@@ -254,9 +261,8 @@ func (r *TrackingReconciler) authorization(ctx context.Context, key client.Objec
 	}
 }
 
-// ensureRun finds or creates the experiment and the job's run when the status names none. A run found by
-// the uid tag (created before a restart) is adopted with the last epoch it logged; params are logged when
-// the run has none.
+// ensureRun finds or creates the experiment and the job's run when the status names none. It adopts
+// a run found by the uid tag with its last logged epoch, and logs params when the run has none.
 func (r *TrackingReconciler) ensureRun(ctx context.Context, c *mlflow.Client, tj *mlv1.TrainingJob, run *trackedRun) error {
 	if tj.Status.MLflow != nil {
 		return nil
@@ -291,9 +297,8 @@ func (r *TrackingReconciler) ensureRun(ctx context.Context, c *mlflow.Client, tj
 	return nil
 }
 
-// logProgress logs the metrics of an epoch not logged yet (with the tag recording it, in one batch) and
-// tags a newer checkpoint. The first time in this process, the last epoch logged is read from the run: a
-// status write lost to a crash never makes an epoch logged twice.
+// logProgress logs the metrics of an epoch not logged yet and tags a newer checkpoint. It first
+// reads the last logged epoch from the run, so a crash never logs an epoch twice.
 func (r *TrackingReconciler) logProgress(ctx context.Context, c *mlflow.Client, tj *mlv1.TrainingJob, run *trackedRun) error {
 	m, st := tj.Status.MLflow, &tj.Status
 	if !run.synced && newEpoch(tj, m) {
@@ -347,8 +352,8 @@ func closed(runStatus string) bool {
 	return runStatus == mlflow.RunFinished || runStatus == mlflow.RunFailed || runStatus == mlflow.RunKilled
 }
 
-// closeDeleted marks the run of a job deleted while it ran KILLED, trying again after Retry up to
-// maxCloseTries times, and forgets the job.
+// closeDeleted marks a deleted job's run KILLED, retrying after Retry up to maxCloseTries times,
+// then forgets the job.
 func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.NamespacedName) reconcile.Result {
 	v, ok := r.runs.Load(key)
 	if !ok {
@@ -363,7 +368,8 @@ func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.Namespa
 	defer cancel()
 	log := ctrl.LoggerFrom(ctx).WithValues("run", run.status.RunID)
 	c, err := r.client(ctx, run.job, run.status.TrackingURI)
-	if derive.TrackingReason(err) == derive.ReasonTrackingCredentialsMissing { // deleted with its namespace: try without
+	// Deleted with its namespace: try without credentials.
+	if derive.TrackingReason(err) == derive.ReasonTrackingCredentialsMissing {
 		c, err = r.newClient(run.status.TrackingURI, ""), nil
 	}
 	if err == nil {
@@ -382,13 +388,14 @@ func (r *TrackingReconciler) closeDeleted(ctx context.Context, key types.Namespa
 	return reconcile.Result{}
 }
 
-// syncConfigMap puts the run's ids into the ConfigMap, and marks it settled (the JobController creates a
-// tracked job's first Job only then): after the first attempt to create the run, whether it succeeded.
+// syncConfigMap puts the run's IDs into the ConfigMap and marks it settled after the first attempt
+// to create the run, successful or not. The JobController starts the first Job only then.
 func (r *TrackingReconciler) syncConfigMap(ctx context.Context, tj *mlv1.TrainingJob) error {
 	cm := &corev1.ConfigMap{}
 	if found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.ConfigMapName(tj)}, cm); err != nil ||
 		!found {
-		return err // the ConfigMap's creation brings the job back
+		// The ConfigMap's creation brings the job back.
+		return err
 	}
 	want := map[string]string{}
 	if m := tj.Status.MLflow; m != nil {
@@ -412,8 +419,8 @@ func (r *TrackingReconciler) syncConfigMap(ctx context.Context, tj *mlv1.Trainin
 	return nil
 }
 
-// recordEvents records the run's creation, and every change of ExperimentTracked's reason (a Warning
-// when tracking fails).
+// recordEvents records the run's creation and every change of ExperimentTracked's reason, as a
+// Warning when tracking fails.
 func (r *TrackingReconciler) recordEvents(tj *mlv1.TrainingJob, old mlv1.TrainingJobStatus) {
 	st := tj.Status
 	reason := derive.ConditionReason(st, mlv1.ConditionExperimentTracked)
@@ -427,7 +434,8 @@ func (r *TrackingReconciler) recordEvents(tj *mlv1.TrainingJob, old mlv1.Trainin
 	r.Recorder.Eventf(tj, nil, kind, reason, "Track", "%s", derive.ConditionMessage(st, mlv1.ConditionExperimentTracked))
 }
 
-// SetupWithManager registers the controller: tracked TrainingJobs, and the creation of their ConfigMaps.
+// SetupWithManager registers the controller: tracked TrainingJobs, and the creation of their
+// ConfigMaps.
 func (r *TrackingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlv1.TrainingJob{}, builder.WithPredicates(trackingEvents(r.Options))).

@@ -20,11 +20,10 @@ import (
 // What wakes each controller: the predicates on TrainingJob events, and the mapping of a child or a
 // pod to its TrainingJob.
 
-// specOrState passes every TrainingJob event except updates that change neither the spec (generation),
-// the labels, annotations or deletion, nor status.state or status.attempt. Progress the StatusController writes every
-// interval reaches neither controller again: at 1,000 running jobs that is hundreds of reconciles a
-// second saved. A controller whose status write conflicts retries by itself instead of waiting for an
-// event.
+// specOrState passes every TrainingJob event except updates that change none of the generation,
+// labels, annotations, deletion, status.state and status.attempt. Dropping progress updates saves
+// hundreds of reconciles a second at 1,000 jobs. A controller whose write conflicts retries by
+// itself.
 var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
 	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
@@ -35,9 +34,8 @@ var specOrState = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		!n.DeletionTimestamp.IsZero() || !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }}
 
-// jobControllerEvents are specOrState's events plus the StatusController's facts the JobController acts
-// on: the success policy's verdict (the SuccessPolicyMet condition), from which it completes the run, a
-// hang (the Stalled condition), on which it acts by failurePolicy.onHang, and a change of goodput category.
+// jobControllerEvents are specOrState's events plus the StatusController's facts the JobController
+// acts on: the SuccessPolicyMet and Stalled conditions and a change of goodput category.
 var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
 	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
@@ -52,17 +50,15 @@ var jobControllerEvents = predicate.Or[client.Object](specOrState, predicate.Fun
 	return goodputMoved(o, n)
 }})
 
-// goodputMoved reports whether another controller's write moved a job's goodput to another category (a
-// first progress, a hang, a progress source found or lost) or told of a newer checkpoint: the
-// JobController, which keeps goodput, accounts it then.
+// goodputMoved reports whether another controller's write moved a job's goodput to another category
+// or told of a newer checkpoint, so the JobController accounts it.
 func goodputMoved(o, n *mlv1.TrainingJob) bool {
 	oc, _ := derive.GoodputCategory(o)
 	nc, _ := derive.GoodputCategory(n)
 	return oc != nc || checkpointTime(o) != checkpointTime(n)
 }
 
-// checkpointTime returns when the newest checkpoint the status knows was written (a newer one bounds the
-// training a restart would lose, in goodput), the zero time when none.
+// checkpointTime returns when the status' newest checkpoint was written, or the zero time.
 func checkpointTime(tj *mlv1.TrainingJob) time.Time {
 	if c := tj.Status.Checkpoint; c != nil && c.LastTime != nil {
 		return c.LastTime.Time
@@ -70,8 +66,8 @@ func checkpointTime(tj *mlv1.TrainingJob) time.Time {
 	return time.Time{}
 }
 
-// trackingEvents returns specOrState's events of tracked jobs plus what the TrackingController logs: a new
-// epoch, a newer checkpoint, the run as recorded in the status.
+// trackingEvents returns specOrState's events of tracked jobs plus what the TrackingController
+// logs: a new epoch, a newer checkpoint and the run in the status.
 func trackingEvents(opts builders.Options) predicate.Funcs {
 	tracked := func(o client.Object) bool {
 		tj, ok := o.(*mlv1.TrainingJob)
@@ -101,9 +97,8 @@ func metricsEpoch(tj *mlv1.TrainingJob) int32 {
 	return 0
 }
 
-// statusControllerEvents are specOrState's events plus a newer checkpoint of a finished run, which
-// settles its epoch (derive.SettleProgress): the CheckpointController reads a stopped agent's final
-// report after the run has ended.
+// statusControllerEvents are specOrState's events plus a finished run's newer checkpoint, which
+// settles its epoch (derive.SettleProgress).
 var statusControllerEvents = predicate.Or[client.Object](specOrState, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*mlv1.TrainingJob)
 	n, okNew := e.ObjectNew.(*mlv1.TrainingJob)
@@ -117,8 +112,8 @@ func checkpointLatest(tj *mlv1.TrainingJob) string {
 	return ""
 }
 
-// created passes only creations: the TrackingController waits for a job's ConfigMap to exist, not for
-// its changes.
+// created passes only creations: the TrackingController waits for a job's ConfigMap to exist, not
+// for its changes.
 var created = predicate.Funcs{
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },

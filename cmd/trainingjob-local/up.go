@@ -41,6 +41,7 @@ type upFlags struct {
 	metricsAddr  string
 	metricsHTTP  bool
 	progress     time.Duration
+	logLevel     string
 	ckptInterval time.Duration
 	exitWhenDone bool
 	keepData     bool
@@ -72,6 +73,7 @@ func parseUp(args []string) (upFlags, error) {
 	fs.BoolVar(&f.metricsHTTP, "metrics-insecure-http", false,
 		"serve the operator's metrics over plain HTTP to anyone who reaches the port")
 	fs.DurationVar(&f.progress, "progress-interval", 2*time.Second, "how often the operator reads rank 0's progress")
+	fs.StringVar(&f.logLevel, "log-level", "info", "the operator's --zap-log-level: info, debug, or a number (1 logs each decision of a job)")
 	fs.DurationVar(&f.ckptInterval, "checkpoint-sync-interval", 2*time.Second, "how often the checkpoint agent rotates and reports")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "stop everything once every applied TrainingJob is Completed or Failed")
 	fs.BoolVar(&f.keepData, "keep-data", false,
@@ -141,7 +143,7 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 		Assets: f.assets, Dir: f.dir, Nodes: f.nodes, GPUs: f.gpus, GPUResource: corev1.ResourceName(f.gpuResource),
 		Path: absPaths(f.path), WorkDir: wd,
 		MetricsAddr: f.metricsAddr, MetricsInsecureHTTP: f.metricsHTTP,
-		ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log,
+		ProgressInterval: f.progress, CheckpointInterval: f.ckptInterval, Log: log, LogLevel: f.logLevel,
 		RealNodes: f.realNodes, NodeAssets: f.nodeAssets,
 	}
 	if f.kueue {

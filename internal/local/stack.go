@@ -3,6 +3,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -51,6 +52,8 @@ type Options struct {
 	MetricsInsecureHTTP bool
 	// ProgressInterval is the operator's time between reads of rank 0's progress (default 5 s).
 	ProgressInterval time.Duration
+	// LogLevel is the operator's --zap-log-level (default info; 1 logs each decision of a job).
+	LogLevel string
 	// CheckpointInterval is the checkpoint agents' time between rotations (default 30 s). The agent is
 	// `manager checkpoint-agent`, found through Path (make build puts manager in bin/).
 	CheckpointInterval time.Duration
@@ -248,7 +251,7 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 	}
 	args := []string{"--kubeconfig=" + s.managerKubeconfig, "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0",
 		"--checkpoint-agent-command=" + strings.Join(agentCommand(o), " "), "--supervisor-command=" + strings.Join(supervisorCommand(o), " "),
-		"--zap-log-level=info"}
+		"--zap-log-level=" + cmp.Or(o.LogLevel, "info")}
 	if o.ProgressInterval > 0 {
 		args = append(args, "--progress-interval="+o.ProgressInterval.String())
 	}
