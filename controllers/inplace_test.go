@@ -247,7 +247,8 @@ func TestSilentSupervisorsHoldNoWorker(t *testing.T) {
 		t.Errorf("after 5 reconciles %d of 64 pods were asked, want all", n)
 	}
 	// Each was asked once and left it unanswered: none is asked again before exitRecheck.
-	if d, ok := r.gang(context.Background()).exitsAwaited(tj, derive.Observed{Job: job, Pods: pods}, clk.Now()); !ok || d <= 0 || d > exitRecheck {
+	d, ok := r.gang(context.Background()).exitsAwaited(tj, derive.Observed{Job: job, Pods: pods}, clk.Now())
+	if !ok || d <= 0 || d > exitRecheck {
 		t.Errorf("asked again in %v (%t), want within %v", d, ok, exitRecheck)
 	}
 	for _, p := range pods {
@@ -812,7 +813,8 @@ func TestLabelledOnce(t *testing.T) {
 			want: writes{2, 4}},
 	} {
 		clk.SetTime(clk.Now().Add(step.since))
-		if failed, err := r.gang(context.Background()).orderPods(context.Background(), tj, step.pods(), o); failed != "" || (err != nil) != (i == 0) {
+		failed, err := r.gang(context.Background()).orderPods(context.Background(), tj, step.pods(), o)
+		if failed != "" || (err != nil) != (i == 0) {
 			t.Fatalf("%s: %q, %v", step.name, failed, err)
 		}
 		if diff := cmp.Diff(step.want, writes{Orders: sup.ordered, Patches: patches}); diff != "" {
