@@ -309,7 +309,7 @@ func (g gangRestart) labelReplacements(ctx context.Context, tj *mlv1.TrainingJob
 	var errs []error
 	for i := range others {
 		p := &others[i]
-		if p.Labels[names.ControllerUIDLabel] != string(job.UID) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) {
+		if !madeBy(job, p) || names.JobAttempt(p) >= tj.Status.Attempt || goneWorker(p) {
 			continue
 		}
 		if err := g.labelOnce(ctx, tj, p, tj.Status.Attempt); err != nil {
