@@ -306,9 +306,13 @@ func TestProcessNodeRestartAllContainers(t *testing.T) {
 	if c := podCondition(got, corev1.AllContainersRestarting); c == nil || c.Status != corev1.ConditionFalse {
 		t.Errorf("AllContainersRestarting %+v, want False once the containers run again", c)
 	}
-	if log := podLog(t, pod, "main"); !strings.Contains(log, "run 3") {
-		t.Errorf("main's log %q: the emptyDir should have kept the count across the restarts", log)
-	}
+	// Running comes before the shell's first line: wait for the line, not for the state.
+	eventually(t, 10*time.Second, "main's third run logged", func() error {
+		if log := podLog(t, pod, "main"); !strings.Contains(log, "run 3") {
+			return fmt.Errorf("main's log %q: the emptyDir should have kept the count across the restarts", log)
+		}
+		return nil
+	})
 }
 
 func podReady(p *corev1.Pod) bool {
