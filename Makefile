@@ -27,7 +27,7 @@ generate: ## Regenerate deepcopy, the CRD and RBAC from the Go markers.
 	$(CONTROLLER_GEN) rbac:roleName=trainingjob-operator paths="./controllers/...;./metrics/..." output:rbac:dir=deploy/rbac
 	@# The Helm chart installs the same generated CRD, RBAC rules, policy and monitoring objects as deploy/.
 	cp deploy/crd/ml.example.com_trainingjobs.yaml $(CHART)/files/crd.yaml
-	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/policy/worker-pod.yaml deploy/monitoring/prometheusrule.yaml \
+	cp deploy/rbac/role.yaml deploy/policy/immutable-while-running.yaml deploy/policy/worker-pod.yaml deploy/policy/multikueue-managed-by.yaml deploy/monitoring/prometheusrule.yaml \
 		deploy/monitoring/podmonitor.yaml deploy/monitoring/trainingjob-dashboard.json $(CHART)/files/
 
 .PHONY: verify
@@ -87,6 +87,8 @@ demo: ## Run examples/trainingjob-local.yaml to Completed on a local control pla
 # in place in real containers on real nodes). make test-frameworks and make test-cluster run them whole.
 FRAMEWORKS_SHORT = ^(TestPyTorchDDP|TestXGBoost|TestMPI|TestDefaultRunner|TestOwnDDPScriptWithTqdm|TestOwnScriptPlainEpochs|TestOwnScriptExitCode)$$
 CLUSTER_SHORT = ^(TestExampleOverClusterDNS|TestGangRestartInPlace|TestOwnScriptOnRealNodes)$$
+MULTIKUEUE_SHORT = ^(TestDispatchedAndMirrored|TestDeleteRemovesTheCopy)$$
+MULTIKUEUE_RUN ?= .
 FRAMEWORKS_RUN ?= .
 CLUSTER_RUN ?= .
 CLUSTER_PKGS ?= ./tests/cluster/...
@@ -102,6 +104,12 @@ test-cluster: ## Run tests/cluster (make test runs its short part, CLUSTER_SHORT
 	@mkdir -p bin
 	NODE_ASSETS="$$(hack/node.sh)" HELM="$$(hack/helm.sh)" RUNNER_ROOTFS="$$(hack/rootfs.sh)" KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" \
 		go test $(GO_TEST_FLAGS) -p 1 -tags cluster -timeout 20m -v -run '$(CLUSTER_RUN)' $(CLUSTER_PKGS) $(call logger-set,bin/test-cluster.log)
+
+.PHONY: test-multikueue
+test-multikueue: ## Run tests/multikueue (make test runs its short part, MULTIKUEUE_SHORT): a manager and two worker clusters, each with the real Kueue manager and the operator; dispatch, status mirrored, one job per worker, deletion, a lost worker cluster resumed from S3.
+	@mkdir -p bin
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" KUEUE_ASSETS="$$(hack/kueue.sh)" \
+		go test $(GO_TEST_FLAGS) -tags multikueue -timeout 20m -v -run '$(MULTIKUEUE_RUN)' ./tests/multikueue $(call logger-set,bin/test-multikueue.log)
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
@@ -169,7 +177,7 @@ testbin: ## Build the control-plane binaries for the tests (cached outside the r
 logger-set = 2>&1 | tee $(1); ! grep -n 'log.SetLogger(...) was never called' $(1)
 
 .PHONY: test
-test: ## Run the tests CI runs: unit, integration (real API server), e2e (local stack, the real Kueue manager), chaos (one round), checkpoint stores (real S3 and GCS servers), the short parts of the real frameworks (PyTorch, XGBoost, MPI) and of real containers on real nodes (tests/cluster), and a short fuzzing run.
+test: ## Run the tests CI runs: unit, integration (real API server), e2e (local stack, the real Kueue manager), MultiKueue's short part (three clusters), chaos (one round), checkpoint stores (real S3 and GCS servers), the short parts of the real frameworks (PyTorch, XGBoost, MPI) and of real containers on real nodes (tests/cluster), and a short fuzzing run.
 	hack/prepare.sh
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" HELM="$$(hack/helm.sh)" PROMETHEUS="$$(hack/prometheus.sh)" \
@@ -178,6 +186,7 @@ test: ## Run the tests CI runs: unit, integration (real API server), e2e (local 
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-frameworks FRAMEWORKS_RUN='$(FRAMEWORKS_SHORT)'
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_SHORT)' CLUSTER_PKGS=./tests/cluster
+	$(MAKE) --no-print-directory test-multikueue MULTIKUEUE_RUN='$(MULTIKUEUE_SHORT)'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 # The Python SDK's tests start their own local stack (process nodes) from bin/; Debian's packages from hack/python.sh.

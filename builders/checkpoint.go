@@ -47,9 +47,9 @@ func NameRoot(tj *mlv1.TrainingJob) string {
 	return path.Join(prefix, tj.Namespace, tj.Name)
 }
 
-// RunID returns the job's run ID: status.runID once recorded; the UID for a job the operator has not
-// started (no state yet); "" for one an operator before run IDs started, so that its checkpoints stay where
-// its workers write them.
+// RunID returns the job's run ID: status.runID once recorded; for a job the operator has not started (no
+// state yet), DispatchedRunID of a copy MultiKueue dispatched, else the UID; "" for one an operator before run
+// IDs started, so that its checkpoints stay where its workers write them.
 func RunID(tj *mlv1.TrainingJob) string {
 	switch {
 	case tj.Status.RunID != "" && !validRunID(tj.Status.RunID):
@@ -57,7 +57,23 @@ func RunID(tj *mlv1.TrainingJob) string {
 	case tj.Status.RunID != "" || tj.Status.State != "":
 		return tj.Status.RunID
 	}
+	if id := DispatchedRunID(tj); id != "" {
+		return id
+	}
 	return string(tj.UID)
+}
+
+// DispatchedRunID returns the run ID of a copy MultiKueue made on a worker cluster (the origin label and the
+// prebuilt Workload), "" for any other job. It names the manager's Workload, which every copy of that job
+// carries and a job created again does not (its name holds the manager job's UID), so the copy made on
+// another worker after a cluster is lost resumes the same run from a shared store, and no other run.
+func DispatchedRunID(tj *mlv1.TrainingJob) string {
+	origin, wl := tj.Labels[names.MultiKueueOriginLabel], PrebuiltWorkload(tj)
+	if origin == "" || wl == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(origin + "/" + wl))
+	return "mk-" + hex.EncodeToString(sum[:16])
 }
 
 // validRunID reports whether id is a run ID: a UID's characters (lower-case letters, digits, dashes).

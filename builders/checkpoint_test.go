@@ -165,3 +165,58 @@ func TestRunCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatchedRunID: every copy MultiKueue makes of one manager job (the same origin and Workload, any
+// UID) shares a run ID; another manager job, another origin, or a job with only one of the labels does not,
+// and a recorded run ID stays.
+func TestDispatchedRunID(t *testing.T) {
+	copyOf := func(uid types.UID, labels map[string]string) *mlv1.TrainingJob {
+		tj := checkpointedTJ(uid)
+		tj.Labels = labels
+		return tj
+	}
+	mk := func(origin, wl string) map[string]string {
+		return map[string]string{names.MultiKueueOriginLabel: origin, names.PrebuiltWorkloadKey: wl}
+	}
+	onW1 := builders.RunID(copyOf("uid-w1", mk("multikueue", "trainingjob-a-0a1b2c3d")))
+	tests := []struct {
+		name     string
+		tj       *mlv1.TrainingJob
+		sameAsW1 bool
+		want     string // when not "": the run ID
+	}{
+		{name: "the copy on another worker", tj: copyOf("uid-w2", mk("multikueue", "trainingjob-a-0a1b2c3d")), sameAsW1: true},
+		{name: "the manager's job created again", tj: copyOf("uid-w2", mk("multikueue", "trainingjob-a-99999999"))},
+		{name: "another manager", tj: copyOf("uid-w2", mk("other-manager", "trainingjob-a-0a1b2c3d"))},
+		{name: "only the Workload label", tj: copyOf("uid-w2", map[string]string{names.PrebuiltWorkloadKey: "trainingjob-a-0a1b2c3d"}),
+			want: "uid-w2"},
+		{name: "only the origin label", tj: copyOf("uid-w2", map[string]string{names.MultiKueueOriginLabel: "multikueue"}), want: "uid-w2"},
+	}
+	annotated := copyOf("uid-w2", map[string]string{names.MultiKueueOriginLabel: "multikueue"})
+	annotated.Annotations = map[string]string{names.PrebuiltWorkloadKey: "trainingjob-a-0a1b2c3d"} // Kueue v0.16 on
+	tests = append(tests, struct {
+		name     string
+		tj       *mlv1.TrainingJob
+		sameAsW1 bool
+		want     string
+	}{name: "the Workload named by the annotation", tj: annotated, sameAsW1: true})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := builders.RunID(tt.tj)
+			if tt.want != "" && got != tt.want {
+				t.Errorf("run ID %q, want %q", got, tt.want)
+			}
+			if (got == onW1) != tt.sameAsW1 {
+				t.Errorf("run ID %q, the copy on w1's %q: same %v, want %v", got, onW1, got == onW1, tt.sameAsW1)
+			}
+			if !strings.HasPrefix(onW1, "mk-") || len(onW1) != 35 {
+				t.Errorf("w1's run ID %q, want mk- and 32 hex digits", onW1)
+			}
+			recorded := tt.tj.DeepCopy()
+			recorded.Status.State, recorded.Status.RunID = mlv1.StateRunning, "uid-old"
+			if got := builders.RunID(recorded); got != "uid-old" {
+				t.Errorf("recorded run ID became %q", got)
+			}
+		})
+	}
+}

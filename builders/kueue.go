@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,24 @@ func ManagedByOperator(tj *mlv1.TrainingJob) bool {
 	return m == "" || m == names.ControllerName
 }
 
+// PrebuiltWorkload returns the Workload another made for the job (names.PrebuiltWorkloadKey, the annotation
+// else the label, as Kueue reads them: MultiKueue, on the worker cluster it dispatched the job to), "" when
+// the job's Workload is the operator's own.
+func PrebuiltWorkload(tj *mlv1.TrainingJob) string {
+	if wl := tj.Annotations[names.PrebuiltWorkloadKey]; wl != "" {
+		return wl
+	}
+	return tj.Labels[names.PrebuiltWorkloadKey]
+}
+
+// WorkloadName returns the name of the job's Workload: the prebuilt one, else the operator's own.
+func WorkloadName(tj *mlv1.TrainingJob) string {
+	if wl := PrebuiltWorkload(tj); wl != "" {
+		return wl
+	}
+	return names.WorkloadName(tj)
+}
+
 // PriorityClassRef returns the class that sets the Workload's priority: the WorkloadPriorityClass of the
 // job's kueue.x-k8s.io/priority-class label, else the PriorityClass of spec.scheduling.priority; nil
 // when the job names neither (priority 0).
@@ -69,6 +88,9 @@ func Workload(tj *mlv1.TrainingJob, opts Options, priority int32) *kueue.Workloa
 	}
 	if ref := PriorityClassRef(tj); ref != nil {
 		wl.Spec.PriorityClassRef, wl.Spec.Priority = ref, ptr.To(priority)
+	}
+	if !ManagedByOperator(tj) {
+		wl.Annotations = map[string]string{names.OriginCreatedAnnotation: tj.CreationTimestamp.UTC().Format(time.RFC3339)}
 	}
 	return wl
 }

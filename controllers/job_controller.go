@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -64,7 +65,7 @@ type JobReconciler struct {
 	kueueServed bool
 }
 
-// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;deletecollection;patch
@@ -393,13 +394,20 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
+// uncontrolled reports whether obj has no controller.
+func uncontrolled(obj client.Object) bool {
+	return metav1.GetControllerOfNoCopy(obj) == nil
+}
+
 // SetupWithManager registers the controller. It watches TrainingJobs, owns their Jobs, Services and
 // ConfigMaps, and maps worker pods and checkpoint claims to their TrainingJob by label.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if KueueServed(mgr.GetConfig()) {
 		r.kueueServed = true
-		b = b.Owns(&kueue.Workload{})
+		// A Workload MultiKueue made for a job (builders.PrebuiltWorkload) is not the job's until adopted.
+		b = b.Owns(&kueue.Workload{}).Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(byNameLabel),
+			builder.WithPredicates(predicate.NewPredicateFuncs(uncontrolled)))
 	}
 	return b.For(&mlv1.TrainingJob{}, builder.WithPredicates(jobControllerEvents)).
 		Owns(&batchv1.Job{}).

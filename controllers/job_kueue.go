@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -35,12 +36,12 @@ import (
 // ensureWorkload creates the queued job's Workload or keeps its queue, active flag and pod set in
 // step, and records what it says in obs.Queue. It marks a finished job's Workload finished.
 func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob, obs *derive.Observed) error {
-	queue := builders.QueueName(tj)
-	if queue == "" {
+	queue, prebuilt := builders.QueueName(tj), builders.PrebuiltWorkload(tj)
+	if queue == "" && prebuilt == "" {
 		return nil
 	}
 	wl := &kueue.Workload{}
-	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.WorkloadName(tj)}, wl)
+	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: builders.WorkloadName(tj)}, wl)
 	if meta.IsNoMatchError(err) {
 		return &missingAPIError{fmt.Errorf("queue %q named, but this cluster does not serve Kueue's Workload API "+
 			"(kueue.x-k8s.io/v1beta2): install Kueue with TrainingJob.v1.ml.example.com in integrations.externalFrameworks "+
@@ -55,8 +56,16 @@ func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob
 			return r.finishWorkload(ctx, tj, wl)
 		}
 		return nil
+	case !found && prebuilt != "":
+		// MultiKueue makes it; its creation is watched.
+		obs.Queue = &derive.Queue{Name: queue, Workload: prebuilt, Pending: "MultiKueue has not made this Workload on this cluster yet"}
+		return nil
 	case !found:
 		if wl, err = r.createWorkload(ctx, tj); err != nil {
+			return err
+		}
+	case prebuilt != "":
+		if err := r.adoptWorkload(ctx, tj, wl); err != nil {
 			return err
 		}
 	default:
@@ -64,8 +73,55 @@ func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob
 			return err
 		}
 	}
-	obs.Queue, err = r.observeQueue(ctx, queue, wl)
+	obs.Queue, err = r.observeQueue(ctx, cmp.Or(queue, string(wl.Spec.QueueName)), wl)
 	return err
+}
+
+// adoptWorkload makes the job the controller of the Workload made for it (builders.PrebuiltWorkload), as
+// Kueue's own integrations do: Kueue finds a job's Workload by that owner, and the Workload goes with the job.
+// Its spec is MultiKueue's copy of the manager's and stays as it is. A Workload another object controls is
+// refused: the job waits and says why.
+func (r *JobReconciler) adoptWorkload(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
+	if metav1.IsControlledBy(wl, tj) {
+		return nil
+	}
+	if owner := metav1.GetControllerOfNoCopy(wl); owner != nil {
+		return &missingAPIError{fmt.Errorf("the Workload %s named by %s is controlled by %s %s, not by this job",
+			wl.Name, names.PrebuiltWorkloadKey, owner.Kind, owner.Name)}
+	}
+	if wl.Labels[names.NameLabel] != tj.Name {
+		return &missingAPIError{fmt.Errorf("the Workload %s named by %s was not made for this job (its label %s is %q)",
+			wl.Name, names.PrebuiltWorkloadKey, names.NameLabel, wl.Labels[names.NameLabel])}
+	}
+	patch := client.MergeFromWithOptions(wl.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if err := controllerutil.SetControllerReference(tj, wl, r.Scheme); err != nil {
+		return fmt.Errorf("setting owner of workload %s: %w", wl.Name, err)
+	}
+	wl.Labels[names.JobUIDLabel] = string(tj.UID)
+	if err := r.Patch(ctx, wl, patch); err != nil {
+		return fmt.Errorf("adopting workload %s: %w", wl.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Adopted the Workload MultiKueue made", "workload", klog.KObj(wl))
+	return r.recordOriginCreated(ctx, tj, wl)
+}
+
+// recordOriginCreated copies the manager job's creation time from the Workload (names.OriginCreatedAnnotation)
+// onto the job, once: its goodput starts there (derive), so the time before this copy existed, a lost
+// cluster's included, counts.
+func (r *JobReconciler) recordOriginCreated(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
+	at, ok := wl.Annotations[names.OriginCreatedAnnotation]
+	if !ok || tj.Annotations[names.OriginCreatedAnnotation] != "" || builders.DispatchedRunID(tj) == "" {
+		return nil
+	}
+	patch := client.MergeFrom(tj.DeepCopy())
+	if tj.Annotations == nil {
+		tj.Annotations = map[string]string{}
+	}
+	tj.Annotations[names.OriginCreatedAnnotation] = at
+	if err := r.Patch(ctx, tj, patch); err != nil {
+		return fmt.Errorf("recording the manager job's creation time on %s: %w", klog.KObj(tj), err)
+	}
+	return nil
 }
 
 // ensureDispatchedWorkload keeps only the Workload of a job MultiKueue runs on a worker cluster

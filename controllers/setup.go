@@ -272,6 +272,13 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		{name: "checkpoint", setup: w.checkpointReconciler().SetupWithManager},
 		{name: "tracking", setup: w.trackingReconciler().SetupWithManager},
 	}
+	if KueueServed(mgr.GetConfig()) {
+		q := &QueueReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+		controllers = append(controllers, struct {
+			name  string
+			setup func(ctrl.Manager) error
+		}{name: queueController, setup: q.SetupWithManager})
+	}
 	for _, c := range controllers {
 		if err := c.setup(mgr); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", c.name, err)

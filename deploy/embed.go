@@ -21,7 +21,7 @@ var manifests embed.FS
 // CRDs returns the objects of crd/.
 func CRDs() ([]*unstructured.Unstructured, error) { return objects("crd/*.yaml") }
 
-// Policies returns the ValidatingAdmissionPolicies and bindings of policy/.
+// Policies returns the admission policies and bindings of policy/.
 func Policies() ([]*unstructured.Unstructured, error) { return objects("policy/*.yaml") }
 
 // RBAC returns the operator's ServiceAccount, roles and bindings of rbac/.

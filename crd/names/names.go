@@ -70,8 +70,21 @@ const (
 	WorkerPodSet = "workers"
 	// ResourceInUseFinalizer keeps an admitted Workload until its workers are gone.
 	ResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use"
-	// MultiKueueController is the spec.managedBy of a TrainingJob that MultiKueue runs on a worker cluster.
+	// MultiKueueController is the spec.managedBy of a TrainingJob, on a manager cluster, that MultiKueue
+	// dispatches to a worker cluster.
 	MultiKueueController = "kueue.x-k8s.io/multikueue"
+	// PrebuiltWorkloadKey, an annotation (Kueue v0.16 and later) or a label on a TrainingJob, names the
+	// Workload made for it by another (MultiKueue, on the worker it dispatched the job to): the job uses that
+	// one and makes none.
+	PrebuiltWorkloadKey = "kueue.x-k8s.io/prebuilt-workload-name"
+	// MultiKueueOriginLabel marks what MultiKueue made on a worker cluster; its value names the manager.
+	MultiKueueOriginLabel = "kueue.x-k8s.io/multikueue-origin"
+	// MultiKueueQueuesConfigMap, in a namespace, lists its LocalQueues that dispatch through MultiKueue
+	// (the QueueController writes it; the admission policy trainingjob-multikueue-managed-by reads it).
+	MultiKueueQueuesConfigMap = "trainingjob-multikueue-queues"
+	// OriginCreatedAnnotation on a job's Workload is the job's creation time (RFC 3339): MultiKueue copies
+	// it to the Workload on a worker, where a dispatched copy's goodput starts from it.
+	OriginCreatedAnnotation = "ml.example.com/origin-created"
 )
 
 // ControllerName is the spec.managedBy value of the TrainingJobs this operator runs (also when unset).

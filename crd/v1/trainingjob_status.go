@@ -115,9 +115,10 @@ type TrainingJobStatus struct {
 	// +optional
 	CheckpointStorage *CheckpointStorage `json:"checkpointStorage,omitempty"`
 
-	// runID names this run's checkpoint history, set once to the job's UID: its checkpoints live under
-	// <namespace>/<name>/<runID>, so a job created again under a deleted one's name starts fresh. Empty for a
-	// job created before run IDs, whose checkpoints stay under <namespace>/<name>.
+	// runID names this run's checkpoint history, set once to the job's UID (on a MultiKueue worker, to one
+	// every copy of the manager's job shares): its checkpoints live under <namespace>/<name>/<runID>, so a
+	// job created again under a deleted one's name starts fresh. Empty for a job created before run IDs,
+	// whose checkpoints stay under <namespace>/<name>.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9a-z-]*$`

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -307,7 +308,7 @@ func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1
 	if g := tj.Status.Goodput; g != nil && g.AccountedTime != nil {
 		return sane(g.DeepCopy())
 	}
-	g := &mlv1.GoodputStatus{AccountedTime: &metav1.MicroTime{Time: tj.CreationTimestamp.Time}, Category: category, Attempt: tj.Status.Attempt,
+	g := &mlv1.GoodputStatus{AccountedTime: &metav1.MicroTime{Time: accountingStart(tj)}, Category: category, Attempt: tj.Status.Attempt,
 		GPUs: activeWorkers(tj) * tj.GPUsPerWorker()}
 	switch {
 	case category == "":
@@ -316,6 +317,25 @@ func startAccounting(tj *mlv1.TrainingJob, category string, now time.Time) *mlv1
 		g.AccountedTime = &metav1.MicroTime{Time: now}
 	}
 	return g
+}
+
+// longestDispatch bounds how long before a dispatched copy's creation its accounting may start.
+const longestDispatch = 30 * 24 * time.Hour
+
+// accountingStart returns when a job's accounting starts: its creation, or for a copy MultiKueue dispatched
+// to this cluster the creation of the manager's job (names.OriginCreatedAnnotation), so the time before the
+// copy existed (dispatching, a lost worker cluster and its run) counts, in the category the copy is first
+// in (Queued). A time after the creation or more than longestDispatch before it is not taken.
+func accountingStart(tj *mlv1.TrainingJob) time.Time {
+	created := tj.CreationTimestamp.Time
+	if builders.DispatchedRunID(tj) == "" {
+		return created
+	}
+	at, err := time.Parse(time.RFC3339, tj.Annotations[names.OriginCreatedAnnotation])
+	if err != nil || !at.Before(created) || created.Sub(at) > longestDispatch {
+		return created
+	}
+	return at
 }
 
 // mostSeconds bounds every figure of an accounting read from the status (some 30 million years of a

@@ -72,6 +72,21 @@ integrations:
   externalFrameworks: ["TrainingJob.v1.ml.example.com"]
 `
 
+// multiKueueConfig is added on a MultiKueue manager (Options.MultiKueueManager): TrainingJob dispatched by
+// the generic adapter, MultiKueueOrigin on what it makes on the workers, a short garbage collection interval
+// and the given time a lost worker keeps its Workloads.
+const multiKueueConfig = `multiKueue:
+  gcInterval: 10s
+  origin: ` + MultiKueueOrigin + `
+  workerLostTimeout: %s
+  externalFrameworks:
+  - name: TrainingJob.v1.ml.example.com
+`
+
+// MultiKueueOrigin is the origin a local MultiKueue manager marks its workers' objects with
+// (names.MultiKueueOriginLabel).
+const MultiKueueOrigin = "trainingjob-local"
+
 // startKueue applies Kueue's CRDs (Options.Kueue/crds), waits until they are served, and starts the
 // Kueue manager (Options.Kueue/kueue), logging to Dir/kueue.log.
 func (s *Stack) startKueue(ctx context.Context) error {
@@ -108,7 +123,11 @@ func (s *Stack) runKueue(dir, certDir string) error {
 		return err
 	}
 	config := filepath.Join(s.opts.Dir, "kueue-config.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, kueueConfig, port, certDir), 0o600); err != nil {
+	data := fmt.Appendf(nil, kueueConfig, port, certDir)
+	if lost := s.opts.MultiKueueManager; lost > 0 {
+		data = fmt.Appendf(data, multiKueueConfig, lost)
+	}
+	if err := os.WriteFile(config, data, 0o600); err != nil {
 		return err
 	}
 	logPath := filepath.Join(s.opts.Dir, "kueue.log")

@@ -81,6 +81,9 @@ type Options struct {
 	// Kueue, when set, is the directory hack/kueue.sh prints: the stack applies Kueue's CRDs and runs its
 	// manager (logging to Dir/kueue.log) before the operator, with TrainingJob as an external framework.
 	Kueue string
+	// MultiKueueManager, above 0, makes this stack's Kueue a MultiKueue manager whose lost workers keep
+	// their Workloads that long (Kueue's workerLostTimeout); see UpMultiKueue.
+	MultiKueueManager time.Duration
 	// Installs, when set, runs once the nodes are up (and before the in-process operator, if any): it
 	// installs what the caller wants in the cluster, for example the operator by its Helm chart.
 	Installs func(*Stack) error

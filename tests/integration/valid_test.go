@@ -424,3 +424,34 @@ func TestAdmissionManagedByImmutable(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionDispatchedNeedsRequests: a job MultiKueue dispatches must request something (Kueue would
+// admit a pod set that requests nothing without its admission checks, and MultiKueue dispatch it nowhere);
+// a GPU, a CPU request or a limit is enough, and a job the operator runs may request nothing.
+func TestAdmissionDispatchedNeedsRequests(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	dispatched := func(name string, gpus int32, r *mlv1.Resources) *mlv1.TrainingJob {
+		return tjtest.NewTJ(ns, name).GPUs(gpus).With(func(tj *mlv1.TrainingJob) {
+			tj.Spec.ManagedBy, tj.Spec.Resources = ptr.To("kueue.x-k8s.io/multikueue"), r
+		}).Obj()
+	}
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	for _, tc := range []struct {
+		name    string
+		tj      *mlv1.TrainingJob
+		refused bool
+	}{
+		{name: "nothing", tj: dispatched("nothing", 0, nil), refused: true},
+		{name: "empty resources", tj: dispatched("empty", 0, &mlv1.Resources{}), refused: true},
+		{name: "a GPU", tj: dispatched("gpu", 1, nil)},
+		{name: "a CPU request", tj: dispatched("cpu", 0, &mlv1.Resources{Requests: cpu})},
+		{name: "a limit", tj: dispatched("limit", 0, &mlv1.Resources{Limits: cpu})},
+		{name: "run here", tj: tjtest.NewTJ(ns, "here").GPUs(0).Obj()},
+	} {
+		err := env.Client.Create(ctx, tc.tj)
+		if tc.refused != (err != nil) || tc.refused && (!apierrors.IsInvalid(err) || !slices.Contains(causeFields(err), "spec.resources")) {
+			t.Errorf("%s: error = %v, want refused %v naming spec.resources", tc.name, err, tc.refused)
+		}
+	}
+}
