@@ -65,7 +65,7 @@ build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmar
 NODES_RUNTIME ?= process
 NODE_FLAGS = $(if $(filter containerd,$(NODES_RUNTIME)),--nodes-runtime containerd --node-assets "$$(hack/node.sh)" --runner-rootfs "$$(hack/rootfs.sh)")
 # KUEUE=1 also runs the real Kueue manager (hack/kueue.sh builds it once), TrainingJob as its external framework.
-KUEUE_FLAGS = $(if $(KUEUE),--kueue --kueue-assets "$$(hack/kueue.sh)")
+KUEUE_FLAGS = $(if $(or $(KUEUE),$(MULTIKUEUE)),--kueue --kueue-assets "$$(hack/kueue.sh)") $(if $(MULTIKUEUE),--multikueue-workers $(MULTIKUEUE))
 
 # demo builds only what it runs, the operator's binaries beside the control plane's (the first time, minutes of
 # compiling each, and links that use one core); the control plane's build in a process group of its own, ended
@@ -159,7 +159,7 @@ bench-supervisor: ## Measure the supervisor's cost: 1 GiB of output, millions of
 	go run ./tests/performance/supervisor -supervisor bin/supervisor-static -out bin/supervisor-report.md
 
 .PHONY: up
-up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue; LOG_LEVEL=1 logs each decision of the operator.
+up: build ## Start the local control plane, process node and operator and keep them running (Ctrl-C stops); KUEUE=1 adds Kueue; MULTIKUEUE=2 runs a MultiKueue manager and 2 worker clusters; LOG_LEVEL=1 logs each decision of the operator.
 	bin/trainingjob-local up --assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" --path bin $(NODE_FLAGS) $(KUEUE_FLAGS) $(if $(FILE),-f $(FILE)) $(if $(LOG_LEVEL),--log-level $(LOG_LEVEL))
 
 .PHONY: chaos

@@ -1,5 +1,5 @@
 // Package controllers holds the four TrainingJob controllers over one pure state machine (package
-// derive):
+// derive), and the QueueController:
 //
 //   - the JobController (job_*.go, inplace*.go) builds the workers' Job, headless Service,
 //     ConfigMap, claims and PodGroup, restarts the gang, cleans up, alone derives status.state and
@@ -9,7 +9,9 @@
 //   - the CheckpointController (checkpoint_controller.go) reads rank 0's checkpoint agent into
 //     status.checkpoint and alone writes the ConfigMap's RESUME_FROM;
 //   - the TrackingController (tracking_controller.go) keeps the job's MLflow run in step with the
-//     status, and alone writes status.mlflow, ExperimentTracked and the ConfigMap's MLFLOW_RUN_ID.
+//     status, and alone writes status.mlflow, ExperimentTracked and the ConfigMap's MLFLOW_RUN_ID;
+//   - the QueueController (queue_controller.go), where Kueue is served, lists in each namespace the
+//     LocalQueues that dispatch through MultiKueue, for the admission policy that defaults managedBy.
 //
 // "Kubernetes' Job controller" is kube-controller-manager's, which runs the pods of our Jobs.
 //

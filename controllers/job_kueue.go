@@ -125,14 +125,18 @@ func (r *JobReconciler) recordOriginCreated(ctx context.Context, tj *mlv1.Traini
 }
 
 // ensureDispatchedWorkload keeps only the Workload of a job MultiKueue runs on a worker cluster
-// (spec.managedBy), for MultiKueue's admission check to dispatch. A job another controller manages
-// gets nothing.
+// (spec.managedBy), for MultiKueue's admission check to dispatch, and gives an evicted one's quota back
+// at once (nothing runs here): Kueue then queues it again and MultiKueue dispatches it anew, to another
+// worker when one was lost. A job another controller manages gets nothing.
 func (r *JobReconciler) ensureDispatchedWorkload(ctx context.Context, tj *mlv1.TrainingJob) error {
 	if ptr.Deref(tj.Spec.ManagedBy, "") != names.MultiKueueController {
 		return nil
 	}
 	var obs derive.Observed
-	return r.ensureWorkload(ctx, tj, &obs)
+	if err := r.ensureWorkload(ctx, tj, &obs); err != nil {
+		return err
+	}
+	return r.releaseQuota(ctx, tj, &obs)
 }
 
 // createWorkload creates the job's Workload, with the priority of the class it names.

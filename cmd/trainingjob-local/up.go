@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,6 +54,8 @@ type upFlags struct {
 	// kueue runs the Kueue manager from kueueAssets (hack/kueue.sh prints it).
 	kueue       bool
 	kueueAssets string
+	// multiKueue, above 0, runs a MultiKueue manager cluster and that many worker clusters.
+	multiKueue int
 }
 
 func parseUp(args []string) (upFlags, error) {
@@ -87,6 +90,9 @@ func parseUp(args []string) (upFlags, error) {
 	fs.BoolVar(&f.kueue, "kueue", false,
 		"also run Kueue (its CRDs and manager, TrainingJob as an external framework) so that queued TrainingJobs are admitted by it; "+
 			"docs/kueue.md")
+	fs.IntVar(&f.multiKueue, "multikueue-workers", 0,
+		"with --kueue: run a MultiKueue manager cluster and this many worker clusters (each its own control plane, "+
+			"process node, Kueue and operator), queue lq in namespace default on all; files are applied to the manager")
 	fs.StringVar(&f.kueueAssets, "kueue-assets", os.Getenv("KUEUE_ASSETS"),
 		"directory of the Kueue manager and its CRDs (hack/kueue.sh prints it), for --kueue")
 	fs.StringVar(&f.rootfs, "runner-rootfs", os.Getenv("RUNNER_ROOTFS"),
@@ -106,6 +112,9 @@ func parseUp(args []string) (upFlags, error) {
 	}
 	if f.assets == "" {
 		return f, fmt.Errorf("--assets (or KUBEBUILDER_ASSETS) is required: run `make demo`, or pass the directory hack/testbin.sh prints")
+	}
+	if f.multiKueue > 0 && (!f.kueue || f.realNodes > 0) {
+		return f, fmt.Errorf("--multikueue-workers needs --kueue and process nodes")
 	}
 	if f.kueue && f.kueueAssets == "" {
 		return f, fmt.Errorf("--kueue-assets (or KUEUE_ASSETS) is required with --kueue: " +
@@ -155,6 +164,9 @@ func up(ctx context.Context, out io.Writer, args []string) error {
 		if opts.Images, err = images.Build(wd, images.CacheDir(), f.rootfs); err != nil {
 			return err
 		}
+	}
+	if f.multiKueue > 0 {
+		return upMultiKueue(ctx, out, f, opts, objs, begin)
 	}
 	s, err := local.Up(ctx, opts)
 	if err != nil {
@@ -315,4 +327,49 @@ func describe(tj *mlv1.TrainingJob) string {
 		s += "  " + c.Message
 	}
 	return s
+}
+
+// upMultiKueue runs a MultiKueue manager and f.multiKueue worker clusters until ctx is done, with queue
+// lq in namespace default on each (each worker's quota 4 CPUs), applies objs to the manager and watches them there.
+func upMultiKueue(ctx context.Context, out io.Writer, f upFlags, opts local.Options, objs []*unstructured.Unstructured,
+	begin time.Time) error {
+	for _, dir := range opts.Path {
+		if p := filepath.Join(dir, "manager"); opts.ManagerBinary == "" {
+			if _, err := os.Stat(p); err == nil {
+				opts.ManagerBinary = p
+			}
+		}
+	}
+	if opts.ManagerBinary == "" {
+		return fmt.Errorf("--multikueue-workers runs each operator as the manager binary, not found in --path %v: "+
+			"run `make build` first", opts.Path)
+	}
+	m, err := local.UpMultiKueue(ctx, opts, f.multiKueue, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	quotas := map[string]resource.Quantity{}
+	for _, w := range m.WorkerNames {
+		quotas[w] = resource.MustParse("4")
+	}
+	err = m.Queue(ctx, "default", "cq", "lq", quotas)
+	kc := ""
+	if err == nil {
+		kc, err = m.WriteKubeconfig()
+	}
+	if err == nil {
+		fmt.Fprintf(out, "MultiKueue: a manager and %d worker clusters (%v) are up in %.1fs; queue lq in namespace default\n",
+			f.multiKueue, m.WorkerNames, time.Since(begin).Seconds())
+		fmt.Fprintf(out, "  export KUBECONFIG=%s   # contexts manager (current), %v: kubectl --context w1 get tj\n", kc, m.WorkerNames)
+		fmt.Fprintf(out, "  logs: %s/<cluster>/operator-1.log, kueue.log\n", f.dir)
+		err = m.Manager.Apply(ctx, objs)
+	}
+	if err == nil {
+		err = watch(ctx, out, m.Manager.Cluster.Config, trainingJobs(objs), f.exitWhenDone)
+	}
+	fmt.Fprintln(out, "stopping every cluster")
+	if derr := m.Down(); derr != nil && err == nil {
+		err = derr
+	}
+	return err
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -87,7 +89,8 @@ func (m *MultiKueue) connect(ctx context.Context) error {
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KueueNamespace, Name: name + "-kubeconfig"},
 				Data: map[string][]byte{kueue.MultiKueueConfigSecretKey: kc}},
 			&kueue.MultiKueueCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kueue.MultiKueueClusterSpec{
-				ClusterSource: kueue.ClusterSource{KubeConfig: &kueue.KubeConfig{Location: name + "-kubeconfig", LocationType: kueue.SecretLocationType}}}},
+				ClusterSource: kueue.ClusterSource{KubeConfig: &kueue.KubeConfig{Location: name + "-kubeconfig",
+					LocationType: kueue.SecretLocationType}}}},
 		}
 		if err := createAll(ctx, c, objs...); err != nil {
 			return err
@@ -144,12 +147,14 @@ func (m *MultiKueue) Queue(ctx context.Context, ns, cq, lq string, quotas map[st
 				Flavors: []kueue.FlavorQuotas{{Name: "default", Resources: []kueue.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: quota}}}}}},
 		}
 		if i == 0 {
-			spec.AdmissionChecksStrategy = &kueue.AdmissionChecksStrategy{AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: MultiKueueCheck}}}
+			spec.AdmissionChecksStrategy = &kueue.AdmissionChecksStrategy{
+				AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: MultiKueueCheck}}}
 		}
 		err := createAll(ctx, s.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 			&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
 			&kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: cq}, Spec: spec},
-			&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lq}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq)}})
+			&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lq},
+				Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq)}})
 		if err != nil {
 			return err
 		}
@@ -176,4 +181,30 @@ func (m *MultiKueue) Down() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// WriteKubeconfig writes one kubeconfig with a context per cluster (manager, w1, w2, ...), the manager's
+// current, and returns its path (Dir/kubeconfig of the manager's parent directory).
+func (m *MultiKueue) WriteKubeconfig() (string, error) {
+	merged := clientcmdapi.NewConfig()
+	for i, s := range m.Clusters() {
+		name := "manager"
+		if i > 0 {
+			name = m.WorkerNames[i-1]
+		}
+		cfg, err := clientcmd.LoadFromFile(s.Cluster.Kubeconfig)
+		if err != nil {
+			return "", err
+		}
+		ctx := cfg.Contexts[cfg.CurrentContext]
+		if ctx == nil {
+			return "", fmt.Errorf("%s has no current context", s.Cluster.Kubeconfig)
+		}
+		merged.Clusters[name] = cfg.Clusters[ctx.Cluster]
+		merged.AuthInfos[name] = cfg.AuthInfos[ctx.AuthInfo]
+		merged.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	merged.CurrentContext = "manager"
+	path := filepath.Join(filepath.Dir(m.Manager.opts.Dir), "kubeconfig")
+	return path, clientcmd.WriteToFile(*merged, path)
 }

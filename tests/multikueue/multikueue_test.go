@@ -283,19 +283,19 @@ func TestDeleteRemovesTheCopy(t *testing.T) {
 	})
 }
 
-// TestLostWorkerResumes: the API server of the worker running a job stops for longer than Kueue's
-// workerLostTimeout; MultiKueue dispatches the job to the other worker, whose copy has the same run ID and
+// TestLostWorkerResumes: the worker cluster running a job is lost (its node and, for longer than Kueue's
+// workerLostTimeout, its API server); MultiKueue dispatches the job to the other worker, whose copy has the same run ID and
 // resumes from the newest checkpoint in the shared S3 bucket: its first epoch is past the epochs that
 // checkpoint holds, and the manager shows it Completed with its restart count 0.
 func TestLostWorkerResumes(t *testing.T) {
 	ns := setup(t, 2)
-	gw, _ := startS3(t, "mk")
+	gw, _ := startS3(t, "mk-ckpt")
 	for _, s := range mk.Clusters() {
 		stacktest.Create(t, s.Client, s3Keys(ns))
 	}
 	tj := dispatchedJob(ns, "lost", 2, 80, "--epoch-delay=300ms").With(func(tj *mlv1.TrainingJob) {
 		tj.Spec.Checkpoint = &mlv1.CheckpointSpec{Enabled: ptr.To(true), Frequency: ptr.To[int32](1), Retention: ptr.To[int32](3),
-			Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "mk", Prefix: "runs", Endpoint: gw.Endpoint,
+			Storage: &mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "mk-ckpt", Prefix: "runs", Endpoint: gw.Endpoint,
 				SecretRef: &corev1.LocalObjectReference{Name: "s3-keys"}}}
 	}).Obj()
 	stacktest.Create(t, mk.Manager.Client, tj)
@@ -311,6 +311,11 @@ func TestLostWorkerResumes(t *testing.T) {
 	})
 	firstCopy, _ := get(t, mk.Workers[first], ns, "lost")
 	lostAt := time.Now()
+	// The whole cluster goes: its node (the pods with it: otherwise they train on into the same run
+	// directory, docs/kueue.md) and its API server.
+	if err := mk.Workers[first].PartitionNode("process-node-0"); err != nil {
+		t.Fatal(err)
+	}
 	down := make(chan error, 1)
 	go func() { down <- mk.Workers[first].Cluster.RestartAPIServer(workerLost + 40*time.Second) }()
 	t.Cleanup(func() { <-down })
@@ -371,7 +376,6 @@ func s3Keys(ns string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: ns},
 		StringData: map[string]string{checkpoint.SecretS3AccessKey: "mk-access", checkpoint.SecretS3SecretKey: "mk-secret-key"}}
 }
-
 
 // TestManagedByDefaulted: a job created in a LocalQueue whose ClusterQueue dispatches through MultiKueue
 // gets spec.managedBy kueue.x-k8s.io/multikueue at admission (the QueueController's ConfigMap, read by the
