@@ -44,8 +44,8 @@ var used = map[string][]string{
 	// cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
 	"core/secrets":         {"create", "get"},
 	"events.k8s.io/events": {"create", "patch"},
-	// delete: ttl with deleteTrainingJob
-	"ml.example.com/trainingjobs": {"delete", "get", "list", "watch"},
+	// delete: ttl with deleteTrainingJob; patch: a MultiKueue copy's origin-created annotation, once
+	"ml.example.com/trainingjobs": {"delete", "get", "list", "patch", "watch"},
 	// server-side apply, one field manager per controller
 	"ml.example.com/trainingjobs/status": {"patch"},
 	"scheduling.volcano.sh/podgroups":    {"create", "get"},
@@ -56,7 +56,12 @@ var used = map[string][]string{
 	"kueue.x-k8s.io/workloads/status":        {"update"},
 	"kueue.x-k8s.io/resourceflavors":         {"get"},
 	"kueue.x-k8s.io/workloadpriorityclasses": {"get"},
-	"scheduling.k8s.io/priorityclasses":      {"get"},
+	// the QueueController (cache): which LocalQueues dispatch through MultiKueue; it writes the result into
+	// a ConfigMap per namespace (core/configmaps above: get uncached, create, update, delete)
+	"kueue.x-k8s.io/localqueues":        {"get", "list", "watch"},
+	"kueue.x-k8s.io/clusterqueues":      {"get", "list", "watch"},
+	"kueue.x-k8s.io/admissionchecks":    {"get", "list", "watch"},
+	"scheduling.k8s.io/priorityclasses": {"get"},
 	// The metrics endpoint: who a scraper's token is, and whether it may get /metrics.
 	"authentication.k8s.io/tokenreviews":        {"create"},
 	"authorization.k8s.io/subjectaccessreviews": {"create"},
