@@ -68,12 +68,17 @@ func RunID(tj *mlv1.TrainingJob) string {
 // carries and a job created again does not (its name holds the manager job's UID), so the copy made on
 // another worker after a cluster is lost resumes the same run from a shared store, and no other run.
 func DispatchedRunID(tj *mlv1.TrainingJob) string {
-	origin, wl := tj.Labels[names.MultiKueueOriginLabel], PrebuiltWorkload(tj)
-	if origin == "" || wl == "" {
+	if !Dispatched(tj) {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(origin + "/" + wl))
+	sum := sha256.Sum256([]byte(tj.Labels[names.MultiKueueOriginLabel] + "/" + PrebuiltWorkload(tj)))
 	return "mk-" + hex.EncodeToString(sum[:16])
+}
+
+// Dispatched reports whether the job is a copy MultiKueue made on a worker cluster: the origin label and a
+// prebuilt Workload.
+func Dispatched(tj *mlv1.TrainingJob) bool {
+	return tj.Labels[names.MultiKueueOriginLabel] != "" && PrebuiltWorkload(tj) != ""
 }
 
 // validRunID reports whether id is a run ID: a UID's characters (lower-case letters, digits, dashes).

@@ -83,7 +83,8 @@ func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob
 // refused: the job waits and says why.
 func (r *JobReconciler) adoptWorkload(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
 	if metav1.IsControlledBy(wl, tj) {
-		return nil
+		// Adopted by an earlier reconcile, which may have failed before the job's own write.
+		return r.recordOriginCreated(ctx, tj, wl)
 	}
 	if owner := metav1.GetControllerOfNoCopy(wl); owner != nil {
 		return &missingAPIError{fmt.Errorf("the Workload %s named by %s is controlled by %s %s, not by this job",
@@ -110,7 +111,7 @@ func (r *JobReconciler) adoptWorkload(ctx context.Context, tj *mlv1.TrainingJob,
 // cluster's included, counts.
 func (r *JobReconciler) recordOriginCreated(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
 	at, ok := wl.Annotations[names.OriginCreatedAnnotation]
-	if !ok || tj.Annotations[names.OriginCreatedAnnotation] != "" || builders.DispatchedRunID(tj) == "" {
+	if !ok || tj.Annotations[names.OriginCreatedAnnotation] != "" || !builders.Dispatched(tj) {
 		return nil
 	}
 	patch := client.MergeFrom(tj.DeepCopy())

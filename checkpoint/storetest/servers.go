@@ -1,12 +1,18 @@
 package storetest
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 )
 
 // VersityGW is the real S3-compatible server versitygw (built by hack/objstore.sh; its path in
@@ -108,4 +114,24 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// Bucket creates bucket on the server (retrying while the server starts, up to 30 s) and returns a store of
+// it signed with the server's keys.
+func (v *VersityGW) Bucket(bucket string) *checkpoint.S3Store {
+	v.t.Helper()
+	ctx := context.Background()
+	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: bucket, Endpoint: v.Endpoint, AccessKey: v.access, SecretKey: v.secret})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+		if err == nil {
+			return store
+		}
+		if time.Now().After(deadline) {
+			v.t.Fatalf("creating bucket %s: %v", bucket, err)
+		}
+	}
 }

@@ -328,7 +328,7 @@ const longestDispatch = 30 * 24 * time.Hour
 // in (Queued). A time after the creation or more than longestDispatch before it is not taken.
 func accountingStart(tj *mlv1.TrainingJob) time.Time {
 	created := tj.CreationTimestamp.Time
-	if builders.DispatchedRunID(tj) == "" {
+	if !builders.Dispatched(tj) {
 		return created
 	}
 	at, err := time.Parse(time.RFC3339, tj.Annotations[names.OriginCreatedAnnotation])

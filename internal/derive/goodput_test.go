@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
@@ -727,5 +728,38 @@ func TestGoodputMonitoringOff(t *testing.T) {
 		if g.Percent != "unknown" {
 			t.Errorf("writing %d: percent %q, want unknown", w, g.Percent)
 		}
+	}
+}
+
+// TestAccountingStartOfADispatchedCopy: a copy MultiKueue made starts its accounting at the manager job's
+// creation (the origin-created annotation) when that is before its own creation and at most 30 days
+// before; any other value, or a job that is not such a copy, starts at its creation.
+func TestAccountingStartOfADispatchedCopy(t *testing.T) {
+	created := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	dispatched := map[string]string{names.MultiKueueOriginLabel: "manager"}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		origin string
+		want   time.Time
+	}{
+		{name: "10 minutes before", labels: dispatched, origin: "2026-12-03T11:50:00Z", want: created.Add(-10 * time.Minute)},
+		{name: "not a dispatched copy", origin: "2026-12-03T11:50:00Z", want: created},
+		{name: "after its creation", labels: dispatched, origin: "2026-12-03T12:00:01Z", want: created},
+		{name: "31 days before", labels: dispatched, origin: "2026-11-02T11:59:59Z", want: created},
+		{name: "not a time", labels: dispatched, origin: "yesterday", want: created},
+		{name: "year 1", labels: dispatched, origin: "0001-01-01T00:00:00Z", want: created},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "copy").Queue("lq").Obj()
+			tj.CreationTimestamp = metav1.NewTime(created)
+			tj.Labels = tt.labels
+			tj.Annotations = map[string]string{names.PrebuiltWorkloadKey: "trainingjob-copy-0a1b2c3d", names.OriginCreatedAnnotation: tt.origin}
+			g := AccountGoodput(tj, nil, created.Add(time.Minute))
+			if got := created.Add(time.Minute).Sub(tt.want).Seconds(); g == nil || math.Abs(g.BadputSeconds.Queued-got) > 0.001 {
+				t.Errorf("goodput %+v, want %.0f s queued (from %s)", g, got, tt.want)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -12,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -33,16 +30,7 @@ import (
 func startS3(t *testing.T, bucket string) (*storetest.VersityGW, *checkpoint.S3Store) {
 	t.Helper()
 	gw := storetest.NewVersityGW(t, "e2e-access", "e2e-secret-key")
-	store, err := checkpoint.NewS3Store(context.Background(),
-		checkpoint.S3Options{Bucket: bucket, Endpoint: gw.Endpoint, AccessKey: "e2e-access", SecretKey: "e2e-secret-key"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "bucket created", func() error {
-		_, err := store.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)})
-		return err
-	})
-	return gw, store
+	return gw, gw.Bucket(bucket)
 }
 
 // s3Keys returns a Secret named name holding the test server's access key and secretKey (e2eSecretKey: the

@@ -16,10 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,8 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
@@ -52,55 +47,20 @@ var (
 const workerLost = 20 * time.Second
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	assets, err := testenv.Assets()
-	if err == nil {
-		_, err = testenv.KueueAssets()
-	}
+	kueueAssets, err := testenv.KueueAssets()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "multikueue:", err)
-		return 1
+		os.Exit(1)
 	}
-	kueueAssets, _ := testenv.KueueAssets()
-	dir, err := os.MkdirTemp("", "trainingjob-multikueue-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multikueue:", err)
-		return 1
-	}
-	bin, err := testenv.BuildWorkerTools(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multikueue:", err)
-		return 1
-	}
-	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multikueue:", err)
-		return 1
-	}
-	defer logFile.Close()
-	opts := local.Options{Assets: assets, Dir: dir, Nodes: 1, Path: []string{bin}, WorkDir: testenv.RepoRoot(),
-		RestartBackoff: time.Second, ProgressInterval: 300 * time.Millisecond, CheckpointInterval: 300 * time.Millisecond,
-		Log: zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel)), Kueue: kueueAssets,
-		ManagerBinary: filepath.Join(bin, "manager"), LogLevel: "1"}
-	ctrllog.SetLogger(opts.Log)
-	if mk, err = local.UpMultiKueue(ctx, opts, 2, workerLost); err != nil {
-		fmt.Fprintln(os.Stderr, "multikueue:", err, "; logs in", dir)
-		return 1
-	}
-	code := m.Run()
-	if err := mk.Down(); err != nil {
-		fmt.Fprintln(os.Stderr, "multikueue:", err)
-		code = 1
-	}
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintln(os.Stderr, "multikueue: logs of the stacks and the pods are kept in", dir)
-	}
-	return code
+	os.Exit(stacktest.MainOf(m, "multikueue", func(o *local.Options, bin string) {
+		o.Nodes, o.Kueue, o.ManagerBinary, o.LogLevel = 1, kueueAssets, filepath.Join(bin, "manager"), "1"
+	}, func(o local.Options) (func() error, error) {
+		var err error
+		if mk, err = local.UpMultiKueue(ctx, o, 2, workerLost); err != nil {
+			return nil, err
+		}
+		return mk.Down, nil
+	}))
 }
 
 const workerCPU = "500m"
@@ -360,16 +320,7 @@ func TestLostWorkerResumes(t *testing.T) {
 func startS3(t *testing.T, bucket string) (*storetest.VersityGW, *checkpoint.S3Store) {
 	t.Helper()
 	gw := storetest.NewVersityGW(t, "mk-access", "mk-secret-key")
-	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: bucket, Endpoint: gw.Endpoint, AccessKey: "mk-access",
-		SecretKey: "mk-secret-key"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stacktest.Eventually(t, 30*time.Second, "bucket created", func() error {
-		_, err := store.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
-		return err
-	})
-	return gw, store
+	return gw, gw.Bucket(bucket)
 }
 
 func s3Keys(ns string) *corev1.Secret {

@@ -33,7 +33,21 @@ import (
 // stops the stack, and keeps its directory (component and pod logs, pods' files) only when a test
 // failed. It returns the exit code for os.Exit.
 func Main(m *testing.M, name string, stack **local.Stack, configure func(o *local.Options, bin string)) int {
-	code, err := run(m, name, stack, configure)
+	return MainOf(m, name, configure, func(o local.Options) (func() error, error) {
+		s, err := local.Up(context.Background(), o)
+		if err != nil {
+			return nil, err
+		}
+		*stack = s
+		return s.Down, nil
+	})
+}
+
+// MainOf is Main for what up starts from the options (several stacks, for example); up returns how to
+// stop it.
+func MainOf(m *testing.M, name string, configure func(o *local.Options, bin string),
+	up func(local.Options) (down func() error, err error)) int {
+	code, err := run(m, name, configure, up)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		return 1
@@ -41,7 +55,7 @@ func Main(m *testing.M, name string, stack **local.Stack, configure func(o *loca
 	return code
 }
 
-func run(m *testing.M, name string, stack **local.Stack, configure func(o *local.Options, bin string)) (int, error) {
+func run(m *testing.M, name string, configure func(o *local.Options, bin string), up func(local.Options) (func() error, error)) (int, error) {
 	assets, err := testenv.Assets()
 	if err != nil {
 		return 1, err
@@ -70,11 +84,12 @@ func run(m *testing.M, name string, stack **local.Stack, configure func(o *local
 	// The suite's own clients log through controller-runtime too: into the stack's log, not (as a stack
 	// trace saying the logger was never set) into the middle of the tests' output.
 	ctrllog.SetLogger(opts.Log)
-	if *stack, err = local.Up(context.Background(), opts); err != nil {
-		return 1, err
+	down, err := up(opts)
+	if err != nil {
+		return 1, fmt.Errorf("%w (logs in %s)", err, dir)
 	}
 	code := m.Run()
-	if err := (*stack).Down(); err != nil {
+	if err := down(); err != nil {
 		return 1, err
 	}
 	if code == 0 {
