@@ -57,6 +57,7 @@ unit: ## Run the unit tests only: no control plane, object store or framework (s
 build: ## Build the manager, trainingjob-local, the kubectl plugin, the benchmarks and the example trainer into bin/.
 	$(GO_BUILD) -o bin/ ./cmd/manager ./cmd/supervisor ./cmd/trainingjob-local ./cmd/kubectl-trainingjob ./examples/trainer
 	$(GO_BUILD) -o bin/progress-bench ./tests/performance/progress
+	$(GO_BUILD) -o bin/multikueue-bench ./tests/performance/multikueue
 	$(GO_BUILD) -o bin/scale-bench ./tests/performance/scale
 	$(GO_BUILD) -o bin/peer-bench ./tests/performance/peers
 
@@ -110,6 +111,10 @@ test-multikueue: ## Run tests/multikueue (make test runs its short part, MULTIKU
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" VERSITYGW="$$(hack/objstore.sh)" KUEUE_ASSETS="$$(hack/kueue.sh)" \
 		go test $(GO_TEST_FLAGS) -tags multikueue -timeout 20m -v -run '$(MULTIKUEUE_RUN)' ./tests/multikueue $(call logger-set,bin/test-multikueue.log)
+
+.PHONY: bench-multikueue
+bench-multikueue: build ## Measure MultiKueue on the local stack (a manager, two workers): manager create → worker pods running, worker state → manager state, over 100 jobs.
+	bin/multikueue-bench -assets "$$(hack/testbin.sh $(TESTBIN_COMPONENTS))" -kueue "$$(hack/kueue.sh)" -bin bin -jobs 100 -out bin
 
 .PHONY: bench-progress
 bench-progress: build ## Measure how fast rank 0's progress reaches the gauges and the status, 100 and 1,000 jobs.
