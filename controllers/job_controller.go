@@ -44,6 +44,8 @@ type JobReconciler struct {
 	Options builders.Options
 	// Workers is how many TrainingJobs are reconciled at once.
 	Workers int
+	// ClusterName names this cluster in status.clusterName (Config.ClusterName).
+	ClusterName string
 	// DetailInterval is how long a change of details only waits to be written (detailsWait).
 	DetailInterval time.Duration
 	// Logs reads the end of a failed trainer's log for the failure's hint; nil leaves it out.
@@ -103,6 +105,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	// 4. Record the checkpoint storage and run ID.
 	tj.Status.CheckpointStorage = builders.StorageChoice(tj, r.options(ctx))
 	tj.Status.RunID = builders.RunID(tj)
+	tj.Status.ClusterName = r.ClusterName
 	now := metav1.NewTime(r.Clock.Now())
 	if old.State == "" && tj.Status.CheckpointStorage != nil {
 		return r.write(ctx, tj, old, derive.Status(tj, derive.Observed{}, now), now.Time)

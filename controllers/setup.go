@@ -227,6 +227,9 @@ type Config struct {
 	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16): the
 	// StatusController's and the CheckpointController's concurrent reconciles.
 	ScrapeWorkers int
+	// ClusterName names the cluster the operator runs in, in each job's status.clusterName (on a MultiKueue
+	// worker, what the manager shows); empty: none.
+	ClusterName string
 	// JobWorkers is how many TrainingJobs the JobController reconciles at once (default 10). Its
 	// reconciles mostly wait on the API server.
 	JobWorkers int
@@ -303,6 +306,7 @@ type wiring struct {
 func (w wiring) jobReconciler() *JobReconciler {
 	return &JobReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Scheme: w.mgr.GetScheme(),
 		Recorder: w.recorder, Clock: clock.RealClock{}, Options: w.cfg.Builders, Workers: orDefaultInt(w.cfg.JobWorkers, 10),
+		ClusterName: w.cfg.ClusterName,
 		// Worker counts and reasons are written at most as often as progress.
 		Logs: w.logs, DetailInterval: w.interval,
 		Control: &controlapi.Client{HTTP: w.http, Timeout: w.timeout}}

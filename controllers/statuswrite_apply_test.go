@@ -73,7 +73,7 @@ func fullStatus(v int32, types []string) mlv1.TrainingJobStatus {
 	st := mlv1.TrainingJobStatus{State: mlv1.State("S" + s), ObservedGeneration: int64(v), Progress: s + "%", CurrentEpoch: v, TotalEpochs: v,
 		ETA: s + "m", Metrics: &mlv1.TrainingMetrics{Loss: ptr.To(float64(v))}, Workers: mlv1.WorkerCounts{Active: v},
 		Checkpoint:        &mlv1.CheckpointStatus{Latest: "c-" + s, Count: v},
-		CheckpointStorage: &mlv1.CheckpointStorage{Type: mlv1.StorageType("T" + s)}, RunID: "r" + s,
+		CheckpointStorage: &mlv1.CheckpointStorage{Type: mlv1.StorageType("T" + s)}, RunID: "r" + s, ClusterName: "c" + s,
 		StartTime: &at, CompletionTime: &at, Duration: s + "s", FailureReason: "f" + s, RestartCount: v, Attempt: v, LastFailure: "l" + s,
 		LastProgressTime: &at, CurrentStep: int64(v), AvoidedNodes: []mlv1.AvoidedNode{{Name: "n" + s}},
 		LastFailureNode: "n" + s, LastFailureTime: &at,

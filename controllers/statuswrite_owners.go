@@ -20,7 +20,7 @@ import (
 // statusOwners is who writes each status field (by its JSON name) and each condition type.
 var statusOwners = []statusOwner{
 	{Manager: jobController,
-		Fields: []string{"state", "observedGeneration", "workers", "checkpointStorage", "runID", "startTime", "completionTime",
+		Fields: []string{"state", "observedGeneration", "workers", "checkpointStorage", "runID", "clusterName", "startTime", "completionTime",
 			"duration", "failureReason", "restartCount", "attempt", "lastFailure", "avoidedNodes", "lastFailureNode",
 			"lastFailureTime", "inputs", "goodput"},
 		Conditions: []string{mlv1.ConditionCreated, mlv1.ConditionRunning, mlv1.ConditionCompleted, mlv1.ConditionFailed,

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,7 @@ type config struct {
 	leaderElect            bool
 	leaderElectionNS       string
 	namespaces             string
+	clusterName            string
 	kubeconfig             string
 	images                 map[mlv1.Framework]*string
 	progressInterval       time.Duration
@@ -79,6 +81,8 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&c.clusterName, "cluster-name", "", "this cluster's name in each job's status.clusterName (on a MultiKueue worker: "+
+		"the name the manager shows); empty: none")
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.DurationVar(&c.progressInterval, "progress-interval", 5*time.Second,
 		"time between two reads of a running job's rank-0 progress (monitoring.scrapeIntervalSeconds overrides it)")
@@ -189,7 +193,10 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 	if err != nil {
 		return err
 	}
-	cfg.Namespaces = namespaces
+	if errs := validation.IsDNS1123Label(c.clusterName); c.clusterName != "" && len(errs) > 0 {
+		return fmt.Errorf("--cluster-name %q: %s", c.clusterName, strings.Join(errs, "; "))
+	}
+	cfg.Namespaces, cfg.ClusterName = namespaces, c.clusterName
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
 	}

@@ -123,6 +123,11 @@ type TrainingJobStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9a-z-]*$`
 	RunID string `json:"runID,omitempty"`
+	// clusterName is the cluster the job runs on, as the operator there is named (its --cluster-name); on a
+	// MultiKueue manager, the worker's, mirrored with the rest of the status.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ClusterName string `json:"clusterName,omitempty"`
 
 	// startTime is when the workers' Job started.
 	// +optional

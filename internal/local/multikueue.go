@@ -51,7 +51,7 @@ func UpMultiKueue(ctx context.Context, opts Options, workers int, lost time.Dura
 		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 			return nil, err
 		}
-		o.Log = opts.Log.WithName(name)
+		o.Log, o.ClusterName = opts.Log.WithName(name), name
 		return Up(ctx, o)
 	}
 	mo := opts

@@ -52,6 +52,8 @@ type Options struct {
 	MetricsInsecureHTTP bool
 	// ProgressInterval is the operator's time between reads of rank 0's progress (default 5 s).
 	ProgressInterval time.Duration
+	// ClusterName is the operator's --cluster-name (status.clusterName); UpMultiKueue names each cluster.
+	ClusterName string
 	// LogLevel is the operator's --zap-log-level (default info; 1 logs each decision of a job).
 	LogLevel string
 	// CheckpointInterval is the checkpoint agents' time between rotations (default 30 s). The agent is
@@ -228,7 +230,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 			SupervisorCommand: supervisorCommand(opts),
 			AgentInterval:     opts.CheckpointInterval,
 			GPUResource:       opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
-		ProgressInterval: opts.ProgressInterval,
+		ProgressInterval: opts.ProgressInterval, ClusterName: opts.ClusterName,
 	})
 }
 
@@ -265,6 +267,9 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 		args = append(args, "--metrics-insecure-http")
 	}
 	args = append(args, "--inputs-node-cache-dir="+nodeCacheDir(o))
+	if o.ClusterName != "" {
+		args = append(args, "--cluster-name="+o.ClusterName)
+	}
 	keyFile, _, err := agentTokenKey(o)
 	if err != nil {
 		return nil, err

@@ -180,15 +180,16 @@ func TestDispatchedAndMirrored(t *testing.T) {
 		CurrentEpoch  int32
 		Goodput       bool
 		RunID         string
+		ClusterName   string
 		RestartCount  int32
 		WorkloadOwned map[string]bool
 	}
 	wantWL := map[string]bool{builders.PrebuiltWorkload(remote): true}
 	got := shown{State: mgr.Status.State, Progress: mgr.Status.Progress, CurrentEpoch: mgr.Status.CurrentEpoch,
 		Goodput: mgr.Status.Goodput != nil && mgr.Status.Goodput.ProductiveSeconds > 0, RunID: mgr.Status.RunID,
-		RestartCount: mgr.Status.RestartCount, WorkloadOwned: owned}
+		ClusterName: mgr.Status.ClusterName, RestartCount: mgr.Status.RestartCount, WorkloadOwned: owned}
 	want := shown{State: mlv1.StateCompleted, Progress: remote.Status.Progress, CurrentEpoch: 6, Goodput: true,
-		RunID: remote.Status.RunID, WorkloadOwned: wantWL}
+		RunID: remote.Status.RunID, ClusterName: w, WorkloadOwned: wantWL}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the manager's status and the worker's Workloads (-want +got):\n%s", diff)
 	}

@@ -41,6 +41,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .Values.watchNamespaces }}
 - --watch-namespaces={{ join "," . }}
 {{- end }}
+{{- with .Values.clusterName }}
+- --cluster-name={{ . }}
+{{- end }}
 {{- range $fw, $img := .Values.defaultImages }}
 - --default-image-{{ $fw }}={{ $img }}
 {{- end }}
