@@ -54,6 +54,10 @@ func RunID(tj *mlv1.TrainingJob) string {
 	switch {
 	case tj.Status.RunID != "" && !validRunID(tj.Status.RunID):
 		return string(tj.UID) // never a path of its own (admission refuses one: an older API server may not)
+	case strings.HasPrefix(tj.Status.RunID, dispatchedPrefix) && tj.Status.RunID != DispatchedRunID(tj):
+		// A dispatched run's ID holds only while the job still names that run's Workload: a job whose
+		// labels were written to look dispatched and then removed gets a run of its own.
+		return string(tj.UID)
 	case tj.Status.RunID != "" || tj.Status.State != "":
 		return tj.Status.RunID
 	}
@@ -72,13 +76,14 @@ func DispatchedRunID(tj *mlv1.TrainingJob) string {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(tj.Labels[names.MultiKueueOriginLabel] + "/" + PrebuiltWorkload(tj)))
-	return "mk-" + hex.EncodeToString(sum[:16])
+	return dispatchedPrefix + hex.EncodeToString(sum[:16])
 }
 
-// Dispatched reports whether the job is a copy MultiKueue made on a worker cluster: the origin label and a
-// prebuilt Workload.
+const dispatchedPrefix = "mk-"
+
+// Dispatched reports whether the job is a copy MultiKueue made on a worker cluster (PrebuiltWorkload).
 func Dispatched(tj *mlv1.TrainingJob) bool {
-	return tj.Labels[names.MultiKueueOriginLabel] != "" && PrebuiltWorkload(tj) != ""
+	return PrebuiltWorkload(tj) != ""
 }
 
 // validRunID reports whether id is a run ID: a UID's characters (lower-case letters, digits, dashes).

@@ -192,6 +192,14 @@ func TestDispatchedRunID(t *testing.T) {
 			want: "uid-w2"},
 		{name: "only the origin label", tj: copyOf("uid-w2", map[string]string{names.MultiKueueOriginLabel: "multikueue"}), want: "uid-w2"},
 	}
+	tampered := copyOf("uid-w3", nil) // recorded as a copy's, then its labels removed
+	tampered.Status.State, tampered.Status.RunID = mlv1.StateSuspended, onW1
+	if got := builders.RunID(tampered); got != "uid-w3" {
+		t.Errorf("a job that no longer names the dispatched run's Workload keeps its run ID %q, want its UID", got)
+	}
+	if got := builders.RunID(copyOf("uid-w3", mk("multikueue", "Not_A_Name"))); got != "uid-w3" {
+		t.Errorf("a prebuilt name no Workload can have gave run ID %q, want the UID", got)
+	}
 	annotated := copyOf("uid-w2", map[string]string{names.MultiKueueOriginLabel: "multikueue"})
 	annotated.Annotations = map[string]string{names.PrebuiltWorkloadKey: "trainingjob-a-0a1b2c3d"} // Kueue v0.16 on
 	tests = append(tests, struct {

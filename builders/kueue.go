@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -43,11 +44,18 @@ func ManagedByOperator(tj *mlv1.TrainingJob) bool {
 // PrebuiltWorkload returns the Workload another made for the job (names.PrebuiltWorkloadKey, the annotation
 // else the label, as Kueue reads them: MultiKueue, on the worker cluster it dispatched the job to), "" when
 // the job's Workload is the operator's own.
+//
+// Only a copy MultiKueue made counts (its origin label), and only a name a Workload can have: a key on any
+// other job is ignored, so a typo does not stop a running job nor a long value fill its status.
 func PrebuiltWorkload(tj *mlv1.TrainingJob) string {
-	if wl := tj.Annotations[names.PrebuiltWorkloadKey]; wl != "" {
-		return wl
+	wl := tj.Annotations[names.PrebuiltWorkloadKey]
+	if wl == "" {
+		wl = tj.Labels[names.PrebuiltWorkloadKey]
 	}
-	return tj.Labels[names.PrebuiltWorkloadKey]
+	if tj.Labels[names.MultiKueueOriginLabel] == "" || len(validation.IsDNS1123Subdomain(wl)) > 0 {
+		return ""
+	}
+	return wl
 }
 
 // WorkloadName returns the name of the job's Workload: the prebuilt one, else the operator's own.

@@ -50,7 +50,14 @@ func (r *JobReconciler) ensureWorkload(ctx context.Context, tj *mlv1.TrainingJob
 	if err != nil {
 		return err
 	}
+	// A Workload of that name that is not the job's is never finished, synced or released by it: only a
+	// Workload made for a dispatched copy is adopted, and only unfinished (adoptWorkload checks it).
+	foreign := found && !metav1.IsControlledBy(wl, tj) && (prebuilt == "" || finished(tj))
 	switch {
+	case foreign && finished(tj):
+		return nil
+	case foreign:
+		return &missingAPIError{fmt.Errorf("the Workload %s exists and is not this job's: delete it, or the job", wl.Name)}
 	case finished(tj):
 		if found {
 			return r.finishWorkload(ctx, tj, wl)
@@ -107,11 +114,12 @@ func (r *JobReconciler) adoptWorkload(ctx context.Context, tj *mlv1.TrainingJob,
 }
 
 // recordOriginCreated copies the manager job's creation time from the Workload (names.OriginCreatedAnnotation)
-// onto the job, once: its goodput starts there (derive), so the time before this copy existed, a lost
+// onto the job, once, over any value written there: its goodput starts there (derive), so the time before this copy existed, a lost
 // cluster's included, counts.
 func (r *JobReconciler) recordOriginCreated(ctx context.Context, tj *mlv1.TrainingJob, wl *kueue.Workload) error {
 	at, ok := wl.Annotations[names.OriginCreatedAnnotation]
-	if !ok || tj.Annotations[names.OriginCreatedAnnotation] != "" || !builders.Dispatched(tj) {
+	if !ok || tj.Annotations[names.OriginCreatedAnnotation] == at || !builders.Dispatched(tj) {
+		// The Workload's value wins over one written on the job (or copied from the manager's job).
 		return nil
 	}
 	patch := client.MergeFrom(tj.DeepCopy())

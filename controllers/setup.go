@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -227,6 +228,8 @@ type Config struct {
 	// ScrapeWorkers is how many scrapes run at once, over all jobs (default 16): the
 	// StatusController's and the CheckpointController's concurrent reconciles.
 	ScrapeWorkers int
+	// Namespace is the operator's own (default DefaultNamespace): the QueueController's ConfigMap lives there.
+	Namespace string
 	// ClusterName names the cluster the operator runs in, in each job's status.clusterName (on a MultiKueue
 	// worker, what the manager shows); empty: none.
 	ClusterName string
@@ -246,6 +249,9 @@ type Config struct {
 	// DefaultStatusWriteQPS; negative, no budget.
 	StatusWriteQPS float64
 }
+
+// DefaultNamespace is the operator's namespace where it cannot tell (outside a pod), as deploy/ installs it.
+const DefaultNamespace = "trainingjob-system"
 
 // Setup takes over the status fields that moved to another controller (takeOverMovedFields), then
 // registers the controllers and the trainingjob_total collector with mgr.
@@ -276,7 +282,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		{name: "tracking", setup: w.trackingReconciler().SetupWithManager},
 	}
 	if KueueServed(mgr.GetConfig()) {
-		q := &QueueReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+		q := &QueueReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: cmp.Or(cfg.Namespace, DefaultNamespace)}
 		controllers = append(controllers, struct {
 			name  string
 			setup func(ctrl.Manager) error

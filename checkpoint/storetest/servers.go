@@ -121,7 +121,8 @@ func tail(b []byte, n int) []byte {
 func (v *VersityGW) Bucket(bucket string) *checkpoint.S3Store {
 	v.t.Helper()
 	ctx := context.Background()
-	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: bucket, Endpoint: v.Endpoint, AccessKey: v.access, SecretKey: v.secret})
+	store, err := checkpoint.NewS3Store(ctx, checkpoint.S3Options{Bucket: bucket, Endpoint: v.Endpoint, AccessKey: v.access,
+		SecretKey: v.secret})
 	if err != nil {
 		v.t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 )
 
@@ -131,7 +132,7 @@ const (
 	agentTokenKeySize   = 32
 	// defaultOperatorNamespace is the operator's namespace when neither POD_NAMESPACE nor the in-cluster
 	// service account says (the manager runs outside a cluster).
-	defaultOperatorNamespace = "trainingjob-system"
+	defaultOperatorNamespace = controllers.DefaultNamespace
 	serviceAccountNamespace  = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 

@@ -197,6 +197,7 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		return fmt.Errorf("--cluster-name %q: %s", c.clusterName, strings.Join(errs, "; "))
 	}
 	cfg.Namespaces, cfg.ClusterName = namespaces, c.clusterName
+	cfg.Namespace, _ = operatorNamespace(serviceAccountNamespace)
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err
 	}

@@ -160,6 +160,11 @@ func (s *Stack) start(ctx context.Context, opts Options) error {
 		if err := s.startKueue(ctx); err != nil {
 			return err
 		}
+		// The operator's QueueController keeps its list of MultiKueue queues in its namespace.
+		err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
+		}
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.ctx, s.nodes = ctx, map[string]*nodeRun{}
@@ -311,7 +316,7 @@ func (s *Stack) NodeCacheDir() string { return nodeCacheDir(s.opts) }
 
 // The operator's ServiceAccount, as deploy/rbac binds it.
 const (
-	operatorNamespace      = "trainingjob-system"
+	operatorNamespace      = controllers.DefaultNamespace
 	operatorServiceAccount = "system:serviceaccount:" + operatorNamespace + ":trainingjob-operator"
 )
 

@@ -29,6 +29,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint"
 	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/storetest"
+	"github.com/trainingjob-operator/trainingjob-operator/controllers"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local"
@@ -337,10 +338,11 @@ func TestManagedByDefaulted(t *testing.T) {
 	ns := setup(t, 2)
 	stacktest.Eventually(t, time.Minute, "the manager's ConfigMap lists lq", func() error {
 		cm := &corev1.ConfigMap{}
-		if err := mk.Manager.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.MultiKueueQueuesConfigMap}, cm); err != nil {
+		key := client.ObjectKey{Namespace: controllers.DefaultNamespace, Name: names.MultiKueueQueuesConfigMap}
+		if err := mk.Manager.Client.Get(ctx, key, cm); err != nil {
 			return err
 		}
-		if _, ok := cm.Data["lq"]; !ok {
+		if _, ok := cm.Data[ns+".lq"]; !ok {
 			return fmt.Errorf("data %v", cm.Data)
 		}
 		return nil
@@ -358,8 +360,9 @@ func TestManagedByDefaulted(t *testing.T) {
 	if diff := cmp.Diff(managed{Defaulted: names.MultiKueueController, Own: names.ControllerName}, got); diff != "" {
 		t.Errorf("spec.managedBy as created (-want +got):\n%s", diff)
 	}
+	before := onWorker.DeepCopy()
 	onWorker.Labels = map[string]string{"touched": "yes"}
-	if err := mk.Workers[mk.WorkerNames[0]].Client.Update(ctx, onWorker); err != nil {
+	if err := mk.Workers[mk.WorkerNames[0]].Client.Patch(ctx, onWorker, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	if onWorker.Spec.ManagedBy != nil {

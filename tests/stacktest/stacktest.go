@@ -55,7 +55,8 @@ func MainOf(m *testing.M, name string, configure func(o *local.Options, bin stri
 	return code
 }
 
-func run(m *testing.M, name string, configure func(o *local.Options, bin string), up func(local.Options) (func() error, error)) (int, error) {
+func run(m *testing.M, name string, configure func(o *local.Options, bin string),
+	up func(local.Options) (func() error, error)) (int, error) {
 	assets, err := testenv.Assets()
 	if err != nil {
 		return 1, err

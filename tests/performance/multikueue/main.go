@@ -98,8 +98,8 @@ func run(ctx context.Context, c config) error {
 	// Jobs name no managedBy: admission sets it once the QueueController has listed the queue.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		cm := &corev1.ConfigMap{}
-		err := m.Manager.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.MultiKueueQueuesConfigMap}, cm)
-		if err == nil && cm.Data["lq"] != "" {
+		err := m.Manager.Client.Get(ctx, client.ObjectKey{Namespace: controllers.DefaultNamespace, Name: names.MultiKueueQueuesConfigMap}, cm)
+		if _, listed := cm.Data[ns+".lq"]; err == nil && listed {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -212,7 +212,8 @@ func report(c config, s *seen, took time.Duration) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# MultiKueue benchmark\n\n%d jobs submitted to the manager every %s, 1 worker each, over two worker clusters "+
-		"(quota 20 jobs each); %s in all\n\n| latency | jobs | p50 | p99 | max |\n|---|---|---|---|---|\n", c.jobs, c.every, took.Round(time.Second))
+		"(quota 20 jobs each); %s in all\n\n| latency | jobs | p50 | p99 | max |\n|---|---|---|---|---|\n",
+		c.jobs, c.every, took.Round(time.Second))
 	var missing []string
 	for _, p := range pairs {
 		var d []time.Duration
