@@ -88,7 +88,7 @@ demo: ## Run examples/trainingjob-local.yaml to Completed on a local control pla
 # in place in real containers on real nodes). make test-frameworks and make test-cluster run them whole.
 FRAMEWORKS_SHORT = ^(TestPyTorchDDP|TestXGBoost|TestMPI|TestDefaultRunner|TestOwnDDPScriptWithTqdm|TestOwnScriptPlainEpochs|TestOwnScriptExitCode)$$
 CLUSTER_SHORT = ^(TestExampleOverClusterDNS|TestGangRestartInPlace|TestOwnScriptOnRealNodes)$$
-MULTIKUEUE_SHORT = ^(TestDispatchedAndMirrored|TestDeleteRemovesTheCopy)$$
+MULTIKUEUE_SHORT = ^(TestDispatchedAndMirrored|TestDeleteRemovesTheCopy|TestForeignWorkloadIsNeverFinished)$$
 MULTIKUEUE_RUN ?= .
 FRAMEWORKS_RUN ?= .
 CLUSTER_RUN ?= .

@@ -19,8 +19,8 @@ import (
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.eta`,priority=1
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`,priority=1
 // +kubebuilder:printcolumn:name="Goodput",type=string,JSONPath=`.status.goodput.percent`,priority=1
-// +kubebuilder:printcolumn:name="MLflow",type=string,JSONPath=`.status.mlflow.url`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`,priority=1
+// +kubebuilder:printcolumn:name="MLflow",type=string,JSONPath=`.status.mlflow.url`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 52",message="metadata.name must be a DNS-1035 label of at most 52 characters (it names the workers' host names)"
 // +gen-api:begin=immutable-while-running (hack/gen-api writes these rules from its table immutableWhileRunning)
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Initializing','Running']) || (has(self.spec.model) == has(oldSelf.spec.model) && (!has(self.spec.model) || self.spec.model == oldSelf.spec.model))",message="spec.model is immutable while the job is Initializing or Running; suspend it first",fieldPath=".spec.model"

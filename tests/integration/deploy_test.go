@@ -61,7 +61,8 @@ func TestDeployManifestsAreAccepted(t *testing.T) {
 	ctx := context.Background()
 	k, objs := deployObjects(t)
 	for _, u := range objs {
-		if k := u.GetKind(); k == "CustomResourceDefinition" || strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+		if k := u.GetKind(); k == "CustomResourceDefinition" || strings.HasPrefix(k, "ValidatingAdmissionPolicy") ||
+			strings.HasPrefix(k, "MutatingAdmissionPolicy") {
 			continue // installed by the test environment from the same files
 		}
 		if u.GetKind() != "Namespace" && u.GetNamespace() == "" && isNamespaced(u.GetKind()) {
@@ -79,7 +80,7 @@ func TestDeployManifestsAreAccepted(t *testing.T) {
 
 func isNamespaced(kind string) bool {
 	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, kind)
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}, kind)
 }
 
 // TestDeployManagerIsHardened: the manager runs non-root, read-only, without capabilities, with probes.

@@ -221,7 +221,7 @@ func assertColumns(t *testing.T, ns, name, state string) {
 	if diff := cmp.Diff([]string{"Name", "State", "Progress", "Epoch", "Age"}, cols); diff != "" {
 		t.Errorf("kubectl get columns (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"Workers", "Loss", "Accuracy", "ETA", "Restarts", "Goodput", "MLflow"}, wide); diff != "" {
+	if diff := cmp.Diff([]string{"Workers", "Loss", "Accuracy", "ETA", "Restarts", "Goodput", "Cluster", "MLflow"}, wide); diff != "" {
 		t.Errorf("kubectl get -o wide extra columns (-want +got):\n%s", diff)
 	}
 	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[0] != name || tbl.Rows[0].Cells[1] != state {

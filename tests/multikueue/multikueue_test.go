@@ -20,8 +20,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -367,5 +369,71 @@ func TestManagedByDefaulted(t *testing.T) {
 	}
 	if onWorker.Spec.ManagedBy != nil {
 		t.Errorf("an update set managedBy %q", *onWorker.Spec.ManagedBy)
+	}
+}
+
+// workerJob is a job created on a worker cluster itself (no MultiKueue), queued in lq unless queue is "".
+func workerJob(ns, name, queue string, epochs int32) *mlv1.TrainingJob {
+	return dispatchedJob(ns, name, 1, epochs, "--epoch-delay=200ms").With(func(tj *mlv1.TrainingJob) {
+		tj.Spec.ManagedBy, tj.Spec.Scheduling = nil, nil
+		if queue != "" {
+			tj.Spec.Scheduling = &mlv1.SchedulingSpec{QueueName: queue}
+		}
+	}).Obj()
+}
+
+// TestForeignWorkloadIsNeverFinished: on a worker, a tenant whose job has finished names a running job's
+// Workload as its prebuilt Workload, origin label included (what MultiKueue writes on its copies): the
+// running job's Workload stays unfinished, its finalizer kept, so Kueue keeps charging its quota.
+func TestForeignWorkloadIsNeverFinished(t *testing.T) {
+	ns := setup(t, 2)
+	w := mk.Workers[mk.WorkerNames[0]]
+	victim, done := workerJob(ns, "victim", "lq", 200), workerJob(ns, "done", "", 2)
+	stacktest.Create(t, w.Client, victim, done)
+	waitState(t, w, ns, "victim", mlv1.StateRunning, 2*time.Minute)
+	waitState(t, w, ns, "done", mlv1.StateCompleted, 2*time.Minute)
+	owned := workloads(t, w, victim)
+	if len(owned) != 1 {
+		t.Fatalf("the victim's Workloads %v, want one", owned)
+	}
+	var name string
+	for n := range owned {
+		name = n
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"manager"},"annotations":{%q:%q}}}`,
+		names.MultiKueueOriginLabel, names.PrebuiltWorkloadKey, name)
+	if err := w.Client.Patch(ctx, done, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	// The patch is reconciled within the watch's delivery; 5 s bounds the look, it measures nothing.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		got := &kueue.Workload{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, kueue.WorkloadFinished); c != nil || len(got.Finalizers) == 0 {
+			t.Fatalf("the victim's Workload was finished by another job: Finished %+v, finalizers %v", c, got.Finalizers)
+		}
+	}
+}
+
+// TestForgedDispatchedRunID: a job created on a worker with a dispatched copy's keys but no Workload made
+// for it waits and never runs under that run; once the keys go it runs under a run ID of its own, its UID.
+func TestForgedDispatchedRunID(t *testing.T) {
+	ns := setup(t, 2)
+	w := mk.Workers[mk.WorkerNames[0]]
+	forged := workerJob(ns, "train", "", 2)
+	forged.Labels = map[string]string{names.MultiKueueOriginLabel: "manager"}
+	forged.Annotations = map[string]string{names.PrebuiltWorkloadKey: "trainingjob-train-0badf00d"}
+	stacktest.Create(t, w.Client, forged)
+	waitState(t, w, ns, "train", mlv1.StateSuspended, time.Minute) // waiting for MultiKueue's Workload
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null},"annotations":{%q:null}}}`,
+		names.MultiKueueOriginLabel, names.PrebuiltWorkloadKey)
+	if err := w.Client.Patch(ctx, forged, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, w, ns, "train", mlv1.StateCompleted, 2*time.Minute)
+	if got.Status.RunID != string(got.UID) {
+		t.Errorf("run ID %q, want its UID %s: not the forged copy's run", got.Status.RunID, got.UID)
 	}
 }

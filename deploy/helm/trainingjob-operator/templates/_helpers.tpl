@@ -105,6 +105,8 @@ listed here; tests/integration/helm_rbac_test.go fails until it is classified.
 - scheduling.k8s.io/priorityclasses
 - kueue.x-k8s.io/resourceflavors
 - kueue.x-k8s.io/workloadpriorityclasses
+- kueue.x-k8s.io/clusterqueues
+- kueue.x-k8s.io/admissionchecks
 - authentication.k8s.io/tokenreviews
 - authorization.k8s.io/subjectaccessreviews
 {{- end -}}
