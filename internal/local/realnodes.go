@@ -96,19 +96,21 @@ func (s *Stack) WaitForRealNodes(ctx context.Context) error {
 	return s.waitForReady(ctx, realnode.RealNodeLabel, "real", s.opts.RealNodes, 2*time.Minute)
 }
 
-// stopRealNodes stops the real nodes and their containers, then the cluster DNS.
+// stopRealNodes stops the real nodes and their containers, kube-proxy, then the cluster DNS.
 func (s *Stack) stopRealNodes() error {
 	var errs []error
 	for name, n := range s.RealNodes {
 		errs = append(errs, n.Stop())
 		delete(s.RealNodes, name)
 	}
-	if s.opts.RealNodes > 0 {
-		errs = append(errs, realnode.RemoveKubeletChains())
-	}
+	// kube-proxy stops before the chains go: running, it puts back the jumps to its chains between their
+	// removal and the chains' own (CHAIN_DEL "Device or resource busy").
 	if s.proxy != nil {
 		errs = append(errs, s.proxy.Stop())
 		s.proxy = nil
+	}
+	if s.opts.RealNodes > 0 {
+		errs = append(errs, realnode.RemoveKubeletChains())
 	}
 	if s.dns != nil {
 		errs = append(errs, s.dns.Stop())
