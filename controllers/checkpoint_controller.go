@@ -325,9 +325,12 @@ func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJ
 
 // ofJobName reports whether a Job of the job's name, of any attempt, controls p. Labels alone are
 // not trusted: a hand-made pod must not report checkpoints or receive the agent token.
-func ofJobName(tj *mlv1.TrainingJob, p *corev1.Pod) bool {
+func ofJobName(tj *mlv1.TrainingJob, p *corev1.Pod) bool { return ofJobNamed(tj.Name, p) }
+
+// ofJobNamed is ofJobName for the TrainingJob named name.
+func ofJobNamed(name string, p *corev1.Pod) bool {
 	c := metav1.GetControllerOf(p)
-	return c != nil && c.Kind == "Job" && c.Name == names.JobName(tj)
+	return c != nil && c.Kind == "Job" && c.Name == names.JobNameOf(name)
 }
 
 // recordStorageFault records a Warning when the agent starts reporting a storage error.

@@ -453,8 +453,9 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 	return nil
 }
 
-// listPods lists the workers' pods of the current attempt, or of older ones when current is false,
-// leaving out pods that job (nil when none) did not make.
+// listPods lists the workers' pods of the current attempt's Job (job, nil when none), or of older
+// attempts' Jobs when current is false. Pods no Job of the job's name controls are a tenant's: they
+// neither decide nor block an attempt, and are never deleted.
 func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, current bool, job *batchv1.Job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
@@ -462,18 +463,17 @@ func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, curren
 	}
 	out := pods.Items[:0]
 	for _, p := range pods.Items {
-		if (names.JobAttempt(&p) == tj.Status.Attempt && ofJob(job, &p)) == current {
+		if ofJobName(tj, &p) && (names.JobAttempt(&p) == tj.Status.Attempt && ofJob(job, &p)) == current {
 			out = append(out, p)
 		}
 	}
 	return out, nil
 }
 
-// ofJob reports whether job (nil when none) made p. A pod with a Job's controller-uid label must
-// also have that Job as controller (madeBy); hand-made pods carry no UID and count.
+// ofJob reports whether job (nil when none) made p (madeBy). A pod with only the job's labels is a
+// tenant's: its exits must not fail or restart the run.
 func ofJob(job *batchv1.Job, p *corev1.Pod) bool {
-	_, made := p.Labels[names.ControllerUIDLabel]
-	return !made || madeBy(job, p)
+	return madeBy(job, p)
 }
 
 // finished reports whether the run is Completed or Failed.

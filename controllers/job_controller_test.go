@@ -167,13 +167,17 @@ func TestReconcileReplacesStaleSuspendedJob(t *testing.T) {
 func TestReconcileRecordsFaultOnce(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "f").Workers(1).Obj()
 	tj.UID, tj.Status.State = "uid-f", mlv1.StateInitializing
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+	r := newReconciler(tj)
+	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "f"}, 1)
+	p := ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ml", Name: "f-worker-0", Labels: map[string]string{names.NameLabel: "f", names.RankLabel: "0"},
-	}}
+	}})
 	p.Status.Conditions = []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "no gpu",
 	}}
-	r := newReconciler(tj, &p)
+	if err := r.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
 	reconcileN(t, r, types.NamespacedName{Namespace: "ml", Name: "f"}, 3)
 	rec := r.Recorder.(*events.FakeRecorder)
 	close(rec.Events)

@@ -22,12 +22,22 @@ import (
 // permanent error. So the verdict also reads the remembered ends of gone pods
 // (derive.Observed.Gone) and of pods force-deleted while running (derive.Observed.ForceDeleted).
 
+// exitsPerRank caps the pods of one rank an attempt's memory keeps, and maxKeptExits all its pods
+// (numWorkers is at most maxWorkers): the first ends decide, and a tenant's pods of the Job's name
+// cannot grow the operator's memory.
+const (
+	exitsPerRank = 4
+	maxWorkers   = 1024
+	maxKeptExits = exitsPerRank * maxWorkers
+)
+
 // recordExit remembers p when a container exited non-zero, or when p is force-deleted while its
-// trainer runs. It ignores older attempts; a newer attempt replaces what was kept.
+// trainer runs, for a pod a Job of its job's name controls (ofJobNamed), up to exitsPerRank pods
+// per rank. It ignores older attempts; a newer attempt replaces what was kept.
 func (m *memory) recordExit(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
 	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
-	if !ok || !derive.ExitedNonZero(p) && !forced {
+	if !ok || !ofJobNamed(key.Name, p) || !derive.ExitedNonZero(p) && !forced {
 		return
 	}
 	attempt := names.JobAttempt(p)
@@ -37,7 +47,15 @@ func (m *memory) recordExit(p *corev1.Pod) {
 		case kept.pods != nil && attempt < kept.attempt:
 			return
 		case kept.pods == nil || attempt > kept.attempt:
-			*kept = attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{}}
+			*kept = newAttemptExits(attempt)
+		}
+		rank := p.Labels[names.RankLabel]
+		switch {
+		case kept.has(p.UID):
+		case kept.full(rank):
+			return
+		default:
+			kept.ranks[rank]++
 		}
 		seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
 			DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},

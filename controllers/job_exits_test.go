@@ -2,29 +2,37 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
-// workerPod returns a pod of job "g" in namespace ml, of the given attempt, whose trainer ended with code (0:
-// still running).
+// workerPod returns a pod of job "g"'s Job in namespace ml, of the given attempt, whose trainer ended
+// with code (0: still running).
 func workerPod(name string, attempt string, code int32) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID(name + "-" + attempt),
-		Labels: map[string]string{names.NameLabel: "g", names.AttemptLabel: attempt}}}
+		Labels:          map[string]string{names.NameLabel: "g", names.AttemptLabel: attempt},
+		OwnerReferences: jobOwner("g")}}
 	cs := corev1.ContainerStatus{Name: names.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
 	if code != 0 {
 		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
@@ -68,6 +76,11 @@ func TestExitMemory(t *testing.T) {
 			present: nil, wantGone: []string{"w-0"}},
 		{name: "an older attempt's late event is ignored", seen: []*corev1.Pod{workerPod("w-0", "1", 137), workerPod("w-1", "0", 137)},
 			attempt: 1, present: nil, wantGone: []string{"w-0"}},
+		{name: "the job's labels without its Job (kubectl debug --copy-to)", seen: []*corev1.Pod{func() *corev1.Pod {
+			p := workerPod("w-1-debug", "0", 1)
+			p.OwnerReferences = nil
+			return p
+		}()}, attempt: 0, present: nil, wantGone: nil},
 		{name: "a pod of no TrainingJob", seen: []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "x"}}}, attempt: 0,
 			present: nil, wantGone: nil},
 	}
@@ -99,6 +112,34 @@ func TestExitMemory(t *testing.T) {
 		if left := m.goneExits(job, tc.attempt, nil); len(left) != 0 {
 			t.Errorf("%s: %d pods kept after forget", tc.name, len(left))
 		}
+	}
+}
+
+// TestExitMemoryIsBounded: the memory keeps exitsPerRank pods of a rank and maxKeptExits of an attempt,
+// however many failed pods of the Job's name a namespace holds.
+func TestExitMemoryIsBounded(t *testing.T) {
+	job := types.NamespacedName{Namespace: "ml", Name: "g"}
+	for _, tc := range []struct {
+		name  string
+		pods  int
+		ranks int
+		want  int
+	}{
+		{name: "one rank's replacements", pods: 10, ranks: 1, want: exitsPerRank},
+		{name: "every rank once", pods: maxWorkers, ranks: maxWorkers, want: maxWorkers},
+		{name: "forged ranks", pods: 3 * maxKeptExits, ranks: 3 * maxKeptExits, want: maxKeptExits},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m memory
+			for i := range tc.pods {
+				p := workerPod(fmt.Sprintf("w-%d", i), "0", 1)
+				p.Labels[names.RankLabel] = fmt.Sprint(i % tc.ranks)
+				m.recordExit(p)
+			}
+			if got := len(m.goneExits(job, 0, nil)); got != tc.want {
+				t.Errorf("%d pods kept, want %d", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -143,7 +184,12 @@ func TestNotOf(t *testing.T) {
 	}{
 		{name: "the Job's", pod: mk("job-uid"), job: job, want: false},
 		{name: "another Job's", pod: mk("old-uid"), job: job, want: true},
-		{name: "made by hand", pod: mk(""), job: job, want: false},
+		{name: "made by hand", pod: mk(""), job: job, want: true},
+		{name: "the Job's label, no owner", pod: func() corev1.Pod {
+			p := mk("job-uid")
+			p.OwnerReferences = nil
+			return p
+		}(), job: job, want: true},
 		{name: "no Job yet", pod: mk("old-uid"), want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,5 +197,96 @@ func TestNotOf(t *testing.T) {
 				t.Errorf("notOf = %t, want %t", got, tc.want)
 			}
 		})
+	}
+}
+
+// ofTheJob makes p a pod of tj's Job as Kubernetes' Job controller makes one: the Job, which r created,
+// as its controller owner and the Job's controller-uid label. Pods without them are a tenant's.
+func ofTheJob(t *testing.T, r *JobReconciler, tj *mlv1.TrainingJob, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	job := &batchv1.Job{}
+	if err := r.Get(context.Background(), types.NamespacedName{Namespace: tj.Namespace, Name: names.JobName(tj)}, job); err != nil {
+		t.Fatalf("the Job of %s: %v", tj.Name, err)
+	}
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[names.ControllerUIDLabel] = string(job.UID)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
+		Controller: ptr.To(true)}}
+	return p
+}
+
+// TestTenantPodDoesNotFailTheJob: a pod a tenant made by hand with the job's name, attempt and rank labels,
+// whose trainer exited 1, neither fails nor restarts a healthy run, and no such pod is deleted: only the
+// Job's pods decide.
+func TestTenantPodDoesNotFailTheJob(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ("ml", "f").Workers(2).Obj()
+	tj.UID = "uid-f"
+	r := newReconciler(tj)
+	key := client.ObjectKeyFromObject(tj)
+	reconcileN(t, r, key, 1)
+	running := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	for i := range 2 {
+		l := names.AttemptLabels(tj)
+		l[names.RankLabel] = fmt.Sprint(i)
+		p := ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("f-worker-%d", i), Labels: l},
+			Status: running})
+		if err := r.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileN(t, r, key, 1)
+	l := names.AttemptLabels(tj)
+	l[names.RankLabel] = "1"
+	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-1-forged", Labels: l},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "forged"}}}}}}
+	older := forged.DeepCopy()
+	older.Name, older.Labels = "f-worker-0-older", names.AttemptLabels(tj)
+	older.Labels[names.AttemptLabel], older.Status = "7", running
+	for _, p := range []*corev1.Pod{forged, older} {
+		if err := r.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileN(t, r, key, 3)
+	for _, p := range []*corev1.Pod{forged, older} {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("the tenant's pod %s was deleted (%v): the operator deletes only its Jobs' pods", p.Name, err)
+		}
+	}
+	got := &mlv1.TrainingJob{}
+	if err := r.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		State         mlv1.State
+		FailureReason string
+		Attempt       int32
+		Failed        int32
+	}
+	if diff := cmp.Diff(seen{State: mlv1.StateRunning},
+		seen{got.Status.State, got.Status.FailureReason, got.Status.Attempt, got.Status.Workers.Failed}); diff != "" {
+		t.Errorf("the healthy run after a tenant's failed pod (-want +got):\n%s", diff)
+	}
+}
+
+// TestMaxWorkersIsTheCRDs: maxWorkers is the CRD's maximum of spec.numWorkers.
+func TestMaxWorkersIsTheCRDs(t *testing.T) {
+	data, err := os.ReadFile("../deploy/crd/ml.example.com_trainingjobs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	max := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["numWorkers"].Maximum
+	if max == nil || int(*max) != maxWorkers {
+		t.Errorf("spec.numWorkers' maximum is %v, maxWorkers %d", max, maxWorkers)
 	}
 }

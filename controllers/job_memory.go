@@ -157,9 +157,29 @@ type schedulableAt struct {
 }
 
 // attemptExits are the remembered pods of one attempt, by UID: those that exited non-zero (pods),
-// and those force-deleted while their trainer ran (forced, kept as first seen).
+// and those force-deleted while their trainer ran (forced, kept as first seen); ranks counts the
+// pods kept of each rank.
 type attemptExits struct {
 	attempt int32
 	pods    map[types.UID]corev1.Pod
 	forced  map[types.UID]corev1.Pod
+	ranks   map[string]int
+}
+
+// newAttemptExits returns an empty memory of attempt's exits.
+func newAttemptExits(attempt int32) attemptExits {
+	return attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{},
+		ranks: map[string]int{}}
+}
+
+// has reports whether e keeps the pod with uid.
+func (e attemptExits) has(uid types.UID) bool {
+	_, exited := e.pods[uid]
+	_, forced := e.forced[uid]
+	return exited || forced
+}
+
+// full reports whether e keeps no further pod of rank: exitsPerRank of it, or maxKeptExits in all.
+func (e attemptExits) full(rank string) bool {
+	return e.ranks[rank] >= exitsPerRank || len(e.pods)+len(e.forced) >= maxKeptExits
 }

@@ -37,8 +37,9 @@ func TestDeleteAttempt(t *testing.T) {
 			objs := []client.Object{tj, job}
 			for i := range tc.pods {
 				objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-" + strconv.Itoa(i),
-					Labels:     map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0"},
-					Finalizers: []string{"example.com/other", batchv1.JobTrackingFinalizer}}})
+					Labels:          map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0"},
+					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+					Finalizers:      []string{"example.com/other", batchv1.JobTrackingFinalizer}}})
 			}
 			r := newReconciler(objs...)
 			r.APIReader = r.Client

@@ -57,8 +57,8 @@ func TestDetailsAreCoalesced(t *testing.T) {
 	step(0) // Initializing: the first write
 	pods := make([]*corev1.Pod, 2)
 	for i := range pods {
-		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d", i),
-			Labels: names.AttemptLabels(tj)}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+		pods[i] = ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d", i),
+			Labels: names.AttemptLabels(tj)}, Status: corev1.PodStatus{Phase: corev1.PodPending}})
 		if err := r.Create(ctx, pods[i]); err != nil {
 			t.Fatal(err)
 		}
@@ -197,9 +197,9 @@ func TestFlappingDetailsAreWritten(t *testing.T) {
 	reconcileN(t, r, key, 1)
 	pods := make([]*corev1.Pod, 2)
 	for i := range pods {
-		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("f-worker-%d", i),
+		pods[i] = ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("f-worker-%d", i),
 			Labels: names.AttemptLabels(tj)}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})
 		if err := r.Create(ctx, pods[i]); err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestRecreatedJobIgnoresOldPods(t *testing.T) {
 		// Created 48 h before and in the same second as the new job: the creation time does not tell them apart.
 		created := []metav1.Time{metav1.NewTime(t0.Add(-48 * time.Hour)), t0}[i]
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d-old", i), Labels: l,
-			CreationTimestamp: created, DeletionTimestamp: &t0,
+			CreationTimestamp: created, DeletionTimestamp: &t0, OwnerReferences: jobOwner(tj.Name),
 			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	}
 	r := newReconciler(objs...)
@@ -277,8 +277,8 @@ func TestFaultIsWrittenAtOnce(t *testing.T) {
 	tj.UID = "uid-f"
 	r, clock, key := detailsReconciler(tj)
 	reconcileN(t, r, key, 1)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: names.AttemptLabels(tj)},
-		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	pod := ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "f-worker-0", Labels: names.AttemptLabels(tj)},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}})
 	if err := r.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,10 @@ const (
 
 // JobName returns the name of the Indexed Job that runs the workers. Worker pods get host names
 // "<JobName>-<rank>".
-func JobName(tj *mlv1.TrainingJob) string { return tj.Name + "-worker" }
+func JobName(tj *mlv1.TrainingJob) string { return JobNameOf(tj.Name) }
+
+// JobNameOf returns JobName for the TrainingJob named name.
+func JobNameOf(name string) string { return name + "-worker" }
 
 // ServiceName returns the name of the headless Service that gives workers stable DNS names.
 func ServiceName(tj *mlv1.TrainingJob) string { return tj.Name + "-headless" }
