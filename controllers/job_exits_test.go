@@ -227,7 +227,8 @@ func TestTenantPodDoesNotFailTheJob(t *testing.T) {
 	r := newReconciler(tj)
 	key := client.ObjectKeyFromObject(tj)
 	reconcileN(t, r, key, 1)
-	running := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+	running := corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName, Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	for i := range 2 {
