@@ -454,8 +454,8 @@ func (r *JobReconciler) syncSize(ctx context.Context, tj *mlv1.TrainingJob, job 
 }
 
 // listPods lists the workers' pods of the current attempt's Job (job, nil when none), or of older
-// attempts' Jobs when current is false. Pods no Job of the job's name controls are a tenant's: they
-// neither decide nor block an attempt, and are never deleted.
+// attempts' Jobs when current is false. Pods no Job of the job's name controls (labels alone, as
+// kubectl debug --copy-to leaves them) neither decide nor block an attempt, and are never deleted.
 func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, current bool, job *batchv1.Job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels(names.SelectorLabels(tj))); err != nil {
