@@ -463,17 +463,11 @@ func listPods(ctx context.Context, c client.Reader, tj *mlv1.TrainingJob, curren
 	}
 	out := pods.Items[:0]
 	for _, p := range pods.Items {
-		if ofJobName(tj, &p) && (names.JobAttempt(&p) == tj.Status.Attempt && ofJob(job, &p)) == current {
+		if ofJobName(tj, &p) && (names.JobAttempt(&p) == tj.Status.Attempt && madeBy(job, &p)) == current {
 			out = append(out, p)
 		}
 	}
 	return out, nil
-}
-
-// ofJob reports whether job (nil when none) made p (madeBy). A pod with only the job's labels is a
-// tenant's: its exits must not fail or restart the run.
-func ofJob(job *batchv1.Job, p *corev1.Pod) bool {
-	return madeBy(job, p)
 }
 
 // finished reports whether the run is Completed or Failed.

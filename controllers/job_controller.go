@@ -259,9 +259,9 @@ func (r *JobReconciler) actOnAnswers(ctx context.Context, tj *mlv1.TrainingJob, 
 	return r.syncPodsReady(ctx, tj, obs)
 }
 
-// notOf returns a filter for pods made by a Job other than job (ofJob).
+// notOf returns a filter for pods job (nil when none) did not make (madeBy).
 func notOf(job *batchv1.Job) func(corev1.Pod) bool {
-	return func(p corev1.Pod) bool { return !ofJob(job, &p) }
+	return func(p corev1.Pod) bool { return !madeBy(job, &p) }
 }
 
 // write writes st as the new status and records events for what changed. A change of details only
