@@ -434,7 +434,7 @@ func (s *Stack) waitForNodes(ctx context.Context, want int) error {
 }
 
 // waitForReady waits until want Nodes labelled label (kind names them in errors) are registered and Ready;
-// a process node or the operator stopping, or ctx ending, ends the wait.
+// a process node, a real node's kubelet or the operator stopping, or ctx ending, ends the wait.
 func (s *Stack) waitForReady(ctx context.Context, label, kind string, want int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -445,6 +445,11 @@ func (s *Stack) waitForReady(ctx context.Context, label, kind string, want int, 
 		}
 		if stopped := s.stoppedNode(); stopped != nil {
 			return fmt.Errorf("a process node stopped: %w", stopped)
+		}
+		for _, n := range s.RealNodes {
+			if err := n.KubeletExited(); err != nil {
+				return fmt.Errorf("a real node stopped: %w", err)
+			}
 		}
 		select {
 		case err := <-s.errs:

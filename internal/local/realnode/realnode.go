@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/local/cluster"
@@ -85,7 +86,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	if err := n.importImages(ctx); err != nil {
 		return nil, errors.Join(err, n.Stop())
 	}
-	if err := n.startKubelet(); err != nil {
+	if err := n.startKubelet(ctx); err != nil {
 		return nil, errors.Join(err, n.Stop())
 	}
 	return n, nil
@@ -120,7 +121,62 @@ func (n *Node) importImages(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) startKubelet() error {
+// deviceSocket is where every kubelet serves device plugins' registrations: a path the kubelet fixes
+// (v1beta1.KubeletSocket), not under its --root-dir, so the nodes of this machine share it. A variable
+// for tests only.
+var deviceSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// kubeletStarts orders the kubelets' starts: each removes the sockets in deviceSocket's folder and then
+// listens on deviceSocket, so two starting at once can find it taken ("bind: address already in use")
+// and exit ("Failed to start ContainerManager").
+var kubeletStarts sync.Mutex
+
+// startKubelet starts the node's kubelet and returns once it serves deviceSocket: the next node's kubelet
+// may start then.
+func (n *Node) startKubelet(ctx context.Context) error {
+	kubeletStarts.Lock()
+	defer kubeletStarts.Unlock()
+	if err := os.Remove(deviceSocket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s before the kubelet of %s starts: %w", deviceSocket, n.opts.Name, err)
+	}
+	if err := n.runKubelet(); err != nil {
+		return err
+	}
+	var exited error
+	err := waitFor(ctx, time.Minute, "the device plugin socket of the kubelet of "+n.opts.Name, func() error {
+		if exited = n.KubeletExited(); exited != nil {
+			return nil
+		}
+		_, err := os.Stat(deviceSocket)
+		return err
+	})
+	return errors.Join(exited, err)
+}
+
+// KubeletExited returns why the node's kubelet exited, with the end of its log; nil while it runs (or was
+// stopped on purpose).
+func (n *Node) KubeletExited() error {
+	if n.kubelet == nil {
+		return nil
+	}
+	exited, err := n.kubelet.Exited()
+	if !exited {
+		return nil
+	}
+	return fmt.Errorf("the kubelet of %s exited (%v); the end of %s:\n%s", n.opts.Name, err, n.kubelet.Log, lastLines(n.kubelet.Log, 3))
+}
+
+// lastLines returns the last n lines of the file at path, or why it cannot be read.
+func lastLines(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func (n *Node) runKubelet() error {
 	o := n.opts
 	cfg := filepath.Join(o.Dir, "kubelet.yaml")
 	if err := os.WriteFile(cfg, []byte(kubeletConfig(o)), 0o644); err != nil {
@@ -300,5 +356,5 @@ func (n *Node) RestartKubelet() error {
 	if n.kubelet != nil {
 		return nil
 	}
-	return n.startKubelet()
+	return n.startKubelet(context.Background())
 }
