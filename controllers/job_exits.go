@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
 )
 
@@ -57,7 +59,9 @@ func (m *memory) recordExit(p *corev1.Pod) {
 		default:
 			kept.ranks[rank]++
 		}
-		seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
+		// The controller reference stays: the verdict counts only the current Job's pods (madeBy).
+		seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: keptLabels(p.Labels),
+			OwnerReferences:   []metav1.OwnerReference{*metav1.GetControllerOf(p)},
 			DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
 			Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
 		if forced {
@@ -67,6 +71,18 @@ func (m *memory) recordExit(p *corev1.Pod) {
 			kept.pods[p.UID] = seen
 		}
 	})
+}
+
+// keptLabels returns the labels of a remembered pod the operator reads: its own and Kubernetes' Job
+// controller's (the tenant's template labels are not kept).
+func keptLabels(l map[string]string) map[string]string {
+	kept := map[string]string{}
+	for k, v := range l {
+		if strings.HasPrefix(k, mlv1.GroupVersion.Group+"/") || strings.HasPrefix(k, "batch.kubernetes.io/") {
+			kept[k] = v
+		}
+	}
+	return kept
 }
 
 // forcedWhileRunning returns the remembered pods of the attempt that were force-deleted while their

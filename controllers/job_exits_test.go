@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
@@ -289,5 +291,59 @@ func TestMaxWorkersIsTheCRDs(t *testing.T) {
 	max := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["numWorkers"].Maximum
 	if max == nil || int(*max) != maxWorkers {
 		t.Errorf("spec.numWorkers' maximum is %v, maxWorkers %d", max, maxWorkers)
+	}
+}
+
+// TestKilledRankGoneBeforeTheVerdict: when a killed rank's pod is gone before the JobController reads the
+// failed attempt (Kubernetes' Job controller deleted it), its remembered exit still decides: the kill is
+// retryable, so the peer's exit 1 that followed does not fail the run as a non-retryable error.
+func TestKilledRankGoneBeforeTheVerdict(t *testing.T) {
+	ctx := context.Background()
+	tj := tjtest.NewTJ("ml", "k").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
+	tj.UID = "uid-k"
+	r := newReconciler(tj)
+	key := client.ObjectKeyFromObject(tj)
+	reconcileN(t, r, key, 1)
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
+		t.Fatal(err)
+	}
+	ended := func(rank string, code int32, at time.Time) *corev1.Pod {
+		l := names.AttemptLabels(tj)
+		l[names.RankLabel] = rank
+		l["team.example.com/owner"] = "not kept"
+		return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank, UID: types.UID("uid-" + rank), Labels: l},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}}})
+	}
+	now := r.Clock.Now()
+	r.memory.recordExit(ended("1", 137, now.Add(-20*time.Second))) // seen by the watch, deleted since
+	if err := r.Create(ctx, ended("0", 1, now.Add(-10*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+		Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.NewTime(now)})
+	if err := r.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	obs := derive.Observed{Job: job}
+	if err := r.observePods(ctx, tj, &obs); err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for _, p := range obs.Gone {
+		gone = append(gone, p.Name+" "+p.Labels["team.example.com/owner"])
+	}
+	if diff := cmp.Diff([]string{"k-worker-1 "}, gone); diff != "" {
+		t.Errorf("the gone pods the verdict reads (-want +got):\n%s", diff)
+	}
+	reconcileN(t, r, key, 2)
+	got := &mlv1.TrainingJob{}
+	if err := r.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.State == mlv1.StateFailed || got.Status.RestartCount != 1 || !strings.Contains(got.Status.LastFailure, "137") {
+		t.Errorf("after a killed rank and its peer's exit 1: state %s (%s), restarts %d, last failure %q; want a restart for the kill",
+			got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
 	}
 }
