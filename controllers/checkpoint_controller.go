@@ -370,7 +370,7 @@ func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Reques
 
 // recordingFinals wraps next to remember the final report of every delivered rank 0 pod (finals).
 func (r *CheckpointReconciler) recordingFinals(next handler.EventHandler) handler.EventHandler {
-	return recordingPods(func(p *corev1.Pod) {
+	return recordingPods(func(_ context.Context, p *corev1.Pod) {
 		key, ok := trainingJobOf(p)
 		if !ok || p.Labels[names.RankLabel] != "0" {
 			return

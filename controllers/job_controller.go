@@ -416,7 +416,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		Watches(&corev1.Pod{}, r.memory.recordingExits(handler.EnqueueRequestsFromMapFunc(byNameLabel))).
+		Watches(&corev1.Pod{}, r.recordingExits(handler.EnqueueRequestsFromMapFunc(byNameLabel))).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(byNameLabel)).
 		Named(jobController).
 		WithOptions(controllerOptions(r.Workers)).

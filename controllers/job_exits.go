@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,7 +40,7 @@ const (
 func (m *memory) recordExit(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
 	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
-	if !ok || !ofJobNamed(key.Name, p) || !derive.ExitedNonZero(p) && !forced {
+	if !ok || !ofJobNamed(key.Name, p) || !worthKeeping(p) {
 		return
 	}
 	attempt := names.JobAttempt(p)
@@ -132,18 +133,35 @@ func trainingJobOf(obj client.Object) (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, ok && name != ""
 }
 
-// recordingExits wraps the pod watch's handler so the memory sees every delivered pod before its
-// TrainingJob is enqueued.
-func (m *memory) recordingExits(next handler.EventHandler) handler.EventHandler {
-	return recordingPods(m.recordExit, next)
+// worthKeeping reports whether the memory keeps p's end: a container exited non-zero, or p is deleted
+// at once while its trainer runs.
+func worthKeeping(p *corev1.Pod) bool {
+	return derive.ExitedNonZero(p) || derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
+}
+
+// recordingExits wraps the pod watch's handler so the memory sees every delivered pod worth keeping
+// that the job's current Job made, as the cache holds it, before its TrainingJob is enqueued. A pod
+// naming the Job with another UID (made by hand) takes none of the memory's room.
+func (r *JobReconciler) recordingExits(next handler.EventHandler) handler.EventHandler {
+	return recordingPods(func(ctx context.Context, p *corev1.Pod) {
+		key, ok := trainingJobOf(p)
+		if !ok || !worthKeeping(p) {
+			return
+		}
+		job := &batchv1.Job{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.JobNameOf(key.Name)}, job); err != nil || !madeBy(job, p) {
+			return
+		}
+		r.memory.recordExit(p)
+	}, next)
 }
 
 // recordingPods wraps a pod watch's handler: record sees every delivered pod, including a deleted
 // pod's final state, before next enqueues its TrainingJob.
-func recordingPods(record func(*corev1.Pod), next handler.EventHandler) handler.EventHandler {
-	offer := func(obj client.Object) {
+func recordingPods(record func(context.Context, *corev1.Pod), next handler.EventHandler) handler.EventHandler {
+	offer := func(ctx context.Context, obj client.Object) {
 		if p, ok := obj.(*corev1.Pod); ok {
-			record(p)
+			record(ctx, p)
 		}
 	}
 	return handler.Funcs{
@@ -151,11 +169,11 @@ func recordingPods(record func(*corev1.Pod), next handler.EventHandler) handler.
 			next.Create(ctx, e, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			offer(e.ObjectNew)
+			offer(ctx, e.ObjectNew)
 			next.Update(ctx, e, q)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			offer(e.Object)
+			offer(ctx, e.Object)
 			next.Delete(ctx, e, q)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

@@ -33,7 +33,7 @@ import (
 // with code (0: still running).
 func workerPod(name string, attempt string, code int32) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID(name + "-" + attempt),
-		Labels:          map[string]string{names.NameLabel: "g", names.AttemptLabel: attempt},
+		Labels:          map[string]string{names.NameLabel: "g", names.AttemptLabel: attempt, names.ControllerUIDLabel: "job-uid"},
 		OwnerReferences: jobOwner("g")}}
 	cs := corev1.ContainerStatus{Name: names.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
 	if code != 0 {
@@ -145,9 +145,12 @@ func TestExitMemoryIsBounded(t *testing.T) {
 	}
 }
 
-// TestRecordingExits: the pod watch's update and delete events reach the memory and the wrapped handler.
+// TestRecordingExits: the pod watch's update and delete events reach the memory and the wrapped handler;
+// the memory keeps only the pods the job's current Job made (a pod naming it with another UID, or of an
+// earlier Job of the name, passes on its event and takes no room).
 func TestRecordingExits(t *testing.T) {
-	var m memory
+	tj := tjtest.NewTJ("ml", "g").Obj()
+	r := newReconciler(tj, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"}})
 	enqueued := 0
 	next := handler.Funcs{
 		UpdateFunc: func(context.Context, event.UpdateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -157,12 +160,19 @@ func TestRecordingExits(t *testing.T) {
 			enqueued++
 		},
 	}
-	h := m.recordingExits(next)
+	h := r.recordingExits(next)
+	forged := workerPod("w-1-forged", "0", 1)
+	forged.OwnerReferences[0].UID, forged.Labels[names.ControllerUIDLabel] = "forged", "forged"
 	h.Update(context.Background(), event.UpdateEvent{ObjectOld: workerPod("w-1", "0", 0), ObjectNew: workerPod("w-1", "0", 137)}, nil)
 	h.Delete(context.Background(), event.DeleteEvent{Object: workerPod("w-2", "0", 143)}, nil)
-	gone := m.goneExits(types.NamespacedName{Namespace: "ml", Name: "g"}, 0, nil)
-	if len(gone) != 2 || enqueued != 2 {
-		t.Errorf("%d pods kept, %d events passed on; want 2 and 2", len(gone), enqueued)
+	h.Delete(context.Background(), event.DeleteEvent{Object: forged}, nil)
+	var kept []string
+	for _, p := range r.memory.goneExits(types.NamespacedName{Namespace: "ml", Name: "g"}, 0, nil) {
+		kept = append(kept, p.Name)
+	}
+	sort.Strings(kept)
+	if diff := cmp.Diff([]string{"w-1", "w-2"}, kept); diff != "" || enqueued != 3 {
+		t.Errorf("%d events passed on, want 3; pods kept (-want +got):\n%s", enqueued, diff)
 	}
 }
 
