@@ -327,10 +327,11 @@ func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJ
 // not trusted: a hand-made pod must not report checkpoints or receive the agent token.
 func ofJobName(tj *mlv1.TrainingJob, p *corev1.Pod) bool { return ofJobNamed(tj.Name, p) }
 
-// ofJobNamed is ofJobName for the TrainingJob named name.
+// ofJobNamed is ofJobName for the TrainingJob named name: Kubernetes' Job controller labels its pods
+// with the UID it names in their controller reference.
 func ofJobNamed(name string, p *corev1.Pod) bool {
 	c := metav1.GetControllerOf(p)
-	return c != nil && c.Kind == "Job" && c.Name == names.JobNameOf(name)
+	return c != nil && c.Kind == "Job" && c.Name == names.JobNameOf(name) && p.Labels[names.ControllerUIDLabel] == string(c.UID)
 }
 
 // recordStorageFault records a Warning when the agent starts reporting a storage error.

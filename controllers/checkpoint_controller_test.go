@@ -35,7 +35,8 @@ func TestResumeFromHasOneWriter(t *testing.T) {
 	report := `{"latest":"` + uri + `7","latestEpoch":7,"count":2,"sizeBytes":10,"time":"2026-01-01T00:00:00Z"}`
 	rank0 := func(attempt string, phase corev1.PodPhase, final string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-" + attempt, OwnerReferences: jobOwner("a"),
-			Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: attempt}}}
+			Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: attempt,
+				names.ControllerUIDLabel: "job-uid"}}}
 		p.Status.Phase = phase
 		if final != "" {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: names.AgentContainerName,
@@ -195,7 +196,8 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 			cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
 			cm.Data[names.ResumeFromKey] = uri + "4"
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-0", OwnerReferences: jobOwner("a"),
-				Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "0"}},
+				Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "0",
+					names.ControllerUIDLabel: "job-uid"}},
 				Spec: corev1.PodSpec{InitContainers: tc.podAgent}}
 			pod.Status.Phase, pod.Status.PodIP = corev1.PodRunning, "10.1.2.3"
 			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tj, cm, pod).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
@@ -218,7 +220,8 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 	}
 }
 
-// jobOwner is the controller owner reference of a pod of the job name's Job.
+// jobOwner is the controller owner reference of a pod of the job name's Job (UID "job-uid", its pods'
+// ControllerUIDLabel).
 func jobOwner(name string) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: names.JobName(tjtest.NewTJ("ml", name).Obj()), UID: "job-uid",
 		Controller: ptr.To(true)}}

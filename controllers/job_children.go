@@ -244,7 +244,7 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 }
 
 // startBlocked says why the current attempt's Job cannot be created yet, or "": older workers still
-// stop, RESUME_FROM is not settled, or the TrackingController has not tried to create the MLflow
+// stop (a deleted pod that runs nothing does not block, whatever finalizer keeps it), RESUME_FROM is not settled, or the TrackingController has not tried to create the MLflow
 // run. cm is reread when nil.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
 	old, err := listPods(ctx, r.Client, tj, false, nil)
@@ -255,7 +255,13 @@ func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, 
 		return "", err
 	}
 	if len(old) > 0 {
-		return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), r.stopPods(ctx, tj, old)
+		err := r.stopPods(ctx, tj, old)
+		if old = slices.DeleteFunc(old, func(p corev1.Pod) bool { return derive.RunsNothing(&p) }); len(old) > 0 {
+			return fmt.Sprintf("waiting for %d workers of attempt %d to stop", len(old), names.JobAttempt(&old[0])), err
+		}
+		if err != nil {
+			return "", err
+		}
 	}
 	checkpoints, tracked := tj.CheckpointEnabled(), builders.MLflowTrackingURI(tj, r.options(ctx)) != ""
 	if !checkpoints && !tracked {

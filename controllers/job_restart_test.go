@@ -4,12 +4,14 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -37,7 +39,7 @@ func TestDeleteAttempt(t *testing.T) {
 			objs := []client.Object{tj, job}
 			for i := range tc.pods {
 				objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-" + strconv.Itoa(i),
-					Labels:          map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0"},
+					Labels:          map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0", names.ControllerUIDLabel: "job-0"},
 					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
 					Finalizers:      []string{"example.com/other", batchv1.JobTrackingFinalizer}}})
 			}
@@ -111,6 +113,47 @@ func TestHungAttemptIsKilled(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("deletes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStartBlockedByOlderPods: the next attempt waits for an older attempt's pods while anything of them
+// may run; a deleted pod that ended, or that no node took, does not hold it, whatever finalizer (a
+// tenant's) keeps the pod in the API.
+func TestStartBlockedByOlderPods(t *testing.T) {
+	deleted := ptr.To(metav1.NewTime(t0.Add(-time.Hour)))
+	for _, tc := range []struct {
+		name      string
+		node      string
+		phase     corev1.PodPhase
+		deleted   bool
+		wantBlock bool
+	}{
+		{name: "running", node: "n1", phase: corev1.PodRunning, wantBlock: true},
+		{name: "deleted, still stopping", node: "n1", phase: corev1.PodRunning, deleted: true, wantBlock: true},
+		{name: "ended, not deleted yet", node: "n1", phase: corev1.PodFailed, wantBlock: true},
+		{name: "deleted and ended, a tenant's finalizer left", node: "n1", phase: corev1.PodFailed, deleted: true},
+		{name: "deleted, never scheduled, a tenant's finalizer left", phase: corev1.PodPending, deleted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := tjtest.NewTJ("ml", "n").Obj()
+			tj.Status.Attempt = 1
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "n-worker-0-old",
+				Labels:          map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0", names.ControllerUIDLabel: "job-uid"},
+				OwnerReferences: jobOwner(tj.Name), Finalizers: []string{"tenant.example.com/keep"}},
+				Spec: corev1.PodSpec{NodeName: tc.node}, Status: corev1.PodStatus{Phase: tc.phase}}
+			if tc.deleted {
+				p.DeletionTimestamp = deleted
+			}
+			r := newReconciler(tj, p, node("n1", true, nil))
+			r.APIReader = r.Client
+			blocked, err := r.startBlocked(context.Background(), tj, &corev1.ConfigMap{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]string{true: "waiting for 1 workers of attempt 0 to stop"}[tc.wantBlock]; blocked != want {
+				t.Errorf("startBlocked = %q, want %q", blocked, want)
 			}
 		})
 	}

@@ -238,15 +238,15 @@ func TestRecreatedJobIgnoresOldPods(t *testing.T) {
 		tj.CreationTimestamp = t0
 	}).Obj()
 	tj.UID = "uid-new"
-	objs := []client.Object{tj}
+	objs := []client.Object{tj, node("n1", true, nil)}
 	for i := range 2 {
 		l := names.AttemptLabels(tj)
-		l[names.RankLabel], l[names.ControllerUIDLabel] = fmt.Sprint(i), "uid-of-the-old-job"
+		l[names.RankLabel], l[names.ControllerUIDLabel] = fmt.Sprint(i), "job-uid" // jobOwner's: the old Job's
 		// Created 48 h before and in the same second as the new job: the creation time does not tell them apart.
 		created := []metav1.Time{metav1.NewTime(t0.Add(-48 * time.Hour)), t0}[i]
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d-old", i), Labels: l,
 			CreationTimestamp: created, DeletionTimestamp: &t0, OwnerReferences: jobOwner(tj.Name),
-			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	}
 	r := newReconciler(objs...)
 	key := client.ObjectKeyFromObject(tj)

@@ -123,6 +123,12 @@ func Ended(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
+// RunsNothing reports whether p is being deleted and nothing of it runs: it ended, or no node took it.
+// Finalizers (a tenant's) may keep it in the API for good; the next attempt does not wait for it.
+func RunsNothing(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil && (Ended(p) || p.Spec.NodeName == "")
+}
+
 // Stranded reports whether the pod has not ended and its node is in trouble (trouble maps node names to
 // NodeTrouble). Nobody will report its end until the node comes back or the control plane removes the pod
 // (the pod garbage collector does so for a deleted Node, not for an unreachable one), so waiting for it
