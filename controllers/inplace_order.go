@@ -27,8 +27,9 @@ func inPlaceOrder(tj *mlv1.TrainingJob, cm *corev1.ConfigMap) controlapi.Order {
 	return controlapi.Order{Attempt: tj.Status.Attempt, GraceSeconds: orderGrace(tj), ResumeFrom: cm.Data[names.ResumeFromKey]}
 }
 
-// orderBehind orders the waiting replacements (supervisorAnswers.behind) into the current attempt
-// once RESUME_FROM is settled for it. A repeated order changes nothing.
+// orderBehind orders the waiting replacements (supervisorAnswers.behind) into the current attempt,
+// concurrently, once RESUME_FROM is settled for it. A repeated order changes nothing; a failed one
+// counts as a miss (answered).
 func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behind []corev1.Pod) error {
 	if len(behind) == 0 {
 		return nil
@@ -41,21 +42,23 @@ func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behi
 		// The CheckpointController's write triggers a reconcile.
 		return nil
 	}
-	token, o := builders.ControlToken(tj, g.opts), inPlaceOrder(tj, cm)
+	token, o, now := builders.ControlToken(tj, g.opts), inPlaceOrder(tj, cm), g.clock.Now()
 	log := ctrl.LoggerFrom(ctx)
-	for i := range behind {
+	parallel(len(behind), orderWorkers, func(i int) {
 		p := &behind[i]
 		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o)
 		if err := g.control.Restart(ctx, addr, order, o); err != nil {
+			// A supervisor that answers asks but takes no order is asked less often, as a silent one.
+			g.answered(tj, p, false, now)
 			log.V(1).Info("Ordering a replacement failed; asked again", "pod", klog.KObj(p), "error", err.Error())
-			continue
+			return
 		}
 		log.V(1).Info("Ordered a replacement into the attempt", "pod", klog.KObj(p), "attempt", o.Attempt)
 		if key, ok := g.heldKey(p); ok {
 			// It holds nothing until its containers restart.
 			g.remember(tj, p.UID, func(c *childMemory) { c.notHeld = key })
 		}
-	}
+	})
 	return nil
 }
 

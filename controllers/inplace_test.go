@@ -846,3 +846,75 @@ func testNode(name string, lost bool) *corev1.Node {
 	}
 	return n
 }
+
+// refusingSupervisors answer asks as waiting for attempt 0's order and refuse every order, each held until
+// all of want orders are in flight (or a second passes): how many were in flight at once is inFlightMax.
+type refusingSupervisors struct {
+	mu                    sync.Mutex
+	want                  int
+	asked                 map[string]int
+	inFlight, inFlightMax int
+	all                   chan struct{}
+}
+
+func (s *refusingSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ip, _, _ := net.SplitHostPort(r.Host)
+	if r.URL.Path == controlapi.ExitPath {
+		s.mu.Lock()
+		s.asked[ip]++
+		s.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(controlapi.Exit{Attempt: 0})
+		return
+	}
+	s.mu.Lock()
+	s.inFlight++
+	s.inFlightMax = max(s.inFlight, s.inFlightMax)
+	if s.inFlight == s.want {
+		close(s.all)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.all:
+	case <-time.After(time.Second):
+	}
+	http.Error(w, "not now", http.StatusServiceUnavailable)
+}
+
+// TestRefusedOrdersAreMisses: the replacements behind the attempt are ordered at once, not one after
+// another, and a supervisor that answers asks but refuses its order is asked again only after a silent
+// one's wait: it cannot hold a JobController worker round after round.
+func TestRefusedOrdersAreMisses(t *testing.T) {
+	const behind = 4
+	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
+	tj := tjtest.NewTJ("ml", "a").Obj().Defaulted()
+	tj.UID, tj.Status.Attempt = "tj-uid", 2
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.ConfigMapName(tj)},
+		Data: map[string]string{names.CurrentAttemptKey: "2"}}
+	sup := &refusingSupervisors{want: behind, asked: map[string]int{}, all: make(chan struct{})}
+	srv := httptest.NewServer(sup)
+	defer srv.Close()
+	r := newReconciler(tj, cm)
+	r.Options, r.Control = opts, controlClient(srv)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "job-uid", Annotations: map[string]string{names.InPlaceAnnotation: "true"}}}
+	obs := derive.Observed{Job: job}
+	for i := range behind {
+		p := heldPod(strconv.Itoa(i), fmt.Sprintf("10.0.0.%d", i+1), false)
+		p.Labels[names.AttemptLabel] = "2"
+		obs.Pods = append(obs.Pods, *p)
+	}
+	askAndOrder(t, r, tj, obs)
+	sup.mu.Lock()
+	inFlightMax := sup.inFlightMax
+	sup.mu.Unlock()
+	if inFlightMax != behind {
+		t.Errorf("%d orders in flight at once, want all %d", inFlightMax, behind)
+	}
+	askAndOrder(t, r, tj, obs)
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	for _, p := range obs.Pods {
+		if !silent(r, tj, p.UID) || sup.asked[p.Status.PodIP] != 1 {
+			t.Errorf("pod %s: silent %t, asked %d times; want a miss and one ask", p.Name, silent(r, tj, p.UID), sup.asked[p.Status.PodIP])
+		}
+	}
+}
