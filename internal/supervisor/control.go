@@ -127,6 +127,12 @@ func (c *restartControl) barrier(sigs <-chan os.Signal) (code int, waited bool) 
 	fmt.Fprintf(os.Stderr, "supervisor: this pod was created in attempt %d and the job is in attempt %d; "+
 		"waiting for the operator's order to join it (at most %s)\n", c.attempt, c.cfg.Current, c.cfg.Hold)
 	ordered, s := c.awaitWord(sigs)
+	if !ordered && s == nil {
+		// An order taken as the time ran out wins; once released, orders are refused.
+		c.mu.Lock()
+		ordered = !c.advance(evHoldEnded)
+		c.mu.Unlock()
+	}
 	switch {
 	case ordered:
 	case s != nil:
@@ -209,6 +215,12 @@ func (c *restartControl) howStopped(code int) string {
 // restart code on an order, code otherwise.
 func (c *restartControl) hold(code int, sigs <-chan os.Signal) int {
 	ordered, s := c.awaitWord(sigs)
+	if !ordered && s == nil {
+		// An order taken as the time ran out wins; once released, orders are refused.
+		c.mu.Lock()
+		ordered = !c.advance(evHoldEnded)
+		c.mu.Unlock()
+	}
 	switch {
 	case ordered:
 		c.keepHowItEnded(fmt.Sprintf("the program had exited with code %d (held for the operator's word)", code))

@@ -5,6 +5,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,8 +27,8 @@ func (c *restartControl) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+controlapi.RestartPath, c.serveRestart)
 }
 
-// ready reports whether the pod is ready, and why not. It is not while a failed program is held, a
-// restart is under way or the pod waits for its order.
+// ready reports whether the pod is ready, and why not. It is not while a failed program is held or
+// exits after its hold, a restart is under way or the pod waits for its order.
 func (c *restartControl) ready() (bool, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -38,6 +39,8 @@ func (c *restartControl) ready() (bool, string) {
 		return false, "restarting"
 	case c.state == behind:
 		return false, fmt.Sprintf("waiting for the order to join attempt %d", c.cfg.Current)
+	case c.state == released:
+		return false, fmt.Sprintf("no order came: exiting with the program's code %d", c.heldExit.ExitCode)
 	}
 	return true, ""
 }
@@ -79,7 +82,11 @@ func (c *restartControl) serveRestart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	act, err := c.obey(o)
-	if err != nil {
+	switch {
+	case errors.Is(err, errReleased):
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	case err != nil:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}

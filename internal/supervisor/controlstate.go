@@ -37,13 +37,16 @@ const (
 	restartEnded
 	// restartHeld is the state once an order ended a hold.
 	restartHeld
+	// released is the state once a hold ended with no order: the container exits with the program's
+	// code, and an order comes too late.
+	released
 )
 
 // stateNames are the names tests print the states by.
 var stateNames = [...]string{
 	starting: "starting", behind: "behind", running: "running", terminating: "terminating", ended: "ended",
 	terminated: "terminated", held: "held", restartBehind: "restartBehind", restartStarting: "restartStarting",
-	restartRunning: "restartRunning", restartEnded: "restartEnded", restartHeld: "restartHeld",
+	restartRunning: "restartRunning", restartEnded: "restartEnded", restartHeld: "restartHeld", released: "released",
 }
 
 // String returns the state's name.
@@ -68,11 +71,14 @@ const (
 	evFailed
 	// evOrder is an order to restart into a new attempt, the first one taken.
 	evOrder
+	// evHoldEnded is the end of a hold's time with no order.
+	evHoldEnded
 )
 
 // eventNames are the names tests print the events by.
 var eventNames = [...]string{
 	evStarted: "started", evEndSignal: "endSignal", evReaped: "reaped", evFailed: "failed", evOrder: "order",
+	evHoldEnded: "holdEnded",
 }
 
 // String returns the event's name.
@@ -104,6 +110,7 @@ var transitions = []transition{
 	{ended, evOrder, restartEnded},
 	{terminated, evOrder, restartEnded},
 	{held, evOrder, restartHeld},
+	{held, evHoldEnded, released},
 	{restartStarting, evStarted, restartRunning},
 	{restartRunning, evReaped, restartEnded},
 }

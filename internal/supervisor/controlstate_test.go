@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 )
 
 // move is a transition as the tests print it.
@@ -41,6 +44,7 @@ func TestControlStateTransitions(t *testing.T) {
 		{name: "an order while the output drains", from: ended, on: evOrder, want: restartEnded},
 		{name: "an order after the pod was deleted", from: terminated, on: evOrder, want: restartEnded},
 		{name: "an order ends a hold", from: held, on: evOrder, want: restartHeld},
+		{name: "a hold ends with no order", from: held, on: evHoldEnded, want: released},
 		{name: "an ordered program starts", from: restartStarting, on: evStarted, want: restartRunning},
 		{name: "an ordered program ends", from: restartRunning, on: evReaped, want: restartEnded},
 	}
@@ -137,6 +141,7 @@ func TestControlReadiness(t *testing.T) {
 		{state: restartRunning, want: readiness{Why: "restarting"}},
 		{state: restartEnded, want: readiness{Why: "restarting"}},
 		{state: restartHeld, want: readiness{Why: "held: the program exited with code 3"}},
+		{state: released, want: readiness{Why: "no order came: exiting with the program's code 3"}},
 	}
 	if len(tests) != len(stateNames) {
 		t.Fatalf("%d states tested, want all %d", len(tests), len(stateNames))
@@ -243,4 +248,48 @@ func mustRequest(t *testing.T, method, path string) *http.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestOrderAfterTheHold: once a hold's time ran out with no order, an order is refused (the container
+// exits with the program's code, not the restart code, so taking it would mislead the operator); an order
+// taken before wins.
+func TestOrderAfterTheHold(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		orderFirst   bool
+		wantCode     int
+		wantRefusal  bool
+		wantEndState controlState
+	}{
+		{name: "no order in time", wantCode: 3, wantRefusal: true, wantEndState: released},
+		{name: "an order in time", orderFirst: true, wantCode: 215, wantEndState: restartHeld},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &restartControl{cfg: Control{Hold: time.Millisecond, RestartCode: 215, StateDir: t.TempDir()}, state: held, attempt: 1,
+				orders: make(chan struct{}, 1)}
+			order := func() error {
+				act, err := c.obey(controlapi.Order{Attempt: 2})
+				if err == nil {
+					act()
+				}
+				return err
+			}
+			if tt.orderFirst {
+				if err := order(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code := c.hold(3, make(chan os.Signal))
+			err := order()
+			type outcome struct {
+				Code    int
+				Refused bool
+				State   string
+			}
+			want := outcome{Code: tt.wantCode, Refused: tt.wantRefusal, State: tt.wantEndState.String()}
+			if diff := cmp.Diff(want, outcome{Code: code, Refused: errors.Is(err, errReleased), State: c.state.String()}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
 }

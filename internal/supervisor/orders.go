@@ -4,6 +4,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
 )
+
+// errReleased refuses an order that came after the hold's end: the container exits with the program's
+// code, not the restart code.
+var errReleased = errors.New("too late: the hold ended with no order and the container exits with the program's code")
 
 // obey takes an order and returns what to do once it is answered. An order for an attempt the pod
 // runs or was ordered into changes nothing. Otherwise obey writes the order down for the restarted
@@ -21,6 +26,9 @@ func (c *restartControl) obey(o controlapi.Order) (act func(), err error) {
 	defer c.mu.Unlock()
 	if o.Attempt <= c.attempt || c.state.restarting() && o.Attempt <= c.orderedAttempt {
 		return func() {}, nil
+	}
+	if c.state == released {
+		return nil, errReleased
 	}
 	if err := c.writeOrder(o); err != nil {
 		return nil, err
