@@ -244,8 +244,9 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 }
 
 // startBlocked says why the current attempt's Job cannot be created yet, or "": older workers still
-// stop (a deleted pod that runs nothing does not block, whatever finalizer keeps it), RESUME_FROM is not settled, or the TrackingController has not tried to create the MLflow
-// run. cm is reread when nil.
+// stop (a deleted pod that runs nothing does not block, whatever finalizer keeps it), RESUME_FROM is
+// not settled, or the TrackingController has not tried to create the MLflow run. cm is reread when
+// nil.
 func (r *JobReconciler) startBlocked(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap) (string, error) {
 	old, err := listPods(ctx, r.Client, tj, false, nil)
 	if err == nil {

@@ -322,7 +322,8 @@ func TestKilledRankGoneBeforeTheVerdict(t *testing.T) {
 		l := names.AttemptLabels(tj)
 		l[names.RankLabel] = rank
 		l["team.example.com/owner"] = "not kept"
-		return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank, UID: types.UID("uid-" + rank), Labels: l},
+		return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank,
+			UID: types.UID("uid-" + rank), Labels: l},
 			Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}}})
 	}

@@ -246,7 +246,8 @@ func TestRecreatedJobIgnoresOldPods(t *testing.T) {
 		created := []metav1.Time{metav1.NewTime(t0.Add(-48 * time.Hour)), t0}[i]
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("w-worker-%d-old", i), Labels: l,
 			CreationTimestamp: created, DeletionTimestamp: &t0, OwnerReferences: jobOwner(tj.Name),
-			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+			Finalizers: []string{batchv1.JobTrackingFinalizer}}, Spec: corev1.PodSpec{NodeName: "n1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	}
 	r := newReconciler(objs...)
 	key := client.ObjectKeyFromObject(tj)

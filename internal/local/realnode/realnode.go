@@ -163,7 +163,10 @@ func (n *Node) KubeletExited() error {
 	if !exited {
 		return nil
 	}
-	return fmt.Errorf("the kubelet of %s exited (%v); the end of %s:\n%s", n.opts.Name, err, n.kubelet.Log, lastLines(n.kubelet.Log, 3))
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("the kubelet of %s exited (%w); the end of %s:\n%s", n.opts.Name, err, n.kubelet.Log, lastLines(n.kubelet.Log, 3))
 }
 
 // lastLines returns the last n lines of the file at path, or why it cannot be read.
