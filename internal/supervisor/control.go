@@ -127,12 +127,6 @@ func (c *restartControl) barrier(sigs <-chan os.Signal) (code int, waited bool) 
 	fmt.Fprintf(os.Stderr, "supervisor: this pod was created in attempt %d and the job is in attempt %d; "+
 		"waiting for the operator's order to join it (at most %s)\n", c.attempt, c.cfg.Current, c.cfg.Hold)
 	ordered, s := c.awaitWord(sigs)
-	if !ordered && s == nil {
-		// An order taken as the time ran out wins; once released, orders are refused.
-		c.mu.Lock()
-		ordered = !c.advance(evHoldEnded)
-		c.mu.Unlock()
-	}
 	switch {
 	case ordered:
 	case s != nil:
@@ -215,10 +209,14 @@ func (c *restartControl) howStopped(code int) string {
 // restart code on an order, code otherwise.
 func (c *restartControl) hold(code int, sigs <-chan os.Signal) int {
 	ordered, s := c.awaitWord(sigs)
-	if !ordered && s == nil {
-		// An order taken as the time ran out wins; once released, orders are refused.
+	if !ordered {
+		// An order taken as the time ran out, or as a signal came, wins (it was answered 202); once
+		// released, orders are refused.
 		c.mu.Lock()
-		ordered = !c.advance(evHoldEnded)
+		if s == nil {
+			c.advance(evHoldEnded)
+		}
+		ordered = c.state.restarting()
 		c.mu.Unlock()
 	}
 	switch {

@@ -3,8 +3,10 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -291,5 +293,72 @@ func TestOrderAfterTheHold(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestHoldRaces: an order racing the hold's end, or a signal that ends the container: every order taken
+// (202) ends the hold with the restart code, every exit with the program's code refused its order (409).
+func TestHoldRaces(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		runs   int
+		hold   time.Duration
+		signal bool
+	}{
+		{name: "an order as the time runs out", runs: 500, hold: 200 * time.Microsecond},
+		{name: "an order taken as SIGTERM comes", runs: 50, hold: time.Minute, signal: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := 0
+			for i := range tt.runs {
+				c := &restartControl{cfg: Control{Hold: tt.hold, RestartCode: 215, StateDir: t.TempDir()}, state: held, attempt: 1,
+					orders: make(chan struct{}, 1)}
+				sigs := make(chan os.Signal, 1)
+				var err error
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if !tt.signal {
+						time.Sleep(time.Duration(i%400) * time.Microsecond)
+					}
+					var act func()
+					if act, err = c.obey(controlapi.Order{Attempt: 2}); err == nil {
+						act()
+					}
+				}()
+				if tt.signal {
+					<-done
+					sigs <- syscall.SIGTERM
+				}
+				code := c.hold(3, sigs)
+				<-done
+				if taken := err == nil; taken != (code == 215) || !taken && !errors.Is(err, errReleased) {
+					bad++
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d runs: an order's answer and the exit code disagree", bad, tt.runs)
+			}
+		})
+	}
+}
+
+// TestBarrierTimeout: a pod behind whose barrier's time runs out with no order says so and returns the
+// restart code, to wait anew.
+func TestBarrierTimeout(t *testing.T) {
+	c := &restartControl{cfg: Control{Hold: time.Millisecond, RestartCode: 215, Current: 2}, state: behind, attempt: 1,
+		orders: make(chan struct{}, 1)}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	code, waited := c.barrier(make(chan os.Signal))
+	os.Stderr = stderr
+	_ = w.Close()
+	out, _ := io.ReadAll(r)
+	if code != 215 || !waited || !strings.Contains(string(out), "no order from the operator in 1ms") {
+		t.Errorf("barrier = %d, %t; said %q", code, waited, out)
 	}
 }
