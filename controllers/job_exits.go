@@ -36,21 +36,23 @@ const (
 
 // recordExit remembers p when a container exited non-zero, or when p is force-deleted while its
 // trainer runs, for a pod a Job of its job's name controls (ofJobNamed), up to exitsPerRank pods
-// per rank. It ignores older attempts; a newer attempt replaces what was kept.
+// per rank. It ignores older attempts of the Job it keeps; a newer attempt or another Job (the pod
+// watch passes only the current Job's pods) replaces what was kept.
 func (m *memory) recordExit(p *corev1.Pod) {
 	key, ok := trainingJobOf(p)
 	forced := derive.ForceDeleted(p) && derive.RunningWhenDeleted(p)
 	if !ok || !ofJobNamed(key.Name, p) || !worthKeeping(p) {
 		return
 	}
-	attempt := names.JobAttempt(p)
+	attempt, job := names.JobAttempt(p), metav1.GetControllerOf(p).UID
 	m.with(key, func(j *jobMemory) {
 		kept := &j.exits
 		switch {
-		case kept.pods != nil && attempt < kept.attempt:
+		case kept.pods == nil || job != kept.job || attempt > kept.attempt:
+			// Another Job is the job's now: a new attempt's, or a job of the same name submitted again.
+			*kept = newAttemptExits(attempt, job)
+		case attempt < kept.attempt:
 			return
-		case kept.pods == nil || attempt > kept.attempt:
-			*kept = newAttemptExits(attempt)
 		}
 		rank := p.Labels[names.RankLabel]
 		switch {

@@ -78,6 +78,12 @@ func TestExitMemory(t *testing.T) {
 			present: nil, wantGone: []string{"w-0"}},
 		{name: "an older attempt's late event is ignored", seen: []*corev1.Pod{workerPod("w-0", "1", 137), workerPod("w-1", "0", 137)},
 			attempt: 1, present: nil, wantGone: []string{"w-0"}},
+		{name: "a job of the same name submitted again: its Job's attempt 0 replaces the old one's attempt 3",
+			seen: []*corev1.Pod{workerPod("w-0-old", "3", 1), func() *corev1.Pod {
+				p := workerPod("w-1", "0", 137)
+				p.OwnerReferences[0].UID, p.Labels[names.ControllerUIDLabel] = "new-job-uid", "new-job-uid"
+				return p
+			}()}, attempt: 0, present: nil, wantGone: []string{"w-1"}},
 		{name: "the job's labels without its Job (kubectl debug --copy-to)", seen: []*corev1.Pod{func() *corev1.Pod {
 			p := workerPod("w-1-debug", "0", 1)
 			p.OwnerReferences = nil

@@ -161,14 +161,16 @@ type schedulableAt struct {
 // pods kept of each rank.
 type attemptExits struct {
 	attempt int32
-	pods    map[types.UID]corev1.Pod
-	forced  map[types.UID]corev1.Pod
-	ranks   map[string]int
+	// job is the UID of the Job whose pods are kept.
+	job    types.UID
+	pods   map[types.UID]corev1.Pod
+	forced map[types.UID]corev1.Pod
+	ranks  map[string]int
 }
 
-// newAttemptExits returns an empty memory of attempt's exits.
-func newAttemptExits(attempt int32) attemptExits {
-	return attemptExits{attempt: attempt, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{},
+// newAttemptExits returns an empty memory of the exits of attempt's pods job made.
+func newAttemptExits(attempt int32, job types.UID) attemptExits {
+	return attemptExits{attempt: attempt, job: job, pods: map[types.UID]corev1.Pod{}, forced: map[types.UID]corev1.Pod{},
 		ranks: map[string]int{}}
 }
 
