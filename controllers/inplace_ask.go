@@ -45,15 +45,18 @@ func (g gangRestart) askSupervisors(ctx context.Context, tj *mlv1.TrainingJob, j
 		p := &pods[ask[j]]
 		key, _ := g.heldKey(p)
 		e, err := g.control.Exit(ctx, podAddr(p, builders.SupervisorPort), controlapi.ExitToken(token, tokenPodUID(p)))
-		g.answered(tj, p, err == nil, now)
 		switch {
 		case err != nil:
+			g.answered(tj, p, false, now)
 			ctrl.LoggerFrom(ctx).V(1).Info("A supervisor did not answer", "pod", klog.KObj(p), "error", err.Error())
 		case !e.Held && e.Attempt < tj.Status.Attempt && !finished(tj):
+			// Its order's outcome counts (orderBehind), not this answer.
 			behind[ask[j]] = true
 		case !e.Held || e.Attempt != tj.Status.Attempt:
+			g.answered(tj, p, true, now)
 			g.remember(tj, p.UID, func(c *childMemory) { c.notHeld = key })
 		default:
+			g.answered(tj, p, true, now)
 			exits[ask[j]] = &e
 		}
 	})

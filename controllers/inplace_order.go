@@ -42,14 +42,16 @@ func (g gangRestart) orderBehind(ctx context.Context, tj *mlv1.TrainingJob, behi
 		// The CheckpointController's write triggers a reconcile.
 		return nil
 	}
-	token, o, now := builders.ControlToken(tj, g.opts), inPlaceOrder(tj, cm), g.clock.Now()
+	token, o := builders.ControlToken(tj, g.opts), inPlaceOrder(tj, cm)
 	log := ctrl.LoggerFrom(ctx)
 	parallel(len(behind), orderWorkers, func(i int) {
 		p := &behind[i]
 		addr, order := podAddr(p, builders.SupervisorPort), controlapi.OrderToken(token, tokenPodUID(p), o)
-		if err := g.control.Restart(ctx, addr, order, o); err != nil {
-			// A supervisor that answers asks but takes no order is asked less often, as a silent one.
-			g.answered(tj, p, false, now)
+		err := g.control.Restart(ctx, addr, order, o)
+		// A supervisor that answers asks but takes no order is asked less often, as a silent one: its
+		// wait runs from the order's end and doubles with each refusal.
+		g.answered(tj, p, err == nil, g.clock.Now())
+		if err != nil {
 			log.V(1).Info("Ordering a replacement failed; asked again", "pod", klog.KObj(p), "error", err.Error())
 			return
 		}

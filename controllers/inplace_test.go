@@ -882,7 +882,7 @@ func (s *refusingSupervisors) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 
 // TestRefusedOrdersAreMisses: the replacements behind the attempt are ordered at once, not one after
 // another, and a supervisor that answers asks but refuses its order is asked again only after a silent
-// one's wait: it cannot hold a JobController worker round after round.
+// one's wait, doubling with each refusal: it cannot hold a JobController worker round after round.
 func TestRefusedOrdersAreMisses(t *testing.T) {
 	const behind = 4
 	opts := builders.Options{AgentTokenKey: builders.SecretKey("k"), InPlaceRestart: true}
@@ -910,11 +910,16 @@ func TestRefusedOrdersAreMisses(t *testing.T) {
 		t.Errorf("%d orders in flight at once, want all %d", inFlightMax, behind)
 	}
 	askAndOrder(t, r, tj, obs)
+	// Once its wait ends it is asked again, its answer does not clear the miss, and the next wait doubles.
+	r.Clock.(*clocktesting.FakePassiveClock).SetTime(t0.Add(time.Minute))
+	askAndOrder(t, r, tj, obs)
 	sup.mu.Lock()
 	defer sup.mu.Unlock()
+	g := r.gang(context.Background())
 	for _, p := range obs.Pods {
-		if !silent(r, tj, p.UID) || sup.asked[p.Status.PodIP] != 1 {
-			t.Errorf("pod %s: silent %t, asked %d times; want a miss and one ask", p.Name, silent(r, tj, p.UID), sup.asked[p.Status.PodIP])
+		got := struct{ Asked, Misses int }{sup.asked[p.Status.PodIP], g.child(tj, p.UID).misses}
+		if diff := cmp.Diff(struct{ Asked, Misses int }{2, 2}, got); diff != "" {
+			t.Errorf("pod %s, after three rounds a minute apart (-want +got):\n%s", p.Name, diff)
 		}
 	}
 }
