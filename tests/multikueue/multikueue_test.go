@@ -175,7 +175,16 @@ func TestDispatchedAndMirrored(t *testing.T) {
 	running := waitState(t, mk.Workers[w], ns, "far", mlv1.StateRunning, 2*time.Minute)
 	owned := workloads(t, mk.Workers[w], running) // MultiKueue removes it once the manager's Workload is finished
 	remote := waitState(t, mk.Workers[w], ns, "far", mlv1.StateCompleted, 3*time.Minute)
-	mgr := waitState(t, mk.Manager, ns, "far", mlv1.StateCompleted, time.Minute)
+	// The StatusController writes the final progress after the JobController's Completed: the manager
+	// shows it once the worker wrote it.
+	var mgr *mlv1.TrainingJob
+	stacktest.Eventually(t, time.Minute, "far Completed at 100% on the manager", func() error {
+		var ok bool
+		if mgr, ok = get(t, mk.Manager, ns, "far"); !ok || mgr.Status.State != mlv1.StateCompleted || mgr.Status.Progress != "100%" {
+			return fmt.Errorf("found %v, status %+v", ok, mgr)
+		}
+		return nil
+	})
 
 	type shown struct {
 		State         mlv1.State
@@ -191,7 +200,7 @@ func TestDispatchedAndMirrored(t *testing.T) {
 	got := shown{State: mgr.Status.State, Progress: mgr.Status.Progress, CurrentEpoch: mgr.Status.CurrentEpoch,
 		Goodput: mgr.Status.Goodput != nil && mgr.Status.Goodput.ProductiveSeconds > 0, RunID: mgr.Status.RunID,
 		ClusterName: mgr.Status.ClusterName, RestartCount: mgr.Status.RestartCount, WorkloadOwned: owned}
-	want := shown{State: mlv1.StateCompleted, Progress: remote.Status.Progress, CurrentEpoch: 6, Goodput: true,
+	want := shown{State: mlv1.StateCompleted, Progress: "100%", CurrentEpoch: 6, Goodput: true,
 		RunID: remote.Status.RunID, ClusterName: w, WorkloadOwned: wantWL}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the manager's status and the worker's Workloads (-want +got):\n%s", diff)
