@@ -17,6 +17,7 @@ import (
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/derive"
+	"github.com/trainingjob-operator/trainingjob-operator/internal/text"
 )
 
 // The pod watch's memory of exits (jobMemory.exits). When a rank is killed, Kubernetes' Job
@@ -62,11 +63,7 @@ func (m *memory) recordExit(p *corev1.Pod) {
 		default:
 			kept.ranks[rank]++
 		}
-		// The controller reference stays: the verdict counts only the current Job's pods (madeBy).
-		seen := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: keptLabels(p.Labels),
-			OwnerReferences:   []metav1.OwnerReference{*metav1.GetControllerOf(p)},
-			DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
-			Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: *p.Status.DeepCopy()}
+		seen := keptPod(p)
 		if forced {
 			kept.forced[p.UID] = seen
 		}
@@ -74,6 +71,61 @@ func (m *memory) recordExit(p *corev1.Pod) {
 			kept.pods[p.UID] = seen
 		}
 	})
+}
+
+// keptMessageBytes is how much of a failed end's termination message the memory keeps: its end, where
+// the verdict reads the last lines and a hint's cause (a Python traceback ends with the exception).
+const keptMessageBytes = 2048
+
+// keptPod returns what the verdict reads of p (derive.classify): its name, our labels, its controller
+// reference (the verdict counts only the current Job's pods, madeBy), its deletion, node and phase, its
+// DisruptionTarget condition, and its containers' states, a message only where an end failed, cut to
+// its last keptMessageBytes. What else the kubelet reports (images, IDs, addresses, resources, other
+// conditions) is not kept: a kept pod costs about 1 KiB plus its failed ends' messages, not the whole
+// status.
+func keptPod(p *corev1.Pod) corev1.Pod {
+	kept := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: keptLabels(p.Labels),
+		OwnerReferences:   []metav1.OwnerReference{*metav1.GetControllerOf(p)},
+		DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: corev1.PodStatus{Phase: p.Status.Phase}}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			kept.Status.Conditions = append(kept.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status,
+				Reason: text.Cut(c.Reason, 128), Message: text.Last(c.Message, keptMessageBytes)})
+		}
+	}
+	kept.Status.InitContainerStatuses = keptStates(p.Status.InitContainerStatuses)
+	kept.Status.ContainerStatuses = keptStates(p.Status.ContainerStatuses)
+	return kept
+}
+
+// keptStates returns the containers' names and states (keptPod).
+func keptStates(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(cs))
+	for i := range cs {
+		out[i] = corev1.ContainerStatus{Name: cs[i].Name, State: keptState(cs[i].State), LastTerminationState: keptState(cs[i].LastTerminationState)}
+	}
+	return out
+}
+
+// keptState returns a container state without the waiting reason, and with a terminated state's
+// message only where it failed.
+func keptState(s corev1.ContainerState) corev1.ContainerState {
+	out := corev1.ContainerState{}
+	if s.Running != nil {
+		out.Running = &corev1.ContainerStateRunning{StartedAt: s.Running.StartedAt}
+	}
+	if t := s.Terminated; t != nil {
+		out.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: text.Cut(t.Reason, 128),
+			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt}
+		if t.ExitCode != 0 {
+			out.Terminated.Message = text.Last(t.Message, keptMessageBytes)
+		}
+	}
+	return out
 }
 
 // keptLabels returns the labels of a remembered pod the operator reads: its own and Kubernetes' Job

@@ -364,3 +364,93 @@ func TestKilledRankGoneBeforeTheVerdict(t *testing.T) {
 			got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
 	}
 }
+
+// kubeletPod returns a failed worker pod as a kubelet reports it: images, IDs, addresses, resources, every
+// condition, and the kubelet's largest termination messages (4 KiB a container, 12 KiB a pod) on
+// containers that failed (the trainer, its traceback ending in the CUDA error) and on ones that did not.
+func kubeletPod(code int32, disrupted, forced bool) *corev1.Pod {
+	p := workerPod("w-1", "0", code)
+	p.Labels[names.RankLabel] = "1"
+	p.Labels["team.example.com/cost-center"] = strings.Repeat("c", 63)
+	p.Spec.NodeName = "node-7"
+	p.Status.Phase, p.Status.HostIP, p.Status.PodIP = corev1.PodFailed, "10.0.0.7", "10.244.7.12"
+	p.Status.PodIPs, p.Status.HostIPs = []corev1.PodIP{{IP: "10.244.7.12"}}, []corev1.HostIP{{IP: "10.0.0.7"}}
+	p.Status.QOSClass, p.Status.StartTime = corev1.PodQOSBurstable, ptr.To(metav1.Now())
+	for _, c := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady,
+		corev1.ContainersReady, corev1.PodScheduled} {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionFalse,
+			Reason: "PodFailed", Message: strings.Repeat("m", 256), LastTransitionTime: metav1.Now()})
+	}
+	if disrupted {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget,
+			Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler", Message: "preempted by ml/urgent"})
+	}
+	full := func(name string, code int32, msg string) corev1.ContainerStatus {
+		cs := corev1.ContainerStatus{Name: name, Image: "registry.example.com/team/trainer:" + strings.Repeat("v", 100),
+			ImageID: "registry.example.com/team/trainer@sha256:" + strings.Repeat("a", 64), ContainerID: "containerd://" + strings.Repeat("b", 64),
+			RestartCount: 2, User: &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000}}},
+			AllocatedResources: corev1.ResourceList{}, VolumeMounts: []corev1.VolumeMountStatus{{Name: "checkpoints", MountPath: "/checkpoints"}}}
+		if forced {
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
+			return cs
+		}
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: msg, ContainerID: cs.ContainerID,
+			StartedAt: metav1.NewTime(time.Unix(1000, 0)), FinishedAt: metav1.NewTime(time.Unix(2000, 0))}
+		cs.LastTerminationState = cs.State
+		return cs
+	}
+	traceback := strings.Repeat("  File \"train.py\", line 12, in step\n", 110) + "torch.OutOfMemoryError: CUDA out of memory\n"
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{full(names.InputsContainerName, 0, strings.Repeat("fetched\n", 512))}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{full(names.ContainerName, code, text4K(traceback)),
+		full(names.AgentContainerName, 0, strings.Repeat("uploaded\n", 455))}
+	if forced {
+		forceDeleted(p)
+	}
+	return p
+}
+
+// text4K returns the last 4 KiB of s, as the kubelet cuts a termination message.
+func text4K(s string) string { return s[max(0, len(s)-4096):] }
+
+// TestKeptPodIsWhatTheVerdictReads: the memory keeps under 1 KiB plus the last 2 KiB of each failed end (this
+// run's and the last) of a pod the kubelet reports at its largest (about 28 KiB), and the verdict on the kept copy of a gone pod is the one on
+// the pod itself: the exit, its hint and last lines, a disruption, a deletion while running.
+func TestKeptPodIsWhatTheVerdictReads(t *testing.T) {
+	tj := tjtest.NewTJ("ml", "g").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
+	tj.Status.State = mlv1.StateRunning
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"},
+		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+			Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.NewTime(time.Unix(1, 0))}}}}
+	for _, tc := range []struct {
+		name              string
+		pod               *corev1.Pod
+		wantFull, wantMax int
+	}{
+		{name: "OOM on the GPU", pod: kubeletPod(137, false, false), wantFull: 24 << 10, wantMax: 5 << 10},
+		{name: "error exit", pod: kubeletPod(1, false, false), wantFull: 24 << 10, wantMax: 5 << 10},
+		{name: "disrupted", pod: kubeletPod(143, true, false), wantFull: 24 << 10, wantMax: 5 << 10},
+		{name: "deleted at once while running", pod: kubeletPod(0, false, true), wantFull: 2 << 10, wantMax: 1 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept := keptPod(tc.pod)
+			t.Logf("%d bytes, kept %d", tc.pod.Size(), kept.Size())
+			if full, got := tc.pod.Size(), kept.Size(); full < tc.wantFull || got > tc.wantMax {
+				t.Errorf("the pod is %d bytes (want at least %d), its kept copy %d (want at most %d)", full, tc.wantFull, got, tc.wantMax)
+			}
+			verdict := func(p corev1.Pod) mlv1.TrainingJobStatus {
+				obs := derive.Observed{Job: job, Gone: []corev1.Pod{p}}
+				if derive.ForceDeleted(&p) {
+					obs.Gone, obs.ForceDeleted = nil, []corev1.Pod{p}
+				}
+				return derive.Status(tj, obs, metav1.NewTime(time.Unix(100, 0)))
+			}
+			want, got := verdict(*tc.pod), verdict(kept)
+			if want.LastFailure == "" && want.FailureReason == "" {
+				t.Fatalf("no failure decided on the pod itself: %+v", want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the verdict on the kept copy (-on the pod +on the copy):\n%s", diff)
+			}
+		})
+	}
+}
