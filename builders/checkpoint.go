@@ -105,6 +105,15 @@ func CheckpointURI(tj *mlv1.TrainingJob) string {
 	return "s3://" + s.S3Bucket + "/" + CheckpointRoot(tj)
 }
 
+// CheckpointLocation returns the run's checkpoint location as its workers and agents name it:
+// CheckpointURI in object storage, else CheckpointDir.
+func CheckpointLocation(tj *mlv1.TrainingJob) string {
+	if s := tj.CheckpointStorage(); s != nil && (s.Type == mlv1.StorageS3 || s.Type == mlv1.StorageGCS) {
+		return CheckpointURI(tj)
+	}
+	return CheckpointDir(tj)
+}
+
 func checkpointVolume(tj *mlv1.TrainingJob) corev1.Volume {
 	s := tj.CheckpointStorage()
 	v := corev1.Volume{Name: CheckpointVolumeName}

@@ -119,15 +119,16 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
 	pods []corev1.Pod) (string, reconcile.Result) {
 	now := metav1.NewTime(r.Clock.Now())
-	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}))
+	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}),
+		builders.CheckpointLocation(tj))
 	if a, ok := r.reports.peek(tj); ok {
-		derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a, now)
+		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, now)
 	}
 	if a, ok := r.finals.Load(client.ObjectKeyFromObject(tj)); ok {
-		derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a.(agentapi.Status), now)
+		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a.(agentapi.Status), now)
 	}
 	if a, ok := derive.FinalReport(pods); ok {
-		derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a, now)
+		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, now)
 	}
 	if cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt)) {
 		derive.ApplyResumed(&tj.Status, cm.Annotations[names.ResumedFromAnnotation])
@@ -137,7 +138,7 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 		if err != nil || inPlace == "" {
 			return "", reconcile.Result{}
 		}
-		return "", r.inPlaceReport(ctx, tj, cm, pods)
+		return "", r.inPlaceReport(ctx, tj, cm, pods, inPlace)
 	}
 	return r.readWhenDue(ctx, tj, pods, now.Time)
 }
@@ -161,7 +162,7 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 		derive.ApplyAgentError(&tj.Status, err, metav1.NewTime(now))
 		return "", res
 	}
-	derive.ApplyCheckpoints(&tj.Status, builders.NameRoot(tj), a, metav1.NewTime(now))
+	derive.ApplyCheckpoints(&tj.Status, checkpointPlace(tj), a, metav1.NewTime(now))
 	l := []string{tj.Namespace, tj.Name}
 	metrics.CheckpointSize.WithLabelValues(l...).Set(float64(a.SizeBytes))
 	r.reports.with(prev, func(p *agentapi.Status) {
@@ -262,11 +263,11 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 	return len(left) > 0, err
 }
 
-// inPlaceReport reads the older attempt's rank 0 agent into tj.Status while the job restarts in
-// place and RESUME_FROM is unsettled, until the agent reports after the restart's decision. The
+// inPlaceReport reads the older attempt's rank 0 agent (a pod of the Job restarting in place, whose UID
+// is inPlace) into tj.Status while the job restarts in place and RESUME_FROM is unsettled, until the agent reports after the restart's decision. The
 // restarted containers leave no final report. res requeues for the next read.
 func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
-	pods []corev1.Pod) reconcile.Result {
+	pods []corev1.Pod, inPlace string) reconcile.Result {
 	key := client.ObjectKeyFromObject(tj)
 	if cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt)) || r.reportedSinceRestart(tj) {
 		return reconcile.Result{}
@@ -274,11 +275,11 @@ func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.Train
 	c := meta.FindStatusCondition(tj.Status.Conditions, mlv1.ConditionRestarting)
 	for _, p := range pods {
 		if names.JobAttempt(&p) >= tj.Status.Attempt || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning ||
-			p.Status.PodIP == "" {
+			p.Status.PodIP == "" || p.Labels[names.ControllerUIDLabel] != inPlace {
 			continue
 		}
 		if a, err := r.Agent.Status(ctx, podAddr(&p, builders.AgentPort)); err == nil && a.Time.After(c.LastTransitionTime.Time) {
-			derive.ApplyFinalReport(&tj.Status, builders.NameRoot(tj), a, metav1.NewTime(r.Clock.Now()))
+			derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, metav1.NewTime(r.Clock.Now()))
 			r.fresh.Store(key, tj.Status.Attempt)
 			return reconcile.Result{}
 		}
@@ -313,14 +314,32 @@ func (r *CheckpointReconciler) restartingInPlace(ctx context.Context, tj *mlv1.T
 	return string(job.UID), nil
 }
 
-// rank0Pods returns the rank 0 pods of every attempt still there.
+// checkpointPlace returns where the job's checkpoints are, which the agents' reports must name.
+func checkpointPlace(tj *mlv1.TrainingJob) derive.Place {
+	return derive.Place{NameRoot: builders.NameRoot(tj), Run: builders.CheckpointLocation(tj)}
+}
+
+// rank0Pods returns the rank 0 pods of every attempt still there. A pod of the current attempt (or
+// a later one) must be the current Job's (madeBy): its agent is read and gets the job's token. An older
+// attempt's Job is gone, so its pods are taken by their shape (ofJobName); what their reports name is
+// held to the run's own directory (derive.Place).
 func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJob) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	rank0 := client.MatchingLabels{names.NameLabel: tj.Name, names.RankLabel: "0"}
 	if err := r.List(ctx, &pods, client.InNamespace(tj.Namespace), rank0); err != nil {
 		return nil, fmt.Errorf("listing rank 0 pods of %s: %w", klog.KObj(tj), err)
 	}
-	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !ofJobName(tj, &p) }), nil
+	job := &batchv1.Job{}
+	found, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: tj.Namespace, Name: names.JobName(tj)}, job)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		job = nil
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		return !ofJobName(tj, &p) || names.JobAttempt(&p) >= tj.Status.Attempt && !madeBy(job, &p)
+	}), nil
 }
 
 // ofJobName reports whether a Job of the job's name, of any attempt, controls p. Labels alone are
@@ -369,11 +388,12 @@ func rank0ByNameLabel(ctx context.Context, obj client.Object) []reconcile.Reques
 	return byNameLabel(ctx, obj)
 }
 
-// recordingFinals wraps next to remember the final report of every delivered rank 0 pod (finals).
+// recordingFinals wraps next to remember the final report of every delivered rank 0 pod a Job of the
+// job's name controls (finals).
 func (r *CheckpointReconciler) recordingFinals(next handler.EventHandler) handler.EventHandler {
 	return recordingPods(func(_ context.Context, p *corev1.Pod) {
 		key, ok := trainingJobOf(p)
-		if !ok || p.Labels[names.RankLabel] != "0" {
+		if !ok || p.Labels[names.RankLabel] != "0" || !ofJobNamed(key.Name, p) {
 			return
 		}
 		a, ok := derive.FinalReport([]corev1.Pod{*p})

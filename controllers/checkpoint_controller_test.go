@@ -200,7 +200,8 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 					names.ControllerUIDLabel: "job-uid"}},
 				Spec: corev1.PodSpec{InitContainers: tc.podAgent}}
 			pod.Status.Phase, pod.Status.PodIP = corev1.PodRunning, "10.1.2.3"
-			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tj, cm, pod).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"}}
+			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tj, cm, pod, job).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
 			agent := newFakeAgent(tc.agentToken, agentapi.Status{Latest: uri + "7", LatestEpoch: 7, Count: 2, Time: t0.Time})
 			r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time),
 				Agent: &agentapi.Client{HTTP: &http.Client{Transport: agent}}, TokenKey: key}

@@ -41,13 +41,24 @@ func ApplyAgentError(st *mlv1.TrainingJobStatus, err error, now metav1.Time) {
 		ObservedGeneration: st.ObservedGeneration, LastTransitionTime: now})
 }
 
-// ApplyCheckpoints puts an agent's report into the status. It is pure.
-// nameRoot is where the runs of the job's name live in its store (builders.NameRoot): an earlier run the
-// report names must be one of them.
-func ApplyCheckpoints(st *mlv1.TrainingJobStatus, nameRoot string, a agentapi.Status, now metav1.Time) {
-	if a.Time.IsZero() {
-		return // the agent has not synced yet
+// Place is where a job's checkpoints are, which the agents' reports (the pods' word) must name.
+type Place struct {
+	// NameRoot is where the runs of the job's name live in its store (builders.NameRoot): an earlier run
+	// a report names must be one of them.
+	NameRoot string
+	// Run is this run's checkpoint directory or URI as its workers name it (builders.CheckpointLocation):
+	// the latest checkpoint a report names must be in it.
+	Run string
+}
+
+// ApplyCheckpoints puts an agent's report into the status. It is pure. A report whose latest checkpoint
+// is not one of the run's own (place.Run) is not taken: a pod that is not the job's, or a trainer that
+// wrote elsewhere, does not choose what the workers resume from.
+func ApplyCheckpoints(st *mlv1.TrainingJobStatus, place Place, a agentapi.Status, now metav1.Time) {
+	if a.Time.IsZero() || a.Latest != "" && !InRun(a.Latest, place.Run) {
+		return // the agent has not synced yet, or names another run's checkpoint
 	}
+	nameRoot := place.NameRoot
 	if a.Error != "" {
 		// The error comes from the job's storage server, as the pod's agent tells it: bounded, it fits the
 		// condition and the event's note (1 KiB), which then say the same.
@@ -89,6 +100,19 @@ func earlierRuns(runs []agentapi.EarlierRun, nameRoot string) []string {
 		}
 	}
 	return out
+}
+
+// InRun reports whether uri names a checkpoint directly in the run's directory run:
+// <run>/checkpoint-<position>[/], valid UTF-8 of at most maxEarlierRun bytes with no control character.
+func InRun(uri, run string) bool {
+	rest, ok := strings.CutPrefix(uri, strings.TrimRight(run, "/")+"/")
+	rest = strings.TrimSuffix(rest, "/")
+	if !ok || run == "" || len(uri) > maxEarlierRun || !utf8.ValidString(uri) || strings.ContainsFunc(uri, unicode.IsControl) ||
+		strings.Contains(rest, "/") {
+		return false
+	}
+	_, ok = agentapi.PositionOf(rest)
+	return ok
 }
 
 // underName reports whether uri names a checkpoint of a run of the job's name: .../<nameRoot>/checkpoint-...
@@ -153,21 +177,22 @@ func FinalReport(pods []corev1.Pod) (agentapi.Status, bool) {
 
 // ApplyFinalReport applies a stopped agent's final report unless the status already knows a newer
 // checkpoint.
-func ApplyFinalReport(st *mlv1.TrainingJobStatus, nameRoot string, a agentapi.Status, now metav1.Time) {
+func ApplyFinalReport(st *mlv1.TrainingJobStatus, place Place, a agentapi.Status, now metav1.Time) {
 	if st.Checkpoint != nil &&
 		(int32(a.LatestEpoch) < st.Checkpoint.LatestEpoch || agentapi.Newer(st.Checkpoint.Latest, a.Latest) && a.Latest != "") {
 		return
 	}
-	ApplyCheckpoints(st, nameRoot, a, now)
+	ApplyCheckpoints(st, place, a, now)
 }
 
 // ApplyResumeFrom restores status.checkpoint from RESUME_FROM when the ConfigMap names a checkpoint
 // newer than the status knows (the status write that should have come with it was lost): RESUME_FROM is
 // only ever set from the status, so what it names existed and was the newest. fromSpec, what RESUME_FROM
-// is before any checkpoint of the job (spec.checkpoint.resumeFrom), is not one of the job's own.
-func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string) {
+// is before any checkpoint of the job (spec.checkpoint.resumeFrom), is not one of the job's own, nor is
+// anything outside the run's directory run (the ConfigMap is in the tenant's namespace).
+func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec, run string) {
 	epoch, ok := agentapi.EpochOf(resumeFrom)
-	if !ok || resumeFrom == fromSpec || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
+	if !ok || resumeFrom == fromSpec || !InRun(resumeFrom, run) || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
 		return
 	}
 	c := checkpointCopy(st)

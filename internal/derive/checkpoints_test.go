@@ -73,7 +73,7 @@ func TestFinalCheckpointsFromTheAgentsTerminationMessage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := *tj.Status.DeepCopy()
 			if a, ok := FinalReport(tc.pods); ok {
-				ApplyFinalReport(&st, "ml/same", a, t0)
+				ApplyFinalReport(&st, testPlace, a, t0)
 			}
 			if diff := cmp.Diff([]int32{tc.wantEpoch, tc.wantCount}, []int32{st.Checkpoint.LatestEpoch, st.Checkpoint.Count}); diff != "" {
 				t.Errorf("status.checkpoint epoch, count (-want +got):\n%s", diff)
@@ -109,7 +109,7 @@ func TestApplyResumeFrom(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := mlv1.TrainingJobStatus{Checkpoint: tc.status}
-			ApplyResumeFrom(&st, tc.resumeFrom, spec)
+			ApplyResumeFrom(&st, tc.resumeFrom, spec, "s3://b/ml/a")
 			if diff := cmp.Diff(tc.want, st.Checkpoint); diff != "" {
 				t.Errorf("status.checkpoint (-want +got):\n%s", diff)
 			}
@@ -176,7 +176,7 @@ func TestStorageErrorIsBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &mlv1.TrainingJobStatus{}
-			ApplyCheckpoints(st, "ml/same", agentapi.Status{Time: t0.Time, Error: tc.error}, t0)
+			ApplyCheckpoints(st, testPlace, agentapi.Status{Time: t0.Time, Error: tc.error}, t0)
 			got := ConditionMessage(*st, mlv1.ConditionCheckpointStorageReady)
 			if got != tc.want || !utf8.ValidString(got) {
 				t.Errorf("message of %d bytes, want %d bytes (valid UTF-8: %t)", len(got), len(tc.want), utf8.ValidString(got))
@@ -240,7 +240,7 @@ func TestEarlierRunsInTheStatus(t *testing.T) {
 				tj.Status.Checkpoint = &mlv1.CheckpointStatus{EarlierRuns: tt.before}
 			}
 			before := *tj.Status.DeepCopy()
-			ApplyCheckpoints(&tj.Status, "ml/same", agentapi.Status{Time: t0.Time, EarlierRuns: tt.report}, t0)
+			ApplyCheckpoints(&tj.Status, testPlace, agentapi.Status{Time: t0.Time, EarlierRuns: tt.report}, t0)
 			var got []string
 			if tj.Status.Checkpoint != nil {
 				got = tj.Status.Checkpoint.EarlierRuns
@@ -251,6 +251,62 @@ func TestEarlierRunsInTheStatus(t *testing.T) {
 			event, _ := EarlierRunsFound(tj, before, tj.Status)
 			if diff := cmp.Diff(tt.wantEvent, event); diff != "" {
 				t.Errorf("event (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// testPlace is where the tests' job keeps its checkpoints: its reports name s3://b/ml/a/checkpoint-....
+var testPlace = Place{NameRoot: "ml/same", Run: "s3://b/ml/a"}
+
+// TestInRun: a report's latest checkpoint must be one directly in the run's own directory.
+func TestInRun(t *testing.T) {
+	const run = "s3://b/ml/a/uid-1"
+	for _, tc := range []struct {
+		name, uri string
+		want      bool
+	}{
+		{name: "the run's", uri: run + "/checkpoint-epoch-4", want: true},
+		{name: "mid-epoch, a prefix's slash", uri: run + "/checkpoint-epoch-4-step-20/", want: true},
+		{name: "another store", uri: "s3://evil/anything/checkpoint-epoch-999"},
+		{name: "another run of the name", uri: "s3://b/ml/a/uid-0/checkpoint-epoch-9"},
+		{name: "a run whose ID the run's extends", uri: run + "x/checkpoint-epoch-9"},
+		{name: "below the run's directory", uri: run + "/x/checkpoint-epoch-9"},
+		{name: "up and back", uri: run + "/../uid-1/checkpoint-epoch-9"},
+		{name: "not a checkpoint", uri: run + "/model.pt"},
+		{name: "a control character", uri: run + "/checkpoint-epoch-4\n"},
+		{name: "invalid UTF-8", uri: run + "/checkpoint-epoch-4\xff"},
+		{name: "no run", uri: "/checkpoint-epoch-4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run
+			if tc.name == "no run" {
+				r = ""
+			}
+			if got := InRun(tc.uri, r); got != tc.want {
+				t.Errorf("InRun(%q, %q) = %v, want %v", tc.uri, r, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReportsOfAnotherRun: a report (running or final) or a RESUME_FROM that names a checkpoint outside the
+// run's directory changes nothing: what the workers resume from stays the run's own.
+func TestReportsOfAnotherRun(t *testing.T) {
+	own := &mlv1.CheckpointStatus{Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2}
+	for _, evil := range []string{"s3://evil/x/checkpoint-epoch-999", "s3://b/ml/other/checkpoint-epoch-999"} {
+		t.Run(evil, func(t *testing.T) {
+			a := agentapi.Status{Time: t0.Time, Latest: evil, LatestEpoch: 999, Count: 1}
+			for name, apply := range map[string]func(*mlv1.TrainingJobStatus){
+				"running":     func(st *mlv1.TrainingJobStatus) { ApplyCheckpoints(st, testPlace, a, t0) },
+				"final":       func(st *mlv1.TrainingJobStatus) { ApplyFinalReport(st, testPlace, a, t0) },
+				"RESUME_FROM": func(st *mlv1.TrainingJobStatus) { ApplyResumeFrom(st, evil, "", testPlace.Run) },
+			} {
+				st := mlv1.TrainingJobStatus{Checkpoint: own.DeepCopy()}
+				apply(&st)
+				if diff := cmp.Diff(own, st.Checkpoint); diff != "" {
+					t.Errorf("%s: status.checkpoint (-want +got):\n%s", name, diff)
+				}
 			}
 		})
 	}

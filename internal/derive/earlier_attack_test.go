@@ -32,7 +32,7 @@ func TestAttackEarlierRunsOutsideTheJobsRoot(t *testing.T) {
 		reported = append(reported, agentapi.EarlierRun{Latest: h})
 	}
 	st := mlv1.TrainingJobStatus{}
-	ApplyCheckpoints(&st, "ml/same", agentapi.Status{Time: t0.Time, EarlierRuns: reported}, t0)
+	ApplyCheckpoints(&st, testPlace, agentapi.Status{Time: t0.Time, EarlierRuns: reported}, t0)
 	msg, ok := EarlierRunsFound(tj, mlv1.TrainingJobStatus{}, st)
 	var got []string
 	if st.Checkpoint != nil {
@@ -59,7 +59,7 @@ func TestAttackEarlierRunsFoundFlood(t *testing.T) {
 			run.Latest = "not a checkpoint"
 		}
 		old := *st.DeepCopy()
-		ApplyCheckpoints(&st, "ml/same", agentapi.Status{Time: t0.Add(time.Duration(i) * time.Second),
+		ApplyCheckpoints(&st, testPlace, agentapi.Status{Time: t0.Add(time.Duration(i) * time.Second),
 			Latest:      "s3://b/ml/a/uid/checkpoint-epoch-1",
 			EarlierRuns: []agentapi.EarlierRun{run}}, metav1.NewTime(t0.Add(time.Duration(i)*time.Second)))
 		if _, ok := EarlierRunsFound(tj, old, st); ok {

@@ -417,12 +417,12 @@ func TestFinishedRunAgreesWithItself(t *testing.T) {
 func TestApplyCheckpoints(t *testing.T) {
 	now := metav1.NewTime(time.Unix(2000, 0))
 	st := mlv1.TrainingJobStatus{}
-	ApplyCheckpoints(&st, "ml/same", agentapi.Status{}, now)
+	ApplyCheckpoints(&st, testPlace, agentapi.Status{}, now)
 	if st.Checkpoint != nil || len(st.Conditions) != 0 {
 		t.Fatalf("an agent that has not synced changed the status: %+v", st)
 	}
 	last := time.Unix(1900, 500)
-	ApplyCheckpoints(&st, "ml/same", agentapi.Status{
+	ApplyCheckpoints(&st, testPlace, agentapi.Status{
 		Time: now.Time, Latest: "s3://b/ml/a/checkpoint-epoch-4", LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last,
 	}, now)
 	want := &mlv1.CheckpointStatus{
@@ -431,7 +431,7 @@ func TestApplyCheckpoints(t *testing.T) {
 	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
 		t.Errorf("status.checkpoint (-want +got):\n%s", diff)
 	}
-	ApplyCheckpoints(&st, "ml/same", agentapi.Status{
+	ApplyCheckpoints(&st, testPlace, agentapi.Status{
 		Time: now.Time, Error: "listing s3://b/ml/a/: connection refused",
 		Latest: want.Latest, LatestEpoch: 4, Count: 2, SizeBytes: 300, LastTime: last,
 	}, now)
