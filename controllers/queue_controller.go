@@ -27,9 +27,11 @@ import (
 // are <namespace>.<LocalQueue> (a namespace has no dot) and whose values are empty. The admission policy
 // trainingjob-multikueue-managed-by (deploy/policy) reads it to default spec.managedBy of a job created in
 // one of them. Only the operator (and the cluster's admins) may write there: no tenant can steer another's
-// defaults, squat the name or delete the list. It runs only where Kueue's API is served.
+// defaults, squat the name or delete the list. It runs only where Kueue's API is served. Its RBAC is
+// the operator's namespace's Role, which stays there when the chart limits the rest to watchNamespaces.
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=localqueues;clusterqueues;admissionchecks,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=configmaps,resourceNames=trainingjob-multikueue-queues,verbs=get;update;delete
+// +kubebuilder:rbac:groups="",namespace=trainingjob-system,resources=configmaps,verbs=create
 
 const queueController = "queue"
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	"github.com/trainingjob-operator/trainingjob-operator/deploy"
 )
 
@@ -228,6 +229,14 @@ func TestHelmRBACWatchNamespaces(t *testing.T) {
 			for _, g := range grants(leaderElection) {
 				if !slices.Contains(got[ns], g) {
 					t.Errorf("%s of deploy/rbac/role.yaml's Role is not granted in %s", g, ns)
+				}
+			}
+			// The QueueController keeps its list in the operator's namespace, watched or not.
+			list := "[" + names.MultiKueueQueuesConfigMap + "]"
+			for _, g := range []string{"core/configmaps:create", "core/configmaps:get" + list, "core/configmaps:update" + list} {
+				anyName, _, _ := strings.Cut(g, "[")
+				if !slices.Contains(got[ns], g) && !slices.Contains(got[ns], anyName) && !slices.Contains(got["cluster"], anyName) {
+					t.Errorf("the QueueController may not %s in %s, the operator's namespace", g, ns)
 				}
 			}
 		})
