@@ -303,6 +303,10 @@ func TestFairConnsAdmit(t *testing.T) {
 			newcomer: "d", want: "0"},
 		{name: "full: all active", held: []fakeHeld{{ip: "a", active: true}, {ip: "b", active: true}}, total: 2,
 			newcomer: "c", want: "newcomer"},
+		{name: "full: all active, a source holds more: its oldest", held: []fakeHeld{{ip: "b", active: true}, {ip: "a", active: true},
+			{ip: "a", active: true}}, total: 3, newcomer: "c", want: "1"},
+		{name: "full: all active, no fairer share", held: []fakeHeld{{ip: "a", active: true}, {ip: "a", active: true},
+			{ip: "c", active: true}}, total: 3, newcomer: "c", want: "newcomer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,3 +360,51 @@ type fakeAddr string
 
 func (a fakeAddr) Network() string { return "tcp" }
 func (a fakeAddr) String() string  { return string(a) }
+
+// TestSlowBodiesDoNotLockOut: maxConns/maxConnsPerSource stranger IPs (8 pods of the pod network), each
+// holding maxConnsPerSource connections that sent a POST /restart header and trickle its body, fill every
+// slot with requests being served. The kubelet's probe and the operator's ask and order still get in.
+func TestSlowBodiesDoNotLockOut(t *testing.T) {
+	ts := startServer(t)
+	var conns []net.Conn
+	for i := range maxConns / maxConnsPerSource {
+		ip := fmt.Sprintf("127.0.1.%d", 10+i)
+		for range maxConnsPerSource {
+			c := dialFrom(t, ip, ts.addr)
+			_ = c.SetDeadline(time.Now().Add(9 * time.Second))
+			if _, err := io.WriteString(c, "POST /restart HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer x\r\nContent-Length: 16000\r\n\r\n{\"attempt\":"); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+	}
+	ts.waitAccepted(t, int64(maxConns))
+	time.Sleep(200 * time.Millisecond)
+	stop := make(chan struct{})
+	go func() { // trickle: a byte a second keeps each request alive until ReadTimeout
+		tk := time.NewTicker(time.Second)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				for _, c := range conns {
+					_, _ = io.WriteString(c, "1")
+				}
+			}
+		}
+	}()
+	defer close(stop)
+	failed := 0
+	for _, c := range probeAndOrders {
+		status, err := c.do(t, ts.addr)
+		t.Logf("%s while 64 slow bodies are held: status %d, err %v", c.name, status, err)
+		if err != nil || status != c.wantStatus {
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d of the kubelet's and operator's calls failed while 8 stranger IPs trickle request bodies", failed, len(probeAndOrders))
+	}
+}

@@ -211,11 +211,10 @@ func (c *restartControl) hold(code int, sigs <-chan os.Signal) int {
 	ordered, s := c.awaitWord(sigs)
 	if !ordered {
 		// An order taken as the time ran out, or as a signal came, wins (it was answered 202); once
-		// released, orders are refused.
+		// released, orders are refused (409), so a late one is not answered 202 while the container exits
+		// with the program's code.
 		c.mu.Lock()
-		if s == nil {
-			c.advance(evHoldEnded)
-		}
+		c.advance(evHoldEnded)
 		ordered = c.state.restarting()
 		c.mu.Unlock()
 	}

@@ -71,7 +71,7 @@ const (
 	evFailed
 	// evOrder is an order to restart into a new attempt, the first one taken.
 	evOrder
-	// evHoldEnded is the end of a hold's time with no order.
+	// evHoldEnded is the end of a hold with no order: its time ran out, or a signal ended the container.
 	evHoldEnded
 )
 

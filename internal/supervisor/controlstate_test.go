@@ -252,19 +252,22 @@ func mustRequest(t *testing.T, method, path string) *http.Request {
 	return r
 }
 
-// TestOrderAfterTheHold: once a hold's time ran out with no order, an order is refused (the container
+// TestOrderAfterTheHold: once a hold ended with no order (its time ran out, or a SIGTERM), an order is refused (the container
 // exits with the program's code, not the restart code, so taking it would mislead the operator); an order
 // taken before wins.
 func TestOrderAfterTheHold(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		orderFirst   bool
+		signal       bool // a SIGTERM (the pod's deletion) ends the hold
 		wantCode     int
 		wantRefusal  bool
 		wantEndState controlState
 	}{
 		{name: "no order in time", wantCode: 3, wantRefusal: true, wantEndState: released},
 		{name: "an order in time", orderFirst: true, wantCode: 215, wantEndState: restartHeld},
+		{name: "a signal ended the hold", signal: true, wantCode: 3, wantRefusal: true, wantEndState: released},
+		{name: "an order, then a signal", orderFirst: true, signal: true, wantCode: 215, wantEndState: restartHeld},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &restartControl{cfg: Control{Hold: time.Millisecond, RestartCode: 215, StateDir: t.TempDir()}, state: held, attempt: 1,
@@ -281,7 +284,12 @@ func TestOrderAfterTheHold(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			code := c.hold(3, make(chan os.Signal))
+			sigs := make(chan os.Signal, 1)
+			if tt.signal {
+				c.cfg.Hold = time.Minute
+				sigs <- syscall.SIGTERM
+			}
+			code := c.hold(3, sigs)
 			err := order()
 			type outcome struct {
 				Code    int

@@ -45,10 +45,12 @@ const (
 // or new: no request read yet), the oldest first: of its own source when that source holds
 // maxConnsPerSource; when maxConns are held, of the source that holds the most if that one holds more
 // than the newcomer's would after it, or the newcomer's holds none; else of its own source, or, when all
-// of its own serve requests, of the source that holds the most if that one holds as many. When there is
-// none, the newcomer is closed. What remains possible: a connection serving a request is never closed, so
-// each stranger IP may hold maxConnsPerSource for as long as ReadTimeout lets its requests last; and with
-// more IPs than maxConns, strangers may close the others' new connections in turn, the oldest first.
+// of its own serve requests, of the source that holds the most if that one holds as many. When every held
+// connection serves a request (a stranger's trickled bodies), the newcomer takes the oldest of the source
+// that holds the most, if that one holds more than the newcomer's would after it: a source with one
+// request in flight (the operator's order) keeps it. When there is none, the newcomer is closed. What
+// remains possible: with more IPs than maxConns, strangers may close the others' connections in turn, the
+// oldest first.
 type fairConns struct {
 	total, perSource int
 
@@ -107,6 +109,11 @@ func (f *fairConns) admit(c net.Conn) (closing net.Conn) {
 				closing = mine
 			}
 		}
+		if closing == nil {
+			// All serve requests (slow bodies): the oldest of a source that holds more than the newcomer's
+			// would after it, so that a stranger's trickling requests do not shut out the probe.
+			closing = f.oldestServing(func(h *heldConn) bool { return f.counts[h.source] > n+1 })
+		}
 	default:
 		f.hold(c, src)
 		return nil
@@ -133,6 +140,23 @@ func (f *fairConns) oldestIdle(match func(*heldConn) bool) net.Conn {
 	var best *heldConn
 	for c, h := range f.held {
 		if h.active || !match(h) {
+			continue
+		}
+		if best == nil || f.counts[h.source] > f.counts[best.source] ||
+			f.counts[h.source] == f.counts[best.source] && h.seq < best.seq {
+			pick, best = c, h
+		}
+	}
+	return pick
+}
+
+// oldestServing returns the connection that serves a request, among those of the sources that match, of
+// the source that holds the most, the oldest first; nil when there is none. f.mu is held.
+func (f *fairConns) oldestServing(match func(*heldConn) bool) net.Conn {
+	var pick net.Conn
+	var best *heldConn
+	for c, h := range f.held {
+		if !h.active || !match(h) {
 			continue
 		}
 		if best == nil || f.counts[h.source] > f.counts[best.source] ||
