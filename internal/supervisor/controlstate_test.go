@@ -252,9 +252,9 @@ func mustRequest(t *testing.T, method, path string) *http.Request {
 	return r
 }
 
-// TestOrderAfterTheHold: once a hold ended with no order (its time ran out, or a SIGTERM), an order is refused (the container
-// exits with the program's code, not the restart code, so taking it would mislead the operator); an order
-// taken before wins.
+// TestOrderAfterTheHold: once a hold ended with no order (its time ran out, or a SIGTERM), an order is
+// refused (the container exits with the program's code, not the restart code, so taking it would mislead
+// the operator); an order taken before wins.
 func TestOrderAfterTheHold(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
