@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -99,14 +100,34 @@ func keptPod(p *corev1.Pod) corev1.Pod {
 	return kept
 }
 
-// keptStates returns the containers' names and states (keptPod).
+// keptContainers bounds the containers' states a kept pod holds, of its init containers and of the
+// others: those that failed first, then those that ran or ended, in their order (a template's many
+// sidecars cost no more).
+const keptContainers = 8
+
+// keptStates returns the names and states of the containers that ran or ended (keptPod), at most
+// keptContainers, those that failed first.
 func keptStates(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
-	if len(cs) == 0 {
-		return nil
+	failed := func(c *corev1.ContainerStatus) bool {
+		return c.State.Terminated != nil && c.State.Terminated.ExitCode != 0 ||
+			c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode != 0
 	}
-	out := make([]corev1.ContainerStatus, len(cs))
-	for i := range cs {
-		out[i] = corev1.ContainerStatus{Name: cs[i].Name, State: keptState(cs[i].State), LastTerminationState: keptState(cs[i].LastTerminationState)}
+	ran := func(c *corev1.ContainerStatus) bool {
+		return c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil
+	}
+	var picked []int
+	for _, take := range []func(*corev1.ContainerStatus) bool{failed, func(c *corev1.ContainerStatus) bool { return ran(c) && !failed(c) }} {
+		for i := range cs {
+			if len(picked) < keptContainers && take(&cs[i]) {
+				picked = append(picked, i)
+			}
+		}
+	}
+	slices.Sort(picked)
+	var out []corev1.ContainerStatus
+	for _, i := range picked {
+		out = append(out, corev1.ContainerStatus{Name: text.Cut(cs[i].Name, 63), State: keptState(cs[i].State),
+			LastTerminationState: keptState(cs[i].LastTerminationState)})
 	}
 	return out
 }
@@ -194,8 +215,9 @@ func worthKeeping(p *corev1.Pod) bool {
 }
 
 // recordingExits wraps the pod watch's handler so the memory sees every delivered pod worth keeping
-// that the job's current Job made, as the cache holds it, before its TrainingJob is enqueued. A pod
-// naming the Job with another UID (made by hand) takes none of the memory's room.
+// that the job's current Job made, as the cache holds it, of an attempt the job has reached, before its
+// TrainingJob is enqueued. A pod naming the Job with another UID (made by hand), or labelled with an
+// attempt to come, takes none of the memory's room.
 func (r *JobReconciler) recordingExits(next handler.EventHandler) handler.EventHandler {
 	return recordingPods(func(ctx context.Context, p *corev1.Pod) {
 		key, ok := trainingJobOf(p)
@@ -204,6 +226,12 @@ func (r *JobReconciler) recordingExits(next handler.EventHandler) handler.EventH
 		}
 		job := &batchv1.Job{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: names.JobNameOf(key.Name)}, job); err != nil || !madeBy(job, p) {
+			return
+		}
+		// The status's attempt goes up before any pod is moved into the attempt (a restart in place):
+		// a pod labelled past it is no worker, and would make the memory drop the attempt's ends.
+		tj := &mlv1.TrainingJob{}
+		if err := r.Get(ctx, key, tj); err != nil || names.JobAttempt(p) > tj.Status.Attempt {
 			return
 		}
 		r.memory.recordExit(p)

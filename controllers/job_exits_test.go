@@ -409,11 +409,31 @@ func kubeletPod(code int32, disrupted, forced bool) *corev1.Pod {
 	return p
 }
 
+// withSidecars puts n sidecars (native: init containers that run on) with long image names before p's
+// containers, each ended with code 0 or still running.
+func withSidecars(p *corev1.Pod, n int) *corev1.Pod {
+	var sidecars []corev1.ContainerStatus
+	for i := range n {
+		cs := corev1.ContainerStatus{Name: fmt.Sprintf("sidecar-%03d-%s", i, strings.Repeat("s", 40)),
+			Image: "registry.example.com/" + strings.Repeat("i", 200), ImageID: strings.Repeat("d", 230)}
+		if i%2 == 0 {
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
+		} else {
+			cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: "Completed", Message: strings.Repeat("ok\n", 20)}
+		}
+		sidecars = append(sidecars, cs)
+	}
+	p.Status.InitContainerStatuses = append(sidecars, p.Status.InitContainerStatuses...)
+	p.Status.ContainerStatuses = append(append([]corev1.ContainerStatus{}, sidecars...), p.Status.ContainerStatuses...)
+	return p
+}
+
 // text4K returns the last 4 KiB of s, as the kubelet cuts a termination message.
 func text4K(s string) string { return s[max(0, len(s)-4096):] }
 
 // TestKeptPodIsWhatTheVerdictReads: the memory keeps under 1 KiB plus the last 2 KiB of each failed end (this
-// run's and the last) of a pod the kubelet reports at its largest (about 28 KiB), and the verdict on the kept copy of a gone pod is the one on
+// run's and the last) of a pod the kubelet reports at its largest (about 28 KiB), at most keptContainers
+// states of a template's many sidecars, and the verdict on the kept copy of a gone pod is the one on
 // the pod itself: the exit, its hint and last lines, a disruption, a deletion while running.
 func TestKeptPodIsWhatTheVerdictReads(t *testing.T) {
 	tj := tjtest.NewTJ("ml", "g").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
@@ -430,6 +450,7 @@ func TestKeptPodIsWhatTheVerdictReads(t *testing.T) {
 		{name: "error exit", pod: kubeletPod(1, false, false), wantFull: 24 << 10, wantMax: 5 << 10},
 		{name: "disrupted", pod: kubeletPod(143, true, false), wantFull: 24 << 10, wantMax: 5 << 10},
 		{name: "deleted at once while running", pod: kubeletPod(0, false, true), wantFull: 2 << 10, wantMax: 1 << 10},
+		{name: "200 sidecars, the trainer last", pod: withSidecars(kubeletPod(137, false, false), 200), wantFull: 100 << 10, wantMax: 6 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kept := keptPod(tc.pod)
@@ -450,6 +471,81 @@ func TestKeptPodIsWhatTheVerdictReads(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("the verdict on the kept copy (-on the pod +on the copy):\n%s", diff)
+			}
+		})
+	}
+}
+
+// watchSees delivers p to the JobReconciler's pod watch as an update (recordingExits reads the Job and
+// the TrainingJob from the client before the memory keeps p).
+func watchSees(r *JobReconciler, p *corev1.Pod) {
+	h := r.recordingExits(handler.Funcs{})
+	h.Update(context.Background(), event.UpdateEvent{ObjectOld: p, ObjectNew: p}, nil)
+}
+
+// forgedRunning returns a tenant's pod copying the real Job's owner reference and controller-uid label
+// (both readable by the tenant), with the given attempt and rank labels: one container exited 1, a
+// second still runs, so the pod is Running (Kubernetes' Job controller counts no failure).
+func forgedRunning(t *testing.T, r *JobReconciler, tj *mlv1.TrainingJob, name, attempt, rank string) *corev1.Pod {
+	l := names.AttemptLabels(tj)
+	l[names.AttemptLabel], l[names.RankLabel] = attempt, rank
+	return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: name,
+		UID: types.UID("uid-" + name), Labels: l},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: names.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}},
+			{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}})
+}
+
+// TestFutureAttemptLabel: as TestKilledRankGoneBeforeTheVerdict (rank 1 killed with 137 and gone, its
+// peer's exit 1 present), but a tenant's pod copying the Job's UID with the attempt label 99 reaches the
+// watch, before or after the kill. The memory does not take 99 for a newer attempt: the kill is kept and
+// the run restarts (it failed NonRetryable on the peer's exit 1).
+func TestFutureAttemptLabel(t *testing.T) {
+	for _, order := range []string{"forged after the kill", "forged before the kill"} {
+		t.Run(order, func(t *testing.T) {
+			ctx := context.Background()
+			tj := tjtest.NewTJ("ml", "k").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
+			tj.UID = "uid-k"
+			r := newReconciler(tj)
+			key := client.ObjectKeyFromObject(tj)
+			reconcileN(t, r, key, 1)
+			job := &batchv1.Job{}
+			if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
+				t.Fatal(err)
+			}
+			ended := func(rank string, code int32, at time.Time) *corev1.Pod {
+				l := names.AttemptLabels(tj)
+				l[names.RankLabel] = rank
+				return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank,
+					UID: types.UID("uid-" + rank), Labels: l},
+					Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
+						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}}})
+			}
+			now := r.Clock.Now()
+			forged := forgedRunning(t, r, tj, "tenant-pod", "99", "0")
+			if order == "forged before the kill" {
+				watchSees(r, forged)
+			}
+			watchSees(r, ended("1", 137, now.Add(-20*time.Second))) // seen by the watch, deleted since
+			if order == "forged after the kill" {
+				watchSees(r, forged)
+			}
+			if err := r.Create(ctx, ended("0", 1, now.Add(-10*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+			job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+				Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.NewTime(now)})
+			if err := r.Status().Update(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			reconcileN(t, r, key, 2)
+			got := &mlv1.TrainingJob{}
+			if err := r.Get(ctx, key, got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.State == mlv1.StateFailed || got.Status.RestartCount != 1 || !strings.Contains(got.Status.LastFailure, "137") {
+				t.Errorf("one forged pod (attempt label 99, the Job's UID copied) erased the killed rank's exit: state %s (%s), restarts %d, last failure %q; want a restart for the kill",
+					got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
 			}
 		})
 	}
