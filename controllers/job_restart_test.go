@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
+	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/tests/tjtest"
 )
 
@@ -71,23 +72,34 @@ func TestDeleteAttempt(t *testing.T) {
 
 // TestHungAttemptIsKilled: the workers of an attempt that ended hung (status.lastFailure is the hang
 // detector's) are deleted with a 1 s grace period, also those the garbage collector already deletes with
-// their own; those of any other failure keep their grace period (a trainer may checkpoint on SIGTERM).
+// their own; those of any other failure get the workers' grace period (a trainer may checkpoint on
+// SIGTERM), and a pod deleted with a longer one of its own is deleted again with it.
 func TestHungAttemptIsKilled(t *testing.T) {
-	thirty := int64(30)
+	thirty, twoMinutes, month := int64(30), int64(120), int64(30*24*3600)
 	for _, tc := range []struct {
-		name        string
-		lastFailure string
-		deleting    *int64 // the pod's grace period when it is already being deleted
-		want        []string
+		name         string
+		lastFailure  string
+		onPreemption bool   // the workers' grace is checkpoint.preemptionGraceSeconds (120)
+		deleting     *int64 // the pod's grace period when it is already being deleted
+		want         []string
 	}{
 		{name: "hung", lastFailure: "Hang: rank 0 reported no progress for 10m0s", want: []string{"1s"}},
 		{name: "hung, already deleted with 30 s", lastFailure: "Hang: rank 0 reported no progress for 10m0s", deleting: &thirty,
 			want: []string{"1s"}},
-		{name: "a crash", lastFailure: "rank 1 (pod w-1, container trainer) exited with code 137", want: []string{"default"}},
+		{name: "a crash", lastFailure: "rank 1 (pod w-1, container trainer) exited with code 137", want: []string{"30s"}},
 		{name: "a crash, already deleted", lastFailure: "rank 1 exited with code 137", deleting: &thirty, want: nil},
+		{name: "a crash, deleted with a month of its own", lastFailure: "rank 1 exited with code 137", deleting: &month,
+			want: []string{"30s"}},
+		{name: "checkpoints at preemption, deleted with their grace", lastFailure: "rank 1 exited with code 137",
+			onPreemption: true, deleting: &twoMinutes, want: nil},
+		{name: "checkpoints at preemption", lastFailure: "rank 1 exited with code 137", onPreemption: true, want: []string{"120s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "n").Obj()
+			if tc.onPreemption {
+				tj = tjtest.NewTJ("ml", "n").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj()
+				tj.Spec.Checkpoint.OnPreemption, tj.Spec.Checkpoint.PreemptionGraceSeconds = true, ptr.To[int32](120)
+			}
 			tj.Status.Attempt, tj.Status.LastFailure = 1, tc.lastFailure
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w-0", UID: "u0",
 				Labels: map[string]string{names.NameLabel: tj.Name, names.AttemptLabel: "0"}}}
