@@ -32,6 +32,9 @@ func envMap(env []corev1.EnvVar) map[string]string {
 		case e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil:
 			m[e.Name] = "configMapKeyRef:" + e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key
 			continue
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			m[e.Name] = "secretKeyRef:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+			continue
 		}
 		m[e.Name] = e.Value
 	}

@@ -245,9 +245,9 @@ func agentContainer(tj *mlv1.TrainingJob, opts Options) corev1.Container {
 		ctr.Args = append(ctr.Args, "--dir="+CheckpointMountPath)
 	}
 	// The job's token, which PUT /resume-from must carry: only the operator (which derives it again from
-	// its key, or reads it from this container) and the pod know it.
+	// its key) and the pod, from the job's token Secret, know it.
 	if token := AgentToken(tj, opts); token != "" {
-		ctr.Env = append(ctr.Env, value(agentapi.TokenEnv, token))
+		ctr.Env = append(ctr.Env, tokenEnv(tj, agentapi.TokenEnv, names.AgentTokenKey, token))
 	}
 	ctr.EnvFrom = storageEnvFrom(tj)
 	ctr.VolumeMounts = append(ctr.VolumeMounts, storageMounts(tj)...)

@@ -65,7 +65,8 @@ func slicesClone(k builders.SecretKey) builders.SecretKey {
 }
 
 // TestAgentTokenInTheJob: the agent container, and only it (not the trainer, not the resume check), gets
-// the job's token as AGENT_TOKEN; without a key no container does. Two builds give the same Job.
+// the job's token as AGENT_TOKEN, from the job's token Secret; without a key no container does. Two builds
+// give the same Job.
 func TestAgentTokenInTheJob(t *testing.T) {
 	key := builders.SecretKey(strings.Repeat("k", 32))
 	tj := checkpointedTJ("uid-1")
@@ -75,7 +76,7 @@ func TestAgentTokenInTheJob(t *testing.T) {
 		want map[string]string // container → its AGENT_TOKEN ("" for none)
 	}{
 		{name: "with a key", key: key, want: map[string]string{
-			names.AgentContainerName:          builders.AgentToken(tj, builders.Options{AgentTokenKey: key}),
+			names.AgentContainerName:          "secretKeyRef:" + names.TokenSecretName(tj) + "/" + names.AgentTokenKey,
 			builders.ResumeCheckContainerName: "", "trainer": "",
 		}},
 		{name: "without a key (a Job as before tokens)", want: map[string]string{
@@ -226,5 +227,42 @@ func TestDispatchedRunID(t *testing.T) {
 				t.Errorf("recorded run ID became %q", got)
 			}
 		})
+	}
+}
+
+// TestTokensOnlyInTheSecret: the job's tokens are in its token Secret, which its workers read, and nowhere
+// in the Job (whoever may read pods, the view role, reads the Job's template and every pod's spec); without
+// a key there is no Secret.
+func TestTokensOnlyInTheSecret(t *testing.T) {
+	key := builders.SecretKey(strings.Repeat("k", 32))
+	tj := checkpointedTJ("uid-1")
+	o := opts
+	o.AgentTokenKey, o.InPlaceRestart = key, true
+	control, agent := builders.ControlToken(tj, o), builders.AgentToken(tj, o)
+	job, err := json.Marshal(builders.Job(tj, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, token := range map[string]string{names.ControlTokenKey: control, names.AgentTokenKey: agent} {
+		if token == "" || strings.Contains(string(job), token) {
+			t.Errorf("the %s %q is in the Job", key, token)
+		}
+		if ref := `"secretKeyRef":{"name":"` + names.TokenSecretName(tj) + `","key":"` + key + `"}`; !strings.Contains(string(job), ref) {
+			t.Errorf("no worker reads %s: no %s in the Job", key, ref)
+		}
+	}
+	s := builders.TokenSecret(tj, o)
+	got := map[string]string{}
+	for k, v := range s.Data {
+		got[k] = string(v)
+	}
+	if diff := cmp.Diff(map[string]string{names.ControlTokenKey: control, names.AgentTokenKey: agent}, got); diff != "" {
+		t.Errorf("the token Secret (-want +got):\n%s", diff)
+	}
+	if s.Name != names.TokenSecretName(tj) || s.Immutable == nil || !*s.Immutable {
+		t.Errorf("the token Secret is %s, immutable %v", s.Name, s.Immutable)
+	}
+	if s := builders.TokenSecret(tj, builders.Options{}); s != nil {
+		t.Errorf("without a key, a token Secret: %+v", s)
 	}
 }

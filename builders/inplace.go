@@ -73,7 +73,7 @@ func restartInPlace(tj *mlv1.TrainingJob, opts Options, c *corev1.Container) {
 	c.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn,
 			Values: []int32{controlapi.RestartCode}}}}
-	c.Env = append(c.Env, value(controlapi.TokenEnv, ControlToken(tj, opts)),
+	c.Env = append(c.Env, tokenEnv(tj, controlapi.TokenEnv, names.ControlTokenKey, ControlToken(tj, opts)),
 		value(controlapi.RestartCodeEnv, strconv.Itoa(controlapi.RestartCode)),
 		value(controlapi.AttemptEnv, strconv.Itoa(int(tj.Status.Attempt))), value(controlapi.StateDirEnv, StateDir),
 		corev1.EnvVar{Name: controlapi.PodUIDEnv, ValueFrom: &corev1.EnvVarSource{

@@ -219,8 +219,9 @@ func (r *CheckpointReconciler) syncResumeFrom(ctx context.Context, tj *mlv1.Trai
 }
 
 // agentToken returns the token of the agent at addr: the pod's own agentapi.TokenEnv value, so a
-// running pod's token always works. If the cached pod shows none (slimPod), it derives one from
-// TokenKey. Never logged.
+// running pod's token always works (pods built before the token Secret). If the pod reads it from the
+// job's token Secret, or the cached pod shows none (slimPod), it derives it from TokenKey, as the
+// Secret was made. Never logged.
 func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Pod, addr string) string {
 	for _, p := range pods {
 		if p.Status.PodIP == "" || podAddr(&p, builders.AgentPort) != addr {
@@ -231,8 +232,11 @@ func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Po
 				continue
 			}
 			for _, e := range c.Env {
+				if e.Name == agentapi.TokenEnv && e.ValueFrom == nil {
+					return e.Value // a Job built before the token Secret
+				}
 				if e.Name == agentapi.TokenEnv {
-					return e.Value
+					return builders.AgentToken(tj, builders.Options{AgentTokenKey: r.TokenKey}) // the token Secret's
 				}
 			}
 			return "" // a Job built before tokens: its agent has none

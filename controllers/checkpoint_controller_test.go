@@ -180,6 +180,10 @@ func TestCheckpointControllerSendsTheAgentsToken(t *testing.T) {
 		{name: "the token in rank 0's pod, built with the key the operator held then",
 			podAgent: agentEnv(corev1.EnvVar{Name: agentapi.TokenEnv, Value: tokenOf(oldKey)}), agentToken: tokenOf(oldKey),
 			wantAuth: "Bearer " + tokenOf(oldKey), wantAcked: []string{uri + "7"}},
+		{name: "the pod reads the job's token Secret: the job's token from the key",
+			podAgent: agentEnv(corev1.EnvVar{Name: agentapi.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "a-tokens"}, Key: names.AgentTokenKey}}}),
+			agentToken: tokenOf(key), wantAuth: "Bearer " + tokenOf(key), wantAcked: []string{uri + "7"}},
 		{name: "a pod without its spec (the cache's): the job's token from the key",
 			agentToken: tokenOf(key), wantAuth: "Bearer " + tokenOf(key), wantAcked: []string{uri + "7"}},
 		{name: "a Job built before tokens: none",

@@ -215,7 +215,8 @@ func (r *JobReconciler) recreateOnAvoided(ctx context.Context, tj *mlv1.Training
 }
 
 // createJob creates the current attempt's Job, want, once its pod passes the builder's checks and
-// nothing blocks its start (obs.StartBlocked). It creates an MPI job's SSH Secret first.
+// nothing blocks its start (obs.StartBlocked). It creates an MPI job's SSH Secret and the job's token
+// Secret first.
 func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap, want *batchv1.Job,
 	obs *derive.Observed) (err error) {
 	if err := builders.CheckWorkerPod(tj); err != nil {
@@ -228,6 +229,9 @@ func (r *JobReconciler) createJob(ctx context.Context, tj *mlv1.TrainingJob, cm 
 		return err
 	}
 	if err := r.ensureSSHSecret(ctx, tj); err != nil {
+		return err
+	}
+	if err := r.ensureTokenSecret(ctx, tj); err != nil {
 		return err
 	}
 	obs.Job = want

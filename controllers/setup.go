@@ -128,8 +128,8 @@ func slimPod(obj any) (any, error) {
 }
 
 // agentTokenOnly keeps only the checkpoint agent's token (agentapi.TokenEnv) of a pod's init
-// containers. The CheckpointController sends it back, since a running pod's token works whatever
-// key the operator holds now.
+// containers, its value or where it is read from. The CheckpointController sends a value back, since
+// a running pod's token works whatever key the operator holds now.
 func agentTokenOnly(cs []corev1.Container) []corev1.Container {
 	return envOnly(cs, names.AgentContainerName, agentapi.TokenEnv, true)
 }
@@ -140,8 +140,8 @@ func podUIDOnly(cs []corev1.Container) []corev1.Container {
 	return envOnly(cs, names.ContainerName, controlapi.PodUIDEnv, false)
 }
 
-// envOnly returns the container name of cs with only its variable env, value included when
-// keepValue; nil when it has none.
+// envOnly returns the container name of cs with only its variable env, value (or its source)
+// included when keepValue; nil when it has none.
 func envOnly(cs []corev1.Container, name, env string, keepValue bool) []corev1.Container {
 	for _, c := range cs {
 		if c.Name != name {
@@ -151,7 +151,7 @@ func envOnly(cs []corev1.Container, name, env string, keepValue bool) []corev1.C
 			if e.Name == env {
 				kept := corev1.EnvVar{Name: e.Name}
 				if keepValue {
-					kept.Value = e.Value
+					kept.Value, kept.ValueFrom = e.Value, e.ValueFrom
 				}
 				return []corev1.Container{{Name: c.Name, Env: []corev1.EnvVar{kept}}}
 			}

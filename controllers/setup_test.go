@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainingjob-operator/trainingjob-operator/builders"
+	"github.com/trainingjob-operator/trainingjob-operator/checkpoint/agentapi"
 	"github.com/trainingjob-operator/trainingjob-operator/crd/names"
 	mlv1 "github.com/trainingjob-operator/trainingjob-operator/crd/v1"
 	"github.com/trainingjob-operator/trainingjob-operator/internal/supervisor/controlapi"
@@ -94,9 +95,11 @@ func TestCachedConfigMap(t *testing.T) {
 
 // TestCachedPod: the cache holds of a worker's pod the metadata the controllers select, read and patch it by
 // (its job, attempt and rank labels, its finalizers, its deletion, its controller: the Job that made it),
-// whether its supervisor takes its pod's tokens, its node and its status.
+// whether its supervisor takes its pod's tokens, where its agent's token comes from, its node and its status.
 func TestCachedPod(t *testing.T) {
 	deleted := metav1.NewTime(t0.Time)
+	tokenFromSecret := corev1.EnvVar{Name: agentapi.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "w-tokens"}, Key: names.AgentTokenKey}}}
 	raw := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-worker-0-abcde", Namespace: "ml", UID: "u", ResourceVersion: "7",
 		GenerateName: "w-worker-0-", CreationTimestamp: t0, DeletionTimestamp: &deleted, Finalizers: []string{"batch.kubernetes.io/job-tracking"},
 		Labels: map[string]string{names.NameLabel: "w", names.AttemptLabel: "1", names.RankLabel: "0", names.ManagedByLabel: names.ManagedByValue,
@@ -104,9 +107,11 @@ func TestCachedPod(t *testing.T) {
 		Annotations: map[string]string{names.RankAnnotation: "0", "prometheus.io/scrape": "true"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Team", Name: "vision", UID: "t"},
 			{Kind: "Job", Name: "w-worker", UID: "x", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "trainer", Image: "me/train:1",
-			Env: []corev1.EnvVar{{Name: "LR", Value: "0.1"}, {Name: controlapi.PodUIDEnv, ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}}}}},
+		Spec: corev1.PodSpec{NodeName: "node-1", InitContainers: []corev1.Container{{Name: names.AgentContainerName, Image: "operator:1",
+			Env: []corev1.EnvVar{{Name: "RANK", Value: "0"}, tokenFromSecret}}},
+			Containers: []corev1.Container{{Name: "trainer", Image: "me/train:1",
+				Env: []corev1.EnvVar{{Name: "LR", Value: "0.1"}, {Name: controlapi.PodUIDEnv, ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"}}
 	obj, err := slimPod(raw.DeepCopy())
 	if err != nil {
@@ -118,7 +123,8 @@ func TestCachedPod(t *testing.T) {
 			names.ManagedByLabel: names.ManagedByValue, names.ControllerUIDLabel: "x"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "w-worker", UID: "x", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: "node-1",
-			Containers: []corev1.Container{{Name: "trainer", Env: []corev1.EnvVar{{Name: controlapi.PodUIDEnv}}}}},
+			InitContainers: []corev1.Container{{Name: names.AgentContainerName, Env: []corev1.EnvVar{tokenFromSecret}}},
+			Containers:     []corev1.Container{{Name: "trainer", Env: []corev1.EnvVar{{Name: controlapi.PodUIDEnv}}}}},
 		Status: raw.Status}
 	if diff := cmp.Diff(want, obj); diff != "" {
 		t.Errorf("cached pod (-want +got):\n%s", diff)

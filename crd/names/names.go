@@ -139,6 +139,18 @@ func PodGroupName(tj *mlv1.TrainingJob) string { return tj.Name + "-workers" }
 // SSHSecretName returns the name of the Secret holding an MPI job's SSH key pair.
 func SSHSecretName(tj *mlv1.TrainingJob) string { return tj.Name + "-ssh" }
 
+// TokenSecretName returns the name of the Secret holding a job's tokens (TokenSecretKeys): its workers
+// read them through secretKeyRef, so whoever may read the job's pods (the view role) does not see them.
+func TokenSecretName(tj *mlv1.TrainingJob) string { return tj.Name + "-tokens" }
+
+// The keys of the job's token Secret (TokenSecretName).
+const (
+	// ControlTokenKey holds the job's control token, which the supervisors' orders and exits derive from.
+	ControlTokenKey = "control-token"
+	// AgentTokenKey holds the job's checkpoint agent token.
+	AgentTokenKey = "agent-token"
+)
+
 // WorkerHostname returns the host name of the worker with the given rank.
 func WorkerHostname(tj *mlv1.TrainingJob, rank int32) string {
 	return fmt.Sprintf("%s-%d", JobName(tj), rank)
