@@ -268,8 +268,9 @@ func (r *CheckpointReconciler) olderRank0Running(ctx context.Context, tj *mlv1.T
 }
 
 // inPlaceReport reads the older attempt's rank 0 agent (a pod of the Job restarting in place, whose UID
-// is inPlace) into tj.Status while the job restarts in place and RESUME_FROM is unsettled, until the agent reports after the restart's decision. The
-// restarted containers leave no final report. res requeues for the next read.
+// is inPlace) into tj.Status while the job restarts in place and RESUME_FROM is unsettled, until the
+// agent reports after the restart's decision. The restarted containers leave no final report. res
+// requeues for the next read.
 func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.TrainingJob, cm *corev1.ConfigMap,
 	pods []corev1.Pod, inPlace string) reconcile.Result {
 	key := client.ObjectKeyFromObject(tj)

@@ -544,7 +544,8 @@ func TestFutureAttemptLabel(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Status.State == mlv1.StateFailed || got.Status.RestartCount != 1 || !strings.Contains(got.Status.LastFailure, "137") {
-				t.Errorf("one forged pod (attempt label 99, the Job's UID copied) erased the killed rank's exit: state %s (%s), restarts %d, last failure %q; want a restart for the kill",
+				t.Errorf("one forged pod (attempt label 99, the Job's UID copied) erased the killed rank's exit: "+
+					"state %s (%s), restarts %d, last failure %q; want a restart for the kill",
 					got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
 			}
 		})

@@ -372,7 +372,8 @@ func TestSlowBodiesDoNotLockOut(t *testing.T) {
 		for range maxConnsPerSource {
 			c := dialFrom(t, ip, ts.addr)
 			_ = c.SetDeadline(time.Now().Add(9 * time.Second))
-			if _, err := io.WriteString(c, "POST /restart HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer x\r\nContent-Length: 16000\r\n\r\n{\"attempt\":"); err != nil {
+			head := "POST /restart HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer x\r\nContent-Length: 16000\r\n\r\n"
+			if _, err := io.WriteString(c, head+`{"attempt":`); err != nil {
 				t.Fatal(err)
 			}
 			conns = append(conns, c)
