@@ -105,13 +105,16 @@ func CheckpointURI(tj *mlv1.TrainingJob) string {
 	return "s3://" + s.S3Bucket + "/" + CheckpointRoot(tj)
 }
 
-// CheckpointLocation returns the run's checkpoint location as its workers and agents name it:
-// CheckpointURI in object storage, else CheckpointDir.
-func CheckpointLocation(tj *mlv1.TrainingJob) string {
-	if s := tj.CheckpointStorage(); s != nil && (s.Type == mlv1.StorageS3 || s.Type == mlv1.StorageGCS) {
-		return CheckpointURI(tj)
+// CheckpointStore returns the object store's scheme and bucket the job's checkpoints are in
+// (s3://bucket, gs://bucket), "" for mounted storage.
+func CheckpointStore(tj *mlv1.TrainingJob) string {
+	switch s := tj.CheckpointStorage(); {
+	case s != nil && s.Type == mlv1.StorageS3:
+		return "s3://" + s.S3Bucket
+	case s != nil && s.Type == mlv1.StorageGCS:
+		return "gs://" + s.GCSBucket
 	}
-	return CheckpointDir(tj)
+	return ""
 }
 
 func checkpointVolume(tj *mlv1.TrainingJob) corev1.Volume {

@@ -120,7 +120,7 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	pods []corev1.Pod) (string, reconcile.Result) {
 	now := metav1.NewTime(r.Clock.Now())
 	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}),
-		builders.CheckpointLocation(tj))
+		checkpointPlace(tj))
 	if a, ok := r.reports.peek(tj); ok {
 		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, now)
 	}
@@ -321,7 +321,7 @@ func (r *CheckpointReconciler) restartingInPlace(ctx context.Context, tj *mlv1.T
 
 // checkpointPlace returns where the job's checkpoints are, which the agents' reports must name.
 func checkpointPlace(tj *mlv1.TrainingJob) derive.Place {
-	return derive.Place{NameRoot: builders.NameRoot(tj), Run: builders.CheckpointLocation(tj)}
+	return derive.Place{NameRoot: builders.NameRoot(tj), RunRoot: builders.CheckpointRoot(tj), Store: builders.CheckpointStore(tj)}
 }
 
 // rank0Pods returns the rank 0 pods of every attempt still there. A pod of the current attempt (or

@@ -40,8 +40,9 @@ var used = map[string][]string{
 	// a failed attempt's nodes' heartbeats (kube-node-lease): a verdict waits for a node that stopped renewing
 	"coordination.k8s.io/leases":  {"get"},
 	"core/persistentvolumeclaims": {"create", "get", "list", "watch"},
-	// create: an MPI job's SSH keys, in its namespace; get: MLflow credentials, read uncached (no Secret is
-	// cached): a job's own in its namespace, the operator-wide one (--mlflow-credentials-secret) by name
+	// create: an MPI job's SSH keys and every job's tokens (NAME-tokens), in its namespace, never read;
+	// get: MLflow credentials, read uncached (no Secret is cached): a job's own in its namespace, the
+	// operator-wide one (--mlflow-credentials-secret) by name
 	"core/secrets":         {"create", "get"},
 	"events.k8s.io/events": {"create", "patch"},
 	// delete: ttl with deleteTrainingJob; patch: a MultiKueue copy's origin-created annotation, once
@@ -57,7 +58,7 @@ var used = map[string][]string{
 	"kueue.x-k8s.io/resourceflavors":         {"get"},
 	"kueue.x-k8s.io/workloadpriorityclasses": {"get"},
 	// the QueueController (cache): which LocalQueues dispatch through MultiKueue; it writes the result into
-	// a ConfigMap per namespace (core/configmaps above: get uncached, create, update, delete)
+	// one ConfigMap in the operator's namespace (trainingjob-system:core/configmaps below)
 	"kueue.x-k8s.io/localqueues":        {"get", "list", "watch"},
 	"kueue.x-k8s.io/clusterqueues":      {"get", "list", "watch"},
 	"kueue.x-k8s.io/admissionchecks":    {"get", "list", "watch"},
@@ -72,6 +73,9 @@ var used = map[string][]string{
 	// The key of the checkpoint agents' tokens, in the operator's own namespace (cmd/manager agentTokenKey):
 	// read by name, created when missing.
 	"trainingjob-system:core/secrets": {"create", "get"},
+	// The QueueController's list of MultiKueue LocalQueues (names.MultiKueueQueuesConfigMap): get uncached,
+	// update and delete by name, create when missing. A Role, so a chart limited to watchNamespaces keeps it.
+	"trainingjob-system:core/configmaps": {"create", "delete", "get", "update"},
 }
 
 func TestRBACIsLeastPrivilege(t *testing.T) {

@@ -46,16 +46,20 @@ type Place struct {
 	// NameRoot is where the runs of the job's name live in its store (builders.NameRoot): an earlier run
 	// a report names must be one of them.
 	NameRoot string
-	// Run is this run's checkpoint directory or URI as its workers name it (builders.CheckpointLocation):
-	// the latest checkpoint a report names must be in it.
-	Run string
+	// RunRoot is where this run's checkpoints live in its store (builders.CheckpointRoot): the latest
+	// checkpoint a report names must be directly in it.
+	RunRoot string
+	// Store is the object store's scheme and bucket a report names first (builders.CheckpointStore),
+	// "" for mounted storage: there the path begins where the agent's volume is mounted, which only the
+	// pod knows (a process node mounts it elsewhere).
+	Store string
 }
 
 // ApplyCheckpoints puts an agent's report into the status. It is pure. A report whose latest checkpoint
-// is not one of the run's own (place.Run) is not taken: a pod that is not the job's, or a trainer that
+// is not one of the run's own (InRun) is not taken: a pod that is not the job's, or a trainer that
 // wrote elsewhere, does not choose what the workers resume from.
 func ApplyCheckpoints(st *mlv1.TrainingJobStatus, place Place, a agentapi.Status, now metav1.Time) {
-	if a.Time.IsZero() || a.Latest != "" && !InRun(a.Latest, place.Run) {
+	if a.Time.IsZero() || a.Latest != "" && !InRun(a.Latest, place) {
 		return // the agent has not synced yet, or names another run's checkpoint
 	}
 	nameRoot := place.NameRoot
@@ -102,17 +106,32 @@ func earlierRuns(runs []agentapi.EarlierRun, nameRoot string) []string {
 	return out
 }
 
-// InRun reports whether uri names a checkpoint directly in the run's directory run:
-// <run>/checkpoint-<position>[/], valid UTF-8 of at most maxEarlierRun bytes with no control character.
-func InRun(uri, run string) bool {
-	rest, ok := strings.CutPrefix(uri, strings.TrimRight(run, "/")+"/")
-	rest = strings.TrimSuffix(rest, "/")
-	if !ok || run == "" || len(uri) > maxEarlierRun || !utf8.ValidString(uri) || strings.ContainsFunc(uri, unicode.IsControl) ||
-		strings.Contains(rest, "/") {
+// InRun reports whether uri names a checkpoint directly in the run's directory: <store>/<run
+// root>/checkpoint-<position>[/] in an object store, /<mount>/<run root>/checkpoint-<position>[/] on
+// mounted storage; valid UTF-8 of at most maxEarlierRun bytes, with no control character and no "." or
+// ".." element.
+func InRun(uri string, place Place) bool {
+	root := strings.Trim(place.RunRoot, "/")
+	if root == "" || len(uri) > maxEarlierRun || !utf8.ValidString(uri) || strings.ContainsFunc(uri, unicode.IsControl) ||
+		strings.Contains(uri+"/", "/../") || strings.Contains(uri+"/", "/./") {
 		return false
 	}
-	_, ok = agentapi.PositionOf(rest)
-	return ok
+	var rest string
+	if place.Store != "" {
+		var ok bool
+		if rest, ok = strings.CutPrefix(uri, strings.TrimRight(place.Store, "/")+"/"+root+"/"); !ok {
+			return false
+		}
+	} else {
+		i := strings.LastIndex(uri, "/"+root+"/")
+		if !strings.HasPrefix(uri, "/") || strings.Contains(uri, "://") || i < 0 {
+			return false
+		}
+		rest = uri[i+len(root)+2:]
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	_, ok := agentapi.PositionOf(rest)
+	return ok && !strings.Contains(rest, "/")
 }
 
 // underName reports whether uri names a checkpoint of a run of the job's name: .../<nameRoot>/checkpoint-...
@@ -189,10 +208,10 @@ func ApplyFinalReport(st *mlv1.TrainingJobStatus, place Place, a agentapi.Status
 // newer than the status knows (the status write that should have come with it was lost): RESUME_FROM is
 // only ever set from the status, so what it names existed and was the newest. fromSpec, what RESUME_FROM
 // is before any checkpoint of the job (spec.checkpoint.resumeFrom), is not one of the job's own, nor is
-// anything outside the run's directory run (the ConfigMap is in the tenant's namespace).
-func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec, run string) {
+// anything outside the run's directory (InRun: the ConfigMap is in the tenant's namespace).
+func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string, place Place) {
 	epoch, ok := agentapi.EpochOf(resumeFrom)
-	if !ok || resumeFrom == fromSpec || !InRun(resumeFrom, run) || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
+	if !ok || resumeFrom == fromSpec || !InRun(resumeFrom, place) || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
 		return
 	}
 	c := checkpointCopy(st)

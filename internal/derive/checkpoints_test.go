@@ -109,7 +109,7 @@ func TestApplyResumeFrom(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := mlv1.TrainingJobStatus{Checkpoint: tc.status}
-			ApplyResumeFrom(&st, tc.resumeFrom, spec, "s3://b/ml/a")
+			ApplyResumeFrom(&st, tc.resumeFrom, spec, testPlace)
 			if diff := cmp.Diff(tc.want, st.Checkpoint); diff != "" {
 				t.Errorf("status.checkpoint (-want +got):\n%s", diff)
 			}
@@ -257,34 +257,41 @@ func TestEarlierRunsInTheStatus(t *testing.T) {
 }
 
 // testPlace is where the tests' job keeps its checkpoints: its reports name s3://b/ml/a/checkpoint-....
-var testPlace = Place{NameRoot: "ml/same", Run: "s3://b/ml/a"}
+var testPlace = Place{NameRoot: "ml/same", RunRoot: "ml/a", Store: "s3://b"}
 
-// TestInRun: a report's latest checkpoint must be one directly in the run's own directory.
+// TestInRun: a report's latest checkpoint must be one directly in the run's own directory: in its bucket,
+// or under wherever the agent's volume is mounted.
 func TestInRun(t *testing.T) {
-	const run = "s3://b/ml/a/uid-1"
+	s3 := Place{RunRoot: "ml/a/uid-1", Store: "s3://b"}
+	pvc := Place{RunRoot: "ml/a/uid-1"}
 	for _, tc := range []struct {
-		name, uri string
-		want      bool
+		name  string
+		place Place
+		uri   string
+		want  bool
 	}{
-		{name: "the run's", uri: run + "/checkpoint-epoch-4", want: true},
-		{name: "mid-epoch, a prefix's slash", uri: run + "/checkpoint-epoch-4-step-20/", want: true},
-		{name: "another store", uri: "s3://evil/anything/checkpoint-epoch-999"},
-		{name: "another run of the name", uri: "s3://b/ml/a/uid-0/checkpoint-epoch-9"},
-		{name: "a run whose ID the run's extends", uri: run + "x/checkpoint-epoch-9"},
-		{name: "below the run's directory", uri: run + "/x/checkpoint-epoch-9"},
-		{name: "up and back", uri: run + "/../uid-1/checkpoint-epoch-9"},
-		{name: "not a checkpoint", uri: run + "/model.pt"},
-		{name: "a control character", uri: run + "/checkpoint-epoch-4\n"},
-		{name: "invalid UTF-8", uri: run + "/checkpoint-epoch-4\xff"},
-		{name: "no run", uri: "/checkpoint-epoch-4"},
+		{name: "the run's", place: s3, uri: "s3://b/ml/a/uid-1/checkpoint-epoch-4", want: true},
+		{name: "mid-epoch, a prefix's slash", place: s3, uri: "s3://b/ml/a/uid-1/checkpoint-epoch-4-step-20/", want: true},
+		{name: "another bucket", place: s3, uri: "s3://evil/ml/a/uid-1/checkpoint-epoch-999"},
+		{name: "another store", place: s3, uri: "gs://b/ml/a/uid-1/checkpoint-epoch-999"},
+		{name: "another run of the name", place: s3, uri: "s3://b/ml/a/uid-0/checkpoint-epoch-9"},
+		{name: "a run whose ID the run's extends", place: s3, uri: "s3://b/ml/a/uid-1x/checkpoint-epoch-9"},
+		{name: "below the run's directory", place: s3, uri: "s3://b/ml/a/uid-1/x/checkpoint-epoch-9"},
+		{name: "up and back", place: s3, uri: "s3://b/ml/a/uid-1/../uid-1/checkpoint-epoch-9"},
+		{name: "not a checkpoint", place: s3, uri: "s3://b/ml/a/uid-1/model.pt"},
+		{name: "a control character", place: s3, uri: "s3://b/ml/a/uid-1/checkpoint-epoch-4\n"},
+		{name: "invalid UTF-8", place: s3, uri: "s3://b/ml/a/uid-1/checkpoint-epoch-4\xff"},
+		{name: "mounted", place: pvc, uri: "/checkpoints/ml/a/uid-1/checkpoint-epoch-4", want: true},
+		{name: "mounted elsewhere (a process node)", place: pvc, uri: "/var/lib/node/v/ckpt/ml/a/uid-1/checkpoint-epoch-4", want: true},
+		{name: "mounted, an object store's", place: pvc, uri: "s3://evil/ml/a/uid-1/checkpoint-epoch-4"},
+		{name: "mounted, a relative path", place: pvc, uri: "ml/a/uid-1/checkpoint-epoch-4"},
+		{name: "mounted, another run", place: pvc, uri: "/checkpoints/ml/a/uid-0/checkpoint-epoch-4"},
+		{name: "mounted, up and back", place: pvc, uri: "/checkpoints/ml/a/uid-1/../../b/uid-1/checkpoint-epoch-4"},
+		{name: "no run", place: Place{Store: "s3://b"}, uri: "s3://b/checkpoint-epoch-4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := run
-			if tc.name == "no run" {
-				r = ""
-			}
-			if got := InRun(tc.uri, r); got != tc.want {
-				t.Errorf("InRun(%q, %q) = %v, want %v", tc.uri, r, got, tc.want)
+			if got := InRun(tc.uri, tc.place); got != tc.want {
+				t.Errorf("InRun(%q, %+v) = %v, want %v", tc.uri, tc.place, got, tc.want)
 			}
 		})
 	}
@@ -300,7 +307,7 @@ func TestReportsOfAnotherRun(t *testing.T) {
 			for name, apply := range map[string]func(*mlv1.TrainingJobStatus){
 				"running":     func(st *mlv1.TrainingJobStatus) { ApplyCheckpoints(st, testPlace, a, t0) },
 				"final":       func(st *mlv1.TrainingJobStatus) { ApplyFinalReport(st, testPlace, a, t0) },
-				"RESUME_FROM": func(st *mlv1.TrainingJobStatus) { ApplyResumeFrom(st, evil, "", testPlace.Run) },
+				"RESUME_FROM": func(st *mlv1.TrainingJobStatus) { ApplyResumeFrom(st, evil, "", testPlace) },
 			} {
 				st := mlv1.TrainingJobStatus{Checkpoint: own.DeepCopy()}
 				apply(&st)
