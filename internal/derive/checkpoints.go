@@ -211,7 +211,8 @@ func ApplyFinalReport(st *mlv1.TrainingJobStatus, place Place, a agentapi.Status
 // anything outside the run's directory (InRun: the ConfigMap is in the tenant's namespace).
 func ApplyResumeFrom(st *mlv1.TrainingJobStatus, resumeFrom, fromSpec string, place Place) {
 	epoch, ok := agentapi.EpochOf(resumeFrom)
-	if !ok || resumeFrom == fromSpec || !InRun(resumeFrom, place) || st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
+	if !ok || resumeFrom == fromSpec || !InRun(resumeFrom, place) ||
+		st.Checkpoint != nil && !agentapi.Newer(resumeFrom, st.Checkpoint.Latest) {
 		return
 	}
 	c := checkpointCopy(st)
