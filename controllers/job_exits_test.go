@@ -312,56 +312,69 @@ func TestMaxWorkersIsTheCRDs(t *testing.T) {
 
 // TestKilledRankGoneBeforeTheVerdict: when a killed rank's pod is gone before the JobController reads the
 // failed attempt (Kubernetes' Job controller deleted it), its remembered exit still decides: the kill is
-// retryable, so the peer's exit 1 that followed does not fail the run as a non-retryable error.
+// retryable, so the peer's exit 1 that followed does not fail the run as a non-retryable error. A tenant's
+// pod copying the Job's UID with the attempt label 99, seen before or after the kill, is not taken for a
+// newer attempt that drops it.
 func TestKilledRankGoneBeforeTheVerdict(t *testing.T) {
-	ctx := context.Background()
-	tj := tjtest.NewTJ("ml", "k").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
-	tj.UID = "uid-k"
-	r := newReconciler(tj)
-	key := client.ObjectKeyFromObject(tj)
-	reconcileN(t, r, key, 1)
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
-		t.Fatal(err)
-	}
-	ended := func(rank string, code int32, at time.Time) *corev1.Pod {
-		l := names.AttemptLabels(tj)
-		l[names.RankLabel] = rank
-		l["team.example.com/owner"] = "not kept"
-		return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank,
-			UID: types.UID("uid-" + rank), Labels: l},
-			Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}}})
-	}
-	now := r.Clock.Now()
-	r.memory.recordExit(ended("1", 137, now.Add(-20*time.Second))) // seen by the watch, deleted since
-	if err := r.Create(ctx, ended("0", 1, now.Add(-10*time.Second))); err != nil {
-		t.Fatal(err)
-	}
-	job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
-		Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.NewTime(now)})
-	if err := r.Status().Update(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	obs := derive.Observed{Job: job}
-	if err := r.observePods(ctx, tj, &obs); err != nil {
-		t.Fatal(err)
-	}
-	var gone []string
-	for _, p := range obs.Gone {
-		gone = append(gone, p.Name+" "+p.Labels["team.example.com/owner"])
-	}
-	if diff := cmp.Diff([]string{"k-worker-1 "}, gone); diff != "" {
-		t.Errorf("the gone pods the verdict reads (-want +got):\n%s", diff)
-	}
-	reconcileN(t, r, key, 2)
-	got := &mlv1.TrainingJob{}
-	if err := r.Get(ctx, key, got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.State == mlv1.StateFailed || got.Status.RestartCount != 1 || !strings.Contains(got.Status.LastFailure, "137") {
-		t.Errorf("after a killed rank and its peer's exit 1: state %s (%s), restarts %d, last failure %q; want a restart for the kill",
-			got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
+	for _, forged := range []string{"never", "before the kill", "after the kill"} {
+		t.Run("forged "+forged, func(t *testing.T) {
+			ctx := context.Background()
+			tj := tjtest.NewTJ("ml", "k").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
+			tj.UID = "uid-k"
+			r := newReconciler(tj)
+			key := client.ObjectKeyFromObject(tj)
+			reconcileN(t, r, key, 1)
+			job := &batchv1.Job{}
+			if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
+				t.Fatal(err)
+			}
+			ended := func(rank string, code int32, at time.Time) *corev1.Pod {
+				l := names.AttemptLabels(tj)
+				l[names.RankLabel] = rank
+				l["team.example.com/owner"] = "not kept"
+				return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank,
+					UID: types.UID("uid-" + rank), Labels: l},
+					Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
+						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}}})
+			}
+			now := r.Clock.Now()
+			tenant := forgedRunning(t, r, tj, "tenant-pod", "99", "0")
+			if forged == "before the kill" {
+				watchSees(r, tenant)
+			}
+			watchSees(r, ended("1", 137, now.Add(-20*time.Second))) // seen by the watch, deleted since
+			if forged == "after the kill" {
+				watchSees(r, tenant)
+			}
+			if err := r.Create(ctx, ended("0", 1, now.Add(-10*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+			job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+				Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.NewTime(now)})
+			if err := r.Status().Update(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			obs := derive.Observed{Job: job}
+			if err := r.observePods(ctx, tj, &obs); err != nil {
+				t.Fatal(err)
+			}
+			var gone []string
+			for _, p := range obs.Gone {
+				gone = append(gone, p.Name+" "+p.Labels["team.example.com/owner"])
+			}
+			if diff := cmp.Diff([]string{"k-worker-1 "}, gone); diff != "" {
+				t.Errorf("the gone pods the verdict reads (-want +got):\n%s", diff)
+			}
+			reconcileN(t, r, key, 2)
+			got := &mlv1.TrainingJob{}
+			if err := r.Get(ctx, key, got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.State == mlv1.StateFailed || got.Status.RestartCount != 1 || !strings.Contains(got.Status.LastFailure, "137") {
+				t.Errorf("after a killed rank and its peer's exit 1: state %s (%s), restarts %d, last failure %q; want a restart for the kill",
+					got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
+			}
+		})
 	}
 }
 
@@ -494,60 +507,4 @@ func forgedRunning(t *testing.T, r *JobReconciler, tj *mlv1.TrainingJob, name, a
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
 			{Name: names.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}},
 			{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}})
-}
-
-// TestFutureAttemptLabel: as TestKilledRankGoneBeforeTheVerdict (rank 1 killed with 137 and gone, its
-// peer's exit 1 present), but a tenant's pod copying the Job's UID with the attempt label 99 reaches the
-// watch, before or after the kill. The memory does not take 99 for a newer attempt: the kill is kept and
-// the run restarts (it failed NonRetryable on the peer's exit 1).
-func TestFutureAttemptLabel(t *testing.T) {
-	for _, order := range []string{"forged after the kill", "forged before the kill"} {
-		t.Run(order, func(t *testing.T) {
-			ctx := context.Background()
-			tj := tjtest.NewTJ("ml", "k").Workers(2).BackoffLimit(3, mlv1.RestartGang).Obj()
-			tj.UID = "uid-k"
-			r := newReconciler(tj)
-			key := client.ObjectKeyFromObject(tj)
-			reconcileN(t, r, key, 1)
-			job := &batchv1.Job{}
-			if err := r.Get(ctx, types.NamespacedName{Namespace: "ml", Name: names.JobName(tj)}, job); err != nil {
-				t.Fatal(err)
-			}
-			ended := func(rank string, code int32, at time.Time) *corev1.Pod {
-				l := names.AttemptLabels(tj)
-				l[names.RankLabel] = rank
-				return ofTheJob(t, r, tj, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "k-worker-" + rank,
-					UID: types.UID("uid-" + rank), Labels: l},
-					Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: names.ContainerName,
-						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}}})
-			}
-			now := r.Clock.Now()
-			forged := forgedRunning(t, r, tj, "tenant-pod", "99", "0")
-			if order == "forged before the kill" {
-				watchSees(r, forged)
-			}
-			watchSees(r, ended("1", 137, now.Add(-20*time.Second))) // seen by the watch, deleted since
-			if order == "forged after the kill" {
-				watchSees(r, forged)
-			}
-			if err := r.Create(ctx, ended("0", 1, now.Add(-10*time.Second))); err != nil {
-				t.Fatal(err)
-			}
-			job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
-				Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.NewTime(now)})
-			if err := r.Status().Update(ctx, job); err != nil {
-				t.Fatal(err)
-			}
-			reconcileN(t, r, key, 2)
-			got := &mlv1.TrainingJob{}
-			if err := r.Get(ctx, key, got); err != nil {
-				t.Fatal(err)
-			}
-			if got.Status.State == mlv1.StateFailed || got.Status.RestartCount != 1 || !strings.Contains(got.Status.LastFailure, "137") {
-				t.Errorf("one forged pod (attempt label 99, the Job's UID copied) erased the killed rank's exit: "+
-					"state %s (%s), restarts %d, last failure %q; want a restart for the kill",
-					got.Status.State, got.Status.FailureReason, got.Status.RestartCount, got.Status.LastFailure)
-			}
-		})
-	}
 }
