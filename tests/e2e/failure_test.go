@@ -192,7 +192,8 @@ func TestFailureHandling(t *testing.T) {
 			c := tj.Status.Checkpoint
 			if c == nil || !strings.Contains(c.ResumedFrom, "-step-") ||
 				!strings.Contains(c.ResumedFromMessage, "resumed from the checkpoint written at preemption, epoch") {
-				t.Errorf("status.checkpoint does not say the run resumed from the checkpoint written at preemption: %+v", c)
+				// Fatal: a panic below would leave the stack's processes running.
+				t.Fatalf("status.checkpoint does not say the run resumed from the checkpoint written at preemption: %+v", c)
 			}
 			all := node.AllLogs(stack.DataRoot, tj.Namespace, "preempted-worker-0-*", names.ContainerName)
 			assertContains(t, "rank 0's logs", all, "written at preemption (epoch", "resuming from "+c.ResumedFrom)
