@@ -50,6 +50,8 @@ type CheckpointReconciler struct {
 	// (builders.Options.AgentTokenKey). It is used when the cached rank 0 pod does not show its own
 	// token.
 	TokenKey builders.SecretKey
+	// MountRoots are the host directories a process node mounts volumes from (Config.CheckpointMountRoots).
+	MountRoots []string
 
 	// reports is the agent's last report per job, for the increase of its cumulative counts.
 	reports poller[agentapi.Status]
@@ -120,15 +122,15 @@ func (r *CheckpointReconciler) observe(ctx context.Context, tj *mlv1.TrainingJob
 	pods []corev1.Pod) (string, reconcile.Result) {
 	now := metav1.NewTime(r.Clock.Now())
 	derive.ApplyResumeFrom(&tj.Status, cm.Data[names.ResumeFromKey], builders.ResumeFrom(&mlv1.TrainingJob{Spec: tj.Spec}),
-		checkpointPlace(tj))
+		r.place(tj))
 	if a, ok := r.reports.peek(tj); ok {
-		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, now)
+		derive.ApplyFinalReport(&tj.Status, r.place(tj), a, now)
 	}
 	if a, ok := r.finals.Load(client.ObjectKeyFromObject(tj)); ok {
-		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a.(agentapi.Status), now)
+		derive.ApplyFinalReport(&tj.Status, r.place(tj), a.(agentapi.Status), now)
 	}
 	if a, ok := derive.FinalReport(pods); ok {
-		derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, now)
+		derive.ApplyFinalReport(&tj.Status, r.place(tj), a, now)
 	}
 	if cm.Annotations[names.ResumeAttemptAnnotation] == strconv.Itoa(int(tj.Status.Attempt)) {
 		derive.ApplyResumed(&tj.Status, cm.Annotations[names.ResumedFromAnnotation])
@@ -162,7 +164,7 @@ func (r *CheckpointReconciler) readWhenDue(ctx context.Context, tj *mlv1.Trainin
 		derive.ApplyAgentError(&tj.Status, err, metav1.NewTime(now))
 		return "", res
 	}
-	derive.ApplyCheckpoints(&tj.Status, checkpointPlace(tj), a, metav1.NewTime(now))
+	derive.ApplyCheckpoints(&tj.Status, r.place(tj), a, metav1.NewTime(now))
 	l := []string{tj.Namespace, tj.Name}
 	metrics.CheckpointSize.WithLabelValues(l...).Set(float64(a.SizeBytes))
 	r.reports.with(prev, func(p *agentapi.Status) {
@@ -284,7 +286,7 @@ func (r *CheckpointReconciler) inPlaceReport(ctx context.Context, tj *mlv1.Train
 			continue
 		}
 		if a, err := r.Agent.Status(ctx, podAddr(&p, builders.AgentPort)); err == nil && a.Time.After(c.LastTransitionTime.Time) {
-			derive.ApplyFinalReport(&tj.Status, checkpointPlace(tj), a, metav1.NewTime(r.Clock.Now()))
+			derive.ApplyFinalReport(&tj.Status, r.place(tj), a, metav1.NewTime(r.Clock.Now()))
 			r.fresh.Store(key, tj.Status.Attempt)
 			return reconcile.Result{}
 		}
@@ -319,9 +321,10 @@ func (r *CheckpointReconciler) restartingInPlace(ctx context.Context, tj *mlv1.T
 	return string(job.UID), nil
 }
 
-// checkpointPlace returns where the job's checkpoints are, which the agents' reports must name.
-func checkpointPlace(tj *mlv1.TrainingJob) derive.Place {
-	return derive.Place{NameRoot: builders.NameRoot(tj), RunRoot: builders.CheckpointRoot(tj), Store: builders.CheckpointStore(tj)}
+// place returns where the job's checkpoints are, which the agents' reports must name.
+func (r *CheckpointReconciler) place(tj *mlv1.TrainingJob) derive.Place {
+	return derive.Place{NameRoot: builders.NameRoot(tj), RunRoot: builders.CheckpointRoot(tj), Store: builders.CheckpointStore(tj),
+		Mount: builders.CheckpointMountPath, MountRoots: r.MountRoots}
 }
 
 // rank0Pods returns the rank 0 pods of every attempt still there. A pod of the current attempt (or
@@ -343,8 +346,16 @@ func (r *CheckpointReconciler) rank0Pods(ctx context.Context, tj *mlv1.TrainingJ
 		job = nil
 	}
 	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
-		return !ofJobName(tj, &p) || names.JobAttempt(&p) >= tj.Status.Attempt && !madeBy(job, &p)
+		return !ofJobName(tj, &p) || !madeBy(job, &p) && !olderAttempt(tj, &p)
 	}), nil
+}
+
+// olderAttempt reports whether p is labelled with an attempt before the job's, written as the operator
+// writes it (a label "-1" or "x" is none).
+func olderAttempt(tj *mlv1.TrainingJob, p *corev1.Pod) bool {
+	l := p.Labels[names.AttemptLabel]
+	n, err := strconv.Atoi(l)
+	return err == nil && n >= 0 && strconv.Itoa(n) == l && int32(n) < tj.Status.Attempt
 }
 
 // ofJobName reports whether a Job of the job's name, of any attempt, controls p. Labels alone are

@@ -329,7 +329,7 @@ func (r *JobReconciler) deleteAttempt(ctx context.Context, tj *mlv1.TrainingJob,
 func (r *JobReconciler) stopPods(ctx context.Context, tj *mlv1.TrainingJob, old []corev1.Pod) error {
 	var errs []error
 	var mu sync.Mutex
-	grace := ptr.To(workerGrace(tj))
+	var grace *int64
 	if derive.LastAttemptHung(tj.Status) {
 		grace = ptr.To(hungGrace)
 	}
@@ -346,16 +346,12 @@ func (r *JobReconciler) stopPods(ctx context.Context, tj *mlv1.TrainingJob, old 
 	return nil
 }
 
-// workerGrace is the grace period the job's workers have (builders.TerminationGrace, else Kubernetes'
-// default). An older pod stops within it: one deleted with a longer grace of its own (a pod made to look
-// like a worker, a month of grace, SIGTERM ignored) is deleted again with this one, and no longer holds
-// the next attempt for its own time.
-func workerGrace(tj *mlv1.TrainingJob) int64 {
-	if g := builders.TerminationGrace(tj); g != nil {
-		return *g
-	}
-	return corev1.DefaultTerminationGracePeriodSeconds
-}
+// maxWorkerGrace is the longest grace period a worker the operator built has, in seconds
+// (checkpoint.preemptionGraceSeconds' maximum; else Kubernetes' default 30 s). An older pod deleted
+// with a longer one of its own (a pod made to look like a worker: a month, SIGTERM ignored, a
+// finalizer) is deleted again with it, and no longer holds the next attempt for its own time; a
+// worker's own grace (a checkpoint on SIGTERM) is never cut.
+const maxWorkerGrace int64 = 3600
 
 // stopWorkers is how many pods of an older attempt the JobController deletes (or releases) at once.
 const stopWorkers = 16
@@ -368,9 +364,12 @@ const trackingFinalizerPatch = `[{"op":"test","path":"/metadata/finalizers/%d","
 // held a restart for its whole grace (31 s of 39.5 s), so it is killed instead.
 const hungGrace int64 = 1
 
-// stopPod deletes an older attempt's pod unless it is being deleted with at most grace, with grace
-// when set, and releases its Job tracking finalizer.
+// stopPod deletes an older attempt's pod unless it is being deleted with at most grace (or
+// maxWorkerGrace), with grace when set, and releases its Job tracking finalizer.
 func (r *JobReconciler) stopPod(ctx context.Context, p *corev1.Pod, grace *int64) error {
+	if grace == nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds > maxWorkerGrace {
+		grace = ptr.To(maxWorkerGrace)
+	}
 	longer := grace != nil && (p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds > *grace)
 	if p.DeletionTimestamp == nil || longer {
 		opts := []client.DeleteOption{client.Preconditions{UID: &p.UID}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -101,24 +102,44 @@ func keptPod(p *corev1.Pod) corev1.Pod {
 }
 
 // keptContainers bounds the containers' states a kept pod holds, of its init containers and of the
-// others: those that failed first, then those that ran or ended, in their order (a template's many
-// sidecars cost no more).
+// others (a template's many sidecars cost no more): the failed ends the verdict counts first, the
+// earliest first (the first exit decides), then those that ended, then those that run, in their order.
 const keptContainers = 8
 
 // keptStates returns the names and states of the containers that ran or ended (keptPod), at most
-// keptContainers, those that failed first.
+// keptContainers, in their order.
 func keptStates(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
-	failed := func(c *corev1.ContainerStatus) bool {
-		return c.State.Terminated != nil && c.State.Terminated.ExitCode != 0 ||
-			c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode != 0
+	failedAt := func(c *corev1.ContainerStatus) (time.Time, bool) {
+		var at time.Time
+		failed := false
+		for _, t := range []*corev1.ContainerStateTerminated{c.State.Terminated, c.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode != 0 && t.Reason != derive.ReasonRestartingAllContainers &&
+				(!failed || t.FinishedAt.Time.Before(at)) {
+				at, failed = t.FinishedAt.Time, true
+			}
+		}
+		return at, failed
 	}
-	ran := func(c *corev1.ContainerStatus) bool {
-		return c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil
+	var failed []int
+	for i := range cs {
+		if _, ok := failedAt(&cs[i]); ok {
+			failed = append(failed, i)
+		}
 	}
-	var picked []int
-	for _, take := range []func(*corev1.ContainerStatus) bool{failed, func(c *corev1.ContainerStatus) bool { return ran(c) && !failed(c) }} {
+	slices.SortStableFunc(failed, func(a, b int) int {
+		x, _ := failedAt(&cs[a])
+		y, _ := failedAt(&cs[b])
+		return x.Compare(y)
+	})
+	picked := slices.Clone(failed[:min(len(failed), keptContainers)])
+	for _, take := range []func(*corev1.ContainerStatus) bool{
+		func(c *corev1.ContainerStatus) bool {
+			return c.State.Terminated != nil || c.LastTerminationState.Terminated != nil
+		},
+		func(c *corev1.ContainerStatus) bool { return c.State.Running != nil },
+	} {
 		for i := range cs {
-			if len(picked) < keptContainers && take(&cs[i]) {
+			if len(picked) < keptContainers && take(&cs[i]) && !slices.Contains(picked, i) {
 				picked = append(picked, i)
 			}
 		}

@@ -72,8 +72,9 @@ func TestDeleteAttempt(t *testing.T) {
 
 // TestHungAttemptIsKilled: the workers of an attempt that ended hung (status.lastFailure is the hang
 // detector's) are deleted with a 1 s grace period, also those the garbage collector already deletes with
-// their own; those of any other failure get the workers' grace period (a trainer may checkpoint on
-// SIGTERM), and a pod deleted with a longer one of its own is deleted again with it.
+// their own; those of any other failure keep their own grace period (a trainer may checkpoint on
+// SIGTERM, whatever the spec says now), and a pod deleted with one longer than any worker has is
+// deleted again with maxWorkerGrace.
 func TestHungAttemptIsKilled(t *testing.T) {
 	thirty, twoMinutes, month := int64(30), int64(120), int64(30*24*3600)
 	for _, tc := range []struct {
@@ -86,13 +87,14 @@ func TestHungAttemptIsKilled(t *testing.T) {
 		{name: "hung", lastFailure: "Hang: rank 0 reported no progress for 10m0s", want: []string{"1s"}},
 		{name: "hung, already deleted with 30 s", lastFailure: "Hang: rank 0 reported no progress for 10m0s", deleting: &thirty,
 			want: []string{"1s"}},
-		{name: "a crash", lastFailure: "rank 1 (pod w-1, container trainer) exited with code 137", want: []string{"30s"}},
+		{name: "a crash", lastFailure: "rank 1 (pod w-1, container trainer) exited with code 137", want: []string{"default"}},
 		{name: "a crash, already deleted", lastFailure: "rank 1 exited with code 137", deleting: &thirty, want: nil},
 		{name: "a crash, deleted with a month of its own", lastFailure: "rank 1 exited with code 137", deleting: &month,
-			want: []string{"30s"}},
+			want: []string{"3600s"}},
 		{name: "checkpoints at preemption, deleted with their grace", lastFailure: "rank 1 exited with code 137",
 			onPreemption: true, deleting: &twoMinutes, want: nil},
-		{name: "checkpoints at preemption", lastFailure: "rank 1 exited with code 137", onPreemption: true, want: []string{"120s"}},
+		{name: "checkpoints at preemption turned off since, deleted with their grace", lastFailure: "rank 1 exited with code 137",
+			deleting: &twoMinutes, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := tjtest.NewTJ("ml", "n").Obj()

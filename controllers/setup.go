@@ -248,6 +248,10 @@ type Config struct {
 	// goodput percent); urgent ones (state changes) go at once (writeBudget). 0 means
 	// DefaultStatusWriteQPS; negative, no budget.
 	StatusWriteQPS float64
+	// CheckpointMountRoots are host directories process nodes mount volumes from (the local stack's data
+	// root): an agent there names mounted checkpoints under them, not under the worker's mount path. Empty
+	// on a cluster: a report must name builders.CheckpointMountPath.
+	CheckpointMountRoots []string
 }
 
 // DefaultNamespace is the operator's namespace where it cannot tell (outside a pod), as deploy/ installs it.
@@ -326,7 +330,7 @@ func (w wiring) statusReconciler() *StatusReconciler {
 func (w wiring) checkpointReconciler() *CheckpointReconciler {
 	return &CheckpointReconciler{writes: w.writes, Client: w.mgr.GetClient(), APIReader: w.mgr.GetAPIReader(), Recorder: w.recorder,
 		Clock: clock.RealClock{}, Agent: &agentapi.Client{HTTP: w.http, Timeout: w.timeout}, Interval: w.interval,
-		Workers: w.scrapeWorkers(), TokenKey: w.cfg.Builders.AgentTokenKey}
+		Workers: w.scrapeWorkers(), TokenKey: w.cfg.Builders.AgentTokenKey, MountRoots: w.cfg.CheckpointMountRoots}
 }
 
 func (w wiring) trackingReconciler() *TrackingReconciler {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type config struct {
 	leaderElectionNS       string
 	namespaces             string
 	clusterName            string
+	checkpointMountRoot    string
 	kubeconfig             string
 	images                 map[mlv1.Framework]*string
 	progressInterval       time.Duration
@@ -81,6 +83,8 @@ func parseFlags(args []string) (config, zap.Options) {
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&c.checkpointMountRoot, "checkpoint-mount-root", "", "for process nodes only (the local stack): the host "+
+		"directory they mount volumes from, under which their checkpoint agents name mounted checkpoints; empty on a cluster")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "this cluster's name in each job's status.clusterName (on a MultiKueue worker: "+
 		"the name the manager shows); empty: none")
 	fs.StringVar(&c.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
@@ -197,6 +201,12 @@ func run(ctx context.Context, args []string, restConfig func() *rest.Config) err
 		return fmt.Errorf("--cluster-name %q: %s", c.clusterName, strings.Join(errs, "; "))
 	}
 	cfg.Namespaces, cfg.ClusterName = namespaces, c.clusterName
+	if c.checkpointMountRoot != "" {
+		if !filepath.IsAbs(c.checkpointMountRoot) {
+			return fmt.Errorf("--checkpoint-mount-root %q: not an absolute path", c.checkpointMountRoot)
+		}
+		cfg.CheckpointMountRoots = []string{filepath.Clean(c.checkpointMountRoot)}
+	}
 	cfg.Namespace, _ = operatorNamespace(serviceAccountNamespace)
 	if err := controllers.Setup(mgr, cfg); err != nil {
 		return err

@@ -50,9 +50,13 @@ type Place struct {
 	// checkpoint a report names must be directly in it.
 	RunRoot string
 	// Store is the object store's scheme and bucket a report names first (builders.CheckpointStore),
-	// "" for mounted storage: there the path begins where the agent's volume is mounted, which only the
-	// pod knows (a process node mounts it elsewhere).
+	// "" for mounted storage.
 	Store string
+	// Mount is where mounted storage is in a worker (builders.CheckpointMountPath): a report names
+	// <Mount>/<RunRoot>/checkpoint-.... MountRoots are host directories a process node mounts volumes
+	// from (the local stack's): there the path begins under one of them.
+	Mount      string
+	MountRoots []string
 }
 
 // ApplyCheckpoints puts an agent's report into the status. It is pure. A report whose latest checkpoint
@@ -107,8 +111,8 @@ func earlierRuns(runs []agentapi.EarlierRun, nameRoot string) []string {
 }
 
 // InRun reports whether uri names a checkpoint directly in the run's directory: <store>/<run
-// root>/checkpoint-<position>[/] in an object store, /<mount>/<run root>/checkpoint-<position>[/] on
-// mounted storage; valid UTF-8 of at most maxEarlierRun bytes, with no control character and no "." or
+// root>/checkpoint-<position>[/] in an object store, <mount>/<run root>/checkpoint-<position>[/] on
+// mounted storage (mountedAt); valid UTF-8 of at most maxEarlierRun bytes, with no control character and no "." or
 // ".." element.
 func InRun(uri string, place Place) bool {
 	root := strings.Trim(place.RunRoot, "/")
@@ -123,8 +127,8 @@ func InRun(uri string, place Place) bool {
 			return false
 		}
 	} else {
-		i := strings.LastIndex(uri, "/"+root+"/")
-		if !strings.HasPrefix(uri, "/") || strings.Contains(uri, "://") || i < 0 {
+		i := strings.Index(uri, "/"+root+"/")
+		if i < 0 || strings.Contains(uri, "//") || !mountedAt(uri[:i], place) {
 			return false
 		}
 		rest = uri[i+len(root)+2:]
@@ -132,6 +136,21 @@ func InRun(uri string, place Place) bool {
 	rest = strings.TrimSuffix(rest, "/")
 	_, ok := agentapi.PositionOf(rest)
 	return ok && !strings.Contains(rest, "/")
+}
+
+// mountedAt reports whether dir is where the run's mounted storage is: the worker's mount path, or a
+// directory under one of a process node's roots. A path elsewhere in the pod (another volume, a shared
+// claim's other job) is not the run's, whatever follows it.
+func mountedAt(dir string, place Place) bool {
+	if place.Mount != "" && dir == strings.TrimRight(place.Mount, "/") {
+		return true
+	}
+	for _, r := range place.MountRoots {
+		if r = strings.TrimRight(r, "/"); r != "" && strings.HasPrefix(dir, r+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // underName reports whether uri names a checkpoint of a run of the job's name: .../<nameRoot>/checkpoint-...

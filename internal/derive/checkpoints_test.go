@@ -263,7 +263,8 @@ var testPlace = Place{NameRoot: "ml/same", RunRoot: "ml/a", Store: "s3://b"}
 // or under wherever the agent's volume is mounted.
 func TestInRun(t *testing.T) {
 	s3 := Place{RunRoot: "ml/a/uid-1", Store: "s3://b"}
-	pvc := Place{RunRoot: "ml/a/uid-1"}
+	pvc := Place{RunRoot: "ml/a/uid-1", Mount: "/checkpoints"}
+	processNode := Place{RunRoot: "ml/a/uid-1", Mount: "/checkpoints", MountRoots: []string{"/var/lib/node"}}
 	for _, tc := range []struct {
 		name  string
 		place Place
@@ -282,7 +283,12 @@ func TestInRun(t *testing.T) {
 		{name: "a control character", place: s3, uri: "s3://b/ml/a/uid-1/checkpoint-epoch-4\n"},
 		{name: "invalid UTF-8", place: s3, uri: "s3://b/ml/a/uid-1/checkpoint-epoch-4\xff"},
 		{name: "mounted", place: pvc, uri: "/checkpoints/ml/a/uid-1/checkpoint-epoch-4", want: true},
-		{name: "mounted elsewhere (a process node)", place: pvc, uri: "/var/lib/node/v/ckpt/ml/a/uid-1/checkpoint-epoch-4", want: true},
+		{name: "a process node's mount", place: processNode, uri: "/var/lib/node/v/ckpt/ml/a/uid-1/checkpoint-epoch-4", want: true},
+		{name: "mounted elsewhere, on a cluster", place: pvc, uri: "/var/lib/node/v/ckpt/ml/a/uid-1/checkpoint-epoch-4"},
+		{name: "another job's directory on a shared claim", place: pvc, uri: "/checkpoints/other/b/uid-9/ml/a/uid-1/checkpoint-epoch-999"},
+		{name: "another volume of the pod", place: processNode, uri: "/etc/ml/a/uid-1/checkpoint-epoch-4"},
+		{name: "a double slash", place: pvc, uri: "/checkpoints//ml/a/uid-1/checkpoint-epoch-4"},
+		{name: "the root twice", place: pvc, uri: "/checkpoints/ml/a/uid-1/ml/a/uid-1/checkpoint-epoch-4"},
 		{name: "mounted, an object store's", place: pvc, uri: "s3://evil/ml/a/uid-1/checkpoint-epoch-4"},
 		{name: "mounted, a relative path", place: pvc, uri: "ml/a/uid-1/checkpoint-epoch-4"},
 		{name: "mounted, another run", place: pvc, uri: "/checkpoints/ml/a/uid-0/checkpoint-epoch-4"},

@@ -236,6 +236,7 @@ func operator(c *cluster.Cluster, opts Options) (ctrl.Manager, error) {
 			AgentInterval:     opts.CheckpointInterval,
 			GPUResource:       opts.GPUResource, InputsNodeCacheDir: nodeCacheDir(opts), AgentTokenKey: key},
 		ProgressInterval: opts.ProgressInterval, ClusterName: opts.ClusterName,
+		CheckpointMountRoots: []string{filepath.Join(opts.Dir, "data")}, // the process nodes' DataRoot
 	})
 }
 
@@ -279,7 +280,7 @@ func (s *Stack) StartManager(name, metricsAddr string, extra ...string) (*cluste
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--agent-token-key-file="+keyFile)
+	args = append(args, "--agent-token-key-file="+keyFile, "--checkpoint-mount-root="+s.DataRoot)
 	return cluster.StartProcess(o.ManagerBinary, append(args, extra...), filepath.Join(o.Dir, name+".log"))
 }
 

@@ -49,8 +49,9 @@ const (
 // connection serves a request (a stranger's trickled bodies), the newcomer takes the oldest of the source
 // that holds the most, if that one holds more than the newcomer's would after it: a source with one
 // request in flight (the operator's order) keeps it. When there is none, the newcomer is closed. What
-// remains possible: with more IPs than maxConns, strangers may close the others' connections in turn, the
-// oldest first.
+// remains possible: with about as many stranger IPs as maxConns (63 trickling bodies shut out the probe,
+// 62 and one more close one of two requests the operator has in flight), strangers hold or close the
+// others' connections in turn; a NetworkPolicy on the workers' ports is the answer there.
 type fairConns struct {
 	total, perSource int
 
