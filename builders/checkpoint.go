@@ -98,23 +98,24 @@ func CheckpointDir(tj *mlv1.TrainingJob) string {
 
 // CheckpointURI returns the job's checkpoint location in object storage: s3://bucket/root or gs://bucket/root.
 func CheckpointURI(tj *mlv1.TrainingJob) string {
-	s := tj.CheckpointStorage()
-	if s.Type == mlv1.StorageGCS {
-		return "gs://" + s.GCSBucket + "/" + CheckpointRoot(tj)
-	}
-	return "s3://" + s.S3Bucket + "/" + CheckpointRoot(tj)
+	return objectStore(tj.CheckpointStorage()) + "/" + CheckpointRoot(tj)
 }
 
 // CheckpointStore returns the object store's scheme and bucket the job's checkpoints are in
 // (s3://bucket, gs://bucket), "" for mounted storage.
 func CheckpointStore(tj *mlv1.TrainingJob) string {
-	switch s := tj.CheckpointStorage(); {
-	case s != nil && s.Type == mlv1.StorageS3:
-		return "s3://" + s.S3Bucket
-	case s != nil && s.Type == mlv1.StorageGCS:
-		return "gs://" + s.GCSBucket
+	if s := tj.CheckpointStorage(); s != nil && (s.Type == mlv1.StorageS3 || s.Type == mlv1.StorageGCS) {
+		return objectStore(s)
 	}
 	return ""
+}
+
+// objectStore returns gs://bucket for GCS storage, else s3://bucket.
+func objectStore(s *mlv1.CheckpointStorage) string {
+	if s.Type == mlv1.StorageGCS {
+		return "gs://" + s.GCSBucket
+	}
+	return "s3://" + s.S3Bucket
 }
 
 func checkpointVolume(tj *mlv1.TrainingJob) corev1.Volume {

@@ -234,11 +234,12 @@ func (r *CheckpointReconciler) agentToken(tj *mlv1.TrainingJob, pods []corev1.Po
 				continue
 			}
 			for _, e := range c.Env {
-				if e.Name == agentapi.TokenEnv && e.ValueFrom == nil {
-					return e.Value // a Job built before the token Secret
-				}
-				if e.Name == agentapi.TokenEnv {
+				switch {
+				case e.Name != agentapi.TokenEnv:
+				case e.ValueFrom != nil:
 					return builders.AgentToken(tj, builders.Options{AgentTokenKey: r.TokenKey}) // the token Secret's
+				default:
+					return e.Value // a Job built before the token Secret
 				}
 			}
 			return "" // a Job built before tokens: its agent has none

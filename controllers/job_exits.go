@@ -109,29 +109,27 @@ const keptContainers = 8
 // keptStates returns the names and states of the containers that ran or ended (keptPod), at most
 // keptContainers, in their order.
 func keptStates(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
-	failedAt := func(c *corev1.ContainerStatus) (time.Time, bool) {
-		var at time.Time
-		failed := false
-		for _, t := range []*corev1.ContainerStateTerminated{c.State.Terminated, c.LastTerminationState.Terminated} {
-			if t != nil && t.ExitCode != 0 && t.Reason != derive.ReasonRestartingAllContainers &&
-				(!failed || t.FinishedAt.Time.Before(at)) {
-				at, failed = t.FinishedAt.Time, true
+	type failure struct {
+		i  int
+		at time.Time
+	}
+	var failed []failure
+	for i := range cs {
+		f := failure{i: -1}
+		for _, t := range []*corev1.ContainerStateTerminated{cs[i].State.Terminated, cs[i].LastTerminationState.Terminated} {
+			if derive.FailedEnd(t) && (f.i < 0 || t.FinishedAt.Time.Before(f.at)) {
+				f = failure{i: i, at: t.FinishedAt.Time}
 			}
 		}
-		return at, failed
-	}
-	var failed []int
-	for i := range cs {
-		if _, ok := failedAt(&cs[i]); ok {
-			failed = append(failed, i)
+		if f.i >= 0 {
+			failed = append(failed, f)
 		}
 	}
-	slices.SortStableFunc(failed, func(a, b int) int {
-		x, _ := failedAt(&cs[a])
-		y, _ := failedAt(&cs[b])
-		return x.Compare(y)
-	})
-	picked := slices.Clone(failed[:min(len(failed), keptContainers)])
+	slices.SortStableFunc(failed, func(a, b failure) int { return a.at.Compare(b.at) })
+	var picked []int
+	for _, f := range failed[:min(len(failed), keptContainers)] {
+		picked = append(picked, f.i)
+	}
 	for _, take := range []func(*corev1.ContainerStatus) bool{
 		func(c *corev1.ContainerStatus) bool {
 			return c.State.Terminated != nil || c.LastTerminationState.Terminated != nil

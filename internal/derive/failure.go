@@ -81,7 +81,7 @@ func nonZeroExits(pods []corev1.Pod, agent bool) []*rankExit {
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if failedEnd(t) {
+				if FailedEnd(t) {
 					exits = append(exits, &rankExit{pod: p, container: cs.Name, t: t})
 				}
 			}

@@ -185,16 +185,16 @@ func SettleLeft(obs Observed, c *batchv1.JobCondition, now metav1.Time) time.Dur
 // non-zero code, other than the end a restart in place gives every container.
 func ExitedNonZero(p *corev1.Pod) bool {
 	for _, cs := range containerStatuses(p) {
-		if failedEnd(cs.State.Terminated) {
+		if FailedEnd(cs.State.Terminated) {
 			return true
 		}
 	}
 	return false
 }
 
-// failedEnd says whether a container's end is a failure: a non-zero code, but not the end (137,
+// FailedEnd says whether a container's end is a failure: a non-zero code, but not the end (137,
 // RestartingAllContainers) a restart in place gives every container, which is the gang's restart, no cause.
-func failedEnd(t *corev1.ContainerStateTerminated) bool {
+func FailedEnd(t *corev1.ContainerStateTerminated) bool {
 	return t != nil && t.ExitCode != 0 && t.Reason != ReasonRestartingAllContainers
 }
 
