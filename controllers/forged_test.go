@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,69 +34,31 @@ import (
 // what it names must still be in the run's directory.)
 func TestForgedOlderAttemptLabel(t *testing.T) {
 	const own = "s3://b/ml/a/uid-1/checkpoint-epoch-"
-	key := builders.SecretKey(strings.Repeat("k", 32))
 	for _, label := range []string{"-1", "x", "+0"} {
 		for _, attempt := range []int32{0, 1} {
 			t.Run(label+"@"+strconv.Itoa(int(attempt)), func(t *testing.T) {
 				evil := own + "999999999"
-				tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StorageS3, S3Bucket: "b"}).Obj()
-				tj.UID = "uid-1"
-				tj.Status.State, tj.Status.Attempt, tj.Status.RunID = mlv1.StateRunning, attempt, "uid-1"
-				tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: own + "4", LatestEpoch: 4}
-				cm, _ := builders.ConfigMap(tj, builders.Options{})
-				cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: strconv.Itoa(int(attempt))}
-				cm.Data[names.ResumeFromKey] = own + "4"
-				job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"}}
-				real := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-worker-0-0",
-					Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: strconv.Itoa(int(attempt)),
-						names.ControllerUIDLabel: "job-uid"},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "job-uid",
-						Controller: ptr.To(true)}}},
-					Status: corev1.PodStatus{Phase: corev1.PodPending}}
-				forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "zz-not-yours",
-					Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: label,
-						names.ControllerUIDLabel: "made-up"},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "made-up",
-						Controller: ptr.To(true)}}},
-					Status: corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: names.AgentContainerName,
-						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"latest":"` + evil +
-							`","latestEpoch":999999999,"count":1,"time":"2026-01-01T00:00:00Z"}`, FinishedAt: t0}}}}}}
-				c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tj, cm, job, real, forged).
-					WithStatusSubresource(&mlv1.TrainingJob{}).Build()
-				agent := newFakeAgent("", agentapi.Status{Latest: own + "5", LatestEpoch: 5, Count: 2, Time: t0.Time})
-				r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time),
-					Agent: &agentapi.Client{HTTP: &http.Client{Transport: agent}}, TokenKey: key}
-				req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "a"}}
-				for i := 0; i < 2; i++ {
-					if _, err := r.Reconcile(context.Background(), req); err != nil {
-						t.Fatal(err)
-					}
-				}
-				got := &mlv1.TrainingJob{}
-				_ = c.Get(context.Background(), req.NamespacedName, got)
-				gotCM := &corev1.ConfigMap{}
-				_ = c.Get(context.Background(), client.ObjectKeyFromObject(cm), gotCM)
-				t.Logf("label %q attempt %d: status %q RESUME_FROM %q acked %v", label, attempt, got.Status.Checkpoint.Latest,
-					gotCM.Data[names.ResumeFromKey], agent.acked)
-				if gotCM.Data[names.ResumeFromKey] == evil {
+				real := rank0Pod("a-worker-0-0", strconv.Itoa(int(attempt)), "job-uid")
+				forged := withFinalReport(rank0Pod("zz-not-yours", label, "made-up"),
+					`{"latest":"`+evil+`","latestEpoch":999999999,"count":1,"time":"2026-01-01T00:00:00Z"}`)
+				s := newRank0Scene(t, s3Storage, attempt, own+"4",
+					agentapi.Status{Latest: own + "5", LatestEpoch: 5, Count: 2, Time: t0.Time}, real, forged)
+				s.reconcile(t, 2)
+				if _, resumeFrom := s.resumeFrom(t); resumeFrom == evil {
 					t.Errorf("a pod a made-up Job 'controls', labelled attempt %q at attempt %d, moved RESUME_FROM to %q (acked to the real agent: %v)",
-						label, attempt, evil, agent.acked)
+						label, attempt, evil, s.agent.acked)
 				}
-				// The genuine rank 0 starts and reports epoch 5: RESUME_FROM stays on the forged one, which the
-				// genuine agent is told.
-				_ = c.Get(context.Background(), client.ObjectKeyFromObject(real), real)
+				// The genuine rank 0 starts and reports epoch 5: the status and RESUME_FROM move to it.
+				_ = s.c.Get(context.Background(), client.ObjectKeyFromObject(real), real)
 				real.Status.Phase, real.Status.PodIP = corev1.PodRunning, "10.0.0.1"
-				_ = c.Status().Update(context.Background(), real)
-				r.Clock = clocktesting.NewFakeClock(t0.Add(3600e9))
-				for i := 0; i < 2; i++ {
-					if _, err := r.Reconcile(context.Background(), req); err != nil {
-						t.Fatal(err)
-					}
+				_ = s.c.Status().Update(context.Background(), real)
+				s.r.Clock = clocktesting.NewFakeClock(t0.Add(3600e9))
+				s.reconcile(t, 2)
+				latest, resumeFrom := s.resumeFrom(t)
+				t.Logf("after the real agent reports: status %q RESUME_FROM %q acked %v", latest, resumeFrom, s.agent.acked)
+				if latest != own+"5" || resumeFrom != own+"5" {
+					t.Errorf("after the real agent reports epoch 5: status %q, RESUME_FROM %q; want both %q", latest, resumeFrom, own+"5")
 				}
-				_ = c.Get(context.Background(), client.ObjectKeyFromObject(cm), gotCM)
-				_ = c.Get(context.Background(), req.NamespacedName, got)
-				t.Logf("after the real agent reports: status %q RESUME_FROM %q acked %v", got.Status.Checkpoint.Latest,
-					gotCM.Data[names.ResumeFromKey], agent.acked)
 			})
 		}
 	}
@@ -267,42 +227,18 @@ func TestOwnGraceKeptAfterASpecEdit(t *testing.T) {
 
 // TestForgedReportNamesAnotherJobsDir: mounted storage shared by two jobs (one PVC). Job other/b
 // writes, inside its own run directory, ml/a/uid-1/checkpoint-epoch-999 (its pickle). A forged rank 0 of
-// ml/a labelled attempt "-1" (on attempt 0: no older attempt exists) names that path as its final
-// report; InRun matches the run's root anywhere after the mount, so ml/a's RESUME_FROM names the other
-// job's file.
+// ml/a labelled attempt 0 on attempt 1 (taken by its shape for an older attempt's) names that path as its
+// final report: the path does not begin at the mount (InRun), so ml/a's RESUME_FROM stays its own.
 func TestForgedReportNamesAnotherJobsDir(t *testing.T) {
 	evil := "/checkpoints/other/b/uid-9/ml/a/uid-1/checkpoint-epoch-999"
-	tj := tjtest.NewTJ("ml", "a").Checkpoints(&mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "shared"}).Obj()
-	tj.UID = "uid-1"
-	tj.Status.State, tj.Status.Attempt, tj.Status.RunID = mlv1.StateRunning, 0, "uid-1"
-	own := "/checkpoints/" + builders.CheckpointRoot(tj) + "/checkpoint-epoch-4"
-	tj.Status.Checkpoint = &mlv1.CheckpointStatus{Latest: own, LatestEpoch: 4}
-	cm, _ := builders.ConfigMap(tj, builders.Options{})
-	cm.Annotations = map[string]string{names.ResumeAttemptAnnotation: "0"}
-	cm.Data[names.ResumeFromKey] = own
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: names.JobName(tj), UID: "job-uid"}}
-	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "zz-not-yours",
-		Labels: map[string]string{names.NameLabel: "a", names.RankLabel: "0", names.AttemptLabel: "-1",
-			names.ControllerUIDLabel: "made-up"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "made-up",
-			Controller: ptr.To(true)}}},
-		Status: corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: names.AgentContainerName,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"latest":"` + evil +
-				`","latestEpoch":999,"count":1,"time":"2026-01-01T00:00:00Z"}`, FinishedAt: t0}}}}}}
-	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tj, cm, job, forged).WithStatusSubresource(&mlv1.TrainingJob{}).Build()
-	r := &CheckpointReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(t0.Time),
-		Agent:    &agentapi.Client{HTTP: &http.Client{Transport: newFakeAgent("", agentapi.Status{})}},
-		TokenKey: builders.SecretKey(strings.Repeat("k", 32))}
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "a"}}
-	for i := 0; i < 2; i++ {
-		if _, err := r.Reconcile(context.Background(), req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gotCM := &corev1.ConfigMap{}
-	_ = c.Get(context.Background(), client.ObjectKeyFromObject(cm), gotCM)
-	t.Logf("run root %s; RESUME_FROM %q", builders.CheckpointRoot(tj), gotCM.Data[names.ResumeFromKey])
-	if gotCM.Data[names.ResumeFromKey] == evil {
+	forged := withFinalReport(rank0Pod("zz-not-yours", "0", "made-up"),
+		`{"latest":"`+evil+`","latestEpoch":999,"count":1,"time":"2026-01-01T00:00:00Z"}`)
+	s := newRank0Scene(t, &mlv1.CheckpointStorage{Type: mlv1.StoragePVC, ClaimName: "shared"}, 1,
+		"/checkpoints/ml/a/uid-1/checkpoint-epoch-4", agentapi.Status{}, forged)
+	s.reconcile(t, 2)
+	_, resumeFrom := s.resumeFrom(t)
+	t.Logf("run root %s; RESUME_FROM %q", builders.CheckpointRoot(s.tj), resumeFrom)
+	if resumeFrom == evil {
 		t.Errorf("RESUME_FROM names another job's file: %q", evil)
 	}
 }
